@@ -1,0 +1,27 @@
+"""Pulumi program: load the stack config, build the Platform, export what pipelines read."""
+import pulumi
+
+from multinode import config as mconfig, stackfile
+from multinode.errors import ConfigError
+
+try:
+    raw, secrets = stackfile.read_pulumi_runtime()
+    cfg = mconfig.load(raw, secrets, source=f"stack {pulumi.get_stack()}")
+except ConfigError as e:
+    # RunError ends the program with this message and no traceback, before any resource exists.
+    raise pulumi.RunError(str(e)) from None
+
+for problem in mconfig.advisories(cfg):
+    pulumi.log.warn(str(problem))
+
+from components.platform import Platform  # noqa: E402 - after config is known to be good
+
+platform = Platform("multinode", cfg)
+pulumi.export("cloud", cfg.cloud)
+if platform.cluster is not None:
+    pulumi.export("kubeconfig", platform.cluster.kubeconfig)
+pulumi.export("nodePools", {n: {"machine": p.machine, "nodeCount": p.node_count, "gpusPerNode": p.gpus_per_node,
+                                "nodeSelector": p.node_selector, "fabric": p.fabric}
+                            for n, p in platform.node_pools.items()})
+if platform.storage is not None:
+    pulumi.export("checkpointClaim", platform.storage.claim_name)

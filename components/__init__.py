@@ -1,0 +1,1 @@
+"""Pulumi ComponentResources wrapping the pure core in `multinode/`."""

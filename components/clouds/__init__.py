@@ -1,0 +1,40 @@
+"""Cloud registry: `cloud:` -> the module that builds that cloud's pieces.
+
+Every cloud module exposes the same three components with the same args and outputs
+(see `base.py`): ClusterAccess, GpuNodePool, CheckpointStorage. Modules are imported lazily so a
+stack never imports another cloud's SDK (each is hundreds of MB and seconds to import).
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# cloud -> (module, the PyPI package its SDK comes from)
+REGISTRY = {
+    "existing": ("components.clouds.existing", "pulumi-kubernetes"),
+}
+
+# What a cloud cannot do, and why (shown by `plan` and the README).
+CAPABILITIES = {
+    "existing": "no node pools or file systems are created: the stack describes the nodes (nodeSelector) "
+                "and the fabric they already have, and names an existing StorageClass or PVC",
+}
+
+
+class CloudNotAvailable(RuntimeError):
+    pass
+
+
+def load(cloud: str) -> ModuleType:
+    """Import the module for `cloud`; a clear error with an install hint if its SDK is missing."""
+    if cloud not in REGISTRY:
+        raise CloudNotAvailable(f"cloud {cloud!r} has no components yet; known: {', '.join(sorted(REGISTRY))}")
+    module, package = REGISTRY[cloud]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("pulumi_"):
+            raise CloudNotAvailable(
+                f"cloud {cloud!r} needs the {package} SDK ({e.name} is not installed); "
+                f"install it with `uv pip install {package}` or run `make venv`") from None
+        raise

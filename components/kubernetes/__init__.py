@@ -1,0 +1,1 @@
+"""Kubernetes-side components: add-ons, fabric policies, storage objects, workloads."""

@@ -1,0 +1,44 @@
+"""Turn a plain manifest dict (from multinode.manifests) into the matching Pulumi resource.
+
+Core kinds become the typed pulumi_kubernetes classes; custom resources become
+`apiextensions.CustomResource`. The dict is passed through unchanged (camelCase wire names), so
+what `plan` records is exactly the object Kubernetes gets.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Dict, Optional
+
+import pulumi
+
+# apiVersion group -> pulumi_kubernetes module
+_CORE_GROUPS = {
+    "": "core", "apps": "apps", "batch": "batch", "storage.k8s.io": "storage",
+    "rbac.authorization.k8s.io": "rbac", "scheduling.k8s.io": "scheduling", "policy": "policy",
+    "networking.k8s.io": "networking", "node.k8s.io": "node",
+}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def resource_class(api_version: str, kind: str) -> Optional[type]:
+    group, _, version = api_version.rpartition("/")
+    mod = _CORE_GROUPS.get(group)
+    if mod is None:
+        return None
+    module = importlib.import_module(f"pulumi_kubernetes.{mod}.{version}")
+    return getattr(module, kind, None)
+
+
+def k8s_object(name: str, obj: Dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """Register `obj` as a Kubernetes resource named `name` (the Pulumi logical name)."""
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    cls = resource_class(api_version, kind)
+    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+    if cls is not None:
+        return cls(name, opts=opts, **{_snake(k): v for k, v in body.items()})
+    from pulumi_kubernetes.apiextensions import CustomResource
+    return CustomResource(name, api_version=api_version, kind=kind, opts=opts, **body)

@@ -1,0 +1,163 @@
+"""Machine catalog: the one table of GPU machine facts.
+
+Every other layer (node pools, fabric profiles, manifests, the policy pack) reads machine facts
+from here; there is no second table. Values come from ../shared/facts/hardware.md (collected
+2026-11-22); each entry names its source keys, expanded in SOURCES below. A value that no source
+confirms is stored as given (or None when the source has none) and its field name is listed in
+``unconfirmed``: it is never guessed.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Dict, Iterable, List, Optional, Tuple
+
+CLOUDS = ("aws", "azure", "gcp", "oci")
+
+# Fabric kinds. Each names the transport NCCL must use between nodes on that machine.
+EFA = "efa"                    # AWS Elastic Fabric Adapter (libfabric + aws-ofi-nccl)
+INFINIBAND = "infiniband"      # Azure ND-series InfiniBand (NCCL IB verbs)
+TCPX = "tcpx"                  # GCP A3 High GPUDirect-TCPX
+TCPXO = "tcpxo"                # GCP A3 Mega GPUDirect-TCPXO
+GCP_RDMA = "gcp-rdma"          # GCP A3 Ultra / A4 GPUDirect RDMA over RoCE (NCCL gIB plugin)
+ROCE = "roce"                  # OCI RDMA over Converged Ethernet, SR-IOV VFs
+NONE = "none"                  # no GPU fabric: NCCL over the primary network
+FABRICS = (EFA, INFINIBAND, TCPX, TCPXO, GCP_RDMA, ROCE, NONE)
+
+FABRIC_CLOUD = {EFA: "aws", INFINIBAND: "azure", TCPX: "gcp", TCPXO: "gcp", GCP_RDMA: "gcp", ROCE: "oci"}
+
+SOURCES: Dict[str, str] = {
+    "A1": "docs.aws.amazon.com/ec2/latest/instancetypes/ac.html",
+    "A2": "docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html",
+    "A4": "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/*.yaml",
+    "A9": "meta-pytorch/torchx named_resources_aws.py",
+    "Z1": "MicrosoftDocs/azure-compute-docs gpu-accelerated sizes",
+    "Z2": "MicrosoftDocs/azure-compute-docs ND A100 v4 series",
+    "G1": "cloud.google.com/compute/docs/gpus/gpu-network-bandwidth",
+    "G2": "GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool, examples/gke-a3-*",
+    "G3": "GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo",
+    "O1": "oracle-quickstart/oci-hpc-oke docs + terraform",
+    "O2": "ai2-compute-gpu/oci-dr-hpc-v2 shapes.json (third party)",
+}
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Facts about one GPU machine (instance type, VM size, machine type or shape)."""
+
+    name: str
+    cloud: str                       # aws | azure | gcp | oci | existing (user-described)
+    gpu_model: str
+    gpus: int                        # GPUs per node
+    gpu_memory_gb: Optional[int]     # per GPU; None = no source gives it
+    fabric: str                      # one of FABRICS
+    fabric_nics: Optional[int]       # fast fabric NICs (EFA interfaces, IB HCAs, RDMA VFs, GPU VPC NICs)
+    bandwidth_gbps: Optional[int]    # aggregate fabric bandwidth per node; None = unconfirmed
+    source: str                      # source keys, see SOURCES
+    unconfirmed: Tuple[str, ...] = ()
+    note: str = ""
+
+    @property
+    def devices_per_gpu(self) -> Optional[Fraction]:
+        """Fabric NICs per GPU (may be fractional: p4d has 4 EFA for 8 GPUs)."""
+        if not self.fabric_nics:
+            return None
+        return Fraction(self.fabric_nics, self.gpus)
+
+    def devices_for(self, gpus: int, per_node: Optional[int] = None) -> int:
+        """Fabric devices a container with `gpus` GPUs needs: its share of the node, rounded up."""
+        total = per_node if per_node is not None else (self.fabric_nics or 0)
+        if gpus <= 0 or total <= 0:
+            return 0
+        return max(1, -(-gpus * total // self.gpus))
+
+    @property
+    def sources(self) -> List[str]:
+        return [SOURCES.get(k.strip(), k.strip()) for k in self.source.split(",")]
+
+
+def _m(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, unconfirmed=(), note=""):
+    return Machine(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, tuple(unconfirmed), note)
+
+
+_MACHINES: Tuple[Machine, ...] = (
+    # AWS (EFA). fabric_nics = EFA interfaces a pod requests as vpc.amazonaws.com/efa on a full node.
+    _m("p4d.24xlarge", "aws", "A100", 8, 40, EFA, 4, 400, "A1"),
+    _m("p4de.24xlarge", "aws", "A100", 8, 80, EFA, 4, 400, "A1"),
+    _m("p5.48xlarge", "aws", "H100", 8, 80, EFA, 32, 3200, "A1,A2,A4"),
+    _m("p5e.48xlarge", "aws", "H200", 8, 141, EFA, 32, 3200, "A1,A2,A9"),
+    _m("p5en.48xlarge", "aws", "H200", 8, 141, EFA, 16, 3200, "A1,A9", note="Nitro v5"),
+    _m("p6-b200.48xlarge", "aws", "B200", 8, 179, EFA, 8, 3200, "A1,A2"),
+    _m("p6e-gb200.36xlarge", "aws", "GB200", 4, 185, EFA, 4, None, "A1,A2,A4",
+       unconfirmed=("bandwidth_gbps",),
+       note="17 network card interfaces / 8 NICs; sources give 1600-3200 Gbps; the anchor pod requests efa: 4"),
+    _m("p6-b300.48xlarge", "aws", "B300", 8, 268, EFA, 16, 6400, "A1,A2", note="16 EFA-capable interfaces"),
+    _m("g6e.48xlarge", "aws", "L40S", 8, 44, EFA, 4, 400, "A1"),
+    _m("g5.48xlarge", "aws", "A10G", 8, 22, EFA, 1, 100, "A1"),
+    # Azure (InfiniBand). fabric_nics = IB HCAs (one per GPU).
+    _m("Standard_ND96asr_v4", "azure", "A100", 8, 40, INFINIBAND, 8, 1600, "Z1,Z2", note="HDR InfiniBand"),
+    _m("Standard_ND96amsr_A100_v4", "azure", "A100", 8, 80, INFINIBAND, 8, 1600, "Z1,Z2", note="HDR InfiniBand"),
+    _m("Standard_ND96isr_H100_v5", "azure", "H100", 8, 80, INFINIBAND, 8, 3200, "Z1", note="NDR InfiniBand"),
+    _m("Standard_ND96isr_H200_v5", "azure", "H200", 8, 141, INFINIBAND, 8, 3200, "Z1", note="NDR InfiniBand"),
+    _m("Standard_ND128isr_NDR_GB200_v6", "azure", "GB200", 4, 192, INFINIBAND, 4, 1600, "Z1", note="NDR InfiniBand"),
+    # GCP. fabric_nics = GPU NICs beside the primary gVNIC (one extra VPC each for TCPX/TCPXO).
+    _m("a2-highgpu-8g", "gcp", "A100", 8, 40, NONE, None, 100, "G1"),
+    _m("a2-ultragpu-8g", "gcp", "A100", 8, 80, NONE, None, 100, "G1"),
+    _m("a3-highgpu-8g", "gcp", "H100", 8, 80, TCPX, 4, 1000, "G1,G2,G3", note="4 extra VPCs"),
+    _m("a3-megagpu-8g", "gcp", "H100 Mega", 8, 80, TCPXO, 8, 1600, "G1,G2,G3",
+       unconfirmed=("bandwidth_gbps",),
+       note="8 extra VPCs at MTU 8244; Google's page gives 1,800 Gbps in one copy and 1,600 in another: "
+            "the lower is kept"),
+    _m("a3-ultragpu-8g", "gcp", "H200", 8, 141, GCP_RDMA, 8, 3600, "G1,G2",
+       note="8 ConnectX-7 on the RDMA VPC + 2 gVNIC"),
+    _m("a4-highgpu-8g", "gcp", "B200", 8, 180, GCP_RDMA, 8, 3600, "G1,G2",
+       unconfirmed=("gpu_memory_gb",), note="8 ConnectX-7 on the RDMA VPC + 2 gVNIC; GPU memory marked '?'"),
+    # OCI (RoCE over SR-IOV). fabric_nics = RDMA VFs a pod requests as nvidia.com/rdma-vf on a full node.
+    _m("BM.GPU4.8", "oci", "A100", 8, 40, ROCE, 16, None, "O1,O2", unconfirmed=("bandwidth_gbps",),
+       note="ConnectX-5"),
+    _m("BM.GPU.A100-v2.8", "oci", "A100", 8, 80, ROCE, 16, None, "O1,O2", unconfirmed=("bandwidth_gbps",),
+       note="ConnectX-5"),
+    _m("BM.GPU.H100.8", "oci", "H100", 8, 80, ROCE, 16, None, "O1,O2", unconfirmed=("bandwidth_gbps",),
+       note="ConnectX-7"),
+    _m("BM.GPU.H200.8", "oci", "H200", 8, 141, ROCE, 8, None, "O1,O2", unconfirmed=("bandwidth_gbps",),
+       note="ConnectX-7"),
+    _m("BM.GPU.B200.8", "oci", "B200", 8, None, ROCE, 8, None, "O1,O2",
+       unconfirmed=("gpu_memory_gb", "bandwidth_gbps"), note="ConnectX-7"),
+)
+
+MACHINES: Dict[str, Machine] = {m.name: m for m in _MACHINES}
+
+
+class UnknownMachine(KeyError):
+    def __init__(self, name: str, suggestions: List[str]):
+        self.name = name
+        self.suggestions = suggestions
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        hint = f"did you mean {', '.join(self.suggestions)}?" if self.suggestions else \
+            "see the machine catalog in the README"
+        return f"unknown machine {self.name!r}: {hint} (or describe it with machineSpec)"
+
+
+def suggest(name: str, cloud: Optional[str] = None, n: int = 3) -> List[str]:
+    """Closest known machine names, preferring the given cloud."""
+    pool: Iterable[str] = [m.name for m in _MACHINES if cloud in (None, "existing", m.cloud)]
+    lowered = {p.lower(): p for p in pool}
+    hits = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.5)
+    if not hits:  # substring fallback: "h100" -> every H100 machine of that cloud
+        hits = [k for k in lowered if name.lower() in k][:n]
+    return [lowered[h] for h in hits]
+
+
+def lookup(name: str, cloud: Optional[str] = None) -> Machine:
+    """The catalog entry for `name`; UnknownMachine (with suggestions) otherwise."""
+    m = MACHINES.get(name)
+    if m is None:
+        raise UnknownMachine(name, suggest(name, cloud))
+    return m
+
+
+def machines_for(cloud: str) -> List[Machine]:
+    return [m for m in _MACHINES if m.cloud == cloud]

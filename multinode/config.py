@@ -1,0 +1,598 @@
+"""Typed stack configuration (pydantic v2) for the `multinode` config namespace.
+
+Keys are camelCase, as Pulumi users write them in `stacks/Pulumi.<stack>.yaml`:
+
+    config:
+      multinode:cloud: aws
+      multinode:nodePools: [...]
+
+`load(raw)` turns the mapping of keys (without the `multinode:` prefix) into a `StackConfig`, or
+raises one `ConfigError` listing every problem with its key path, the bad value and the fix.
+Unknown keys are errors. Nothing here imports Pulumi or registers a resource.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Set, Tuple
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from . import catalog, models, topology
+from .errors import ConfigError, Problem
+
+NAMESPACE = "multinode"
+SECRET_PLACEHOLDER = "[secret]"
+
+# Provider namespaces a stack file may also carry (read by the provider SDKs, not by us).
+PROVIDER_NAMESPACES = {"aws", "azure-native", "gcp", "oci", "kubernetes", "pulumi"}
+
+# Upstream releases the add-ons are pinned to (../shared/schemas/SOURCES.md); a stack may override.
+ADDON_VERSIONS = {
+    "volcano": "1.15.1",
+    "lws": "0.10.0",
+    "grove": "0.1.0-alpha.11",
+    "kai": "0.13.0",
+    "kyverno": "3.9.0",            # chart kyverno-chart-3.9.0 = Kyverno v1.19.0
+    "networkOperator": "26.4.1",
+    "gpuOperator": "v26.7.0",
+    "efaDevicePlugin": "v0.5.30",  # chart version in aws/eks-charts v0.0.242 (appVersion v0.5.20)
+    "dynamo": "1.4.0",
+}
+
+# Keys whose values are credentials: they must be Pulumi secrets and never appear in output.
+SECRET_KEYS = ("kubeconfig", "hfToken", "ngcApiKey", "imagePullSecret")
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+CloudName = Literal["aws", "azure", "gcp", "oci", "existing"]
+WorkloadKind = Literal["lws-inference", "grove-inference", "volcano-training", "indexed-job", "mpijob",
+                       "dynamo", "nccl-test"]
+Engine = Literal["vllm", "sglang", "nim", "trtllm", "torchrun", "deepspeed", "mpirun"]
+Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"]
+StorageKind = Literal["fsx-lustre", "efs", "azure-files", "azure-lustre", "filestore", "gcp-lustre",
+                      "oci-fss", "existing"]
+
+INFERENCE_KINDS = ("lws-inference", "grove-inference", "dynamo")
+TRAINING_KINDS = ("volcano-training", "indexed-job", "mpijob")
+
+ENGINES_BY_KIND = {
+    "lws-inference": ("vllm", "sglang", "nim"),
+    "grove-inference": ("vllm", "sglang", "trtllm"),
+    "dynamo": ("vllm", "sglang", "trtllm"),
+    "volcano-training": ("torchrun", "deepspeed"),
+    "indexed-job": ("torchrun", "deepspeed"),
+    "mpijob": ("mpirun",),
+    "nccl-test": ("mpirun",),
+}
+
+STORAGE_BY_CLOUD = {
+    "aws": ("fsx-lustre", "efs"),
+    "azure": ("azure-files", "azure-lustre"),
+    "gcp": ("filestore", "gcp-lustre"),
+    "oci": ("oci-fss",),
+    "existing": ("existing",),
+}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
+                              validate_default=True)
+
+
+class ClusterRef(_Model):
+    """The existing cluster to attach to (creating clusters is out of scope)."""
+    name: Optional[str] = None              # EKS / AKS / GKE / OKE cluster name
+    region: Optional[str] = None            # aws, oci
+    location: Optional[str] = None          # azure (region), gcp (region or zone)
+    resource_group: Optional[str] = None    # azure
+    project: Optional[str] = None           # gcp
+    compartment_id: Optional[str] = None    # oci
+    cluster_id: Optional[str] = None        # oci: the OKE cluster OCID
+    vpc_id: Optional[str] = None            # aws: defaults to the cluster's VPC
+    network: Optional[str] = None           # gcp: primary VPC name
+
+
+class MachineSpec(_Model):
+    """A machine described explicitly instead of by catalog name."""
+    name: str
+    gpus: int = Field(ge=1, le=64)
+    gpu_model: str = "unknown"
+    gpu_memory_gb: Optional[int] = Field(default=None, ge=1)
+    fabric: Literal["efa", "infiniband", "tcpx", "tcpxo", "gcp-rdma", "roce", "none"] = "none"
+    fabric_nics: Optional[int] = Field(default=None, ge=0)
+    bandwidth_gbps: Optional[int] = Field(default=None, ge=0)
+
+
+class CapacityReservation(_Model):
+    id: str
+    type: Literal["reservation", "capacityBlock"] = "reservation"
+    nodes: Optional[int] = Field(default=None, ge=1)   # how many nodes it holds, when known
+
+
+class NodePool(_Model):
+    name: str
+    machine: Optional[str] = None
+    machine_spec: Optional[MachineSpec] = None
+    node_count: int = Field(ge=1, le=512)
+    zone: Optional[str] = None
+    subnet_id: Optional[str] = None                   # aws: the one subnet (AZ) of the pool
+    capacity_reservation: Optional[CapacityReservation] = None
+    disk_size_gb: int = Field(default=500, ge=100, le=16384)
+    labels: Dict[str, str] = {}
+    node_selector: Dict[str, str] = {}                # existing: labels that select these nodes
+    image_id: Optional[str] = None                    # oci: the GPU image OCID
+
+
+class FabricConfig(_Model):
+    """Overrides; every default comes from the catalog entry of the pool's machine."""
+    enabled: bool = True
+    kind: Optional[Literal["efa", "infiniband", "tcpx", "tcpxo", "gcp-rdma", "roce", "none"]] = None  # existing
+    devices_per_gpu: Optional[float] = Field(default=None, gt=0, le=8)
+    rdma_mode: Literal["shared", "sriov"] = "shared"   # azure InfiniBand device plugin mode
+    pin_transport: bool = True                         # pin NCCL to the fabric (fail closed)
+    webhook_timeout_seconds: int = Field(default=15, ge=1, le=30)
+
+
+class Addon(_Model):
+    enabled: bool = True
+    version: Optional[str] = None
+    namespace: Optional[str] = None
+    values: Dict[str, Any] = {}     # escape hatch: merged over our Helm values
+
+
+class Addons(_Model):
+    volcano: Addon = Addon()
+    lws: Addon = Addon()
+    grove: Addon = Addon(enabled=False)
+    kai: Addon = Addon(enabled=False)
+    kyverno: Addon = Addon()
+    network_operator: Addon = Addon()      # azure, oci
+    gpu_operator: Addon = Addon(enabled=False)
+    efa_device_plugin: Addon = Addon()     # aws
+    dynamo: Addon = Addon(enabled=False)
+
+
+class Storage(_Model):
+    kind: StorageKind
+    name: str = "checkpoints"
+    size_gib: Optional[int] = Field(default=None, ge=1)
+    throughput: Optional[int] = Field(default=None, ge=1)   # fsx: MB/s/TiB; azure-lustre: MB/s/TiB
+    tier: Optional[str] = None                              # filestore tier, azure files sku...
+    allow_delete: bool = False                              # only then may destroy remove the data
+    existing_claim: Optional[str] = None
+    existing_storage_class: Optional[str] = None
+    namespace: str = "multinode"
+    mount_path: str = "/checkpoints"
+
+
+class Queue(_Model):
+    name: str
+    weight: int = Field(default=1, ge=1, le=65535)
+    gpus: Optional[int] = Field(default=None, ge=0)    # capability: nvidia.com/gpu
+
+
+class NetworkTopology(_Model):
+    mode: Literal["hard", "soft"] = "hard"
+    highest_tier_allowed: int = Field(default=1, ge=1, le=10)
+
+
+class Role(_Model):
+    """A prefill or decode role of a disaggregated Grove / Dynamo deployment."""
+    nodes: int = Field(default=1, ge=1, le=64)
+    gpus_per_node: Optional[int] = Field(default=None, ge=1, le=64)
+    tensor_parallel: Optional[int] = Field(default=None, ge=1)
+    pipeline_parallel: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, le=64)
+
+
+class Disaggregated(_Model):
+    prefill: Role
+    decode: Role
+
+
+class Workload(_Model):
+    name: str
+    kind: WorkloadKind
+    node_pool: str
+    engine: Optional[Engine] = None
+    model: Optional[str] = None
+    model_params_b: Optional[float] = Field(default=None, gt=0)
+    precision: Precision = "bf16"
+    image: Optional[str] = None
+    namespace: str = "multinode"
+    nodes: int = Field(default=1, ge=1, le=512)
+    gpus_per_node: Optional[int] = Field(default=None, ge=1, le=64)
+    tensor_parallel: Optional[int] = Field(default=None, ge=1)
+    pipeline_parallel: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, le=64)
+    port: int = Field(default=8000, ge=1, le=65535)
+    startup_timeout_minutes: int = Field(default=60, ge=1, le=1440)
+    shm_size_gi: int = Field(default=64, ge=1, le=1024)
+    queue: Optional[str] = None
+    env: Dict[str, str] = {}
+    extra_args: List[str] = []
+    disaggregated: Optional[Disaggregated] = None           # grove-inference, dynamo
+    # training
+    script: Optional[str] = None
+    script_args: List[str] = []
+    max_retry: int = Field(default=3, ge=0, le=100)
+    network_topology: Optional[NetworkTopology] = None
+    deepspeed_config: Optional[Dict[str, Any]] = None
+    checkpoint_dir: Optional[str] = None
+    # nccl-test
+    min_bus_bandwidth_gbps: Optional[float] = Field(default=None, gt=0)
+
+
+class StackConfig(_Model):
+    cloud: CloudName
+    cluster: ClusterRef = ClusterRef()
+    kubeconfig: Optional[str] = None           # secret; required for `existing`
+    hf_token: Optional[str] = None             # secret: Hugging Face token for model downloads
+    ngc_api_key: Optional[str] = None          # secret: NGC key for NIM images and models
+    image_pull_secret: Optional[str] = None    # secret: a .dockerconfigjson document
+    node_pools: List[NodePool] = Field(min_length=1)
+    fabric: FabricConfig = FabricConfig()
+    addons: Addons = Addons()
+    storage: Optional[Storage] = None
+    queues: List[Queue] = []
+    workloads: List[Workload] = []
+    protect: bool = True                       # protect stateful cloud resources from deletion
+
+    # --- resolved facts, filled by load() ---
+    def machine(self, pool: NodePool) -> catalog.Machine:
+        return resolve_machine(pool, self.cloud)
+
+    def pool(self, name: str) -> NodePool:
+        for p in self.node_pools:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def gpus_per_node(self, workload: Workload) -> int:
+        return workload.gpus_per_node or self.machine(self.pool(workload.node_pool)).gpus
+
+    def tensor_parallel(self, workload: Workload) -> int:
+        """Default: fill every GPU of the workload with one tensor x pipeline group."""
+        if workload.tensor_parallel:
+            return workload.tensor_parallel
+        total = workload.nodes * self.gpus_per_node(workload)
+        return max(1, total // workload.pipeline_parallel)
+
+    def fabric_kind(self) -> str:
+        if self.cloud == "existing":
+            return self.fabric.kind or "none"
+        kinds = {self.machine(p).fabric for p in self.node_pools}
+        kinds.discard("none")
+        return next(iter(kinds)) if kinds else "none"
+
+
+# ---------------------------------------------------------------- machine resolution
+def resolve_machine(pool: NodePool, cloud: str) -> catalog.Machine:
+    if pool.machine_spec is not None:
+        s = pool.machine_spec
+        return catalog.Machine(s.name, cloud, s.gpu_model, s.gpus, s.gpu_memory_gb, s.fabric, s.fabric_nics,
+                               s.bandwidth_gbps, "described in the stack (machineSpec)")
+    return catalog.lookup(pool.machine or "", cloud)
+
+
+# ---------------------------------------------------------------- loading raw config
+def _path(loc: Iterable[Any]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _show(value: Any, secret: bool) -> str:
+    if secret:
+        return SECRET_PLACEHOLDER
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _model_at(loc: Tuple[Any, ...]) -> Optional[type]:
+    """The pydantic model class that owns the last key of `loc` (for did-you-mean hints)."""
+    model: Any = StackConfig
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = {f.alias or n: f for n, f in model.model_fields.items()}
+        f = fields.get(part)
+        if f is None:
+            return None
+        ann = f.annotation
+        candidates = [ann] + list(getattr(ann, "__args__", ()) or ())
+        nxt = None
+        for c in candidates:
+            for cc in [c] + list(getattr(c, "__args__", ()) or ()):
+                if isinstance(cc, type) and issubclass(cc, BaseModel):
+                    nxt = cc
+        if nxt is None:
+            return None
+        model = nxt
+    return model
+
+
+def _known_keys(model: type) -> List[str]:
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def _problem_from_pydantic(err: Dict[str, Any], secrets: Set[str]) -> Problem:
+    loc = tuple(err["loc"])
+    path = _path(loc)
+    top = str(loc[0]) if loc else ""
+    secret = top in secrets
+    typ = err["type"]
+    if typ == "extra_forbidden":
+        model = _model_at(loc)
+        known = _known_keys(model) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys here: {', '.join(known)}"
+        return Problem(path, f"unknown key {str(loc[-1])!r}; {hint}")
+    if typ == "missing":
+        return Problem(path, "required key is missing; add it")
+    if typ == "literal_error":
+        allowed = err.get("ctx", {}).get("expected", "")
+        return Problem(path, f"{_show(err['input'], secret)} is not allowed; use one of {allowed}")
+    if typ in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        return Problem(path, f"{_show(err['input'], secret)}: {err['msg'].lower()}; change the value")
+    return Problem(path, f"{_show(err['input'], secret)}: {err['msg']}")
+
+
+def parse_raw_value(value: Any) -> Any:
+    """Pulumi passes structured config as JSON text; scalars as plain strings."""
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = "stack config") -> StackConfig:
+    """Validate a mapping of config keys (no namespace prefix). Raises ConfigError."""
+    secrets = set(secret_keys)
+    data = {k: parse_raw_value(v) for k, v in raw.items()}
+    plain_secrets = [Problem(k, f"is a secret but is stored in plain text; store it with "
+                                f"`pulumi config set --secret {NAMESPACE}:{k} ...`")
+                     for k in SECRET_KEYS if k in data and k not in secrets]
+    try:
+        cfg = StackConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(plain_secrets + [_problem_from_pydantic(err, secrets) for err in e.errors()],
+                          source) from None
+    problems = plain_secrets + semantic_problems(cfg)
+    if problems:
+        raise ConfigError(problems, source)
+    return cfg
+
+
+def advisories(cfg: StackConfig) -> List[Problem]:
+    """Non-fatal findings (printed by `plan`, logged as warnings by the program)."""
+    out: List[Problem] = []
+    for i, w in enumerate(cfg.workloads):
+        try:
+            m = cfg.machine(cfg.pool(w.node_pool))
+        except (KeyError, catalog.UnknownMachine):
+            continue
+        for f in topology.check_tensor_parallel_span(cfg.tensor_parallel(w), cfg.gpus_per_node(w),
+                                                     cfg.fabric_kind(), m.name):
+            out.append(Problem(f"workloads[{i}].{f.field}", f.message))
+    return out
+
+
+# ---------------------------------------------------------------- semantic checks
+def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat list of checks
+    p: List[Problem] = []
+    cloud = cfg.cloud
+
+    # cluster reference per cloud
+    needed = {
+        "aws": ("name", "region"),
+        "azure": ("name", "resourceGroup", "location"),
+        "gcp": ("name", "project", "location"),
+        "oci": ("clusterId", "compartmentId", "region"),
+        "existing": (),
+    }[cloud]
+    for key in needed:
+        if getattr(cfg.cluster, to_snake(key)) in (None, ""):
+            p.append(Problem(f"cluster.{key}", f"required on cloud {cloud!r}; set multinode:cluster.{key}"))
+    if cloud == "existing" and not cfg.kubeconfig:
+        p.append(Problem("kubeconfig", "cloud 'existing' needs the cluster's kubeconfig; set it with "
+                                       "`pulumi config set --secret multinode:kubeconfig \"$(cat kubeconfig)\"`"))
+
+    # node pools
+    names: Dict[str, int] = {}
+    machines: Dict[str, catalog.Machine] = {}
+    for i, pool in enumerate(cfg.node_pools):
+        at = f"nodePools[{i}]"
+        if not _DNS_LABEL.match(pool.name) or len(pool.name) > 40:
+            p.append(Problem(f"{at}.name", f"{pool.name!r} must be lowercase letters, digits and '-' "
+                                           f"(at most 40 characters), e.g. 'gpu-a'"))
+        if pool.name in names:
+            p.append(Problem(f"{at}.name", f"{pool.name!r} is already used by nodePools[{names[pool.name]}]; "
+                                           f"give each pool its own name"))
+        names.setdefault(pool.name, i)
+        if (pool.machine is None) == (pool.machine_spec is None):
+            p.append(Problem(f"{at}.machine", "set exactly one of machine (a catalog name) or machineSpec "
+                                              "(gpus, gpuMemoryGb, fabric, fabricNics)"))
+            continue
+        try:
+            m = resolve_machine(pool, cloud)
+        except catalog.UnknownMachine as e:
+            p.append(Problem(f"{at}.machine", str(e)))
+            continue
+        if pool.machine and cloud != "existing" and m.cloud != cloud:
+            others = ", ".join(x.name for x in catalog.machines_for(cloud)[:4])
+            p.append(Problem(f"{at}.machine", f"{m.name} is a {m.cloud} machine, but cloud is {cloud!r}; "
+                                              f"use a {cloud} machine such as {others}"))
+            continue
+        machines[pool.name] = m
+        cr = pool.capacity_reservation
+        if cr and cr.nodes is not None and pool.node_count > cr.nodes:
+            p.append(Problem(f"{at}.nodeCount", f"{pool.node_count} nodes, but capacity reservation {cr.id} "
+                                                f"holds {cr.nodes}; use nodeCount {cr.nodes} or a larger reservation"))
+        if cr and cr.type == "capacityBlock" and cloud != "aws":
+            p.append(Problem(f"{at}.capacityReservation.type", f"capacity blocks exist only on aws, not {cloud}; "
+                                                               f"use type 'reservation'"))
+        if cloud == "aws" and not pool.subnet_id:
+            p.append(Problem(f"{at}.subnetId", "an EFA node pool lives in one subnet (one AZ) of the cluster's "
+                                               "VPC; set subnetId, e.g. subnet-0abc..."))
+        if cloud == "gcp" and not pool.zone:
+            p.append(Problem(f"{at}.zone", "GPU node pools with compact placement live in one zone; "
+                                           "set zone, e.g. us-central1-a"))
+        if cloud == "oci" and not pool.zone:
+            p.append(Problem(f"{at}.zone", "set the availability domain, e.g. 'Uocm:US-ASHBURN-AD-1'"))
+        if cloud == "existing" and not pool.node_selector:
+            p.append(Problem(f"{at}.nodeSelector", "on an existing cluster, say which nodes form this pool, "
+                                                   "e.g. nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}"))
+        if cloud != "existing" and pool.node_selector:
+            p.append(Problem(f"{at}.nodeSelector", "only for cloud 'existing'; created pools are selected by "
+                                                   "their own labels (use labels to add more)"))
+
+    # fabric: exactly one per stack
+    fabrics = sorted({m.fabric for m in machines.values()} - {"none"})
+    if cloud == "existing" and cfg.fabric.kind is None:
+        p.append(Problem("fabric.kind", "on an existing cluster, state the fabric the nodes have: "
+                                        "efa, infiniband, tcpx, tcpxo, gcp-rdma, roce or none"))
+    if cloud == "existing" and cfg.fabric.kind:
+        for name, m in machines.items():
+            if m.fabric not in (cfg.fabric.kind, "none") and cfg.fabric.kind != "none":
+                p.append(Problem("fabric.kind", f"{cfg.fabric.kind!r}, but pool {name!r} runs {m.name} whose "
+                                                f"fabric is {m.fabric}; use fabric.kind {m.fabric!r}"))
+    if cloud != "existing" and cfg.fabric.kind is not None:
+        p.append(Problem("fabric.kind", f"only for cloud 'existing'; on {cloud} the fabric comes from the machine"))
+    if len(fabrics) > 1:
+        p.append(Problem("nodePools", f"pools use {len(fabrics)} fabrics ({', '.join(fabrics)}); a stack drives "
+                                      f"exactly one cloud fabric, so put these pools in separate stacks"))
+
+    # add-ons
+    if cfg.addons.grove.enabled and not cfg.addons.kai.enabled:
+        p.append(Problem("addons.kai.enabled", "Grove gang-schedules through KAI-Scheduler; set "
+                                               "addons.kai.enabled true (or disable addons.grove)"))
+    if cfg.addons.dynamo.enabled and not (cfg.addons.grove.enabled or
+                                          (cfg.addons.lws.enabled and cfg.addons.volcano.enabled)):
+        p.append(Problem("addons.dynamo.enabled", "the Dynamo operator needs Grove + KAI (default) or LWS + "
+                                                  "Volcano; enable addons.grove and addons.kai"))
+
+    # storage
+    if cfg.storage is not None:
+        s = cfg.storage
+        allowed = STORAGE_BY_CLOUD[cloud]
+        if s.kind not in allowed:
+            p.append(Problem("storage.kind", f"{s.kind!r} is not available on {cloud}; use one of "
+                                             f"{', '.join(allowed)}"))
+        if s.kind == "existing" and not (s.existing_claim or s.existing_storage_class):
+            p.append(Problem("storage.existingClaim", "set existingClaim (a ReadWriteMany PVC) or "
+                                                      "existingStorageClass for kind 'existing'"))
+        if s.kind != "existing" and s.size_gib is None:
+            p.append(Problem("storage.sizeGib", f"set the size of the {s.kind} file system in GiB"))
+        if not _DNS_LABEL.match(s.namespace):
+            p.append(Problem("storage.namespace", f"{s.namespace!r} is not a valid namespace name"))
+        if not s.mount_path.startswith("/"):
+            p.append(Problem("storage.mountPath", f"{s.mount_path!r} must be an absolute path like /checkpoints"))
+
+    # queues
+    qnames = set()
+    for i, q in enumerate(cfg.queues):
+        if not _DNS_LABEL.match(q.name):
+            p.append(Problem(f"queues[{i}].name", f"{q.name!r} must be a DNS label, e.g. 'research'"))
+        if q.name in qnames:
+            p.append(Problem(f"queues[{i}].name", f"queue {q.name!r} is defined twice"))
+        qnames.add(q.name)
+
+    # workloads
+    wnames: Dict[str, int] = {}
+    for i, w in enumerate(cfg.workloads):
+        p.extend(_workload_problems(cfg, i, w, machines, qnames))
+        if w.name in wnames:
+            p.append(Problem(f"workloads[{i}].name", f"{w.name!r} is already used by workloads[{wnames[w.name]}]"))
+        wnames.setdefault(w.name, i)
+    return p
+
+
+def to_snake(camel: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
+
+
+def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str, catalog.Machine],
+                       queues: Set[str]) -> List[Problem]:
+    at = f"workloads[{i}]"
+    p: List[Problem] = []
+    if not _DNS_LABEL.match(w.name) or len(w.name) > 40:
+        p.append(Problem(f"{at}.name", f"{w.name!r} must be lowercase letters, digits and '-' (at most 40 "
+                                       f"characters), e.g. 'llama-405b'"))
+    if not _DNS_LABEL.match(w.namespace):
+        p.append(Problem(f"{at}.namespace", f"{w.namespace!r} is not a valid namespace name"))
+    if w.node_pool not in {pl.name for pl in cfg.node_pools}:
+        known = ", ".join(pl.name for pl in cfg.node_pools)
+        p.append(Problem(f"{at}.nodePool", f"no node pool named {w.node_pool!r}; use one of: {known}"))
+        return p
+    m = machines.get(w.node_pool)
+    if m is None:
+        return p  # the pool itself is already reported
+    pool = cfg.pool(w.node_pool)
+    engines = ENGINES_BY_KIND[w.kind]
+    if w.engine is not None and w.engine not in engines:
+        p.append(Problem(f"{at}.engine", f"{w.engine!r} does not run as {w.kind}; use one of {', '.join(engines)}"))
+    if w.kind in INFERENCE_KINDS and not w.model:
+        p.append(Problem(f"{at}.model", f"{w.kind} needs the model to serve, e.g. meta-llama/Llama-3.1-405B-Instruct"))
+    if w.kind in TRAINING_KINDS and not w.script and w.kind != "mpijob":
+        p.append(Problem(f"{at}.script", f"{w.kind} needs the training script torchrun starts, e.g. /workspace/train.py"))
+    if w.queue and cfg.queues and w.queue not in queues and w.queue != "default":
+        p.append(Problem(f"{at}.queue", f"no queue named {w.queue!r}; define it under queues or use one of "
+                                        f"{', '.join(sorted(queues))}"))
+    if w.disaggregated and w.kind not in ("grove-inference", "dynamo"):
+        p.append(Problem(f"{at}.disaggregated", f"only grove-inference and dynamo split prefill/decode; "
+                                                f"remove it or use kind grove-inference"))
+    if w.network_topology and w.kind != "volcano-training":
+        p.append(Problem(f"{at}.networkTopology", "only volcano-training places by network topology"))
+    if w.kind in ("volcano-training",) and not cfg.addons.volcano.enabled:
+        p.append(Problem(f"{at}.kind", "volcano-training needs addons.volcano.enabled true"))
+    if w.kind == "lws-inference" and not cfg.addons.lws.enabled:
+        p.append(Problem(f"{at}.kind", "lws-inference needs addons.lws.enabled true"))
+    if w.kind == "grove-inference" and not cfg.addons.grove.enabled:
+        p.append(Problem(f"{at}.kind", "grove-inference needs addons.grove.enabled true (and addons.kai)"))
+    if w.kind == "dynamo" and not cfg.addons.dynamo.enabled:
+        p.append(Problem(f"{at}.kind", "dynamo needs addons.dynamo.enabled true"))
+    if w.kind in ("dynamo", "grove-inference", "lws-inference") and w.engine is None:
+        p.append(Problem(f"{at}.engine", f"choose the inference engine: {', '.join(engines)}"))
+
+    gpn = w.gpus_per_node or m.gpus
+    for f in topology.check_gpus_per_pod(gpn, m.gpus, m.name):
+        p.append(Problem(f"{at}.{f.field}", f.message))
+    if w.nodes > pool.node_count and w.kind != "nccl-test":
+        p.append(Problem(f"{at}.nodes", f"{w.nodes} nodes, but node pool {pool.name!r} has {pool.node_count}; "
+                                        f"use nodes {pool.node_count} or raise nodePools nodeCount"))
+    if w.kind in INFERENCE_KINDS and not w.disaggregated:
+        tp = w.tensor_parallel or max(1, (w.nodes * gpn) // w.pipeline_parallel)
+        for f in topology.check_parallelism(tp, w.pipeline_parallel, w.nodes, gpn, m.name):
+            p.append(Problem(f"{at}.{f.field}", f.message))
+        if w.model:
+            for f in topology.check_model_fit(models.params_b(w.model, w.model_params_b), w.precision,
+                                              w.nodes, gpn, m.gpu_memory_gb, m.name, w.model):
+                p.append(Problem(f"{at}.{f.field}", f.message))
+    if w.disaggregated:
+        for role_name in ("prefill", "decode"):
+            role: Role = getattr(w.disaggregated, role_name)
+            rgpn = role.gpus_per_node or m.gpus
+            rat = f"{at}.disaggregated.{role_name}"
+            for f in topology.check_gpus_per_pod(rgpn, m.gpus, m.name):
+                p.append(Problem(f"{rat}.{f.field}", f.message))
+            tp = role.tensor_parallel or max(1, (role.nodes * rgpn) // role.pipeline_parallel)
+            for f in topology.check_parallelism(tp, role.pipeline_parallel, role.nodes, rgpn, m.name):
+                p.append(Problem(f"{rat}.{f.field}", f.message))
+            if role.nodes > pool.node_count:
+                p.append(Problem(f"{rat}.nodes", f"{role.nodes} nodes, but node pool {pool.name!r} has "
+                                                 f"{pool.node_count}; use at most {pool.node_count}"))
+    if w.kind in TRAINING_KINDS:
+        tp = w.tensor_parallel or 1
+        for f in topology.check_training(w.nodes, gpn, w.nodes, gpn, tp, w.pipeline_parallel):
+            p.append(Problem(f"{at}.{f.field}", f.message))
+    return p

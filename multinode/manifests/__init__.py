@@ -1,0 +1,1 @@
+"""Plain-dict builders of exactly what Kubernetes gets. No Pulumi here."""

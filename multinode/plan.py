@@ -1,0 +1,197 @@
+"""Offline `plan`: what a stack would create, with no Pulumi CLI, cloud account or network.
+
+    python -m multinode plan <stack> [--out build] [--quiet]
+
+Reads stacks/Pulumi.<stack>.yaml, validates it, runs the real __main__.py under Pulumi's mock
+monitor, and writes to build/<stack>/:
+  k8s/NNN-<Kind>-<name>.yaml   every Kubernetes object, one per file, in apply order
+  helm/<name>.yaml             every Helm release (chart, version, namespace, values)
+  resources.json               every registration (type, name, parent, inputs, protect, retainOnDelete,
+                               dependencies, provider); secrets appear as "[secret]"
+  graph.mmd                    a Mermaid graph of components, resources and dependencies
+  policy.json                  the policy pack's findings on the recorded resources
+Exit status: 0 clean, 1 a mandatory policy violation, 2 bad config.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import sys
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+from . import config as mconfig
+from . import stackfile
+from .errors import ConfigError
+from .recording import Registration, run_program
+
+EXIT_OK, EXIT_POLICY, EXIT_CONFIG = 0, 1, 2
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+@dataclass
+class PlanResult:
+    stack: str
+    config: Optional[mconfig.StackConfig]
+    registrations: List[Registration] = field(default_factory=list)
+    k8s_objects: List[Dict[str, Any]] = field(default_factory=list)     # in apply order
+    violations: List[Dict[str, Any]] = field(default_factory=list)
+    advisories: List[str] = field(default_factory=list)
+    out_dir: Optional[Path] = None
+    exit_code: int = EXIT_OK
+    error: str = ""
+
+
+def is_k8s_object(reg: Registration) -> bool:
+    return (reg.custom and reg.type.startswith("kubernetes:") and reg.type != HELM_RELEASE
+            and "apiVersion" in reg.inputs and "kind" in reg.inputs)
+
+
+def apply_order(regs: List[Registration]) -> List[Registration]:
+    """Topological order over explicit dependencies; registration order breaks ties."""
+    index = {r.urn: i for i, r in enumerate(regs)}
+    deps = {r.urn: [d for d in r.dependencies if d in index] for r in regs}
+    done: "OrderedDict[str, None]" = OrderedDict()
+    visiting = set()
+
+    def visit(urn: str) -> None:
+        if urn in done or urn in visiting:
+            return
+        visiting.add(urn)
+        for d in sorted(deps[urn], key=index.get):
+            visit(d)
+        visiting.discard(urn)
+        done[urn] = None
+
+    for r in regs:
+        visit(r.urn)
+    by_urn = {r.urn: r for r in regs}
+    return [by_urn[u] for u in done]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")[:80]
+
+
+def mermaid(regs: List[Registration]) -> str:
+    ids = {r.urn: f"n{i}" for i, r in enumerate(regs)}
+    lines = ["graph TD"]
+    for r in regs:
+        label = f"{r.type.split(':')[-1]}<br/>{r.name}"
+        shape = f'[["{label}"]]' if not r.custom else f'["{label}"]'
+        lines.append(f"  {ids[r.urn]}{shape}")
+    for r in regs:
+        if r.parent in ids:
+            lines.append(f"  {ids[r.parent]} --> {ids[r.urn]}")
+        for d in r.dependencies:
+            if d in ids and d != r.parent:
+                lines.append(f"  {ids[d]} -.-> {ids[r.urn]}")
+    return "\n".join(lines) + "\n"
+
+
+def run_policies(regs: List[Registration], cfg: mconfig.StackConfig) -> List[Dict[str, Any]]:
+    """The policy pack's rules on the recorded resources (once the pack exists in policy/)."""
+    if importlib.util.find_spec("policy.engine") is None:
+        return []
+    from policy import engine  # type: ignore
+    return [v if isinstance(v, dict) else v.as_dict() for v in engine.evaluate([r.as_dict() for r in regs], cfg)]
+
+
+def plan(stack: str, out_root: Optional[Path] = Path("build"), path: Optional[Path] = None) -> PlanResult:
+    src = path or stackfile.stack_path(stack)
+    try:
+        raw, secrets, wire = stackfile.read_stack_file(src)
+        cfg = mconfig.load(raw, secrets, source=str(src))
+    except ConfigError as e:
+        return PlanResult(stack, None, exit_code=EXIT_CONFIG, error=str(e))
+    result = PlanResult(stack, cfg, advisories=[str(p) for p in mconfig.advisories(cfg)])
+    run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack)
+    ordered = apply_order(run.registrations)
+    result.registrations = run.registrations
+    result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
+    result.violations = run_policies(run.registrations, cfg)
+    if any(v.get("enforcementLevel") == "mandatory" for v in result.violations):
+        result.exit_code = EXIT_POLICY
+    if out_root is not None:
+        result.out_dir = write_outputs(result, ordered, Path(out_root) / stack)
+    return result
+
+
+def write_outputs(result: PlanResult, ordered: List[Registration], out: Path) -> Path:
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "k8s").mkdir(parents=True)
+    n = 0
+    for r in ordered:
+        if is_k8s_object(r):
+            n += 1
+            obj = r.inputs
+            name = (obj.get("metadata") or {}).get("name", r.name)
+            (out / "k8s" / f"{n:03d}-{obj['kind']}-{_slug(str(name))}.yaml").write_text(
+                yaml.safe_dump(obj, sort_keys=False))
+        elif r.type == HELM_RELEASE:
+            (out / "helm").mkdir(exist_ok=True)
+            (out / "helm" / f"{_slug(r.name)}.yaml").write_text(yaml.safe_dump(r.inputs, sort_keys=False))
+    (out / "resources.json").write_text(json.dumps([r.as_dict() for r in result.registrations], indent=1))
+    (out / "graph.mmd").write_text(mermaid(result.registrations))
+    (out / "policy.json").write_text(json.dumps(result.violations, indent=1))
+    return out
+
+
+def summary(result: PlanResult) -> str:
+    cfg = result.config
+    assert cfg is not None
+    lines = [f"stack {result.stack}: cloud {cfg.cloud}, {len(result.registrations)} resources"]
+    comps = {r.urn: r for r in result.registrations if not r.custom}
+    per = Counter()
+    for r in result.registrations:
+        parent = comps.get(r.parent)
+        per[f"{parent.type.split(':')[-1]} {parent.name}" if parent else "(stack)"] += 1
+    lines.append("resources per component:")
+    lines += [f"  {k}: {v}" for k, v in sorted(per.items())]
+    total_gpus = 0
+    for pool in cfg.node_pools:
+        m = cfg.machine(pool)
+        total_gpus += pool.node_count * m.gpus
+        lines.append(f"pool {pool.name}: {pool.node_count} x {m.name} ({m.gpus} x {m.gpu_model}), fabric {m.fabric}")
+    lines.append(f"nodes {sum(p.node_count for p in cfg.node_pools)}, GPUs {total_gpus}, fabric {cfg.fabric_kind()}")
+    for w in cfg.workloads:
+        lines.append(f"workload {w.name}: {w.kind} {w.engine or ''} on {w.node_pool}, {w.nodes} nodes x "
+                     f"{cfg.gpus_per_node(w)} GPUs, tp {cfg.tensor_parallel(w)} x pp {w.pipeline_parallel}")
+    for a in result.advisories:
+        lines.append(f"advisory: {a}")
+    mandatory = [v for v in result.violations if v.get("enforcementLevel") == "mandatory"]
+    lines.append(f"policy: {len(mandatory)} mandatory violation(s), "
+                 f"{len(result.violations) - len(mandatory)} advisory")
+    for v in result.violations:
+        lines.append(f"  [{v.get('enforcementLevel')}] {v.get('policy')}: {v.get('resource', '')} {v.get('message')}")
+    if result.out_dir:
+        lines.append(f"wrote {len(result.k8s_objects)} Kubernetes objects and resources.json to {result.out_dir}")
+    return "\n".join(lines)
+
+
+def main(argv: List[str]) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m multinode plan", description=__doc__.splitlines()[0])
+    ap.add_argument("stack", nargs="?", default="aws-dev", help="stack name (stacks/Pulumi.<stack>.yaml)")
+    ap.add_argument("--file", type=Path, help="plan this stack file instead of stacks/Pulumi.<stack>.yaml")
+    ap.add_argument("--out", type=Path, default=Path("build"), help="output folder (default build/)")
+    ap.add_argument("--all", action="store_true", help="plan every stack in stacks/")
+    args = ap.parse_args(argv)
+    stacks = stackfile.list_stacks() if args.all else [args.stack]
+    worst = EXIT_OK
+    for stack in stacks:
+        result = plan(stack, args.out, args.file)
+        if result.exit_code == EXIT_CONFIG:
+            print(result.error, file=sys.stderr)
+        else:
+            print(summary(result))
+        worst = max(worst, result.exit_code)
+    return worst

@@ -1,0 +1,160 @@
+"""Run the real Pulumi program under Pulumi's mock monitor and record every registration.
+
+The recorder keeps what `MockResourceArgs` does not carry: parent, protect, retainOnDelete,
+dependencies and the provider. Secrets are recorded as "[secret]". Used by `plan` and the tests.
+"""
+from __future__ import annotations
+
+import asyncio
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime import mocks as pmocks
+from pulumi.runtime import rpc
+
+from .config import SECRET_PLACEHOLDER
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "__main__.py"
+
+UNKNOWN_PLACEHOLDER = "[unknown]"
+
+# Canned results for provider functions (data sources) by token; cloud modules' tests and the
+# plan add to this. Each takes the call args and returns the result dict.
+CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {}
+# Extra mock outputs per resource type (e.g. Helm release status), merged over the inputs.
+OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {
+    "kubernetes:helm.sh/v3:Release": lambda name, inputs: {
+        "status": {"name": inputs.get("name", name), "namespace": inputs.get("namespace", "default"),
+                   "status": "deployed", "version": inputs.get("version", ""), "revision": 1,
+                   "chart": inputs.get("chart", "")},
+    },
+}
+
+
+def _clean(value: Any) -> Any:
+    """Protobuf-JSON property values -> plain data with secrets and unknowns made visible."""
+    if isinstance(value, dict):
+        sig = value.get(rpc._special_sig_key)
+        if sig == rpc._special_secret_sig:
+            return SECRET_PLACEHOLDER
+        if sig == rpc._special_resource_sig:
+            return value.get("urn", "")
+        if sig == rpc._special_output_value_sig:
+            if value.get("secret"):
+                return SECRET_PLACEHOLDER
+            return _clean(value["value"]) if "value" in value else UNKNOWN_PLACEHOLDER
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if value == rpc.UNKNOWN:
+        return UNKNOWN_PLACEHOLDER
+    return value
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    protect: bool
+    retain_on_delete: bool
+    dependencies: List[str]
+    provider: str
+    inputs: Dict[str, Any]
+    delete_before_replace: bool = False
+    ignore_changes: List[str] = field(default_factory=list)
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
+                "custom": self.custom, "protect": self.protect, "retainOnDelete": self.retain_on_delete,
+                "dependencies": self.dependencies, "provider": self.provider,
+                "deleteBeforeReplace": self.delete_before_replace, "ignoreChanges": self.ignore_changes,
+                "inputs": self.inputs}
+
+
+class PlanMocks(pmocks.Mocks):
+    def new_resource(self, args: pmocks.MockResourceArgs) -> Tuple[Optional[str], Dict[str, Any]]:
+        outputs = dict(args.inputs)
+        extra = OUTPUTS.get(args.typ)
+        if extra:
+            outputs.update(extra(args.name, args.inputs))
+        return (args.resource_id or f"{args.name}-id"), outputs
+
+    def call(self, args: pmocks.MockCallArgs) -> Dict[str, Any]:
+        handler = CALLS.get(args.token)
+        return dict(handler(args.args)) if handler else {}
+
+
+class RecordingMonitor(pmocks.MockMonitor):
+    def __init__(self, mocks: pmocks.Mocks):
+        super().__init__(mocks)
+        self.registrations: List[Registration] = []
+        self.reads: List[Dict[str, Any]] = []
+        self.calls: List[str] = []
+
+    def RegisterResource(self, request):  # noqa: N802 - gRPC method name
+        resp = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return resp
+        props = _clean(json_format.MessageToDict(request.object, preserving_proto_field_name=True))
+        self.registrations.append(Registration(
+            urn=resp.urn, type=request.type, name=request.name, parent=request.parent,
+            custom=bool(request.custom), protect=bool(request.protect),
+            retain_on_delete=bool(request.retainOnDelete), dependencies=list(request.dependencies),
+            provider=request.provider, inputs=props,
+            delete_before_replace=bool(request.deleteBeforeReplace),
+            ignore_changes=list(request.ignoreChanges)))
+        return resp
+
+    def ReadResource(self, request):  # noqa: N802
+        resp = super().ReadResource(request)
+        self.reads.append({"urn": resp.urn, "type": request.type, "name": request.name, "id": request.id})
+        return resp
+
+    def Invoke(self, request):  # noqa: N802
+        self.calls.append(request.tok)
+        return super().Invoke(request)
+
+
+@dataclass
+class ProgramRun:
+    registrations: List[Registration]
+    reads: List[Dict[str, Any]]
+    calls: List[str]
+    stack_outputs: Dict[str, Any]
+
+
+def run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str,
+                program: Path = PROGRAM) -> ProgramRun:
+    """Run `program` under mocks with the given config (as Pulumi passes it: key -> string)."""
+    asyncio.set_event_loop(asyncio.new_event_loop())   # a fresh loop per run (see DESIGN pitfalls)
+    pulumi.runtime.set_all_config(dict(wire_config), list(secret_keys))
+    mocks = PlanMocks()
+    monitor = RecordingMonitor(mocks)
+    # set_mocks reuses an existing root stack resource; clear it so each run starts clean.
+    from pulumi.runtime import settings
+    settings.ROOT.set(None)
+    pmocks.set_mocks(mocks, project="multinode", stack=stack, preview=False, monitor=monitor)
+
+    root = str(program.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    _sync_await(run_pulumi_func(lambda: runpy.run_path(str(program), run_name="__main__")))
+    outputs: Dict[str, Any] = {}
+    stack_res = pulumi.runtime.get_root_resource()
+    if stack_res is not None and getattr(stack_res, "outputs", None):
+        outputs = dict(stack_res.outputs)
+    return ProgramRun(monitor.registrations, monitor.reads, monitor.calls, outputs)

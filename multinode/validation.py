@@ -1,0 +1,783 @@
+"""Offline schema validation for everything multinode generates.
+
+Three kinds of checks, all offline and all against schemas this project did not write:
+
+* Custom resources (LeaderWorkerSet, Volcano Job/Queue/HyperNode, Grove PodCliqueSet, KAI Queue,
+  Kyverno ClusterPolicy, NicClusterPolicy, MPIJob, DynamoGraphDeployment, ...) are checked against
+  the upstream CRD schemas copied unchanged into ``schemas/`` (see ``schemas/PROVENANCE.md``).
+  The check mirrors what the API server does with a custom resource, minus CEL rules, ``format``,
+  defaulting and admission webhooks:
+
+  - the served version's ``openAPIV3Schema`` (types, enums, required, bounds, patterns, anyOf ...),
+    read as JSON Schema draft 4 with OpenAPI 3.0 ``nullable``;
+  - **unknown fields are errors**: the API server *prunes* fields that a structural schema does
+    not list, silently, so a typo would vanish. ``x-kubernetes-preserve-unknown-fields: true``
+    opens a node; ``x-kubernetes-embedded-resource: true`` adds apiVersion/kind/metadata
+    (metadata checked as ObjectMeta); properties listed only inside allOf/anyOf/oneOf/not do not
+    count as declared (that is how pruning works);
+  - ``x-kubernetes-int-or-string``; duplicates in ``x-kubernetes-list-type: set|map`` and missing
+    list-map keys that have no default;
+  - a ``null`` for a field that is not ``nullable`` counts as absent (the API server prunes it);
+  - root metadata: name or generateName required, name a DNS-1123 subdomain, namespace a DNS
+    label, label/annotation keys qualified names, label values valid, no unknown ObjectMeta field;
+  - the apiVersion must be served by the CRD (``CrdIndex.deprecation`` reports deprecated ones,
+    ``CrdIndex.cel_rules`` lists the CEL rules this module does not evaluate).
+
+* Core kinds (Deployment, Service, PodTemplate, ...) are checked with the ``kubernetes-validate``
+  package's *strict* schemas (``additionalProperties: false`` everywhere), collecting all errors,
+  plus the same root-metadata checks except the name format (which differs per core kind).
+
+* Helm values (``helm_values_unknown_keys``) and Kyverno ``{{ }}`` JMESPath expressions
+  (``kyverno_expressions`` / ``kyverno_jmespath_errors``).
+
+Schemas are loaded lazily, one CRD file per (group, kind) on first use, and the converted
+validators are cached at module level, so repeated calls (e.g. across tests) are cheap.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import jsonschema
+import yaml
+
+__all__ = [
+    "SCHEMA_DIR",
+    "HELM_CHARTS",
+    "FREE_FORM_KEYS",
+    "UnknownKindError",
+    "CrdIndex",
+    "validate_object",
+    "validate_pod_template",
+    "validate_pod_spec",
+    "helm_values_unknown_keys",
+    "kyverno_expressions",
+    "kyverno_jmespath_errors",
+]
+
+SCHEMA_DIR: Path = Path(__file__).resolve().parent.parent / "schemas"
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LOCK = threading.RLock()
+
+
+class UnknownKindError(LookupError):
+    """Neither a CRD in ``schemas/`` nor kubernetes-validate knows this apiVersion/kind."""
+
+    def __init__(self, api_version: Any, kind: Any, k8s_version: Optional[str] = None):
+        self.api_version = api_version
+        self.kind = kind
+        self.k8s_version = k8s_version
+        where = f" (Kubernetes {k8s_version})" if k8s_version else ""
+        super().__init__(
+            f"no schema for apiVersion={api_version!r} kind={kind!r}{where}: not a CRD in "
+            f"{SCHEMA_DIR} and not a core kind known to kubernetes-validate")
+
+
+# --------------------------------------------------------------------------------------------
+# metadata rules (k8s.io/apimachinery validation)
+# --------------------------------------------------------------------------------------------
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+# ObjectMeta fields, as JSON Schema; content rules are in _metadata_errors.
+_OBJECT_META: Dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "generateName": {"type": "string"},
+        "namespace": {"type": "string"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+        "finalizers": {"type": "array", "items": {"type": "string"}},
+        "ownerReferences": {"type": "array", "items": {
+            "type": "object", "required": ["apiVersion", "kind", "name", "uid"],
+            "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                           "name": {"type": "string"}, "uid": {"type": "string"},
+                           "controller": {"type": "boolean"},
+                           "blockOwnerDeletion": {"type": "boolean"}},
+            "additionalProperties": False}},
+        "uid": {"type": "string"},
+        "resourceVersion": {"type": "string"},
+        "generation": {"type": "integer"},
+        "selfLink": {"type": "string"},
+        "creationTimestamp": {"type": ["string", "null"]},
+        "deletionTimestamp": {"type": ["string", "null"]},
+        "deletionGracePeriodSeconds": {"type": "integer"},
+        "managedFields": {"type": "array"},
+    },
+    "additionalProperties": False,
+}
+
+
+def _qualified_name_errors(key: Any) -> Optional[str]:
+    """Label/annotation key: optional DNS-subdomain prefix (<=253) + '/' + name (<=63)."""
+    if not isinstance(key, str) or not key:
+        return "key must be a non-empty string"
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return "prefix must be a DNS-1123 subdomain of at most 253 characters"
+    if len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return ("name part must be at most 63 characters, alphanumeric, '-', '_' or '.', "
+                "starting and ending with an alphanumeric character")
+    return None
+
+
+def _metadata_errors(meta: Any, where: str, *, require_name: bool, check_name_format: bool) -> List[str]:
+    if meta is None:
+        return [f"{where}: metadata.name or metadata.generateName is required"] if require_name else []
+    if not isinstance(meta, dict):
+        return [f"{where}: must be a mapping"]
+    errors: List[str] = []
+    name = meta.get("name")
+    if require_name and not (name or meta.get("generateName")):
+        errors.append(f"{where}: metadata.name or metadata.generateName is required")
+    if check_name_format and isinstance(name, str) and name:
+        if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+            errors.append(f"{where}.name: {name!r} is not a DNS-1123 subdomain "
+                          "(lower case alphanumeric, '-' or '.', at most 253 characters)")
+    ns = meta.get("namespace")
+    if isinstance(ns, str) and ns and (len(ns) > 63 or not _DNS_LABEL.match(ns)):
+        errors.append(f"{where}.namespace: {ns!r} is not a DNS-1123 label")
+    for field in ("labels", "annotations"):
+        mapping = meta.get(field)
+        if not isinstance(mapping, dict):
+            continue
+        for k, v in mapping.items():
+            problem = _qualified_name_errors(k)
+            if problem:
+                errors.append(f"{where}.{field}.{k}: invalid key: {problem}")
+            if field == "labels" and isinstance(v, str) and (len(v) > 63 or not _LABEL_VALUE.match(v)):
+                errors.append(f"{where}.labels.{k}: invalid label value {v!r} (at most 63 characters, "
+                              "alphanumeric, '-', '_' or '.', starting and ending alphanumeric)")
+        if field == "annotations":
+            size = sum(len(str(k)) + len(str(v)) for k, v in mapping.items())
+            if size > 256 * 1024:
+                errors.append(f"{where}.annotations: total size {size} bytes exceeds 256 KiB")
+    return errors
+
+
+# --------------------------------------------------------------------------------------------
+# CRD structural schema -> JSON Schema draft 4
+# --------------------------------------------------------------------------------------------
+_SUBSCHEMA_KEYS = ("properties", "items", "additionalProperties", "allOf", "anyOf", "oneOf", "not")
+
+
+def _convert(node: Any, in_junctor: bool = False) -> Any:
+    """Convert one structural-schema node (OpenAPI v3 as used by CRDs) to JSON Schema draft 4.
+
+    ``in_junctor``: inside allOf/anyOf/oneOf/not, where a schema only adds value validation and
+    never declares fields, so no pruning (``additionalProperties: false``) is added there.
+    """
+    if not isinstance(node, dict):
+        return node
+    out: Dict[str, Any] = {k: v for k, v in node.items()
+                           if k not in _SUBSCHEMA_KEYS and k not in ("description", "x-kubernetes-validations")}
+    props = node.get("properties")
+    if isinstance(props, dict):
+        out["properties"] = {k: _convert(v, in_junctor) for k, v in props.items()}
+    items = node.get("items")
+    if isinstance(items, list):
+        out["items"] = [_convert(i, in_junctor) for i in items]
+    elif isinstance(items, dict):
+        out["items"] = _convert(items, in_junctor)
+    if "additionalProperties" in node:
+        ap = node["additionalProperties"]
+        out["additionalProperties"] = _convert(ap, in_junctor) if isinstance(ap, dict) else ap
+    for k in ("allOf", "anyOf", "oneOf"):
+        if isinstance(node.get(k), list):
+            out[k] = [_convert(s, True) for s in node[k]]
+    if isinstance(node.get("not"), dict):
+        out["not"] = _convert(node["not"], True)
+
+    if node.get("nullable") is True:
+        if "type" in out:
+            t = out["type"]
+            out["type"] = (list(t) if isinstance(t, list) else [t]) + ["null"]
+        if isinstance(out.get("enum"), list) and None not in out["enum"]:
+            out["enum"] = out["enum"] + [None]
+    if node.get("x-kubernetes-int-or-string") is True:
+        out.pop("type", None)
+        if "anyOf" not in node and "oneOf" not in node:
+            out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if node.get("x-kubernetes-embedded-resource") is True:
+        p = out.setdefault("properties", {})
+        p["apiVersion"] = {"type": "string"}
+        p["kind"] = {"type": "string"}
+        p["metadata"] = _OBJECT_META
+    # Pruning: fields a structural object node does not declare are dropped by the API server.
+    if (not in_junctor and "additionalProperties" not in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")
+            and (node.get("type") == "object" or "properties" in node)):
+        out["additionalProperties"] = False
+    return out
+
+
+def _list_type_check(validator, value, instance, schema):
+    if not isinstance(instance, list):
+        return
+    if value == "set":
+        seen = set()
+        for i, item in enumerate(instance):
+            key = json.dumps(item, sort_keys=True, default=str)
+            if key in seen:
+                yield jsonschema.ValidationError(
+                    f"duplicate entry {item!r} at index {i} (x-kubernetes-list-type=set)")
+            seen.add(key)
+    elif value == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        defaults = {k: (schema.get("items") or {}).get("properties", {}).get(k, {}).get("default")
+                    for k in keys}
+        seen: Dict[Tuple[str, ...], int] = {}
+        for i, item in enumerate(instance):
+            if not isinstance(item, dict):
+                continue
+            missing = [k for k in keys if k not in item and defaults.get(k) is None]
+            if missing:
+                yield jsonschema.ValidationError(
+                    f"entry {i} lacks list-map key(s) {', '.join(missing)} (x-kubernetes-list-type=map)")
+                continue
+            ident = tuple(json.dumps(item.get(k, defaults.get(k)), sort_keys=True, default=str)
+                          for k in keys)
+            if ident in seen:
+                desc = ", ".join(f"{k}={item.get(k, defaults.get(k))!r}" for k in keys)
+                yield jsonschema.ValidationError(
+                    f"duplicate entry ({desc}) at index {i} and {seen[ident]} (x-kubernetes-list-type=map)")
+            seen.setdefault(ident, i)
+
+
+_CrdValidator = jsonschema.validators.extend(
+    jsonschema.Draft4Validator, {"x-kubernetes-list-type": _list_type_check})
+
+
+def _drop_nulls(inst: Any, sch: Any) -> Any:
+    """Return a copy of ``inst`` without nulls for non-nullable fields (the API server prunes
+    them before validation). Walks along the converted schema."""
+    if not isinstance(sch, dict):
+        return inst
+    if isinstance(inst, dict):
+        props = sch.get("properties") or {}
+        ap = sch.get("additionalProperties")
+        out = {}
+        for k, v in inst.items():
+            sub = props.get(k, ap if isinstance(ap, dict) else None)
+            if sub is None:
+                out[k] = v  # unknown (will be reported) or free-form content
+                continue
+            if v is None:
+                t = sub.get("type")
+                if isinstance(t, list) and "null" in t:
+                    out[k] = v
+                continue
+            out[k] = _drop_nulls(v, sub)
+        return out
+    if isinstance(inst, list) and isinstance(sch.get("items"), dict):
+        return [_drop_nulls(i, sch["items"]) for i in inst]
+    return inst
+
+
+_PRUNED = "(the API server would silently prune them)"
+_DROPPED = "(the API server drops them with a warning, or rejects them under strict field validation)"
+
+
+def _format_error(err: jsonschema.ValidationError, unknown_note: str) -> str:
+    path = ".".join(str(p) for p in err.absolute_path) or "<root>"
+    msg = err.message
+    if err.validator == "additionalProperties" and err.validator_value is False and isinstance(err.instance, dict):
+        declared = set((err.schema.get("properties") or {}))
+        extra = sorted(set(err.instance) - declared)
+        msg = f"unknown field(s) {', '.join(map(repr, extra))}: not in the schema {unknown_note}"
+    elif err.context:
+        msg += " [" + "; ".join(sorted({c.message for c in err.context})) + "]"
+    return f"{path}: {msg}"
+
+
+def _sorted_errors(errors) -> List[jsonschema.ValidationError]:
+    return sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
+
+
+# --------------------------------------------------------------------------------------------
+# CRD index
+# --------------------------------------------------------------------------------------------
+# Module-level caches shared by every CrdIndex over the same folder.
+_HEADS: Dict[Path, Dict[Tuple[str, str], List[Path]]] = {}   # dir -> (group, kind) -> files
+_CRDS: Dict[Path, dict] = {}                                   # file -> parsed CRD
+_VALIDATORS: Dict[Tuple[Path, str], Any] = {}                  # (file, version) -> validator
+
+_VERSIONS_LINE = re.compile(r"^\s*versions:\s*$")
+
+
+def _head_scan(path: Path) -> Optional[Tuple[str, str]]:
+    """(group, kind) of a CRD file without parsing its (multi-MB) schema: parse only the part
+    before ``versions:`` (the last key of ``spec`` in controller-gen output). Falls back to a full
+    parse when that does not work."""
+    head: List[str] = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if _VERSIONS_LINE.match(line):
+                break
+            head.append(line)
+    doc = None
+    try:
+        doc = yaml.load("".join(head), Loader=_LOADER)
+    except yaml.YAMLError:
+        pass
+    if not (isinstance(doc, dict) and isinstance(doc.get("spec"), dict)
+            and doc["spec"].get("group") and (doc["spec"].get("names") or {}).get("kind")):
+        doc = _load_crd(path)
+    if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+        return None
+    return doc["spec"]["group"], doc["spec"]["names"]["kind"]
+
+
+def _load_crd(path: Path) -> Optional[dict]:
+    with _LOCK:
+        if path not in _CRDS:
+            with open(path, encoding="utf-8") as f:
+                docs = [d for d in yaml.load_all(f, Loader=_LOADER) if isinstance(d, dict)]
+            crds = [d for d in docs if d.get("kind") == "CustomResourceDefinition"]
+            _CRDS[path] = crds[0] if crds else {}
+        return _CRDS[path] or None
+
+
+def _split_api_version(api_version: Any) -> Tuple[str, str]:
+    if not isinstance(api_version, str):
+        return "", ""
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+class CrdIndex:
+    """Index of the CRDs under ``schema_dir`` (default ``SCHEMA_DIR``).
+
+    Construction only reads the head of each CRD file (group and kind); a CRD's full schema is
+    parsed the first time that (group, kind) is asked about, and its converted validator is
+    cached per (file, version) at module level.
+    """
+
+    def __init__(self, schema_dir: Optional[Path] = None):
+        self.schema_dir = Path(schema_dir or SCHEMA_DIR).resolve()
+        with _LOCK:
+            if self.schema_dir not in _HEADS:
+                heads: Dict[Tuple[str, str], List[Path]] = {}
+                for path in sorted(self.schema_dir.rglob("*.y*ml")):
+                    if path.name.startswith("values") or "examples" in path.relative_to(self.schema_dir).parts:
+                        continue
+                    gk = _head_scan(path)
+                    if gk:
+                        heads.setdefault(gk, []).append(path)
+                _HEADS[self.schema_dir] = heads
+        self._heads = _HEADS[self.schema_dir]
+
+    # -- lookup ------------------------------------------------------------------------------
+    def kinds(self) -> List[Tuple[str, str]]:
+        """(group, kind) pairs known, without loading any schema."""
+        return sorted(self._heads)
+
+    def _version(self, api_version: Any, kind: Any) -> Optional[Tuple[Path, dict]]:
+        group, version = _split_api_version(api_version)
+        for path in self._heads.get((group, kind), []):
+            crd = _load_crd(path)
+            for v in (crd or {}).get("spec", {}).get("versions", []):
+                if v.get("name") == version:
+                    return path, v
+        return None
+
+    def has(self, api_version: Any, kind: Any) -> bool:
+        """True when a CRD here defines ``kind`` at ``api_version`` (served or not)."""
+        if (_split_api_version(api_version)[0], kind) not in self._heads:
+            return False
+        return self._version(api_version, kind) is not None
+
+    def versions(self, group: str, kind: str) -> List[dict]:
+        """[{name, served, storage, deprecated}] for a (group, kind)."""
+        out = []
+        for path in self._heads.get((group, kind), []):
+            for v in (_load_crd(path) or {}).get("spec", {}).get("versions", []):
+                out.append({"name": v.get("name"), "served": bool(v.get("served")),
+                            "storage": bool(v.get("storage")), "deprecated": bool(v.get("deprecated"))})
+        return out
+
+    def deprecation(self, api_version: str, kind: str) -> Optional[str]:
+        """The CRD's deprecation warning for this version, or None."""
+        found = self._version(api_version, kind)
+        if not found or not found[1].get("deprecated"):
+            return None
+        return found[1].get("deprecationWarning") or f"{api_version} {kind} is deprecated"
+
+    def cel_rules(self, api_version: str, kind: str) -> List[Tuple[str, str, str]]:
+        """(schema path, rule, message) of every ``x-kubernetes-validations`` CEL rule of this
+        version: these are enforced by the API server but NOT by ``validate``."""
+        found = self._version(api_version, kind)
+        if not found:
+            raise UnknownKindError(api_version, kind)
+        out: List[Tuple[str, str, str]] = []
+
+        def walk(n: Any, path: str) -> None:
+            if not isinstance(n, dict):
+                return
+            for r in n.get("x-kubernetes-validations") or []:
+                out.append((path or "<root>", r.get("rule", ""), r.get("message", "")))
+            for k, v in (n.get("properties") or {}).items():
+                walk(v, f"{path}.{k}" if path else k)
+            if isinstance(n.get("items"), dict):
+                walk(n["items"], path + "[]")
+            if isinstance(n.get("additionalProperties"), dict):
+                walk(n["additionalProperties"], path + "{}")
+
+        walk(found[1].get("schema", {}).get("openAPIV3Schema"), "")
+        return out
+
+    def _validator(self, path: Path, version: dict):
+        key = (path, version["name"])
+        with _LOCK:
+            if key not in _VALIDATORS:
+                root = dict(version.get("schema", {}).get("openAPIV3Schema") or {})
+                props = dict(root.get("properties") or {})
+                crd_meta = props.pop("metadata", None)
+                root["properties"] = props
+                schema = _convert(root)
+                schema["properties"]["apiVersion"] = {"type": "string"}
+                schema["properties"]["kind"] = {"type": "string"}
+                meta_schema: Dict[str, Any] = _OBJECT_META
+                if isinstance(crd_meta, dict) and (crd_meta.get("properties") or crd_meta.get("anyOf")
+                                                   or crd_meta.get("allOf") or crd_meta.get("oneOf")):
+                    extra = dict(crd_meta, **{"x-kubernetes-preserve-unknown-fields": True})
+                    meta_schema = {"allOf": [_OBJECT_META, _convert(extra)]}
+                schema["properties"]["metadata"] = meta_schema
+                _VALIDATORS[key] = _CrdValidator(schema)
+            return _VALIDATORS[key]
+
+    # -- validation --------------------------------------------------------------------------
+    def validate(self, obj: dict) -> List[str]:
+        """Errors as "path: message" strings; [] when valid. Raises ``UnknownKindError`` when no
+        CRD here defines the object's apiVersion/kind."""
+        if not isinstance(obj, dict):
+            return [f"<root>: object is a {type(obj).__name__}, not a mapping"]
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        found = self._version(api_version, kind)
+        if not found:
+            raise UnknownKindError(api_version, kind)
+        path, version = found
+        errors: List[str] = []
+        if version.get("served") is False:
+            errors.append(f"apiVersion: {api_version} {kind} is not served by the CRD")
+        errors += _metadata_errors(obj.get("metadata"), "metadata", require_name=True,
+                                   check_name_format=True)
+        validator = self._validator(path, version)
+        cleaned = _drop_nulls(obj, validator.schema)
+        errors += [_format_error(e, _PRUNED) for e in _sorted_errors(validator.iter_errors(cleaned))]
+        return errors
+
+
+_DEFAULT_INDEX: Optional[CrdIndex] = None
+
+
+def _default_index() -> CrdIndex:
+    global _DEFAULT_INDEX
+    with _LOCK:
+        if _DEFAULT_INDEX is None:
+            _DEFAULT_INDEX = CrdIndex()
+        return _DEFAULT_INDEX
+
+
+# --------------------------------------------------------------------------------------------
+# core kinds via kubernetes-validate (strict)
+# --------------------------------------------------------------------------------------------
+_CORE_VALIDATORS: Dict[Tuple[str, str], Any] = {}   # (schema dir, file name) -> validator
+_CORE_REGISTRIES: Dict[str, Any] = {}
+
+
+def _core_validator(obj: dict, k8s_version: str):
+    """A jsonschema validator built from kubernetes-validate's bundled strict schema, the same
+    way ``kubernetes_validate.validate`` builds it, so that ALL errors can be collected (the
+    package's public ``validate`` raises on the first one). Returns None if the package's
+    internals are not as expected (the caller then falls back to the public function).
+    Raises UnknownKindError when there is no schema for the kind."""
+    try:
+        from kubernetes_validate import utils as kvu
+        from packaging.version import Version
+        from referencing import Registry, Resource
+    except ImportError:  # pragma: no cover - dependency missing
+        return None
+    try:
+        wanted = Version(kvu.major_minor(k8s_version.lstrip("v")))
+        candidates = [v for v in kvu.all_versions() if Version(kvu.major_minor(v)) <= wanted]
+        if not candidates:
+            raise UnknownKindError(obj.get("apiVersion"), obj.get("kind"), k8s_version)
+        schema_dir = f"v{candidates[-1]}-local-strict"
+        api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", str(obj.get("apiVersion")))
+        fname = f"{str(obj.get('kind')).lower()}-{api}.json"
+        key = (schema_dir, fname)
+        with _LOCK:
+            if key not in _CORE_VALIDATORS:
+                try:
+                    schema = kvu.schema_contents(f"kubernetes-json-schema/{schema_dir}/{fname}", k8s_version)
+                except FileNotFoundError:
+                    raise UnknownKindError(obj.get("apiVersion"), obj.get("kind"), k8s_version) from None
+                if schema_dir not in _CORE_REGISTRIES:
+                    defs = kvu.schema_contents(f"kubernetes-json-schema/{schema_dir}/_definitions.json",
+                                               k8s_version)
+                    _CORE_REGISTRIES[schema_dir] = Resource.from_contents(defs) @ Registry()
+                registry = Resource.from_contents(schema) @ _CORE_REGISTRIES[schema_dir]
+                _CORE_VALIDATORS[key] = jsonschema.validators.Draft202012Validator(schema, registry=registry)
+            return _CORE_VALIDATORS[key]
+    except UnknownKindError:
+        raise
+    except Exception:  # pragma: no cover - package internals changed
+        return None
+
+
+def _validate_core(obj: dict, k8s_version: str) -> List[str]:
+    import kubernetes_validate as kv
+
+    validator = _core_validator(obj, k8s_version)
+    if validator is not None:
+        errors = [_format_error(e, _DROPPED) for e in _sorted_errors(validator.iter_errors(obj))]
+    else:  # pragma: no cover - fallback: public API, first error only
+        try:
+            kv.validate(obj, k8s_version, strict=True)
+            errors = []
+        except kv.SchemaNotFoundError:
+            raise UnknownKindError(obj.get("apiVersion"), obj.get("kind"), k8s_version) from None
+        except kv.ValidationError as e:
+            errors = [f"{'.'.join(map(str, e.path)) or '<root>'}: {e.message}"]
+    errors += _metadata_errors(obj.get("metadata"), "metadata", require_name=True, check_name_format=False)
+    spec = obj.get("spec")
+    template = obj.get("template") if obj.get("kind") == "PodTemplate" else (
+        spec.get("template") if isinstance(spec, dict) else None)
+    if isinstance(template, dict):
+        where = "template.metadata" if obj.get("kind") == "PodTemplate" else "spec.template.metadata"
+        errors += _metadata_errors(template.get("metadata"), where, require_name=False, check_name_format=False)
+    return errors
+
+
+def validate_object(obj: dict, k8s_version: str = "1.33") -> List[str]:
+    """Validate one Kubernetes object; returns "path: message" errors ([] = valid).
+
+    A CRD in ``schemas/`` for the apiVersion+kind wins; otherwise kubernetes-validate's strict
+    schema for ``k8s_version``; ``UnknownKindError`` if neither knows the kind."""
+    if not isinstance(obj, dict):
+        return [f"<root>: object is a {type(obj).__name__}, not a mapping"]
+    if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
+        return ["<root>: apiVersion and kind are required strings"]
+    index = _default_index()
+    if index.has(obj["apiVersion"], obj["kind"]):
+        return index.validate(obj)
+    return _validate_core(obj, k8s_version)
+
+
+def validate_pod_template(template: dict, k8s_version: str = "1.33") -> List[str]:
+    """Strictly validate a PodTemplateSpec ({metadata, spec}) by wrapping it in a v1 PodTemplate.
+    Error paths start with ``template.``."""
+    wrapper = {"apiVersion": "v1", "kind": "PodTemplate",
+               "metadata": {"name": "validation-wrapper"}, "template": template}
+    return _validate_core(wrapper, k8s_version)
+
+
+def validate_pod_spec(spec: dict, k8s_version: str = "1.33") -> List[str]:
+    """Strictly validate a PodSpec by wrapping it in a v1 Pod. Error paths start with ``spec.``."""
+    wrapper = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "validation-wrapper"}, "spec": spec}
+    return _validate_core(wrapper, k8s_version)
+
+
+# --------------------------------------------------------------------------------------------
+# Helm values
+# --------------------------------------------------------------------------------------------
+HELM_CHARTS = ("volcano", "lws", "grove", "kai-scheduler", "kyverno", "network-operator",
+               "gpu-operator", "aws-efa-k8s-device-plugin")
+
+#: Keys whose value is a Kubernetes object or a free-form map: anything below them is accepted.
+FREE_FORM_KEYS = frozenset({
+    "nodeSelector", "tolerations", "affinity", "nodeAffinity", "podAffinity", "podAntiAffinity",
+    "topologySpreadConstraints", "labels", "annotations", "podAnnotations", "podLabels",
+    "resources", "env", "extraEnv", "extraArgs", "securityContext", "podSecurityContext",
+    "containerSecurityContext", "startupProbe", "livenessProbe", "readinessProbe",
+    "matchLabels", "namespaceSelector", "objectSelector",
+})
+#: Key suffixes treated as free-form too (e.g. ``webhookAnnotations``, ``additionalPodLabels``).
+FREE_FORM_SUFFIXES = ("Annotations", "Labels", "NodeSelector", "SecurityContext", "Tolerations")
+
+#: Sub-chart aliases: their values live in the sub-chart's own values.yaml, not copied here.
+HELM_SUBCHARTS = {
+    "gpu-operator": frozenset({"node-feature-discovery"}),
+    "network-operator": frozenset({"node-feature-discovery", "sriov-network-operator",
+                                   "maintenance-operator-chart"}),
+}
+
+_VALUES_CACHE: Dict[str, Any] = {}
+
+
+def _upstream_values(chart: str) -> Any:
+    if chart not in HELM_CHARTS:
+        raise ValueError(f"unknown chart {chart!r}; expected one of {', '.join(HELM_CHARTS)}")
+    with _LOCK:
+        if chart not in _VALUES_CACHE:
+            with open(SCHEMA_DIR / chart / "values.yaml", encoding="utf-8") as f:
+                _VALUES_CACHE[chart] = yaml.load(f, Loader=_LOADER) or {}
+        return _VALUES_CACHE[chart]
+
+
+def _is_free_form(key: Any, upstream_value: Any) -> bool:
+    if upstream_value is None or isinstance(upstream_value, list):
+        return True
+    if isinstance(upstream_value, dict) and not upstream_value:
+        return True
+    k = str(key)
+    return k in FREE_FORM_KEYS or k.endswith(FREE_FORM_SUFFIXES)
+
+
+def helm_values_unknown_keys(chart: str, values: dict) -> List[str]:
+    """Dotted key paths in ``values`` that the chart's upstream ``values.yaml`` does not have.
+
+    Rule: a key path exists when every segment is a mapping key at that place in the upstream
+    values.yaml (comments do not count: options that upstream only mentions in a comment are
+    reported). The walk stops, accepting anything below, where the upstream value is
+    - ``{}`` (an empty mapping), a list, or null;
+    - under a key in ``FREE_FORM_KEYS`` or ending in one of ``FREE_FORM_SUFFIXES`` (Kubernetes
+      objects and free-form maps: nodeSelector, tolerations, affinity, resources, labels,
+      annotations, env, extraArgs, securityContext, probes, ...);
+    - a sub-chart alias in ``HELM_SUBCHARTS`` (its values are in the sub-chart).
+    Where upstream has a scalar and ``values`` has a mapping, every key in that mapping is
+    reported. Key paths are joined with '.'; a key that itself contains a '.' is written ``[key]``.
+    """
+    upstream = _upstream_values(chart)
+    subcharts = HELM_SUBCHARTS.get(chart, frozenset())
+    unknown: List[str] = []
+
+    def seg(k: Any) -> str:
+        return f"[{k}]" if "." in str(k) else str(k)
+
+    def walk(mine: Any, theirs: Any, path: str, top: bool) -> None:
+        if not isinstance(mine, dict):
+            return
+        for k, v in mine.items():
+            p = f"{path}.{seg(k)}" if path else seg(k)
+            if not isinstance(theirs, dict) or k not in theirs:
+                unknown.append(p)
+                continue
+            u = theirs[k]
+            if (top and k in subcharts) or _is_free_form(k, u):
+                continue
+            if isinstance(v, dict):
+                walk(v, u, p, False)
+
+    walk(values or {}, upstream, "", True)
+    return unknown
+
+
+# --------------------------------------------------------------------------------------------
+# Kyverno {{ }} expressions
+# --------------------------------------------------------------------------------------------
+def _scan_expressions(text: str) -> Iterator[Tuple[Optional[str], Optional[str]]]:
+    """Yield (expression, None) for each ``{{ ... }}`` in ``text`` and (fragment, "unterminated")
+    for a ``{{`` that is never closed. ``\\{{`` (Kyverno's escape) is skipped. Braces inside
+    JMESPath multiselect hashes and inside quoted strings/literals are balanced."""
+    i, n = 0, len(text)
+    while True:
+        start = text.find("{{", i)
+        if start < 0:
+            return
+        if start > 0 and text[start - 1] == "\\":
+            i = start + 2
+            continue
+        j, depth, quote = start + 2, 0, None
+        end = -1
+        while j < n:
+            c = text[j]
+            if quote:
+                if c == "\\":
+                    j += 2
+                    continue
+                if c == quote:
+                    quote = None
+            elif c in "'\"`":
+                quote = c
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                if depth:
+                    depth -= 1
+                elif j + 1 < n and text[j + 1] == "}":
+                    end = j + 2
+                    break
+                # a lone '}' at depth 0: not a terminator, keep scanning
+            j += 1
+        if end < 0:
+            # maybe an unbalanced quote or brace inside: fall back to the first plain '}}' so
+            # that the JMESPath parser reports the real problem
+            plain = text.find("}}", start + 2)
+            if plain < 0:
+                yield text[start:], "unterminated"
+                return
+            end = plain + 2
+        yield text[start:end], None
+        i = end
+
+
+def _walk_strings(node: Any, path: str) -> Iterator[Tuple[str, str]]:
+    if isinstance(node, str):
+        yield path or "<root>", node
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            p = f"{path}.{k}" if path else str(k)
+            if isinstance(k, str):
+                yield p + " (key)", k
+            yield from _walk_strings(v, p)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _walk_strings(v, f"{path}[{i}]")
+
+
+def kyverno_expressions(policy: dict) -> List[str]:
+    """Every ``{{ ... }}`` expression (braces included) in any string, key or value, of the
+    policy, in document order. Escaped ``\\{{ ... }}`` is literal text and is skipped."""
+    return [expr for _, s in _walk_strings(policy, "")
+            for expr, problem in _scan_expressions(s) if problem is None]
+
+
+def _jmespath_message(e: Exception) -> str:
+    from jmespath.exceptions import IncompleteExpressionError, LexerError
+
+    pos = getattr(e, "lex_position", None)
+    if isinstance(e, LexerError):
+        return f"{getattr(e, 'message', None) or e} at position {pos}"
+    if isinstance(e, IncompleteExpressionError):
+        return f"incomplete expression (ends at position {pos})"
+    msg = getattr(e, "msg", None)
+    if msg and pos is not None:
+        return f"{msg} at position {pos}"
+    return " ".join(str(e).split())
+
+
+def kyverno_jmespath_errors(policy: dict) -> List[str]:
+    """``"<path>: <expression>: <error>"`` for each ``{{ }}`` expression whose body does not
+    parse with ``jmespath.compile``, and for each ``{{`` that is never closed.
+
+    Only parsing is checked: Kyverno's custom functions (to_string, divide, lookup, items, ...)
+    parse like any function call, and ``{{@}}`` is the current node."""
+    import jmespath
+    from jmespath.exceptions import JMESPathError
+
+    errors: List[str] = []
+    for path, s in _walk_strings(policy, ""):
+        for expr, problem in _scan_expressions(s):
+            if problem:
+                errors.append(f"{path}: {expr!r}: '{{{{' is never closed with '}}}}'")
+                continue
+            body = expr[2:-2].strip()
+            if not body:
+                errors.append(f"{path}: {expr!r}: empty expression")
+                continue
+            try:
+                jmespath.compile(body)
+            except JMESPathError as e:
+                errors.append(f"{path}: {expr!r}: {_jmespath_message(e)}")
+            except Exception as e:  # noqa: BLE001 - parser bugs surface as other errors
+                errors.append(f"{path}: {expr!r}: {type(e).__name__}: {e}")
+    return errors
