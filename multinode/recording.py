@@ -139,6 +139,8 @@ def run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str,
     """Run `program` under mocks with the given config (as Pulumi passes it: key -> string)."""
     asyncio.set_event_loop(asyncio.new_event_loop())   # a fresh loop per run (see DESIGN pitfalls)
     pulumi.runtime.set_all_config(dict(wire_config), list(secret_keys))
+    from . import mockdata
+    mockdata.load_for(str(wire_config.get("multinode:cloud", "")))
     mocks = PlanMocks()
     monitor = RecordingMonitor(mocks)
     # set_mocks reuses an existing root stack resource; clear it so each run starts clean.
