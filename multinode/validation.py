@@ -507,9 +507,11 @@ def _core_validator(obj: dict, k8s_version: str):
         return None
     try:
         wanted = Version(kvu.major_minor(k8s_version.lstrip("v")))
-        candidates = [v for v in kvu.all_versions() if Version(kvu.major_minor(v)) <= wanted]
-        if not candidates:
-            raise UnknownKindError(obj.get("apiVersion"), obj.get("kind"), k8s_version)
+        known = kvu.all_versions()
+        candidates = [v for v in known if Version(kvu.major_minor(v)) <= wanted]
+        if not candidates or wanted > Version(kvu.major_minor(known[-1])):
+            raise ValueError(f"Kubernetes {k8s_version} is outside what kubernetes-validate bundles "
+                             f"({kvu.major_minor(known[0])} to {kvu.major_minor(known[-1])})")
         schema_dir = f"v{candidates[-1]}-local-strict"
         api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", str(obj.get("apiVersion")))
         fname = f"{str(obj.get('kind')).lower()}-{api}.json"
@@ -527,7 +529,7 @@ def _core_validator(obj: dict, k8s_version: str):
                 registry = Resource.from_contents(schema) @ _CORE_REGISTRIES[schema_dir]
                 _CORE_VALIDATORS[key] = jsonschema.validators.Draft202012Validator(schema, registry=registry)
             return _CORE_VALIDATORS[key]
-    except UnknownKindError:
+    except (UnknownKindError, ValueError):
         raise
     except Exception:  # pragma: no cover - package internals changed
         return None
@@ -561,7 +563,8 @@ def validate_object(obj: dict, k8s_version: str = "1.33") -> List[str]:
     """Validate one Kubernetes object; returns "path: message" errors ([] = valid).
 
     A CRD in ``schemas/`` for the apiVersion+kind wins; otherwise kubernetes-validate's strict
-    schema for ``k8s_version``; ``UnknownKindError`` if neither knows the kind."""
+    schema for ``k8s_version`` (the newest bundled minor not newer than it; ``ValueError`` when
+    ``k8s_version`` is outside the bundled range); ``UnknownKindError`` if neither knows the kind."""
     if not isinstance(obj, dict):
         return [f"<root>: object is a {type(obj).__name__}, not a mapping"]
     if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):

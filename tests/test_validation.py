@@ -80,6 +80,12 @@ def test_unknown_kind_raises():
                          "metadata": {"name": "x"}})
 
 
+def test_k8s_version_outside_bundled_range():
+    with pytest.raises(ValueError):
+        validate_object(_deployment(), k8s_version="1.99")
+    assert validate_object(_deployment(), k8s_version="1.25") == []
+
+
 def test_pod_template_and_pod_spec():
     assert validate_pod_template(_template()) == []
     assert validate_pod_spec(_pod_spec()) == []
@@ -376,6 +382,71 @@ def test_crd_metadata_and_list_map_rules():
     assert _has(errors, "workerTemplate.spec.containers", "duplicate entry", "name='main'")
 
 
+_SYNTHETIC_CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [size, note]
+            properties:
+              size: {type: integer}
+              note: {type: string, nullable: true}
+              port: {x-kubernetes-int-or-string: true}
+              extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
+              inner: {type: object, x-kubernetes-embedded-resource: true, properties: {spec: {type: object}}}
+              ports:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [name]
+                items: {type: object, properties: {name: {type: string}, number: {type: integer}}}
+  - name: v0
+    served: false
+    storage: false
+    schema: {openAPIV3Schema: {type: object}}
+"""
+
+
+def test_generic_crd_rules_on_a_synthetic_crd(tmp_path):
+    (tmp_path / "example.com_widgets.yaml").write_text(_SYNTHETIC_CRD)
+    idx = CrdIndex(tmp_path)
+    assert idx.kinds() == [("example.com", "Widget")]
+    good = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+            "spec": {"size": 1, "note": None, "port": "http", "extra": {"anything": {"goes": 1}},
+                     "inner": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}},
+                     "ports": [{"name": "a", "number": 1}, {"name": "b", "number": 1}]}}
+    assert idx.validate(good) == []
+    bad = copy.deepcopy(good)
+    bad["spec"]["size"] = None                                   # not nullable: pruned -> required
+    bad["spec"]["port"] = 1.5
+    bad["spec"]["inner"]["metadata"]["nam"] = "c"
+    bad["spec"]["ports"].append({"number": 3})                   # list-map key missing
+    bad["spec"]["ports"].append({"name": "a"})                   # duplicate key
+    errors = idx.validate(bad)
+    assert _has(errors, "spec: 'size' is a required property")
+    assert _has(errors, "spec.port")
+    assert _has(errors, "spec.inner.metadata", "'nam'")
+    assert _has(errors, "spec.ports", "lacks list-map key(s) name")
+    assert _has(errors, "spec.ports", "duplicate entry (name='a')")
+    assert len(errors) == 5
+    assert _has(idx.validate(dict(good, apiVersion="example.com/v0")), "not served")
+    with pytest.raises(UnknownKindError):
+        idx.validate(dict(good, apiVersion="example.com/v2"))
+
+
 def test_null_for_non_nullable_field_is_pruned_not_an_error():
     obj = _vcjob()
     obj["spec"]["priorityClassName"] = None
@@ -406,6 +477,11 @@ def test_helm_values_known_typo_and_free_form():
     assert helm_values_unknown_keys("kyverno", free) == []
     assert helm_values_unknown_keys("lws", {"nodeSelector": {"a": "b"}, "image": {"manager": {"tagg": "x"}}}) == \
         ["image.manager.tagg"]
+    # free-form by name (upstream lws resources only has requests) and by an empty upstream {}
+    assert helm_values_unknown_keys("lws", {
+        "resources": {"limits": {"nvidia.com/gpu": 0}},
+        "gangSchedulingManagement": {"schedulerProvider": "volcano"},
+    }) == []
     with pytest.raises(ValueError):
         helm_values_unknown_keys("no-such-chart", {})
 
