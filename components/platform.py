@@ -11,6 +11,8 @@ import pulumi
 
 from components import clouds
 from components.clouds.base import TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs
+from components.kubernetes.addons import ClusterAddons
+from components.kubernetes.fabric import FabricPolicies
 from multinode.config import StackConfig
 
 
@@ -38,6 +40,11 @@ class Platform(pulumi.ComponentResource):
         if config.storage is not None:
             self.storage = cm.CheckpointStorage(
                 config.storage.name, CheckpointStorageArgs(config, config.storage, self.cluster), child)
+
+        # Add-ons (schedulers, Kyverno), then the cloud's fabric operator + Kyverno fabric policies +
+        # Volcano queues/topology, each custom resource after the release that installs its CRD.
+        self.addons = ClusterAddons("addons", config, provider=self.cluster.provider, opts=child)
+        self.fabric = FabricPolicies("fabric", config, self.addons, provider=self.cluster.provider, opts=child)
 
         self.register_outputs({
             "kubeconfig": self.cluster.kubeconfig,

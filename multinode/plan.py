@@ -97,7 +97,11 @@ def mermaid(regs: List[Registration]) -> str:
 
 def run_policies(regs: List[Registration], cfg: mconfig.StackConfig) -> List[Dict[str, Any]]:
     """The policy pack's rules on the recorded resources (once the pack exists in policy/)."""
-    if importlib.util.find_spec("policy.engine") is None:
+    try:
+        found = importlib.util.find_spec("policy.engine")
+    except ModuleNotFoundError:      # no policy/ package at all yet
+        found = None
+    if found is None:
         return []
     from policy import engine  # type: ignore
     return [v if isinstance(v, dict) else v.as_dict() for v in engine.evaluate([r.as_dict() for r in regs], cfg)]
