@@ -110,6 +110,12 @@ def plan(stack: str, out_root: Optional[Path] = Path("build"), path: Optional[Pa
         cfg = mconfig.load(raw, secrets, source=str(src))
     except ConfigError as e:
         return PlanResult(stack, None, exit_code=EXIT_CONFIG, error=str(e))
+    return plan_config(stack, cfg, wire, secrets, out_root)
+
+
+def plan_config(stack: str, cfg: mconfig.StackConfig, wire: Dict[str, str], secrets: Any,
+                out_root: Optional[Path] = None) -> PlanResult:
+    """Run the program for an already validated config (`wire` = config as Pulumi passes it)."""
     result = PlanResult(stack, cfg, advisories=[str(p) for p in mconfig.advisories(cfg)])
     run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack)
     ordered = apply_order(run.registrations)
