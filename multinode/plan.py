@@ -104,7 +104,7 @@ def run_policies(regs: List[Registration], cfg: mconfig.StackConfig) -> List[Dic
 
 
 def plan(stack: str, out_root: Optional[Path] = Path("build"), path: Optional[Path] = None) -> PlanResult:
-    src = path or stackfile.stack_path(stack)
+    src = Path(path) if path else stackfile.stack_path(stack)
     try:
         raw, secrets, wire = stackfile.read_stack_file(src)
         cfg = mconfig.load(raw, secrets, source=str(src))
