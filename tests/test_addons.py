@@ -178,3 +178,48 @@ def test_plan_writes_effective_pods_for_labelled_templates(tmp_path):
         c = eff["spec"]["containers"][0]
         assert c["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32"
         assert {"name": "NCCL_NET", "value": "AWS Libfabric"} in c["env"]
+
+
+_PROGRAM = '''
+from multinode import config as mconfig, stackfile
+from components.kubernetes.addons import ClusterAddons
+from components.kubernetes.fabric import FabricPolicies
+raw, secrets = stackfile.read_pulumi_runtime()
+cfg = mconfig.load(raw, secrets)
+addons = ClusterAddons("addons", cfg)
+FabricPolicies("fabric", cfg, addons)
+'''
+
+
+@pytest.mark.parametrize("stack,operator", [("aws-dev", "fabric-aws-efa-k8s-device-plugin"),
+                                            ("azure-dev", "fabric-network-operator"),
+                                            ("gcp-dev", None), ("oci-dev", "fabric-network-operator")])
+def test_components_render_for_every_cloud_under_mocks(tmp_path, stack, operator):
+    """ClusterAddons + FabricPolicies need only cfg and pool data: run them for each cloud's stack."""
+    from multinode import recording
+    prog = tmp_path / "__main__.py"
+    prog.write_text(_PROGRAM)
+    raw, secrets, wire = stackfile.read_stack_file(stackfile.stack_path(stack))
+    wire = dict(wire)
+    wire["multinode:queues"] = '[{"name": "training", "gpus": 16}]'
+    run = recording.run_program(wire, [f"multinode:{k}" for k in secrets], stack, program=prog)
+    regs = {r.name: r for r in run.registrations}
+    urn = {n: r.urn for n, r in regs.items()}
+    if operator:
+        assert regs[operator].type == "kubernetes:helm.sh/v3:Release" and regs[operator].parent == urn["fabric"]
+    other = {"aws-dev": "fabric-aws-efa-k8s-device-plugin", "azure-dev": "fabric-network-operator"}
+    for s, name in other.items():
+        if s != stack and name != operator:
+            assert name not in regs
+    pol = regs["fabric-multinode-fabric-gpu"]
+    assert urn["addons-kyverno"] in pol.dependencies
+    assert urn["addons-volcano"] in regs["fabric-queue-training"].dependencies
+    assert urn["addons-volcano"] in regs["fabric-hypernode-gpu-tier1"].dependencies
+    if stack in ("azure-dev", "oci-dev"):
+        assert urn["fabric-network-operator"] in regs["fabric-nic-cluster-policy"].dependencies
+    if stack == "gcp-dev":
+        assert {"fabric-nccl-tcpxo-installer", "fabric-device-injector"} <= set(regs)
+    k8s = [r.inputs for r in run.registrations if mplan.is_k8s_object(r)]
+    assert k8s
+    for obj in k8s:
+        assert validation.validate_object(obj) == [], (obj["kind"], validation.validate_object(obj))
