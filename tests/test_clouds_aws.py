@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cloudstacks import (config_problems, imported_modules_after_plan, k8s_objects, of_type, one, parent_of,
+from tests.cloudstacks import (config_problems, imported_modules_after_plan, k8s_objects, of_type, one, parent_of,
                          run_variant)
 from components.clouds import aws as awsmod
 from multinode import catalog
