@@ -167,6 +167,10 @@ class Storage(_Model):
     allow_delete: bool = False                              # only then may destroy remove the data
     existing_claim: Optional[str] = None
     existing_storage_class: Optional[str] = None
+    # aws: subnet of the file system / mount target (default: the first node pool's subnetId);
+    # azure-lustre: the dedicated AMLFS subnet (required); azure-files: the subnet allowed to reach
+    # the NFS share (default: the cluster's node subnet)
+    subnet_id: Optional[str] = None
     namespace: str = "multinode"
     mount_path: str = "/checkpoints"
 
@@ -500,6 +504,10 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
             p.append(Problem("storage.namespace", f"{s.namespace!r} is not a valid namespace name"))
         if not s.mount_path.startswith("/"):
             p.append(Problem("storage.mountPath", f"{s.mount_path!r} must be an absolute path like /checkpoints"))
+
+    # what the AWS / Azure services accept (fabric on the machine, storage sizes and tiers)
+    from . import service_limits
+    p.extend(service_limits.problems(cfg, machines))
 
     # queues
     qnames = set()
