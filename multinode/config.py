@@ -124,6 +124,7 @@ class NodePool(_Model):
     labels: Dict[str, str] = {}
     node_selector: Dict[str, str] = {}                # existing: labels that select these nodes
     image_id: Optional[str] = None                    # oci: the GPU image OCID
+    gpu_network_cidr: Optional[str] = None            # gcp: IPv4 range (/20 or larger) the GPU subnets are cut from
 
 
 class FabricConfig(_Model):
@@ -497,6 +498,10 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
             p.append(Problem("storage.namespace", f"{s.namespace!r} is not a valid namespace name"))
         if not s.mount_path.startswith("/"):
             p.append(Problem("storage.mountPath", f"{s.mount_path!r} must be an absolute path like /checkpoints"))
+
+    # gcp / oci: fabric networks, storage sizes, zones (multinode/gke.py, multinode/oke.py)
+    from . import gke, oke  # noqa: E402 - imported here: both read StackConfig from this module
+    p.extend(gke.config_problems(cfg) if cloud == "gcp" else oke.config_problems(cfg) if cloud == "oci" else [])
 
     # queues
     qnames = set()

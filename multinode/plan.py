@@ -97,7 +97,10 @@ def mermaid(regs: List[Registration]) -> str:
 
 def run_policies(regs: List[Registration], cfg: mconfig.StackConfig) -> List[Dict[str, Any]]:
     """The policy pack's rules on the recorded resources (once the pack exists in policy/)."""
-    if importlib.util.find_spec("policy.engine") is None:
+    try:
+        if importlib.util.find_spec("policy.engine") is None:
+            return []
+    except ModuleNotFoundError:   # no policy/ package yet
         return []
     from policy import engine  # type: ignore
     return [v if isinstance(v, dict) else v.as_dict() for v in engine.evaluate([r.as_dict() for r in regs], cfg)]

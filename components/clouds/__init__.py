@@ -12,12 +12,21 @@ from types import ModuleType
 # cloud -> (module, the PyPI package its SDK comes from)
 REGISTRY = {
     "existing": ("components.clouds.existing", "pulumi-kubernetes"),
+    "gcp": ("components.clouds.gcp", "pulumi-gcp"),
+    "oci": ("components.clouds.oci", "pulumi-oci"),
 }
 
 # What a cloud cannot do, and why (shown by `plan` and the README).
 CAPABILITIES = {
     "existing": "no node pools or file systems are created: the stack describes the nodes (nodeSelector) "
                 "and the fabric they already have, and names an existing StorageClass or PVC",
+    "gcp": "attaches to an existing GKE cluster; multi-networking and Dataplane V2 cannot be switched on here "
+           "(Dataplane V2 is chosen at cluster creation), so a cluster without them only gets a warning; "
+           "whether a zone offers the machine is not checked (no source lists GPU zones)",
+    "oci": "GPU nodes are self-managed OKE workers in a cluster network (instance configuration + instance pool), "
+           "since OKE managed node pools cannot carry the RDMA agent plugins; OKE does not list them as a node "
+           "pool, and the cluster must accept self-managed nodes (enhanced cluster, dynamic-group policy); "
+           "whether an availability domain offers the shape is not checked",
 }
 
 
