@@ -18,8 +18,7 @@ from components.platform import Platform  # noqa: E402 - after config is known t
 
 platform = Platform("multinode", cfg)
 pulumi.export("cloud", cfg.cloud)
-if platform.cluster is not None:
-    pulumi.export("kubeconfig", platform.cluster.kubeconfig)
+pulumi.export("kubeconfig", platform.cluster.kubeconfig)
 pulumi.export("nodePools", {n: {"machine": p.machine, "nodeCount": p.node_count, "gpusPerNode": p.gpus_per_node,
                                 "nodeSelector": p.node_selector, "fabric": p.fabric}
                             for n, p in platform.node_pools.items()})

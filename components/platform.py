@@ -21,13 +21,6 @@ class Platform(pulumi.ComponentResource):
         super().__init__(TYPE_PREFIX + "Platform", name, None, opts)
         self.config = config
         child = pulumi.ResourceOptions(parent=self)
-        if config.cloud not in clouds.REGISTRY:
-            # Transitional: this cloud's components are not built yet; register only the platform.
-            pulumi.log.warn(f"cloud {config.cloud!r}: node pool and storage components are not built yet",
-                            resource=self)
-            self.cluster, self.node_pools, self.storage = None, {}, None
-            self.register_outputs({})
-            return
         self.cloud_module = clouds.load(config.cloud)
         cm = self.cloud_module
 

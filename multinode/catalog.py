@@ -62,6 +62,7 @@ class Machine:
     # AWS: network cards of the instance type; the launch template puts one EFA interface on each
     # (at most one EFA per card). None = no source confirms the card layout (listed in unconfirmed).
     network_cards: Optional[int] = None
+    accelerator: Optional[str] = None  # gcp: the GKE guest accelerator type of the machine's GPUs (G2)
 
     @property
     def devices_per_gpu(self) -> Optional[Fraction]:
@@ -82,8 +83,10 @@ class Machine:
         return [SOURCES.get(k.strip(), k.strip()) for k in self.source.split(",")]
 
 
-def _m(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, unconfirmed=(), note="", cards=None):
-    return Machine(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, tuple(unconfirmed), note, cards)
+def _m(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, unconfirmed=(), note="", cards=None,
+       accelerator=None):
+    return Machine(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, tuple(unconfirmed), note, cards,
+                   accelerator)
 
 
 _MACHINES: Tuple[Machine, ...] = (
@@ -108,17 +111,19 @@ _MACHINES: Tuple[Machine, ...] = (
     _m("Standard_ND96isr_H200_v5", "azure", "H200", 8, 141, INFINIBAND, 8, 3200, "Z1", note="NDR InfiniBand"),
     _m("Standard_ND128isr_NDR_GB200_v6", "azure", "GB200", 4, 192, INFINIBAND, 4, 1600, "Z1", note="NDR InfiniBand"),
     # GCP. fabric_nics = GPU NICs beside the primary gVNIC (one extra VPC each for TCPX/TCPXO).
-    _m("a2-highgpu-8g", "gcp", "A100", 8, 40, NONE, None, 100, "G1"),
-    _m("a2-ultragpu-8g", "gcp", "A100", 8, 80, NONE, None, 100, "G1"),
-    _m("a3-highgpu-8g", "gcp", "H100", 8, 80, TCPX, 4, 1000, "G1,G2,G3", note="4 extra VPCs"),
+    _m("a2-highgpu-8g", "gcp", "A100", 8, 40, NONE, None, 100, "G1,G2", accelerator="nvidia-tesla-a100"),
+    _m("a2-ultragpu-8g", "gcp", "A100", 8, 80, NONE, None, 100, "G1,G2", accelerator="nvidia-a100-80gb"),
+    _m("a3-highgpu-8g", "gcp", "H100", 8, 80, TCPX, 4, 1000, "G1,G2,G3", note="4 extra VPCs",
+       accelerator="nvidia-h100-80gb"),
     _m("a3-megagpu-8g", "gcp", "H100 Mega", 8, 80, TCPXO, 8, 1600, "G1,G2,G3",
        unconfirmed=("bandwidth_gbps",),
        note="8 extra VPCs at MTU 8244; Google's page gives 1,800 Gbps in one copy and 1,600 in another: "
-            "the lower is kept"),
+            "the lower is kept", accelerator="nvidia-h100-mega-80gb"),
     _m("a3-ultragpu-8g", "gcp", "H200", 8, 141, GCP_RDMA, 8, 3600, "G1,G2",
-       note="8 ConnectX-7 on the RDMA VPC + 2 gVNIC"),
+       note="8 ConnectX-7 on the RDMA VPC + 2 gVNIC", accelerator="nvidia-h200-141gb"),
     _m("a4-highgpu-8g", "gcp", "B200", 8, 180, GCP_RDMA, 8, 3600, "G1,G2",
-       unconfirmed=("gpu_memory_gb",), note="8 ConnectX-7 on the RDMA VPC + 2 gVNIC; GPU memory marked '?'"),
+       unconfirmed=("gpu_memory_gb",), note="8 ConnectX-7 on the RDMA VPC + 2 gVNIC; GPU memory marked '?'",
+       accelerator="nvidia-b200"),
     # OCI (RoCE over SR-IOV). fabric_nics = RDMA VFs a pod requests as nvidia.com/rdma-vf on a full node.
     _m("BM.GPU4.8", "oci", "A100", 8, 40, ROCE, 16, None, "O1,O2", unconfirmed=("bandwidth_gbps",),
        note="ConnectX-5"),

@@ -124,6 +124,7 @@ class NodePool(_Model):
     labels: Dict[str, str] = {}
     node_selector: Dict[str, str] = {}                # existing: labels that select these nodes
     image_id: Optional[str] = None                    # oci: the GPU image OCID
+    gpu_network_cidr: Optional[str] = None            # gcp: IPv4 range (/20 or larger) the GPU subnets are cut from
 
 
 class FabricConfig(_Model):
@@ -508,6 +509,9 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
     # what the AWS / Azure services accept (fabric on the machine, storage sizes and tiers)
     from . import service_limits
     p.extend(service_limits.problems(cfg, machines))
+    # gcp / oci: fabric networks, storage sizes, zones (multinode/gke.py, multinode/oke.py)
+    from . import gke, oke  # noqa: E402 - imported here: both read StackConfig from this module
+    p.extend(gke.config_problems(cfg) if cloud == "gcp" else oke.config_problems(cfg) if cloud == "oci" else [])
 
     # queues
     qnames = set()

@@ -117,7 +117,8 @@ def test_oci_profile_vfs_and_multus():
                  "NCCL_IGNORE_CPU_AFFINITY": "1", "NCCL_IB_HCA": "mlx5"}.items():
         assert p.env[k] == v
     h200 = load("oci-dev", nodePools=[{"name": "gpu", "machine": "BM.GPU.H200.8", "nodeCount": 2,
-                                       "zone": "Uocm:US-ASHBURN-AD-1", "imageId": "ocid1.image.oc1..x"}], workloads=[])
+                                       "zone": "Uocm:US-ASHBURN-AD-1", "imageId": "ocid1.image.oc1..x",
+                                       "subnetId": "ocid1.subnet.oc1.iad.aaaaaaaaexampleworkersubnet"}], workloads=[])
     assert fabric.profile_for(h200, h200.node_pools[0]).devices_per_node == 8
 
 

@@ -14,6 +14,8 @@ REGISTRY = {
     "existing": ("components.clouds.existing", "pulumi-kubernetes"),
     "aws": ("components.clouds.aws", "pulumi-aws"),
     "azure": ("components.clouds.azure", "pulumi-azure-native"),
+    "gcp": ("components.clouds.gcp", "pulumi-gcp"),
+    "oci": ("components.clouds.oci", "pulumi-oci"),
 }
 
 # What a cloud cannot do, and why (shown by `plan` and the README).
@@ -27,6 +29,13 @@ CAPABILITIES = {
              "AKSInfinibandSupport feature registered on the subscription; no proximity placement group is "
              "created (an agent pool is one scale set, which is what InfiniBand spans); Azure Managed Lustre "
              "needs its own subnet (storage.subnetId)",
+    "gcp": "attaches to an existing GKE cluster; multi-networking and Dataplane V2 cannot be switched on here "
+           "(Dataplane V2 is chosen at cluster creation), so a cluster without them only gets a warning; "
+           "whether a zone offers the machine is not checked (no source lists GPU zones)",
+    "oci": "GPU nodes are self-managed OKE workers in a cluster network (instance configuration + instance pool), "
+           "since OKE managed node pools cannot carry the RDMA agent plugins; OKE does not list them as a node "
+           "pool, and the cluster must accept self-managed nodes (enhanced cluster, dynamic-group policy); "
+           "whether an availability domain offers the shape is not checked",
 }
 
 

@@ -1,0 +1,302 @@
+"""GKE facts and rules the GCP components and the config checks share (pure: no Pulumi, no SDK).
+
+- the GPU network plan of a pool (extra VPCs / subnets / MTU / GKE Network names) per fabric;
+- the GKE `GKENetworkParamSet` and `Network` objects that expose those networks to pods;
+- Filestore and Managed Lustre capacity rules (minimum, maximum and step per tier);
+- what the looked-up cluster must have (multi-networking, Dataplane V2, CSI drivers);
+- the config-time refusals for cloud gcp.
+
+Sources (cited by key in comments below):
+  G2  GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool, examples/gke-a3-* (via hardware.md)
+  G3  GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo (via hardware.md)
+  G5  cloud.google.com/filestore/docs/service-tiers (Zonal 1-9.75 TiB in 256 GiB steps, 10-100 TiB in
+      2.5 TiB steps; Enterprise 1-10 TiB in 256 GiB steps)
+  G6  cloud.google.com/managed-lustre/docs/performance-tiers (min / max / step per MB/s/TiB tier)
+  G7  cloud.google.com/vpc/docs/rdma-network-profiles (RoCE VPC: profile <zone>-vpc-roce, MTU 8896,
+      implicit allow ingress/egress, no VPC firewall rules) and cloud.google.com/firewall/docs/firewall-for-roce
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import catalog, pools
+from .config import NodePool, StackConfig
+from .errors import Problem
+
+GKE_NETWORK_API = "networking.gke.io/v1"
+
+# Extra GPU networks each fabric needs at least (G2: additional_node_network_configs >= 4 on A3 High,
+# >= 8 on A3 Mega; A3 Ultra / A4 attach 8 RDMA subnets).
+MIN_GPU_NETWORKS = {catalog.TCPX: 4, catalog.TCPXO: 8, catalog.GCP_RDMA: 8}
+# MTU of the extra VPCs: 8244 for the GPUDirect-TCPX(O) VPCs (hardware.md / G2, G3); 8896 for RoCE (G7).
+GPU_VPC_MTU = 8244
+ROCE_VPC_MTU = 8896
+GVNIC_MTU = 8244   # the second gVNIC of A3 Ultra / A4 (G2 examples set the same MTU as the GPU VPCs)
+
+FILESTORE_CSI = "filestore.csi.storage.gke.io"
+LUSTRE_CSI = "lustre.csi.storage.gke.io"
+
+# (min GiB, max GiB, step GiB) ranges per tier (G5, G6). A size must sit on a step of one range.
+FILESTORE_TIERS: Dict[str, Tuple[Tuple[int, int, int], ...]] = {
+    "ZONAL": ((1024, 9984, 256), (10240, 102400, 2560)),
+    "ENTERPRISE": ((1024, 10240, 256),),
+}
+# Managed Lustre: per_unit_storage_throughput (MB/s per TiB) -> ranges. Above the step threshold the
+# larger step applies, counted from the threshold (G6 gives the threshold and both steps).
+LUSTRE_TIERS: Dict[int, Tuple[Tuple[int, int, int], ...]] = {
+    1000: ((9000, 1530000, 9000), (1530000, 10008000, 72000)),
+    500: ((18000, 3060000, 18000), (3060000, 20016000, 144000)),
+    250: ((36000, 6120000, 36000), (6120000, 40032000, 288000)),
+    125: ((72000, 12240000, 72000),),
+}
+DEFAULT_LUSTRE_THROUGHPUT = 1000
+
+
+@dataclass(frozen=True)
+class GpuNetwork:
+    """One extra network of a pool: a VPC + subnet on GCP and a GKE Network object in the cluster."""
+    name: str            # GKE Network and GKENetworkParamSet name (pods name it in their annotation)
+    vpc: str             # Compute Engine VPC name
+    subnet: str          # subnet name
+    cidr: str
+    mtu: int
+    device_mode: str     # GKENetworkParamSet deviceMode: NetDevice | RDMA
+    rdma: bool = False   # lives in the RoCE VPC (shared by the 8 RDMA subnets)
+
+
+def gpu_network_count(cfg: StackConfig, pool: NodePool) -> int:
+    """GPU networks of the pool: the machine's fabric NICs, or fabric.devicesPerGpu x GPUs when set."""
+    m = cfg.machine(pool)
+    if cfg.fabric.devices_per_gpu is not None:
+        return max(0, round(cfg.fabric.devices_per_gpu * m.gpus))
+    return m.fabric_nics or 0
+
+
+def default_cidr(pool_index: int) -> str:
+    """Each pool gets its own /20 of 192.168.0.0/16 unless the stack sets gpuNetworkCidr."""
+    return f"192.168.{16 * pool_index}.0/20"
+
+
+def vpc_prefix(cfg: StackConfig, pool: NodePool) -> str:
+    return f"{cfg.cluster.name}-{pool.name}"
+
+
+def network_plan(cfg: StackConfig, pool: NodePool) -> List[GpuNetwork]:
+    """The extra networks of a pool, in NIC order (eth1, eth2, ...). Empty for machines without a fabric."""
+    m = cfg.machine(pool)
+    if m.fabric not in MIN_GPU_NETWORKS or not cfg.fabric.enabled:
+        return []
+    index = [p.name for p in cfg.node_pools].index(pool.name)
+    subnets = list(ipaddress.ip_network(pool.gpu_network_cidr or default_cidr(index)).subnets(new_prefix=24))
+    count = gpu_network_count(cfg, pool)
+    names = pools.gcp_network_names(pool, count)
+    prefix = vpc_prefix(cfg, pool)
+    if m.fabric == catalog.GCP_RDMA:
+        # eth1: a second gVNIC on its own VPC; eth2..: one RoCE VPC with one subnet per RDMA NIC (G2, G7)
+        out = [GpuNetwork(f"{pool.name}-gvnic-1", f"{prefix}-gvnic", f"{prefix}-gvnic-sub", str(subnets[0]),
+                          GVNIC_MTU, "NetDevice")]
+        out += [GpuNetwork(n, f"{prefix}-rdma", f"{prefix}-rdma-sub-{i}", str(subnets[i + 1]), ROCE_VPC_MTU,
+                           "RDMA", rdma=True) for i, n in enumerate(names)]
+        return out
+    # TCPX / TCPXO: one VPC + subnet per GPU NIC (G2, G3)
+    return [GpuNetwork(n, f"{prefix}-gpu-{i + 1}", f"{prefix}-gpu-{i + 1}-sub", str(subnets[i]), GPU_VPC_MTU,
+                       "NetDevice") for i, n in enumerate(names)]
+
+
+def roce_network_profile(project: str, zone: str) -> str:
+    """The RDMA network profile a RoCE VPC is created with (G7)."""
+    return f"projects/{project}/global/networkProfiles/{zone}-vpc-roce"
+
+
+def network_param_set(net: GpuNetwork) -> Dict:
+    return {"apiVersion": GKE_NETWORK_API, "kind": "GKENetworkParamSet",
+            "metadata": {"name": net.name, "labels": {"app.kubernetes.io/managed-by": "multinode"}},
+            "spec": {"vpc": net.vpc, "vpcSubnet": net.subnet, "deviceMode": net.device_mode}}
+
+
+def network_object(net: GpuNetwork) -> Dict:
+    return {"apiVersion": GKE_NETWORK_API, "kind": "Network",
+            "metadata": {"name": net.name, "labels": {"app.kubernetes.io/managed-by": "multinode"}},
+            "spec": {"type": "Device", "parametersRef": {"group": "networking.gke.io",
+                                                         "kind": "GKENetworkParamSet", "name": net.name}}}
+
+
+def gke_taints(cfg: StackConfig) -> List[Dict[str, str]]:
+    """pools.node_taints in the GKE API spelling (NoSchedule -> NO_SCHEDULE)."""
+    spell = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+    return [{"key": t["key"], "value": t["value"], "effect": spell[t["effect"]]} for t in pools.node_taints(cfg)]
+
+
+# ---------------------------------------------------------------- storage sizes
+def _on_step(size: int, ranges: Sequence[Tuple[int, int, int]]) -> bool:
+    return any(lo <= size <= hi and (size - lo) % step == 0 for lo, hi, step in ranges)
+
+
+def nearest_sizes(size: int, ranges: Sequence[Tuple[int, int, int]]) -> List[int]:
+    """The allowed sizes just below and just above `size` (one of them when at an end)."""
+    below: Optional[int] = None
+    above: Optional[int] = None
+    for lo, hi, step in ranges:
+        if size < lo:
+            above = lo if above is None else min(above, lo)
+            continue
+        k = min((size - lo) // step * step + lo, hi - (hi - lo) % step)
+        below = k if below is None else max(below, k)
+        up = k + step if k < size else k
+        if up <= hi and up >= size:
+            above = up if above is None else min(above, up)
+    return [s for s in (below, above) if s is not None and s != size]
+
+
+def filestore_size_problem(tier: str, size: int) -> Optional[str]:
+    ranges = FILESTORE_TIERS[tier]
+    if _on_step(size, ranges):
+        return None
+    spans = "; ".join(f"{lo}-{hi} GiB in steps of {st} GiB" for lo, hi, st in ranges)
+    near = " or ".join(str(s) for s in nearest_sizes(size, ranges))
+    return f"{size} GiB is not a size Filestore {tier} allows ({spans}); use {near}"
+
+
+def lustre_size_problem(throughput: int, size: int) -> Optional[str]:
+    ranges = LUSTRE_TIERS[throughput]
+    if _on_step(size, ranges):
+        return None
+    spans = "; ".join(f"{lo}-{hi} GiB in steps of {st} GiB" for lo, hi, st in ranges)
+    near = " or ".join(str(s) for s in nearest_sizes(size, ranges))
+    return (f"{size} GiB is not a size Managed Lustre allows at {throughput} MB/s per TiB ({spans}); "
+            f"use {near}")
+
+
+def filestore_tier(tier: Optional[str]) -> str:
+    return (tier or "ZONAL").upper()
+
+
+# ---------------------------------------------------------------- the looked-up cluster
+def cluster_readiness(enable_multi_networking: Optional[bool], datapath_provider: Optional[str],
+                      needs_networks: bool) -> List[str]:
+    """What the existing GKE cluster lacks for GPU networks; each message says what to change."""
+    out: List[str] = []
+    if needs_networks and not enable_multi_networking:
+        out.append("the cluster does not have multi-networking enabled, so pods cannot attach the GPU networks; "
+                   "update it with `gcloud container clusters update CLUSTER --enable-multi-networking` "
+                   "(needs Dataplane V2) before the node pool is created")
+    if needs_networks and (datapath_provider or "") != "ADVANCED_DATAPATH":
+        out.append(f"the cluster's datapath is {datapath_provider or 'LEGACY_DATAPATH'!s}, but multi-networking "
+                   f"needs Dataplane V2 (ADVANCED_DATAPATH), which can only be chosen when the cluster is "
+                   f"created: create a new cluster with --enable-dataplane-v2 --enable-multi-networking")
+    return out
+
+
+def csi_readiness(kind: str, enabled: Optional[bool]) -> List[str]:
+    """The CSI driver the storage kind needs must be enabled as a GKE add-on."""
+    if enabled:
+        return []
+    flag = ("--update-addons=GcpFilestoreCsiDriver=ENABLED" if kind == "filestore"
+            else "--enable-lustre-csi-driver")
+    return [f"the cluster's {kind} CSI driver add-on is not enabled; run "
+            f"`gcloud container clusters update CLUSTER {flag}` or the checkpoint volume will not mount"]
+
+
+# ---------------------------------------------------------------- config-time refusals
+def _region_of(location: str) -> str:
+    parts = location.split("-")
+    return "-".join(parts[:2]) if len(parts) >= 3 else location
+
+
+def config_problems(cfg: StackConfig) -> List[Problem]:
+    p: List[Problem] = []
+    cidrs: List[Tuple[int, ipaddress.IPv4Network]] = []
+    region = _region_of(cfg.cluster.location or "")
+    for i, pool in enumerate(cfg.node_pools):
+        at = f"nodePools[{i}]"
+        try:
+            m = cfg.machine(pool)
+        except catalog.UnknownMachine:
+            continue  # reported by the generic checks
+        if m.cloud not in ("gcp",) and pool.machine:
+            continue
+        if m.accelerator is None:
+            p.append(Problem(f"{at}.machineSpec", f"{m.name}: the GKE accelerator type is not known for a machine "
+                                                  f"described by machineSpec; use a catalog machine such as "
+                                                  f"a3-megagpu-8g"))
+        need = MIN_GPU_NETWORKS.get(m.fabric)
+        if need and cfg.fabric.enabled:
+            have = gpu_network_count(cfg, pool)
+            if have < need:
+                key = "fabric.devicesPerGpu" if cfg.fabric.devices_per_gpu is not None else f"{at}.machineSpec.fabricNics"
+                p.append(Problem(key, f"{m.name} ({m.fabric}) needs {need} GPU networks, but this gives {have}; "
+                                      f"a pool with fewer networks than GPU NICs leaves NICs idle and NCCL slower: "
+                                      f"use {need} (remove the override)"))
+        if pool.gpu_network_cidr is not None:
+            try:
+                net = ipaddress.ip_network(pool.gpu_network_cidr)
+            except ValueError as e:
+                p.append(Problem(f"{at}.gpuNetworkCidr", f"{pool.gpu_network_cidr!r} is not an IPv4 range ({e}); "
+                                                          f"use e.g. 192.168.0.0/20"))
+                net = None
+            if net is not None:
+                if net.version != 4 or net.prefixlen > 20:
+                    p.append(Problem(f"{at}.gpuNetworkCidr", f"{pool.gpu_network_cidr!r} must be an IPv4 /20 or "
+                                                              f"larger (one /24 per GPU network, up to 9); "
+                                                              f"use e.g. 192.168.0.0/20"))
+                else:
+                    for j, other in cidrs:
+                        if net.overlaps(other):
+                            p.append(Problem(f"{at}.gpuNetworkCidr", f"{net} overlaps nodePools[{j}] GPU range "
+                                                                      f"{other}; give each pool its own range"))
+                    cidrs.append((i, net))
+        elif i >= 16:
+            p.append(Problem(f"{at}.gpuNetworkCidr", "only the first 16 pools get a default GPU range; set "
+                                                      "gpuNetworkCidr, e.g. 10.200.0.0/20"))
+        if pool.zone and region and not pool.zone.startswith(region + "-"):
+            p.append(Problem(f"{at}.zone", f"{pool.zone!r} is not in the cluster's region {region!r} "
+                                           f"(cluster.location {cfg.cluster.location!r}); use a zone such as "
+                                           f"{region}-a"))
+        # Whether a zone offers the machine is not checked: no source in this project lists GPU zones.
+    s = cfg.storage
+    if s is not None and s.size_gib is not None:
+        if s.kind == "filestore":
+            tier = filestore_tier(s.tier)
+            if tier not in FILESTORE_TIERS:
+                p.append(Problem("storage.tier", f"{s.tier!r}: checkpoint storage on Filestore uses tier ZONAL or "
+                                                 f"ENTERPRISE (RWX at GPU-cluster scale); use ZONAL"))
+            else:
+                msg = filestore_size_problem(tier, s.size_gib)
+                if msg:
+                    p.append(Problem("storage.sizeGib", msg))
+        elif s.kind == "gcp-lustre":
+            tp = s.throughput or DEFAULT_LUSTRE_THROUGHPUT
+            if tp not in LUSTRE_TIERS:
+                p.append(Problem("storage.throughput", f"{tp} MB/s per TiB is not a Managed Lustre tier; use one "
+                                                       f"of {', '.join(str(t) for t in sorted(LUSTRE_TIERS))}"))
+            else:
+                msg = lustre_size_problem(tp, s.size_gib)
+                if msg:
+                    p.append(Problem("storage.sizeGib", msg))
+        if s.kind == "gcp-lustre" and s.tier:
+            p.append(Problem("storage.tier", "Managed Lustre has no tier; choose its throughput with "
+                                             "storage.throughput (MB/s per TiB)"))
+    return p
+
+
+# ---------------------------------------------------------------- access
+def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
+    """A kubeconfig for a GKE cluster that authenticates with gke-gcloud-auth-plugin (no key in the file)."""
+    import yaml
+    ctx = f"gke-{cluster_name}"
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": ctx,
+        "clusters": [{"name": ctx, "cluster": {"server": f"https://{endpoint}",
+                                              "certificate-authority-data": ca_certificate}}],
+        "contexts": [{"name": ctx, "context": {"cluster": ctx, "user": ctx}}],
+        "users": [{"name": ctx, "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "gke-gcloud-auth-plugin",
+            "provideClusterInfo": True, "interactiveMode": "IfAvailable",
+            "installHint": "install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin"}}}],
+    }, sort_keys=False)
+
+
+def region_of(zone_or_region: str) -> str:
+    return _region_of(zone_or_region)

@@ -1,0 +1,163 @@
+"""cloud oci under mocks: cluster network + instance configuration, RDMA VFs, labels/taints, FSS, refusals."""
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+
+import pytest
+
+from components.clouds.base import pool_outputs
+from multinode import config as mconfig
+from multinode import oke, pools
+from multinode.mockdata import oci as mock
+from multinode.validation import validate_object
+
+from .cloudrun import of_type, one, refused, run
+from .conftest import ROOT, example_raw
+
+ICONF = "oci:Core/instanceConfiguration:InstanceConfiguration"
+CNET = "oci:Core/clusterNetwork:ClusterNetwork"
+FS = "oci:FileStorage/fileSystem:FileSystem"
+MT = "oci:FileStorage/mountTarget:MountTarget"
+EXPORT = "oci:FileStorage/export:Export"
+PV = "kubernetes:core/v1:PersistentVolume"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+
+
+def _raw(machine=None, **storage):
+    raw, secrets = example_raw("oci-dev")
+    if machine:
+        raw["nodePools"][0]["machine"] = machine
+    if storage:
+        raw["storage"] = dict(raw["storage"], **storage)
+    return raw, secrets
+
+
+@pytest.fixture(scope="module")
+def h100():
+    raw, secrets = _raw()
+    return run(raw, secrets, "oci-dev")
+
+
+def test_bare_metal_gpu_nodes_in_an_rdma_cluster_network(h100):
+    ic = one(h100, ICONF)
+    launch = ic.inputs["instanceDetails"]["launchDetails"]
+    assert ic.inputs["instanceDetails"]["instanceType"] == "compute"
+    assert launch["shape"] == "BM.GPU.H100.8"
+    assert launch["sourceDetails"] == {"sourceType": "image", "imageId": "ocid1.image.oc1.iad.aaaaaaaaexamplegpuimage",
+                                       "bootVolumeSizeInGbs": "500"}
+    assert launch["createVnicDetails"] == {"subnetId": "ocid1.subnet.oc1.iad.aaaaaaaaexampleworkersubnet",
+                                           "assignPublicIp": False}
+    assert launch["availabilityDomain"] == "Uocm:US-ASHBURN-AD-1"
+    plugins = {p["name"]: p["desiredState"] for p in launch["agentConfig"]["pluginsConfigs"]}
+    assert plugins == {n: "ENABLED" for n in oke.RDMA_PLUGINS}
+    assert launch["agentConfig"]["areAllPluginsDisabled"] is False
+    assert launch["metadata"]["user_data"] == "[secret]"     # carries the cluster CA: kept secret
+    assert "capacityReservationId" not in launch
+    cn = one(h100, CNET)
+    pool = cn.inputs["instancePools"]
+    assert len(pool) == 1 and pool[0]["size"] == 2 and pool[0]["instanceConfigurationId"] == f"{ic.name}-id"
+    assert ic.urn in cn.dependencies
+    assert cn.inputs["placementConfiguration"] == {
+        "availabilityDomain": "Uocm:US-ASHBURN-AD-1",
+        "primaryVnicSubnets": {"subnetId": "ocid1.subnet.oc1.iad.aaaaaaaaexampleworkersubnet"}}
+    parents = {r.urn: r for r in h100.registrations}
+    assert parents[cn.parent].type == parents[ic.parent].type == "multinode:index:GpuNodePool"
+
+
+def test_node_bootstrap_joins_oke_with_our_labels_and_taints():
+    cfg = mconfig.load(*example_raw("oci-dev"))
+    pool = cfg.node_pools[0]
+    labels = pools.node_labels(cfg, pool, cfg.machine(pool))
+    kc = mock.kube_config({"clusterId": cfg.cluster.cluster_id})["content"]
+    script = oke.node_user_data(mock.PRIVATE_ENDPOINT, oke.ca_from_kubeconfig(kc), labels, pools.node_taints(cfg))
+    assert "bash /etc/oke/oke-install.sh" in script
+    assert "--apiserver-endpoint 10.0.0.5 " in script          # IP only: oke-install adds the ports
+    assert f"--kubelet-ca-cert {mock.FAKE_CA}" in script
+    assert "multinode.dev/node-pool=gpu" in script and "multinode.dev/fabric=roce" in script
+    assert "--register-with-taints=nvidia.com/gpu=true:NoSchedule" in script
+    assert base64.b64decode(oke.user_data_b64(script)).decode() == script
+
+
+@pytest.mark.parametrize("machine,vfs", [("BM.GPU.H100.8", 16), ("BM.GPU.H200.8", 8), ("BM.GPU.B200.8", 8),
+                                         ("BM.GPU.A100-v2.8", 16)])
+def test_rdma_vfs_per_node_come_from_the_catalog(machine, vfs):
+    raw, secrets = _raw(machine)
+    cfg = mconfig.load(raw, secrets)
+    pool = cfg.node_pools[0]
+    assert oke.rdma_vfs_per_node(cfg, pool) == vfs
+    fab = pool_outputs(cfg, pool)["fabric"]
+    assert fab["deviceResource"] == "nvidia.com/rdma-vf" and fab["devicesPerNode"] == vfs
+    r = run(raw, secrets, "oci-dev")
+    assert one(r, ICONF).inputs["instanceDetails"]["launchDetails"]["shape"] == machine
+
+
+def test_capacity_reservation_is_used_by_the_instances():
+    raw, secrets = _raw()
+    raw["nodePools"][0]["capacityReservation"] = {"id": "ocid1.capacityreservation.oc1..x", "nodes": 2}
+    launch = one(run(raw, secrets, "oci-dev"), ICONF).inputs["instanceDetails"]["launchDetails"]
+    assert launch["capacityReservationId"] == "ocid1.capacityreservation.oc1..x"
+
+
+def test_file_storage_protected_and_mounted_as_a_retained_static_pv(h100):
+    fs, mt, ex = one(h100, FS), one(h100, MT), one(h100, EXPORT)
+    assert fs.protect and fs.retain_on_delete
+    assert mt.retain_on_delete and ex.retain_on_delete
+    assert mt.inputs["subnetId"] == "ocid1.subnet.oc1.iad.aaaaaaaaexampleworkersubnet"
+    assert ex.inputs["path"] == "/checkpoints" and ex.inputs["fileSystemId"] == f"{fs.name}-id"
+    assert ex.inputs["exportSetId"] == f"ocid1.exportset.oc1.iad.{mt.name}"
+    pv, pvc = one(h100, PV), one(h100, PVC)
+    spec = pv.inputs["spec"]
+    assert spec["csi"] == {"driver": "fss.csi.oraclecloud.com",
+                           "volumeHandle": f"{fs.name}-id:10.0.10.20:/checkpoints"}
+    assert spec["persistentVolumeReclaimPolicy"] == "Retain" and spec["accessModes"] == ["ReadWriteMany"]
+    assert pv.protect and pv.retain_on_delete and pvc.protect
+    assert ex.urn in pv.dependencies and pv.urn in pvc.dependencies
+    assert pvc.inputs["spec"]["volumeName"] == pv.inputs["metadata"]["name"]
+    for obj in (pv.inputs, pvc.inputs):
+        assert validate_object(obj) == []
+
+
+def test_allow_delete_lets_destroy_remove_the_file_system():
+    raw, secrets = _raw(allowDelete=True)
+    r = run(raw, secrets, "oci-dev")
+    assert not one(r, FS).protect and not one(r, FS).retain_on_delete
+    assert one(r, PV).inputs["spec"]["persistentVolumeReclaimPolicy"] == "Delete"
+
+
+def test_kubeconfig_is_secret(h100):
+    assert one(h100, "pulumi:providers:kubernetes").inputs["kubeconfig"] == "[secret]"
+
+
+def test_api_host_strips_scheme_and_port():
+    assert oke.api_host("10.0.0.5:6443") == "10.0.0.5"
+    assert oke.api_host("https://10.0.0.5:6443") == "10.0.0.5"
+    assert oke.api_host("10.0.0.5") == "10.0.0.5"
+
+
+# ---------------------------------------------------------------- refusals
+def test_missing_image_and_subnet_are_refused():
+    raw, secrets = _raw()
+    del raw["nodePools"][0]["imageId"]
+    del raw["nodePools"][0]["subnetId"]
+    refused(raw, secrets, "nodePools[0].imageId", "set imageId")
+    refused(raw, secrets, "nodePools[0].subnetId", "set subnetId")
+
+
+def test_bad_availability_domain_is_refused():
+    raw, secrets = _raw()
+    raw["nodePools"][0]["zone"] = "us-ashburn-1a"
+    refused(raw, secrets, "nodePools[0].zone", "is not an availability domain name")
+    raw["nodePools"][0]["zone"] = "Uocm:US-CHICAGO-1-AD-1"
+    refused(raw, secrets, "nodePools[0].zone", "is not in the cluster's region 'us-ashburn-1'")
+
+
+def test_planning_oci_imports_no_other_cloud_sdk():
+    code = ("import sys; from multinode import plan; r = plan.plan('oci-dev', None); "
+            "assert r.exit_code == 0, r.error; "
+            "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in "
+            "('pulumi_aws', 'pulumi_azure_native', 'pulumi_oci', 'pulumi_gcp')}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "['pulumi_oci']"
