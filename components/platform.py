@@ -25,17 +25,7 @@ class Platform(pulumi.ComponentResource):
             pulumi.log.warn(f"cloud {config.cloud!r}: node pool and storage components are not built yet",
                             resource=self)
             self.cluster, self.node_pools, self.storage = None, {}, None
-            # Bring your own objects (multinode:manifests): applied as-is; claims and volumes kept like ours.
-        self.manifests = []
-        for obj in config.manifests:
-            meta = obj["metadata"]
-            logical = "-".join(x for x in ("manifest", obj["kind"].lower(), meta.get("namespace"), meta["name"]) if x)
-            keep = obj["kind"] in ("PersistentVolumeClaim", "PersistentVolume") and not (
-                config.storage is not None and config.storage.allow_delete)
-            self.manifests.append(k8s_object(logical, obj, pulumi.ResourceOptions(
-                parent=self, provider=self.cluster.provider, retain_on_delete=keep or None)))
-
-        self.register_outputs({})
+            self.register_outputs({})
             return
         self.cloud_module = clouds.load(config.cloud)
         cm = self.cloud_module

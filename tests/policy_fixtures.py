@@ -193,14 +193,14 @@ def good_objects() -> List[Dict[str, Any]]:
             efa_policy(), pvc(), pv(), storage_class()]
 
 
-def existing_stack(manifests: List[Dict[str, Any]], workloads: bool = False) -> Dict[str, Any]:
+def existing_stack(manifests: List[Dict[str, Any]], node_count: int = 2) -> Dict[str, Any]:
     """A stack file (as a dict) on cloud existing: 2 x p5.48xlarge, EFA, with these manifests."""
     config: Dict[str, Any] = {
         "multinode:cloud": "existing",
         "multinode:cluster": {"name": "lab-cluster"},
         "multinode:kubeconfig": {"secure": "v1:c2VjcmV0LWt1YmVjb25maWctcGxhY2Vob2xkZXI="},
         "multinode:fabric": {"kind": "efa"},
-        "multinode:nodePools": [{"name": "gpu", "machine": MACHINE, "nodeCount": 2, "nodeSelector": dict(SELECTOR)}],
+        "multinode:nodePools": [{"name": "gpu", "machine": MACHINE, "nodeCount": node_count, "nodeSelector": dict(SELECTOR)}],
         "multinode:storage": {"kind": "existing", "existingStorageClass": "efs-sc", "sizeGib": 1024},
         "multinode:manifests": manifests,
     }

@@ -186,9 +186,11 @@ def check_one_fabric(resources: List[Resource], ctx: Context) -> Iterator[Tuple[
                          f"fabric: move those pools to their own stack")
 
 
+# A per-GPU device count written as JMESPath: multiply(<GPU count of the container>, `N`) or
+# multiply(`N`, <GPU count>). Anything else is not interpreted (no guessing).
 _GPU_FACTOR = [
-    re.compile(r"multiply\([^()]*nvidia\.com/gpu[^()]*(?:\([^()]*\))?[^()]*,\s*`?'?(\d+(?:\.\d+)?)'?`?\s*\)"),
-    re.compile(r"multiply\(\s*`?'?(\d+(?:\.\d+)?)'?`?\s*,[^()]*nvidia\.com/gpu"),
+    re.compile(r"multiply\(.*nvidia\.com/gpu.*,\s*`(\d+(?:\.\d+)?)`\s*\)\s*}}\s*$", re.S),
+    re.compile(r"multiply\(\s*`(\d+(?:\.\d+)?)`\s*,.*nvidia\.com/gpu", re.S),
 ]
 
 

@@ -46,7 +46,7 @@ def _inference(g: Gang, ctx: Context) -> Iterator[str]:
         tp, pp = topology.suggest_parallel(pods, gpn, par.pipeline)
         fix = f"set {par.tp_name} {tp // par.data if par.data > 1 and tp % par.data == 0 else tp} and {par.pp_name} {pp}"
         if used % gpn == 0 and used // gpn != pods:
-            fix += f", or run {used // gpn} pods of {gpn} GPUs"
+            fix += f", or run {_pair(used // gpn, 'pod')} of {gpn} GPUs"
         yield (f"{g.name}: {stated}, but one group is {_pair(pods, 'pod')} x {gpn} GPUs (nvidia.com/gpu) = "
                f"{total}; {fix}")
     if par.nnodes is not None and par.nnodes != pods:
