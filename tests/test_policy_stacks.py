@@ -78,6 +78,25 @@ def test_recorded_example_stack_plus_hand_written_objects():
     assert names == {"checkpoint-storage-rwx", "checkpoint-storage-retained"}
 
 
+def test_recorded_fabric_policy_is_read_and_checked():
+    """The Kyverno ClusterPolicy our fabric component renders passes; the same policy with another
+    per-GPU device count (as a hand edit would make it) fails fabric-devices-match-catalog."""
+    import json
+    raw, secrets, wire = stackfile.read_stack_file(stackfile.stack_path("existing-dev"))
+    cfg = mconfig.load(raw, secrets)
+    records = [r.as_dict() for r in run_program(wire, [f"multinode:{k}" for k in secrets], "existing-dev").registrations]
+    policies = [r for r in records if r["type"] == "kubernetes:kyverno.io/v1:ClusterPolicy"]
+    if not policies:
+        pytest.skip("the fabric policies are not rendered on this branch")
+    assert evaluate(records, cfg) == []
+    text = json.dumps(policies[0]["inputs"])
+    assert "`32`), `8`" in text           # p5.48xlarge: 32 EFA for 8 GPUs
+    policies[0]["inputs"] = json.loads(text.replace("`32`), `8`", "`16`), `8`"))
+    out = evaluate(records, cfg)
+    assert [v["policy"] for v in out] == ["fabric-devices-match-catalog"]
+    assert "2 per GPU" in out[0]["message"] and "use 4" in out[0]["message"]
+
+
 def test_manifests_config_key_is_checked():
     raw = {k.split(":", 1)[1]: v for k, v in F.existing_stack([{"apiVersion": "v1", "kind": "ConfigMap"}])
            ["config"].items()}

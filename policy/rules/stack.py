@@ -186,20 +186,37 @@ def check_one_fabric(resources: List[Resource], ctx: Context) -> Iterator[Tuple[
                          f"fabric: move those pools to their own stack")
 
 
-# A per-GPU device count written as JMESPath: multiply(<GPU count of the container>, `N`) or
-# multiply(`N`, <GPU count>). Anything else is not interpreted (no guessing).
-_GPU_FACTOR = [
+# A per-GPU device count written as JMESPath over the container's GPU count: ceil(divide(multiply(<gpus>,
+# `A`), `B`)) = A/B per GPU (what multinode.manifests.kyverno writes), or multiply(<gpus>, `N`) = N per GPU.
+# Anything else is not interpreted (no guessing).
+_DIVIDED = re.compile(r"divide\(\s*multiply\(.*nvidia\.com/gpu.*?,\s*`(\d+)`\s*\)\s*,\s*`(\d+)`\s*\)", re.S)
+_MULTIPLIED = [
     re.compile(r"multiply\(.*nvidia\.com/gpu.*,\s*`(\d+(?:\.\d+)?)`\s*\)\s*}}\s*$", re.S),
     re.compile(r"multiply\(\s*`(\d+(?:\.\d+)?)`\s*,.*nvidia\.com/gpu", re.S),
 ]
+
+
+def per_gpu_factor(expr: str) -> Optional[Fraction]:
+    m = _DIVIDED.search(expr)
+    if m and int(m.group(2)):
+        return Fraction(int(m.group(1)), int(m.group(2)))
+    for rx in _MULTIPLIED:
+        m = rx.search(expr)
+        if m:
+            return Fraction(m.group(1)).limit_denominator(64)
+    return None
 
 
 def _strings(obj: Any) -> Set[str]:
     return {v for _, _, v in _walk(obj) if isinstance(v, str)} | {k for _, k, _ in _walk(obj) if isinstance(k, str)}
 
 
-def _rule_pools(rule: Dict[str, Any], ctx: Context) -> List[PoolInfo]:
-    """The pools a Kyverno rule is about: those whose name, machine or labels it mentions, else all."""
+def _rule_pools(rule: Dict[str, Any], ctx: Context, policy_name: str = "") -> List[PoolInfo]:
+    """The pools a Kyverno rule is about: those whose name, machine or labels it mentions (or whose name ends
+    the policy's name, as in multinode-fabric-<pool>), else all."""
+    by_name = [p for p in ctx.pools if p.machine and policy_name.endswith("-" + p.name)]
+    if len(by_name) == 1:
+        return by_name
     words = _strings(rule)
     text = json.dumps(rule)
     hit = [p for p in ctx.pools if p.machine and (
@@ -233,7 +250,8 @@ def check_kyverno_devices(resources: List[Resource], ctx: Context) -> Iterator[T
         rules = {str(x.get("name", "?")): x for x in objects.get(r.props, "spec", "rules") or []
                  if isinstance(x, dict)}
         for rule_name, res_name, value in kyverno_fabric_counts(r.props):
-            targets = [p for p in _rule_pools(rules.get(rule_name, {}), ctx) if p.machine
+            pname = str(objects.get(r.props, "metadata", "name") or "")
+            targets = [p for p in _rule_pools(rules.get(rule_name, {}), ctx, pname) if p.machine
                        and catalog.FABRIC_CLOUD.get(p.machine.fabric) == objects.FABRIC_RESOURCES[res_name]]
             if not targets:
                 continue      # no pool of this fabric's cloud: check_one_fabric reports the mix
@@ -259,10 +277,10 @@ def check_kyverno_devices(resources: List[Resource], ctx: Context) -> Iterator[T
                               f"{m.gpus} GPUs; catalog source {m.source}); set it to {prof.devices_per_node}")
                 continue
             if isinstance(value, str):
-                factor = next((float(mt.group(1)) for rx in _GPU_FACTOR for mt in [rx.search(value)] if mt), None)
+                factor = per_gpu_factor(value)
                 want = Fraction(prof.devices_per_node, m.gpus)
-                if factor is not None and Fraction(factor).limit_denominator(64) != want:
-                    yield r, (f"{where} computes {res_name} as {factor:g} per GPU, but {m.name} (pool "
+                if factor is not None and factor != want:
+                    yield r, (f"{where} computes {res_name} as {float(factor):g} per GPU, but {m.name} (pool "
                               f"{pool.name!r}) has {prof.devices_per_node} for {m.gpus} GPUs = "
                               f"{_per_gpu(prof.devices_per_node, m.gpus)} per GPU; use {_per_gpu(prof.devices_per_node, m.gpus)}")
 
