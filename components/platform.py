@@ -13,6 +13,7 @@ from components import clouds
 from components.clouds.base import TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs
 from components.kubernetes.addons import ClusterAddons
 from components.kubernetes.fabric import FabricPolicies
+from components.kubernetes.objects import k8s_object
 from multinode.config import StackConfig
 
 
@@ -38,6 +39,17 @@ class Platform(pulumi.ComponentResource):
         # Volcano queues/topology, each custom resource after the release that installs its CRD.
         self.addons = ClusterAddons("addons", config, provider=self.cluster.provider, opts=child)
         self.fabric = FabricPolicies("fabric", config, self.addons, provider=self.cluster.provider, opts=child)
+
+        # Bring your own objects (multinode:manifests): applied as-is; claims and volumes kept like ours.
+        self.manifests = []
+        for obj in config.manifests:
+            meta = obj["metadata"]
+            logical = "-".join(x for x in ("manifest", obj["kind"].lower(), meta.get("namespace"), meta["name"]) if x)
+            keep = obj["kind"] in ("PersistentVolumeClaim", "PersistentVolume") and not (
+                config.storage is not None and config.storage.allow_delete)
+            self.manifests.append(k8s_object(logical, obj, pulumi.ResourceOptions(
+                parent=self, provider=self.cluster.provider, retain_on_delete=keep or None,
+                depends_on=[self.addons])))  # after the add-ons install their CRDs
 
         self.register_outputs({
             "kubeconfig": self.cluster.kubeconfig,

@@ -247,6 +247,9 @@ class StackConfig(_Model):
     storage: Optional[Storage] = None
     queues: List[Queue] = []
     workloads: List[Workload] = []
+    # Bring your own objects: raw Kubernetes objects applied as-is under the cluster provider (the policy
+    # pack checks them like ours).
+    manifests: List[Dict[str, Any]] = []
     protect: bool = True                       # protect stateful cloud resources from deletion
 
     # --- resolved facts, filled by load() ---
@@ -521,6 +524,23 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
         if q.name in qnames:
             p.append(Problem(f"queues[{i}].name", f"queue {q.name!r} is defined twice"))
         qnames.add(q.name)
+
+    # manifests (bring your own objects)
+    seen_objects: Dict[Tuple[str, str, str], int] = {}
+    for i, obj in enumerate(cfg.manifests):
+        missing = [k for k in ("apiVersion", "kind") if not isinstance(obj.get(k), str) or not obj.get(k)]
+        name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
+        if not isinstance(name, str) or not name:
+            missing.append("metadata.name")
+        if missing:
+            p.append(Problem(f"manifests[{i}]", f"a Kubernetes object needs {', '.join(missing)}; e.g. "
+                                                f"{{apiVersion: v1, kind: ConfigMap, metadata: {{name: x}}}}"))
+            continue
+        ident = (obj["kind"], str((obj.get("metadata") or {}).get("namespace") or ""), name)
+        if ident in seen_objects:
+            p.append(Problem(f"manifests[{i}]", f"{obj['kind']} {name!r} is already manifests[{seen_objects[ident]}]; "
+                                                f"give each object its own name"))
+        seen_objects.setdefault(ident, i)
 
     # workloads
     wnames: Dict[str, int] = {}

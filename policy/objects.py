@@ -1,0 +1,512 @@
+"""Readers that turn Kubernetes objects (resource props) into the facts the rules check.
+
+Everything here reads plain dicts shaped like the upstream CRDs (camelCase), so the rules work on
+objects our components did not produce: a hand-written LeaderWorkerSet, a Volcano Job copied from a
+tutorial. Unknown or computed values (preview) are skipped, never guessed.
+
+A *gang* is one unit of pods that must run together: one LWS group (leader + workers), one Grove
+scaling group (or a stand-alone clique), one Volcano Job, one Indexed Job, one MPIJob, one PyTorchJob.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from multinode import catalog, fabric, pools
+
+GPU = "nvidia.com/gpu"
+UNKNOWN = "[unknown]"
+
+# Fabric device resources and the cloud each belongs to (names from multinode.fabric).
+FABRIC_RESOURCES: Dict[str, str] = {
+    fabric.EFA_RESOURCE: "aws",
+    fabric.IB_SHARED_RESOURCE: "azure",
+    fabric.IB_SRIOV_RESOURCE: "azure",
+    fabric.OCI_VF_RESOURCE: "oci",
+}
+# GKE multi-networking (TCPX/TCPXO/RDMA NICs) shows up as annotations and Network objects, not devices.
+GCP_FABRIC_ANNOTATIONS = ("networking.gke.io/interfaces", "devices.gke.io/container.tcpxo-daemon",
+                          "devices.gke.io/container.tcpx-daemon")
+GCP_FABRIC_GROUPS = ("networking.gke.io",)
+
+# Node labels that name the machine directly.
+INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type",
+                        pools.MACHINE_LABEL)
+
+
+# ------------------------------------------------------------------ small helpers
+def as_int(value: Any) -> Optional[int]:
+    """An integer from an int, a whole float or a numeric string; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+        return int(value)
+    return None
+
+
+def get(obj: Any, *path: Any, default: Any = None) -> Any:
+    for key in path:
+        if isinstance(obj, dict):
+            obj = obj.get(key)
+        elif isinstance(obj, list) and isinstance(key, int) and -len(obj) <= key < len(obj):
+            obj = obj[key]
+        else:
+            return default
+        if obj is None:
+            return default
+    return obj
+
+
+def kind_of(props: Dict[str, Any]) -> Tuple[str, str]:
+    """(api group, kind) of an object, e.g. ('leaderworkerset.x-k8s.io', 'LeaderWorkerSet')."""
+    api = str(props.get("apiVersion") or "")
+    group = api.rpartition("/")[0]
+    return group, str(props.get("kind") or "")
+
+
+def object_name(props: Dict[str, Any], fallback: str = "") -> str:
+    meta = props.get("metadata") or {}
+    name = meta.get("name") or fallback
+    kind = props.get("kind") or "object"
+    ns = meta.get("namespace")
+    return f"{kind} {ns + '/' if ns else ''}{name}"
+
+
+# ------------------------------------------------------------------ command lines
+def tokens_of(container: Dict[str, Any]) -> List[str]:
+    """The container's command + args as shell words. A single string such as the script of
+    `sh -c "ray start ... && vllm serve ... --tensor-parallel-size 8"` is split into its words too."""
+    out: List[str] = []
+    for part in list(container.get("command") or []) + list(container.get("args") or []):
+        if not isinstance(part, str):
+            continue
+        if any(ch.isspace() for ch in part.strip()):
+            try:
+                words = shlex.split(part, comments=False)
+            except ValueError:          # unbalanced quotes: fall back to whitespace
+                words = part.split()
+            # scripts often continue lines with a backslash; drop the leftover markers
+            out.extend(w for w in words if w not in ("\\", "&&", ";", "||", "|"))
+        else:
+            out.append(part)
+    return out
+
+
+def flag_values(tokens: Sequence[str], names: Iterable[str]) -> List[str]:
+    """Every value given to one of `names` (`--flag=value` or `--flag value`), in order."""
+    names = tuple(names)
+    found: List[str] = []
+    for i, tok in enumerate(tokens):
+        for name in names:
+            if tok == name and i + 1 < len(tokens):
+                found.append(tokens[i + 1])
+            elif tok.startswith(name + "="):
+                found.append(tok[len(name) + 1:])
+    return found
+
+
+def first_int_flag(tokens: Sequence[str], names: Iterable[str]) -> Optional[int]:
+    for value in flag_values(tokens, names):
+        n = as_int(value.strip("'\""))
+        if n is not None:
+            return n
+    return None
+
+
+def env_literal(container: Dict[str, Any], name: str) -> Optional[str]:
+    for e in container.get("env") or []:
+        if isinstance(e, dict) and e.get("name") == name and isinstance(e.get("value"), str):
+            return e["value"]
+    return None
+
+
+# ------------------------------------------------------------------ pods
+def container_resource(container: Dict[str, Any], resource: str) -> int:
+    res = container.get("resources") or {}
+    for section in ("limits", "requests"):
+        n = as_int((res.get(section) or {}).get(resource))
+        if n is not None:
+            return n
+    return 0
+
+
+def gpus_of(pod_spec: Dict[str, Any]) -> int:
+    return sum(container_resource(c, GPU) for c in pod_spec.get("containers") or [] if isinstance(c, dict))
+
+
+def fabric_resources_of(pod_spec: Dict[str, Any]) -> Dict[str, int]:
+    """Fabric devices the pod's containers request, summed over containers (limits, else requests)."""
+    out: Dict[str, int] = {}
+    for c in pod_spec.get("containers") or []:
+        if isinstance(c, dict):
+            for res in FABRIC_RESOURCES:
+                n = container_resource(c, res)
+                if n:
+                    out[res] = out.get(res, 0) + n
+    return out
+
+
+def pod_specs_anywhere(obj: Any) -> Iterator[Dict[str, Any]]:
+    """Every pod spec (a dict with a `containers` list) anywhere inside an object, whatever its kind."""
+    if isinstance(obj, dict):
+        if isinstance(obj.get("containers"), list):
+            yield obj
+        for v in obj.values():
+            yield from pod_specs_anywhere(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from pod_specs_anywhere(v)
+
+
+@dataclass
+class Role:
+    """Pods of one template inside a gang (the LWS leader, a Volcano task, the MPIJob workers...)."""
+    name: str
+    pods: int                            # pods of this template in one gang
+    template: Dict[str, Any]             # {"metadata": {...}, "spec": pod spec}
+    compute: bool = True                 # takes part in the collective (GPU uniformity applies)
+
+    @property
+    def spec(self) -> Dict[str, Any]:
+        return self.template.get("spec") or {}
+
+    @property
+    def labels(self) -> Dict[str, Any]:
+        return get(self.template, "metadata", "labels") or {}
+
+    @property
+    def annotations(self) -> Dict[str, Any]:
+        return get(self.template, "metadata", "annotations") or {}
+
+    @property
+    def gpus(self) -> int:
+        return gpus_of(self.spec)
+
+    @property
+    def fabric(self) -> Dict[str, int]:
+        return fabric_resources_of(self.spec)
+
+    @property
+    def containers(self) -> List[Dict[str, Any]]:
+        return [c for c in self.spec.get("containers") or [] if isinstance(c, dict)]
+
+    @property
+    def gpu_containers(self) -> List[Dict[str, Any]]:
+        return [c for c in self.containers if container_resource(c, GPU) > 0]
+
+    @property
+    def scheduler(self) -> str:
+        return str(self.spec.get("schedulerName") or "default-scheduler")
+
+    def tokens(self) -> List[str]:
+        out: List[str] = []
+        for c in self.containers:
+            out.extend(tokens_of(c))
+        return out
+
+    def selectors(self) -> List[Dict[str, str]]:
+        """Label sets this pod may land on: the nodeSelector merged with each required node-affinity
+        term's single-valued `In` expressions (one set per term; [nodeSelector] when there is none)."""
+        base = {k: str(v) for k, v in (self.spec.get("nodeSelector") or {}).items()}
+        terms = get(self.spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+                    "nodeSelectorTerms") or []
+        sets: List[Dict[str, str]] = []
+        for term in terms:
+            extra: Dict[str, str] = {}
+            for expr in (term or {}).get("matchExpressions") or []:
+                vals = expr.get("values") or []
+                if expr.get("operator") == "In" and len(vals) == 1:
+                    extra[str(expr.get("key"))] = str(vals[0])
+            sets.append({**base, **extra})
+        return sets or [base]
+
+
+@dataclass
+class Gang:
+    """One unit of pods that must all run for any of them to make progress."""
+    kind: str                            # LeaderWorkerSet, PodCliqueSet, Job, VolcanoJob, MPIJob, PyTorchJob
+    name: str                            # "LeaderWorkerSet ns/name" (+ " clique x")
+    roles: List[Role]
+    copies: int = 1                      # how many such gangs the object runs (LWS replicas...)
+    inference: bool = False
+    min_available: Optional[int] = None  # declared gang size, where the kind has one
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def compute_roles(self) -> List[Role]:
+        return [r for r in self.roles if r.compute and r.pods > 0]
+
+    @property
+    def gpu_roles(self) -> List[Role]:
+        return [r for r in self.compute_roles if r.gpus > 0]
+
+    @property
+    def pods(self) -> int:
+        return sum(r.pods for r in self.gpu_roles)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(r.pods * r.gpus for r in self.gpu_roles)
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs per pod of the gang's GPU pods (the largest, if they differ: another rule reports that)."""
+        return max((r.gpus for r in self.gpu_roles), default=0)
+
+    @property
+    def multi_node(self) -> bool:
+        """More than one GPU pod works on one instance. A stand-alone Grove clique runs one instance
+        per pod unless its engine's tp x pp spans pods."""
+        if self.pods <= 1:
+            return False
+        if self.kind == "PodCliqueSet" and not self.extra.get("grouped"):
+            par = next((p for p in (engine_parallelism(r) for r in self.gpu_roles) if p), None)
+            return par is not None and par.gpus > self.gpus_per_pod
+        return True
+
+
+def _template(meta: Optional[Dict[str, Any]], spec: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    return {"metadata": dict(meta or {}), "spec": dict(spec or {})}
+
+
+def _lws(props: Dict[str, Any], name: str) -> List[Gang]:
+    lwt = get(props, "spec", "leaderWorkerTemplate") or {}
+    size = as_int(lwt.get("size"))
+    size = 1 if size is None else size
+    worker = lwt.get("workerTemplate") or {}
+    leader = lwt.get("leaderTemplate") or worker
+    roles = [Role("leader", 1, leader)]
+    if size > 1:
+        roles.append(Role("worker", size - 1, worker))
+    copies = as_int(get(props, "spec", "replicas"))
+    return [Gang("LeaderWorkerSet", name, roles, 1 if copies is None else copies, inference=True,
+                 extra={"size": size})]
+
+
+def _grove(props: Dict[str, Any], name: str) -> List[Gang]:
+    tmpl = get(props, "spec", "template") or {}
+    cliques = {c.get("name"): c for c in tmpl.get("cliques") or [] if isinstance(c, dict)}
+    copies = as_int(get(props, "spec", "replicas"))
+    copies = 1 if copies is None else copies
+
+    def role(c: Dict[str, Any]) -> Role:
+        spec = c.get("spec") or {}
+        r = as_int(spec.get("replicas"))
+        return Role(str(c.get("name")), 1 if r is None else r,
+                    _template({"labels": c.get("labels") or {}, "annotations": c.get("annotations") or {}},
+                              spec.get("podSpec")))
+
+    gangs: List[Gang] = []
+    grouped = set()
+    for sg in tmpl.get("podCliqueScalingGroups") or []:
+        members = [cliques[n] for n in sg.get("cliqueNames") or [] if n in cliques]
+        grouped.update(sg.get("cliqueNames") or [])
+        sg_reps = as_int(sg.get("replicas"))
+        gangs.append(Gang("PodCliqueSet", f"{name} scaling group {sg.get('name')}", [role(c) for c in members],
+                          copies * (1 if sg_reps is None else sg_reps), inference=True,
+                          extra={"cliques": members, "grouped": True}))
+    for cname, c in cliques.items():
+        if cname in grouped:
+            continue
+        gangs.append(Gang("PodCliqueSet", f"{name} clique {cname}", [role(c)], copies, inference=True,
+                          extra={"cliques": [c], "grouped": False}))
+    return gangs
+
+
+def _volcano(props: Dict[str, Any], name: str) -> List[Gang]:
+    spec = props.get("spec") or {}
+    roles = []
+    for t in spec.get("tasks") or []:
+        r = as_int(t.get("replicas"))
+        roles.append(Role(str(t.get("name") or "task"), 1 if r is None else r, t.get("template") or {}))
+    gang = Gang("VolcanoJob", name, roles, min_available=as_int(spec.get("minAvailable")),
+                extra={"tasks": spec.get("tasks") or [], "scheduler": spec.get("schedulerName") or "volcano"})
+    # tasks that request no GPU (a CPU launcher) do not take part in the GPU checks
+    for r in gang.roles:
+        r.compute = r.gpus > 0 or not any(x.gpus for x in gang.roles)
+    return [gang]
+
+
+def _indexed_job(props: Dict[str, Any], name: str) -> List[Gang]:
+    spec = props.get("spec") or {}
+    if spec.get("completionMode") != "Indexed":
+        return []
+    n = as_int(spec.get("parallelism"))
+    if n is None:
+        n = as_int(spec.get("completions"))
+    return [Gang("Job", name, [Role("index", 1 if n is None else n, spec.get("template") or {})])]
+
+
+def _mpijob(props: Dict[str, Any], name: str) -> List[Gang]:
+    spec = props.get("spec") or {}
+    specs = spec.get("mpiReplicaSpecs") or {}
+    roles = []
+    as_worker = bool(spec.get("runLauncherAsWorker"))
+    for rname in ("Launcher", "Worker"):
+        rs = specs.get(rname)
+        if not isinstance(rs, dict):
+            continue
+        r = as_int(rs.get("replicas"))
+        roles.append(Role(rname, 1 if r is None else r, rs.get("template") or {},
+                          compute=(rname == "Worker" or as_worker)))
+    return [Gang("MPIJob", name, roles,
+                 min_available=as_int(get(spec, "runPolicy", "schedulingPolicy", "minAvailable")),
+                 extra={"slotsPerWorker": as_int(spec.get("slotsPerWorker"))})]
+
+
+def _pytorchjob(props: Dict[str, Any], name: str) -> List[Gang]:
+    spec = props.get("spec") or {}
+    specs = spec.get("pytorchReplicaSpecs") or {}
+    roles = []
+    for rname in ("Master", "Worker"):
+        rs = specs.get(rname)
+        if not isinstance(rs, dict):
+            continue
+        r = as_int(rs.get("replicas"))
+        roles.append(Role(rname, 1 if r is None else r, rs.get("template") or {}))
+    return [Gang("PyTorchJob", name, roles,
+                 min_available=as_int(get(spec, "runPolicy", "schedulingPolicy", "minAvailable")),
+                 extra={"nprocPerNode": spec.get("nprocPerNode")})]
+
+
+READERS = {
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): _lws,
+    ("grove.io", "PodCliqueSet"): _grove,
+    ("batch.volcano.sh", "Job"): _volcano,
+    ("batch", "Job"): _indexed_job,
+    ("kubeflow.org", "MPIJob"): _mpijob,
+    ("kubeflow.org", "PyTorchJob"): _pytorchjob,
+}
+
+
+def gangs(props: Dict[str, Any], fallback_name: str = "") -> List[Gang]:
+    """The gangs an object runs ([] for objects that are not multi-pod workloads)."""
+    reader = READERS.get(kind_of(props))
+    if reader is None:
+        return []
+    return reader(props, object_name(props, fallback_name))
+
+
+# ------------------------------------------------------------------ engines
+@dataclass(frozen=True)
+class Parallelism:
+    tensor: int
+    pipeline: int = 1
+    data: int = 1
+    nnodes: Optional[int] = None
+    source: str = ""          # "vLLM flags", "SGLang flags", "NIM env"
+    tp_name: str = "--tensor-parallel-size"
+    pp_name: str = "--pipeline-parallel-size"
+
+    @property
+    def gpus(self) -> int:
+        return self.tensor * self.pipeline * self.data
+
+
+VLLM_TP = ("--tensor-parallel-size", "-tp")
+VLLM_PP = ("--pipeline-parallel-size", "-pp")
+VLLM_DP = ("--data-parallel-size", "-dp")
+SGLANG_TP = ("--tp-size", "--tp", "--tensor-parallel-size")
+SGLANG_PP = ("--pp-size", "--pp", "--pipeline-parallel-size")
+NIM_TP, NIM_PP = "NIM_TENSOR_PARALLEL_SIZE", "NIM_PIPELINE_PARALLEL_SIZE"
+
+
+def _is_sglang(tokens: Sequence[str]) -> bool:
+    return any("sglang" in t for t in tokens)
+
+
+def engine_parallelism(role: Role) -> Optional[Parallelism]:
+    """tp/pp/dp the inference engine of this pod is started with (None: it states none)."""
+    for c in role.containers:
+        toks = tokens_of(c)
+        if _is_sglang(toks):
+            tp = first_int_flag(toks, SGLANG_TP)
+            if tp is not None:
+                tp_flag = next((f for f in SGLANG_TP if flag_values(toks, (f,))), "--tp-size")
+                return Parallelism(tp, first_int_flag(toks, SGLANG_PP) or 1, 1,
+                                   first_int_flag(toks, ("--nnodes",)), "SGLang", tp_flag, "--pp-size")
+            continue
+        tp = first_int_flag(toks, VLLM_TP)
+        if tp is not None:
+            return Parallelism(tp, first_int_flag(toks, VLLM_PP) or 1, first_int_flag(toks, VLLM_DP) or 1,
+                               None, "vLLM")
+        ntp = as_int(env_literal(c, NIM_TP))
+        if ntp is not None:
+            return Parallelism(ntp, as_int(env_literal(c, NIM_PP)) or 1, 1, None, "NIM", NIM_TP, NIM_PP)
+    return None
+
+
+@dataclass(frozen=True)
+class Launch:
+    nnodes: Optional[int]
+    nproc_per_node: Optional[int]
+    source: str
+
+
+def _max_of_range(value: str) -> Optional[int]:
+    """torchrun --nnodes accepts N or MIN:MAX; the gang must hold MAX."""
+    value = value.strip("'\"")
+    if ":" in value:
+        value = value.rpartition(":")[2]
+    return as_int(value)
+
+
+def training_launch(role: Role) -> Optional[Launch]:
+    """--nnodes / --nproc_per_node of torchrun (or deepspeed --num_nodes / --num_gpus, or the
+    PET_NNODES / PET_NPROC_PER_NODE env torchrun reads) in this pod's containers."""
+    for c in role.containers:
+        toks = tokens_of(c)
+        if any(t.endswith("torchrun") or t == "torch.distributed.run" for t in toks):
+            nn = next((x for x in (_max_of_range(v) for v in flag_values(toks, ("--nnodes",))) if x), None)
+            npn = first_int_flag(toks, ("--nproc_per_node", "--nproc-per-node"))
+            if nn is not None or npn is not None:
+                return Launch(nn, npn, "torchrun")
+        if any(t.endswith("deepspeed") for t in toks):
+            nn, npn = first_int_flag(toks, ("--num_nodes",)), first_int_flag(toks, ("--num_gpus",))
+            if nn is not None or npn is not None:
+                return Launch(nn, npn, "deepspeed")
+        env_nn = env_literal(c, "PET_NNODES")
+        env_np = as_int(env_literal(c, "PET_NPROC_PER_NODE"))
+        if env_nn is not None or env_np is not None:
+            return Launch(_max_of_range(env_nn) if env_nn else None, env_np, "PET_* env")
+    return None
+
+
+def mpirun_processes(role: Role) -> Optional[int]:
+    for c in role.containers:
+        toks = tokens_of(c)
+        if any(t.endswith("mpirun") or t.endswith("mpiexec") for t in toks):
+            n = first_int_flag(toks, ("-np", "-n", "--np", "--n"))
+            if n is not None:
+                return n
+    return None
+
+
+# ------------------------------------------------------------------ machines and pools
+def machine_from_labels(selector: Dict[str, str]) -> Optional[catalog.Machine]:
+    """The catalog machine a node selector names (instance-type labels or multinode.dev/machine)."""
+    for key in INSTANCE_TYPE_LABELS:
+        value = selector.get(key)
+        if not value:
+            continue
+        if value in catalog.MACHINES:
+            return catalog.MACHINES[value]
+        for m in catalog.MACHINES.values():      # multinode.dev/machine holds a label-safe spelling
+            if machine_label(m.name) == value.lower():
+                return m
+    return None
+
+
+def machine_label(name: str) -> str:
+    """The label-safe spelling pools.node_labels uses for multinode.dev/machine."""
+    return name.replace("_", "-").replace(".", "-").lower()[:63].strip("-")
+
+
+def selector_matches(selector: Dict[str, str], labels: Dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())

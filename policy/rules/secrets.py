@@ -1,0 +1,49 @@
+"""No literal secrets in container env: credentials come from Secrets (valueFrom), never from the object."""
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from .. import objects
+from ..engine import MANDATORY, Context, Resource, Rule
+
+NAME = "no-literal-secrets-in-env"
+SECRET_WORDS = {"TOKEN", "KEY", "APIKEY", "PASSWORD", "PASSWD", "SECRET", "CREDENTIALS", "CREDENTIAL"}
+# Values that are plainly not credentials: booleans, small numbers, paths.
+_HARMLESS = re.compile(r"^(true|false|yes|no|on|off|\d{1,6}|/.*)$", re.IGNORECASE)
+
+
+def looks_secret(name: str) -> bool:
+    parts = set(re.split(r"[^A-Za-z0-9]+", name.upper()))
+    return bool(parts & SECRET_WORDS) or name.upper().endswith(("_TOKEN", "_KEY", "APIKEY", "PASSWORD", "SECRET"))
+
+
+def check_literal_secrets(res: Resource, ctx: Context) -> Iterator[str]:
+    if not res.is_k8s or res.props.get("kind") in ("Secret", "ConfigMap"):
+        return
+    allowed = set(ctx.setting(NAME, "allowedNames", []) or [])
+    for spec in objects.pod_specs_anywhere(res.props):
+        for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+            for e in (c or {}).get("env") or []:
+                if not isinstance(e, dict):
+                    continue
+                name, value = str(e.get("name", "")), e.get("value")
+                if name in allowed or not looks_secret(name) or not isinstance(value, str):
+                    continue
+                if not value or value == objects.UNKNOWN or value.startswith("[secret]") or _HARMLESS.match(value):
+                    continue
+                # never echo the value itself
+                yield (f"{res.label}: container {c.get('name', '?')} sets env {name} to a literal value "
+                       f"({len(value)} characters); anyone who can read the object or the stack state reads the "
+                       f"credential. Store it in a Secret and use valueFrom.secretKeyRef (name: <secret>, key: "
+                       f"<key>) instead")
+
+
+RULES = [
+    Rule(NAME,
+         "Environment variables named like credentials (*TOKEN*, *KEY*, *PASSWORD*, *SECRET*) take their value "
+         "from a Secret (valueFrom), not a literal `value`.",
+         MANDATORY, check_literal_secrets,
+         config={"allowedNames": {"type": "array", "items": {"type": "string"}, "default": [],
+                                  "description": "env names that look secret but are not"}}),
+]

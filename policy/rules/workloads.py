@@ -1,0 +1,244 @@
+"""Resource rules over one workload object: topology, gang shape, GPUs per pod, fabric label, /dev/shm."""
+from __future__ import annotations
+
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+
+from multinode import pools, topology
+
+from .. import objects
+from ..engine import MANDATORY, Context, Resource, Rule
+from ..objects import Gang, Role
+
+
+def pod_roles(res: Resource) -> List[Tuple[str, Role]]:
+    """(owner name, role) for every pod template of a workload; any other object's pod specs too."""
+    if not res.is_k8s:
+        return []
+    gs = objects.gangs(res.props, res.name)
+    if gs:
+        return [(g.name, r) for g in gs for r in g.roles]
+    return [(res.label, Role("pod", 1, {"spec": spec})) for spec in objects.pod_specs_anywhere(res.props)]
+
+
+def _pair(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+# ------------------------------------------------------------------ parallelism
+def _inference(g: Gang, ctx: Context) -> Iterator[str]:
+    par = next((p for p in (objects.engine_parallelism(r) for r in g.gpu_roles) if p), None)
+    if par is None:
+        return
+    gpn, pods, total = g.gpus_per_pod, g.pods, g.total_gpus
+    used = par.gpus
+    dp = f" x data parallel {par.data}" if par.data > 1 else ""
+    stated = f"{par.source} {par.tp_name} {par.tensor} x {par.pp_name} {par.pipeline}{dp} = {used} GPUs"
+    standalone = g.kind == "PodCliqueSet" and not g.extra.get("grouped")
+    if standalone:
+        # one instance per pod, or one instance over every pod of the clique
+        if used in (gpn, total):
+            return
+        yield (f"{g.name}: {stated}, but each pod has {gpn} GPUs (nvidia.com/gpu) and the clique "
+               f"{_pair(pods, 'pod')} x {gpn} = {total}; set {par.tp_name} {gpn} with {par.pp_name} 1 for one "
+               f"instance per pod, or put the clique in a podCliqueScalingGroup sized {max(1, used // max(gpn, 1))} pods")
+        return
+    if topology.check_parallelism(par.tensor * par.data, par.pipeline, pods, gpn):
+        tp, pp = topology.suggest_parallel(pods, gpn, par.pipeline)
+        fix = f"set {par.tp_name} {tp // par.data if par.data > 1 and tp % par.data == 0 else tp} and {par.pp_name} {pp}"
+        if used % gpn == 0 and used // gpn != pods:
+            fix += f", or run {_pair(used // gpn, 'pod')} of {gpn} GPUs"
+        yield (f"{g.name}: {stated}, but one group is {_pair(pods, 'pod')} x {gpn} GPUs (nvidia.com/gpu) = "
+               f"{total}; {fix}")
+    if par.nnodes is not None and par.nnodes != pods:
+        yield (f"{g.name}: SGLang --nnodes {par.nnodes}, but one group is {_pair(pods, 'pod')}; "
+               f"set --nnodes {pods}")
+
+
+_LAUNCH_WORDS = {
+    "deepspeed": (("torchrun --nnodes", "deepspeed --num_nodes"), ("torchrun --nproc_per_node", "deepspeed --num_gpus"),
+                  ("--nnodes", "--num_nodes"), ("--nproc_per_node", "--num_gpus")),
+    "PET_* env": (("torchrun --nnodes", "PET_NNODES"), ("torchrun --nproc_per_node", "PET_NPROC_PER_NODE"),
+                  ("use --nnodes", "set PET_NNODES"), ("use --nproc_per_node", "set PET_NPROC_PER_NODE")),
+}
+
+
+def _training(g: Gang) -> Iterator[str]:
+    gpn, pods = g.gpus_per_pod, g.pods
+    if g.kind == "MPIJob":
+        slots = g.extra.get("slotsPerWorker")
+        if slots is not None and slots != gpn:
+            yield (f"{g.name}: slotsPerWorker {slots}, but each worker has {gpn} GPUs (nvidia.com/gpu); "
+                   f"set slotsPerWorker {gpn}")
+        ranks = next((n for n in (objects.mpirun_processes(r) for r in g.roles) if n is not None), None)
+        if ranks is not None and ranks != pods * gpn:
+            yield (f"{g.name}: mpirun -np {ranks}, but {_pair(pods, 'worker')} x {gpn} GPUs = {pods * gpn} "
+                   f"ranks; use -np {pods * gpn}")
+        return
+    if g.kind == "PyTorchJob":
+        npn = objects.as_int(g.extra.get("nprocPerNode"))
+        if npn is not None and npn != gpn:
+            yield (f"{g.name}: nprocPerNode {npn}, but each pod has {gpn} GPUs (nvidia.com/gpu); "
+                   f"set nprocPerNode \"{gpn}\"")
+    launch = next((x for x in (objects.training_launch(r) for r in g.gpu_roles) if x), None)
+    if launch is None:
+        return
+    nnodes = pods if launch.nnodes is None else launch.nnodes
+    nproc = gpn if launch.nproc_per_node is None else launch.nproc_per_node
+    for f in topology.check_training(nnodes, nproc, pods, gpn):
+        msg = f.message
+        for old, new in _LAUNCH_WORDS.get(launch.source, ()):
+            msg = msg.replace(old, new)
+        yield f"{g.name}: {msg}"
+
+
+def check_parallelism(res: Resource, ctx: Context) -> Iterator[str]:
+    for g in objects.gangs(res.props, res.name) if res.is_k8s else []:
+        if not g.gpu_roles:
+            continue
+        yield from (_inference(g, ctx) if g.inference else _training(g))
+
+
+# ------------------------------------------------------------------ uniform pods
+def _fmt(d: Dict[str, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted(d.items())) or "none"
+
+
+def check_uniform(res: Resource, ctx: Context) -> Iterator[str]:
+    for g in objects.gangs(res.props, res.name) if res.is_k8s else []:
+        roles = g.compute_roles
+        if len(roles) < 2 or not g.gpu_roles:
+            continue
+        gpus = {r.name: r.gpus for r in roles}
+        if len(set(gpus.values())) > 1:
+            want = max(gpus.values())
+            yield (f"{g.name}: pods of one gang request different GPUs ("
+                   + ", ".join(f"{n} {v}" for n, v in gpus.items())
+                   + f" nvidia.com/gpu); every rank needs the same, leader included: set nvidia.com/gpu {want} "
+                     f"on every pod template")
+        fab = {r.name: r.fabric for r in roles}
+        if len({tuple(sorted(v.items())) for v in fab.values()}) > 1:
+            yield (f"{g.name}: pods of one gang request different fabric devices ("
+                   + "; ".join(f"{n}: {_fmt(v)}" for n, v in fab.items())
+                   + "); give every pod template the same fabric resources (or none, and let the fabric "
+                     "policy inject them)")
+
+
+# ------------------------------------------------------------------ GPUs per pod vs the machine
+def _where(sel: Dict[str, str], pool) -> str:
+    if pool is not None and not objects.machine_from_labels(sel):
+        return f"node pool {pool.name!r}"
+    return "nodeSelector " + ", ".join(f"{k}={v}" for k, v in sel.items())
+
+
+def check_gpus_within_machine(res: Resource, ctx: Context) -> Iterator[str]:
+    for owner, role in pod_roles(res):
+        gpus = role.gpus
+        if gpus <= 0:
+            continue
+        for sel in role.selectors():
+            m, pool = ctx.machine_for(sel)
+            if m is None or not topology.check_gpus_per_pod(gpus, m.gpus, m.name):
+                continue
+            yield (f"{owner} {role.name}: {gpus} nvidia.com/gpu per pod, but it lands on {m.name} "
+                   f"({_where(sel, pool)}) which has {m.gpus} GPUs per node, so the pod can never be scheduled; "
+                   f"request {m.gpus} or fewer and add pods instead")
+            break
+
+
+# ------------------------------------------------------------------ whole gangs
+def check_gang_whole(res: Resource, ctx: Context) -> Iterator[str]:
+    for g in objects.gangs(res.props, res.name) if res.is_k8s else []:
+        if g.kind == "VolcanoJob":
+            total = sum(r.pods for r in g.roles)
+            parts = " + ".join(f"{r.name} {r.pods}" for r in g.roles)
+            if g.min_available is not None and g.min_available != total:
+                yield (f"{g.name}: minAvailable {g.min_available}, but the tasks run {parts} = {total} pods; "
+                       f"a partial gang holds GPUs and never starts: set minAvailable {total}")
+            for t in g.extra.get("tasks", []):
+                tmin, reps = objects.as_int(t.get("minAvailable")), objects.as_int(t.get("replicas"))
+                if tmin is not None and reps is not None and tmin < reps and reps > 1:
+                    yield (f"{g.name}: task {t.get('name')} has minAvailable {tmin} of {reps} replicas; "
+                           f"set it to {reps} (or remove it)")
+        elif g.kind == "PodCliqueSet" and g.multi_node:
+            for c in g.extra.get("cliques", []):
+                spec = c.get("spec") or {}
+                reps, mn = objects.as_int(spec.get("replicas")), objects.as_int(spec.get("minAvailable"))
+                if reps is not None and mn is not None and reps > 1 and mn < reps:
+                    yield (f"{g.name}: clique {c.get('name')} has minAvailable {mn} of {reps} replicas, but its "
+                           f"pods together hold one model instance; set minAvailable {reps} (or leave it unset)")
+        elif g.kind in ("MPIJob", "PyTorchJob") and g.min_available is not None:
+            need = sum(r.pods for r in g.compute_roles)
+            if g.min_available < need:
+                yield (f"{g.name}: runPolicy.schedulingPolicy.minAvailable {g.min_available}, but the job needs "
+                       f"{need} pods to run at all; set minAvailable {sum(r.pods for r in g.roles)}")
+
+
+# ------------------------------------------------------------------ fabric label and /dev/shm
+def _multi_node_roles(res: Resource) -> Iterator[Tuple[Gang, Role]]:
+    for g in objects.gangs(res.props, res.name) if res.is_k8s else []:
+        if g.multi_node:
+            for r in g.gpu_roles:
+                yield g, r
+
+
+def check_fabric_label(res: Resource, ctx: Context) -> Iterator[str]:
+    if not ctx.fabric_enabled():
+        return
+    key, want = pools.FABRIC_POD_LABEL, pools.FABRIC_POD_LABEL_VALUE
+    for g, r in _multi_node_roles(res):
+        have = r.labels.get(key)
+        if have != want:
+            state = "lacks it" if have is None else f"has {key}={have}"
+            yield (f"{g.name} {r.name}: a multi-node pod ({_pair(g.pods, 'pod')} per gang) needs the label "
+                   f"{key}={want} so the fabric policy injects its devices and NCCL settings, but its template "
+                   f"{state}; add metadata.labels {key}: {want!r}")
+
+
+def check_shm(res: Resource, ctx: Context) -> Iterator[str]:
+    size = ctx.setting("multinode-pod-shm", "sizeHint", "64Gi")
+    for g, r in _multi_node_roles(res):
+        volumes = {v.get("name"): v for v in r.spec.get("volumes") or [] if isinstance(v, dict)}
+        for c in r.gpu_containers:
+            mount = next((m for m in c.get("volumeMounts") or [] if (m or {}).get("mountPath") == "/dev/shm"), None)
+            cname = c.get("name", "?")
+            if mount is None:
+                yield (f"{g.name} {r.name}: container {cname} has no /dev/shm mount; NCCL and the engine's "
+                       f"workers need a large shared memory: add volume {{name: dshm, emptyDir: {{medium: Memory, "
+                       f"sizeLimit: {size}}}}} mounted at /dev/shm")
+                continue
+            vol = volumes.get(mount.get("name")) or {}
+            medium = objects.get(vol, "emptyDir", "medium")
+            if medium != "Memory":
+                yield (f"{g.name} {r.name}: container {cname} mounts volume {mount.get('name')!r} at /dev/shm, "
+                       f"but it is not memory-backed (emptyDir.medium {medium!r}); use emptyDir {{medium: Memory, "
+                       f"sizeLimit: {size}}}")
+
+
+RULES = [
+    Rule("parallelism-matches-gpus",
+         "Tensor x pipeline parallel (vLLM/SGLang flags, NIM env) equals pods x GPUs per pod of one gang; "
+         "torchrun --nnodes x --nproc_per_node, MPIJob slots and -np, PyTorchJob nprocPerNode match the pods "
+         "and their GPUs (LWS, Grove, Volcano Job, Indexed Job, MPIJob, PyTorchJob).",
+         MANDATORY, check_parallelism,
+         remediation="Make the engine's parallel sizes multiply to the gang's GPUs, or resize the gang."),
+    Rule("gang-pods-uniform",
+         "Every pod of a gang (the LWS leader included) requests the same GPUs and the same fabric devices.",
+         MANDATORY, check_uniform),
+    Rule("gpus-per-pod-within-machine",
+         "A pod requests no more GPUs than the machine it is pinned to (instance-type / multinode.dev/machine "
+         "labels, or the stack's node pool) has.",
+         MANDATORY, check_gpus_within_machine),
+    Rule("gang-whole",
+         "Gangs are whole: Volcano minAvailable equals the sum of task replicas; a multi-node Grove clique never "
+         "has minAvailable below its replicas; MPIJob/PyTorchJob minAvailable covers every worker.",
+         MANDATORY, check_gang_whole),
+    Rule("multinode-pod-fabric-label",
+         f"Multi-node pods carry {pools.FABRIC_POD_LABEL}={pools.FABRIC_POD_LABEL_VALUE} so the fabric policy "
+         "injects their devices, env and volumes.",
+         MANDATORY, check_fabric_label),
+    Rule("multinode-pod-shm",
+         "Multi-node GPU containers mount a memory-backed emptyDir at /dev/shm.",
+         MANDATORY, check_shm,
+         config={"sizeHint": {"type": "string", "default": "64Gi",
+                              "description": "sizeLimit suggested in the fix"}}),
+]

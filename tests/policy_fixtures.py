@@ -1,0 +1,207 @@
+"""Hand-built Kubernetes objects for the policy tests, shaped after the upstream CRDs in schemas/.
+
+Each builder returns an object that passes every rule on a 2 x p5.48xlarge (8 x H100, 32 EFA) pool
+selected by node.kubernetes.io/instance-type; tests and the broken-stack corpus break one thing each.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, List, Optional
+
+MACHINE = "p5.48xlarge"
+SELECTOR = {"node.kubernetes.io/instance-type": MACHINE}
+FABRIC_LABEL = {"multinode.dev/fabric": "enabled"}
+NS = "research"
+
+
+def container(name: str, command: List[str], gpus: int = 8, env: Optional[List[Dict[str, Any]]] = None,
+              extra_limits: Optional[Dict[str, Any]] = None, image: str = "vllm/vllm-openai:v0.11.0") -> Dict[str, Any]:
+    limits: Dict[str, Any] = {"nvidia.com/gpu": gpus} if gpus else {}
+    limits.update(extra_limits or {})
+    c: Dict[str, Any] = {"name": name, "image": image, "command": command,
+                         "resources": {"limits": limits} if limits else {},
+                         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
+    if env:
+        c["env"] = env
+    return c
+
+
+def pod_spec(containers: List[Dict[str, Any]], scheduler: Optional[str] = "volcano",
+             selector: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    spec: Dict[str, Any] = {
+        "nodeSelector": dict(SELECTOR if selector is None else selector),
+        "containers": containers,
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}],
+    }
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return spec
+
+
+def template(spec: Dict[str, Any], labels: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    return {"metadata": {"labels": dict(FABRIC_LABEL if labels is None else labels)}, "spec": spec}
+
+
+HF_TOKEN = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
+VLLM = ("ray start --head --port=6379 && vllm serve meta-llama/Llama-3.1-405B-Instruct "
+        "--tensor-parallel-size 8 --pipeline-parallel-size 2 --port 8000")
+RAY_WORKER = "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block"
+
+
+def lws(name: str = "byo-llama", size: int = 2, leader_cmd: str = VLLM, gpus: int = 8) -> Dict[str, Any]:
+    leader = template(pod_spec([container("vllm", ["sh", "-c", leader_cmd], gpus, env=[HF_TOKEN])]))
+    worker = template(pod_spec([container("vllm", ["sh", "-c", RAY_WORKER], gpus, env=[HF_TOKEN])]))
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"replicas": 1, "startupPolicy": "LeaderCreated",
+                 "leaderWorkerTemplate": {"size": size, "leaderTemplate": leader, "workerTemplate": worker}},
+    }
+
+
+SGLANG = ("python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-405B-Instruct --tp 16 "
+          "--nnodes 2 --node-rank $(LWS_WORKER_INDEX) --dist-init-addr $(LWS_LEADER_ADDRESS):20000")
+
+
+def grove(name: str = "byo-grove", workers: int = 1, cmd: str = SGLANG, min_available: Optional[int] = None):
+    def clique(cname: str, replicas: int) -> Dict[str, Any]:
+        spec: Dict[str, Any] = {"roleName": cname, "replicas": replicas,
+                                "podSpec": pod_spec([container("sglang", ["sh", "-c", cmd], 8, env=[HF_TOKEN],
+                                                               image="lmsysorg/sglang:v0.5.3")],
+                                                    scheduler="kai-scheduler")}
+        if min_available is not None and cname == "worker":
+            spec["minAvailable"] = min_available
+        return {"name": cname, "labels": dict(FABRIC_LABEL), "spec": spec}
+    return {
+        "apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"replicas": 1, "template": {
+            "cliques": [clique("leader", 1), clique("worker", workers)],
+            "podCliqueScalingGroups": [{"name": "model", "cliqueNames": ["leader", "worker"], "replicas": 1}],
+        }},
+    }
+
+
+TORCHRUN = ("torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d "
+            "--rdzv_endpoint=$(MASTER_ADDR):29500 /workspace/train.py")
+
+
+def volcano_job(name: str = "byo-train", cmd: str = TORCHRUN, min_available: Optional[int] = 2) -> Dict[str, Any]:
+    def task(tname: str) -> Dict[str, Any]:
+        t = template(pod_spec([container("trainer", ["bash", "-c", cmd], 8, image="nvcr.io/nvidia/pytorch:25.01-py3")],
+                              scheduler="volcano"))
+        t["spec"]["restartPolicy"] = "OnFailure"
+        return {"name": tname, "replicas": 1, "template": t}
+    spec: Dict[str, Any] = {"schedulerName": "volcano", "queue": "default",
+                            "plugins": {"pytorch": ["--master=master", "--worker=worker", "--port=29500"]},
+                            "tasks": [task("master"), task("worker")]}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def indexed_job(name: str = "byo-indexed", cmd: str = TORCHRUN, pods: int = 2) -> Dict[str, Any]:
+    t = template(pod_spec([container("trainer", ["bash", "-c", cmd], 8, image="nvcr.io/nvidia/pytorch:25.01-py3")],
+                          scheduler=None))
+    t["spec"]["restartPolicy"] = "Never"
+    t["spec"]["subdomain"] = name
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NS},
+            "spec": {"completionMode": "Indexed", "completions": pods, "parallelism": pods,
+                     "backoffLimit": 0, "template": t}}
+
+
+def mpijob(name: str = "byo-nccl", slots: int = 8, np: int = 16) -> Dict[str, Any]:
+    launcher = template(pod_spec([container(
+        "launcher", ["mpirun", "-np", str(np), "--allow-run-as-root", "/opt/nccl-tests/build/all_reduce_perf",
+                     "-b", "8", "-e", "8G", "-f", "2", "-g", "1"], 0, image="nvcr.io/nvidia/pytorch:25.01-py3")],
+        scheduler="volcano", selector={}), labels={})
+    launcher["spec"].pop("volumes")
+    launcher["spec"]["containers"][0].pop("volumeMounts")
+    worker = template(pod_spec([container("worker", ["/usr/sbin/sshd", "-De"], 8,
+                                          image="nvcr.io/nvidia/pytorch:25.01-py3")], scheduler="volcano"))
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name, "namespace": NS},
+            "spec": {"slotsPerWorker": slots, "runPolicy": {"cleanPodPolicy": "Running"},
+                     "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": launcher},
+                                         "Worker": {"replicas": 2, "template": worker}}}}
+
+
+def pytorchjob(name: str = "byo-ptj", nproc: str = "8") -> Dict[str, Any]:
+    def rs(replicas: int) -> Dict[str, Any]:
+        t = template(pod_spec([container("pytorch", ["torchrun", "/workspace/train.py"], 8,
+                                         image="nvcr.io/nvidia/pytorch:25.01-py3")], scheduler="volcano"))
+        return {"replicas": replicas, "restartPolicy": "OnFailure", "template": t}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": NS},
+            "spec": {"nprocPerNode": nproc, "pytorchReplicaSpecs": {"Master": rs(1), "Worker": rs(1)}}}
+
+
+def efa_policy(name: str = "byo-efa", count: Any = 32, resource: str = "vpc.amazonaws.com/efa") -> Dict[str, Any]:
+    return {
+        "apiVersion": "kyverno.io/v1", "kind": "ClusterPolicy", "metadata": {"name": name},
+        "spec": {"rules": [{
+            "name": "inject-fabric",
+            "match": {"any": [{"resources": {"kinds": ["Pod"],
+                                             "selector": {"matchLabels": dict(FABRIC_LABEL)}}}]},
+            "mutate": {"foreach": [{
+                "list": "request.object.spec.containers",
+                "patchStrategicMerge": {"spec": {"containers": [{
+                    "(name)": "{{ element.name }}",
+                    "resources": {"limits": {resource: count}}}]}},
+            }]},
+        }]},
+    }
+
+
+def pvc(name: str = "byo-ckpt", modes: Optional[List[str]] = None, storage_class: str = "efs-sc") -> Dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": NS},
+            "spec": {"accessModes": modes or ["ReadWriteMany"], "storageClassName": storage_class,
+                     "resources": {"requests": {"storage": "1Ti"}}}}
+
+
+def pv(name: str = "byo-ckpt-pv", reclaim: str = "Retain", claim: str = "byo-ckpt") -> Dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadWriteMany"],
+                     "persistentVolumeReclaimPolicy": reclaim, "storageClassName": "",
+                     "claimRef": {"name": claim, "namespace": NS},
+                     "csi": {"driver": "efs.csi.aws.com", "volumeHandle": "fs-0123456789abcdef0"}}}
+
+
+def storage_class(name: str = "byo-sc", reclaim: Optional[str] = "Retain") -> Dict[str, Any]:
+    obj = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+           "provisioner": "efs.csi.aws.com", "parameters": {"provisioningMode": "efs-ap",
+                                                            "fileSystemId": "fs-0123456789abcdef0"}}
+    if reclaim:
+        obj["reclaimPolicy"] = reclaim
+    return obj
+
+
+def mount_claim(obj: Dict[str, Any], claim: str) -> Dict[str, Any]:
+    """Mount a PVC at /checkpoints in every pod template of an LWS."""
+    obj = copy.deepcopy(obj)
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        spec = lwt[key]["spec"]
+        spec["volumes"].append({"name": "ckpt", "persistentVolumeClaim": {"claimName": claim}})
+        for c in spec["containers"]:
+            c["volumeMounts"].append({"name": "ckpt", "mountPath": "/checkpoints"})
+    return obj
+
+
+def good_objects() -> List[Dict[str, Any]]:
+    """Every builder's passing object (and the storage objects a gang mounts)."""
+    return [mount_claim(lws(), "byo-ckpt"), grove(), volcano_job(), indexed_job(), mpijob(), pytorchjob(),
+            efa_policy(), pvc(), pv(), storage_class()]
+
+
+def existing_stack(manifests: List[Dict[str, Any]], node_count: int = 2) -> Dict[str, Any]:
+    """A stack file (as a dict) on cloud existing: 2 x p5.48xlarge, EFA, with these manifests."""
+    config: Dict[str, Any] = {
+        "multinode:cloud": "existing",
+        "multinode:cluster": {"name": "lab-cluster"},
+        "multinode:kubeconfig": {"secure": "v1:c2VjcmV0LWt1YmVjb25maWctcGxhY2Vob2xkZXI="},
+        "multinode:fabric": {"kind": "efa"},
+        "multinode:nodePools": [{"name": "gpu", "machine": MACHINE, "nodeCount": node_count, "nodeSelector": dict(SELECTOR)}],
+        "multinode:storage": {"kind": "existing", "existingStorageClass": "efs-sc", "sizeGib": 1024},
+        "multinode:manifests": manifests,
+    }
+    return {"config": config}

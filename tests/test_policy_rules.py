@@ -1,0 +1,289 @@
+"""Each policy rule with a passing and a failing hand-built resource (pure functions, no PolicyPack)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+from pulumi_policy import PolicyResource, PolicyResourceOptions, ResourceValidationArgs, StackValidationArgs
+
+from tests import policy_fixtures as F
+from multinode import config as mconfig
+from policy import engine, objects
+from policy.engine import Resource, build_context, evaluate
+from policy.rules import RULES
+
+RULE = {r.name: r for r in RULES}
+
+
+def cfg(node_count: int = 2, **extra):
+    raw = {k.split(":", 1)[1]: v for k, v in F.existing_stack([], node_count)["config"].items()}
+    raw["kubeconfig"] = "kubeconfig"
+    raw.update(extra)
+    return mconfig.load(raw, {"kubeconfig"})
+
+
+def rec(obj, protect=False, retain=True):
+    return {"type": f"kubernetes:{obj['apiVersion']}:{obj['kind']}", "name": obj["metadata"]["name"],
+            "urn": f"urn:pulumi:t::multinode::x::{obj['metadata']['name']}", "inputs": obj,
+            "protect": protect, "retainOnDelete": retain}
+
+
+def run(objs, rule=None, c="default", **kw):
+    c = cfg(**kw) if c == "default" else c
+    out = evaluate([o if "inputs" in o else rec(o) for o in objs], c)
+    return [v for v in out if rule is None or v["policy"] == rule]
+
+
+def only(objs, rule, **kw):
+    """The violations of `rule`; and no mandatory violation of any other rule."""
+    out = run(objs, **kw)
+    others = [v for v in out if v["policy"] != rule and v["enforcementLevel"] == "mandatory"]
+    assert not others, others
+    return [v for v in out if v["policy"] == rule]
+
+
+def test_every_rule_has_name_description_level():
+    assert len(RULES) >= 14
+    for r in RULES:
+        assert r.name and r.description and r.level in ("mandatory", "advisory") and r.scope in ("resource", "stack")
+
+
+def test_good_objects_pass_every_rule():
+    assert run(F.good_objects()) == []
+
+
+# ------------------------------------------------------------------ argument parsing
+@pytest.mark.parametrize("cmd,tp,pp", [
+    (["vllm", "serve", "m", "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2"], 8, 2),
+    (["vllm", "serve", "m", "--tensor-parallel-size=16"], 16, 1),
+    (["sh", "-c", "ray start --head && vllm serve m -tp 4 -pp 4"], 4, 4),
+    (["/bin/bash", "-c", "python3 -m sglang.launch_server --model-path m --tp-size 16 --nnodes 2"], 16, 1),
+    (["sh", "-c", "python3 -m sglang.launch_server --tp=8 --pp-size=2"], 8, 2),
+])
+def test_engine_flags(cmd, tp, pp):
+    role = objects.Role("r", 1, {"spec": {"containers": [{"name": "c", "command": cmd}]}})
+    par = objects.engine_parallelism(role)
+    assert (par.tensor, par.pipeline) == (tp, pp)
+
+
+def test_nim_env_and_torchrun_flags():
+    role = objects.Role("r", 1, {"spec": {"containers": [{"name": "c", "env": [
+        {"name": "NIM_TENSOR_PARALLEL_SIZE", "value": "8"}, {"name": "NIM_PIPELINE_PARALLEL_SIZE", "value": "2"}]}]}})
+    assert objects.engine_parallelism(role).gpus == 16
+    role = objects.Role("r", 1, {"spec": {"containers": [{"name": "c", "command": [
+        "bash", "-c", "torchrun --nnodes=1:4 --nproc-per-node 8 train.py"]}]}})
+    launch = objects.training_launch(role)
+    assert (launch.nnodes, launch.nproc_per_node) == (4, 8)
+
+
+# ------------------------------------------------------------------ parallelism-matches-gpus
+def test_parallelism_lws():
+    assert only([F.lws()], "parallelism-matches-gpus") == []
+    bad = only([F.lws(leader_cmd="vllm serve m --tensor-parallel-size 8")], "parallelism-matches-gpus")
+    assert len(bad) == 1 and "= 8 GPUs" in bad[0]["message"] and "= 16" in bad[0]["message"]
+    assert "--pipeline-parallel-size 2" in bad[0]["message"]
+
+
+def test_parallelism_sglang_nnodes_and_grove():
+    assert only([F.grove()], "parallelism-matches-gpus") == []
+    bad = run([F.grove(cmd=F.SGLANG.replace("--nnodes 2", "--nnodes 3"))], "parallelism-matches-gpus")
+    assert any("--nnodes 3" in v["message"] and "set --nnodes 2" in v["message"] for v in bad)
+
+
+def test_parallelism_training_kinds():
+    for good in (F.volcano_job(), F.indexed_job(), F.mpijob(), F.pytorchjob()):
+        assert only([good], "parallelism-matches-gpus") == []
+    bad = run([F.volcano_job(cmd=F.TORCHRUN.replace("--nnodes=2", "--nnodes=4"))], "parallelism-matches-gpus")
+    assert "--nnodes 4" in bad[0]["message"] and "use --nnodes 2" in bad[0]["message"]
+    assert "slotsPerWorker 8" in run([F.mpijob(slots=4)], "parallelism-matches-gpus")[0]["message"]
+    assert "use -np 16" in run([F.mpijob(np=8)], "parallelism-matches-gpus")[0]["message"]
+    assert 'nprocPerNode "8"' in run([F.pytorchjob(nproc="4")], "parallelism-matches-gpus")[0]["message"]
+
+
+# ------------------------------------------------------------------ gang-pods-uniform
+def test_gang_uniform():
+    assert only([F.lws()], "gang-pods-uniform") == []
+    obj = F.lws()
+    obj["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["resources"] = {}
+    bad = run([obj], "gang-pods-uniform")
+    assert bad and "leader 0" in bad[0]["message"] and "worker 8" in bad[0]["message"]
+
+
+def test_mpijob_launcher_without_gpu_is_fine():
+    assert run([F.mpijob()], "gang-pods-uniform") == []
+
+
+# ------------------------------------------------------------------ gpus-per-pod-within-machine
+def test_gpus_within_machine_by_instance_type_label_without_config():
+    good = F.lws()
+    bad = F.lws(gpus=16, leader_cmd="vllm serve m --tensor-parallel-size 16 --pipeline-parallel-size 2")
+    ctx = engine.Context()
+    check = RULE["gpus-per-pod-within-machine"].check
+    assert list(check(Resource("kubernetes:x:LeaderWorkerSet", "a", props=good), ctx)) == []
+    msgs = list(check(Resource("kubernetes:x:LeaderWorkerSet", "a", props=bad), ctx))
+    assert msgs and "16 nvidia.com/gpu" in msgs[0] and "8 GPUs" in msgs[0]
+
+
+# ------------------------------------------------------------------ gang-whole
+def test_gang_whole_volcano_and_grove():
+    assert only([F.volcano_job(min_available=2)], "gang-whole") == []
+    assert only([F.volcano_job(min_available=None)], "gang-whole") == []
+    assert "set minAvailable 2" in run([F.volcano_job(min_available=1)], "gang-whole")[0]["message"]
+    cmd4 = F.SGLANG.replace("--tp 16 --nnodes 2", "--tp 32 --nnodes 4")
+    assert only([F.grove(workers=3, cmd=cmd4)], "gang-whole", node_count=4) == []
+    bad = run([F.grove(workers=3, min_available=1, cmd=cmd4)], "gang-whole", node_count=4)
+    assert "minAvailable 1 of 3" in bad[0]["message"]
+
+
+# ------------------------------------------------------------------ fabric label and shm
+def test_fabric_label():
+    assert only([F.lws()], "multinode-pod-fabric-label") == []
+    obj = F.lws()
+    obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"] = {}
+    bad = run([obj], "multinode-pod-fabric-label")
+    assert len(bad) == 1 and "multinode.dev/fabric" in bad[0]["message"] and "worker" in bad[0]["message"]
+
+
+def test_single_pod_needs_no_fabric_label():
+    obj = F.lws(size=1, leader_cmd="vllm serve m --tensor-parallel-size 8")
+    obj["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"] = {}
+    assert run([obj], "multinode-pod-fabric-label") == []
+
+
+def test_shm():
+    assert only([F.lws()], "multinode-pod-shm") == []
+    obj = F.lws()
+    obj["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["volumes"][0]["emptyDir"] = {}
+    bad = run([obj], "multinode-pod-shm")
+    assert len(bad) == 1 and "not memory-backed" in bad[0]["message"]
+
+
+# ------------------------------------------------------------------ secrets
+def test_literal_secrets():
+    assert only([F.lws()], "no-literal-secrets-in-env") == []
+    obj = F.lws()
+    obj["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["env"] = [
+        {"name": "NGC_API_KEY", "value": "nvapi-abcdefghijklmnop"},
+        {"name": "TOKENIZERS_PARALLELISM", "value": "false"}]
+    bad = run([obj], "no-literal-secrets-in-env")
+    assert len(bad) == 1 and "NGC_API_KEY" in bad[0]["message"] and "nvapi" not in bad[0]["message"]
+
+
+# ------------------------------------------------------------------ storage
+def test_checkpoint_rwx_and_retained():
+    lws = F.mount_claim(F.lws(), "byo-ckpt")
+    assert only([lws, F.pvc(), F.pv(), F.storage_class()], "checkpoint-storage-rwx") == []
+    assert run([lws, F.pvc(modes=["ReadWriteOnce"])], "checkpoint-storage-rwx")
+    assert run([lws, F.pvc(), F.pv(reclaim="Delete")], "checkpoint-storage-retained")
+    assert run([lws, F.pvc(storage_class="byo-sc"), F.storage_class(reclaim=None)], "checkpoint-storage-retained")
+    unprotected = run([lws, rec(F.pvc(), protect=False, retain=False)], "checkpoint-storage-retained")
+    assert unprotected and "neither protected nor retained" in unprotected[0]["message"]
+    # storage.allowDelete lifts the retention rule
+    allow = cfg(storage={"kind": "existing", "existingStorageClass": "efs-sc", "sizeGib": 1, "allowDelete": True})
+    assert run([lws, F.pvc(), F.pv(reclaim="Delete")], "checkpoint-storage-retained", c=allow) == []
+
+
+def test_unmounted_foreign_pvc_is_not_checkpoint_storage():
+    assert run([F.pvc(modes=["ReadWriteOnce"])], "checkpoint-storage-rwx") == []
+
+
+# ------------------------------------------------------------------ stack rules
+def test_workload_matches_node_pool():
+    assert only([F.lws()], "workload-matches-node-pool") == []
+    obj = F.lws()
+    for t in ("leaderTemplate", "workerTemplate"):
+        obj["spec"]["leaderWorkerTemplate"][t]["spec"]["nodeSelector"] = {"multinode.dev/node-pool": "other"}
+    bad = run([obj], "workload-matches-node-pool")
+    assert bad and "matches none" in bad[0]["message"]
+
+
+def test_workload_pool_under_preview_uses_cloud_pool_resources():
+    """No stack config: the pool comes from an EKS node group's props; GPUs per pod judged by the stack rule."""
+    group = Resource("aws:eks/nodeGroup:NodeGroup", "gpu", props={
+        "instanceTypes": ["p5.48xlarge"], "labels": {"multinode.dev/node-pool": "gpu"},
+        "scalingConfig": {"desiredSize": 2}})
+    obj = F.lws(gpus=16, leader_cmd="vllm serve m --tensor-parallel-size 16 --pipeline-parallel-size 2")
+    for t in ("leaderTemplate", "workerTemplate"):
+        obj["spec"]["leaderWorkerTemplate"][t]["spec"]["nodeSelector"] = {"multinode.dev/node-pool": "gpu"}
+    res = [group, Resource("kubernetes:x:LeaderWorkerSet", "l", props=obj)]
+    ctx = build_context(None, res)
+    msgs = list(RULE["workload-matches-node-pool"].check(res, ctx))
+    assert msgs and "p5.48xlarge with 8 GPUs" in msgs[0][1]
+
+
+def test_node_count_within_pool():
+    assert only([F.lws()], "node-count-within-pool") == []
+    big = F.lws(size=4, leader_cmd="vllm serve m --tensor-parallel-size 8 --pipeline-parallel-size 4")
+    bad = run([big], "node-count-within-pool")
+    assert "4 nodes" in bad[0]["message"] and "has 2" in bad[0]["message"]
+
+
+def test_node_count_reservation():
+    ctx = engine.Context(pools=[engine.PoolInfo("gpu", None, {}, 4, 2, "cr-123")])
+    msgs = list(RULE["node-count-within-pool"].check([], ctx))
+    assert msgs and "holds 2" in msgs[0][1] and "nodeCount 2" in msgs[0][1]
+
+
+def test_kyverno_device_count():
+    assert only([F.efa_policy(count=32)], "fabric-devices-match-catalog") == []
+    bad = run([F.efa_policy(count=16)], "fabric-devices-match-catalog")
+    assert "16" in bad[0]["message"] and "set it to 32" in bad[0]["message"]
+    expr = F.efa_policy(count="{{ multiply(to_number(element.resources.limits.\"nvidia.com/gpu\" || `0`), `2`) }}")
+    bad = run([expr], "fabric-devices-match-catalog")
+    assert bad and "2 per GPU" in bad[0]["message"] and "use 4" in bad[0]["message"]
+    good_expr = F.efa_policy(count="{{ multiply(to_number(element.resources.limits.\"nvidia.com/gpu\" || `0`), `4`) }}")
+    assert run([good_expr], "fabric-devices-match-catalog") == []
+
+
+def test_exactly_one_fabric():
+    assert only([F.efa_policy()], "exactly-one-fabric") == []
+    bad = run([F.efa_policy(name="ib", count=1, resource="rdma/shared_ib")], "exactly-one-fabric")
+    assert bad and "azure" in bad[0]["message"] and "aws" in bad[0]["message"]
+
+
+def test_lws_gang_scheduling_levels():
+    obj = F.lws()
+    for t in ("leaderTemplate", "workerTemplate"):
+        obj["spec"]["leaderWorkerTemplate"][t]["spec"].pop("schedulerName")
+    assert run([F.lws()], "lws-gang-scheduled") == []
+    bad = run([obj], "lws-gang-scheduled")
+    assert bad and bad[0]["enforcementLevel"] == "mandatory"
+    no_volcano = cfg(addons={"volcano": {"enabled": False}})
+    out = run([obj], c=no_volcano)
+    assert [v["policy"] for v in out] == ["lws-gang-scheduler-available"]
+    assert out[0]["enforcementLevel"] == "advisory"
+
+
+# ------------------------------------------------------------------ CrossGuard adapters (no PolicyPack)
+def test_resource_policy_adapter_reports_through_callback():
+    bad = F.lws(leader_cmd="vllm serve m --tensor-parallel-size 8")
+    args = ResourceValidationArgs("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", bad, "urn:x", "l",
+                                  PolicyResourceOptions(False, [], None, [], None, [], None), None, {}, {})
+    got = []
+    engine.resource_validator(RULE["parallelism-matches-gpus"])(args, lambda msg, urn=None: got.append(msg))
+    assert len(got) == 1 and "--tensor-parallel-size 8" in got[0]
+    got.clear()
+    args.props = F.lws()
+    engine.resource_validator(RULE["parallelism-matches-gpus"])(args, lambda msg, urn=None: got.append(msg))
+    assert got == []
+
+
+def test_stack_policy_adapter_with_unknown_values():
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+    opts = PolicyResourceOptions(False, [], None, [], None, [], None)
+    policy = F.efa_policy(count=16)
+    group = {"instanceTypes": ["p5.48xlarge"], "labels": {"multinode.dev/node-pool": "gpu"},
+             "nodeGroupName": UNKNOWN_STRING_VALUE}
+    resources = [PolicyResource("kubernetes:kyverno.io/v1:ClusterPolicy", unknown_checking_proxy(policy), "urn:p",
+                                "p", opts, None, None, [], {}),
+                 PolicyResource("aws:eks/nodeGroup:NodeGroup", unknown_checking_proxy(group), "urn:g", "g", opts,
+                                None, None, [], {})]
+    got = []
+    engine.stack_validator(RULE["fabric-devices-match-catalog"])(
+        StackValidationArgs(resources, {}), lambda msg, urn=None: got.append((urn, msg)))
+    assert got and got[0][0] == "urn:p" and "set it to 32" in got[0][1]
+
+
+def test_policies_build_without_a_pack():
+    ps = engine.policies()
+    assert {p.name for p in ps} == set(RULE)
