@@ -1,0 +1,28 @@
+"""Shared helpers: example stacks as raw config, and running the real program under mocks."""
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any, Dict, Set, Tuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from multinode import stackfile  # noqa: E402
+
+EXAMPLE_STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
+
+
+def example_raw(stack: str) -> Tuple[Dict[str, Any], Set[str]]:
+    """The `multinode` keys of an example stack (a deep copy the test may change) and its secret keys."""
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path(stack))
+    return copy.deepcopy(raw), set(secrets)
+
+
+@pytest.fixture
+def raw_aws():
+    return example_raw("aws-dev")

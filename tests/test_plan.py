@@ -1,0 +1,129 @@
+"""Offline plan: renders every example stack; bad config exits 2 with the key named, no traceback."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from multinode import plan as mplan
+from multinode.config import SECRET_PLACEHOLDER
+
+from .conftest import EXAMPLE_STACKS, ROOT
+
+CLOUD_SDKS = {"aws": "pulumi_aws", "azure": "pulumi_azure_native", "gcp": "pulumi_gcp", "oci": "pulumi_oci"}
+
+
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_example_stack_plans_clean(stack, tmp_path):
+    result = mplan.plan(stack, tmp_path)
+    assert result.exit_code == 0, result.error or result.violations
+    out = tmp_path / stack
+    records = json.loads((out / "resources.json").read_text())
+    assert records and records[0]["type"] == "multinode:index:Platform"
+    urns = {r["urn"] for r in records}
+    # every resource but the platform hangs under a component of ours
+    for r in records[1:]:
+        assert r["parent"] in urns, r["urn"]
+    graph = (out / "graph.mmd").read_text()
+    assert graph.startswith("graph TD") and graph.count("-->") >= len(records) - 1
+    files = sorted((out / "k8s").glob("*.yaml"))
+    assert len(files) == len(result.k8s_objects)
+    for f in files:
+        obj = yaml.safe_load(f.read_text())
+        assert f.name.split("-")[1] == obj["kind"]
+    assert "policy:" in mplan.summary(result)
+
+
+def test_secrets_are_masked_everywhere(tmp_path):
+    result = mplan.plan("existing-dev", tmp_path)
+    text = (tmp_path / "existing-dev" / "resources.json").read_text()
+    assert SECRET_PLACEHOLDER in text
+    provider = [r for r in result.registrations if r.type == "pulumi:providers:kubernetes"]
+    assert provider and provider[0].inputs["kubeconfig"] == SECRET_PLACEHOLDER
+
+
+def test_apply_order_puts_dependencies_first(tmp_path):
+    result = mplan.plan("existing-dev", tmp_path)
+    kinds = [o["kind"] for o in result.k8s_objects]
+    assert kinds.index("Namespace") < kinds.index("PersistentVolumeClaim")
+
+
+def test_checkpoint_claim_is_protected_and_retained():
+    result = mplan.plan("existing-dev", None)
+    (pvc,) = [r for r in result.registrations if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
+    assert pvc.protect and pvc.retain_on_delete
+    assert pvc.inputs["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+def _write_stack(tmp_path, stack, change):
+    doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    change(doc["config"])
+    path = tmp_path / f"Pulumi.{stack}-broken.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "multinode", "plan", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_cli_typo_key_exits_2_naming_the_key(tmp_path):
+    def typo(c):
+        c["multinode:workloads"][0]["tensorParalel"] = c["multinode:workloads"][0].pop("tensorParallel")
+    proc = _run_cli("existing-dev", "--file", str(_write_stack(tmp_path, "existing-dev", typo)),
+                    "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert "workloads[0].tensorParalel: unknown key 'tensorParalel'; did you mean 'tensorParallel'?" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "out").exists()   # nothing planned, nothing registered
+
+
+def test_cli_tensor_parallel_3_exits_2_with_numbers(tmp_path):
+    def tp3(c):
+        c["multinode:workloads"][0]["tensorParallel"] = 3
+    proc = _run_cli("existing-dev", "--file", str(_write_stack(tmp_path, "existing-dev", tp3)),
+                    "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert ("workloads[0].tensorParallel: tensorParallel 3 x pipelineParallel 2 = 6 GPUs, but 2 nodes x 8 GPUs "
+            "(p5.48xlarge) = 16; use tensorParallel 8 with pipelineParallel 2") in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_unknown_stack_exits_2(tmp_path):
+    proc = _run_cli("no-such-stack", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "known stacks:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_bad_yaml_and_unknown_namespace(tmp_path):
+    bad = tmp_path / "Pulumi.bad.yaml"
+    bad.write_text("config:\n  multinod:cloud: aws\n")
+    proc = _run_cli("bad", "--file", str(bad), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2 and "unknown config namespace 'multinod'" in proc.stderr
+    bad.write_text("config: [unclosed\n")
+    proc = _run_cli("bad", "--file", str(bad), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2 and "not valid YAML" in proc.stderr and "Traceback" not in proc.stderr
+
+
+IMPORT_PROBE = """
+import sys, json
+sys.path.insert(0, {root!r})
+from multinode import plan
+r = plan.plan({stack!r}, None)
+print(json.dumps({{"exit": r.exit_code, "mods": sorted(m for m in sys.modules if m.split('.')[0] in {sdks!r})}}))
+"""
+
+
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_single_cloud_stack_imports_no_other_cloud_sdk(stack):
+    cloud = stack.split("-")[0]
+    others = [m for c, m in CLOUD_SDKS.items() if c != cloud]
+    code = IMPORT_PROBE.format(root=str(ROOT), stack=stack, sdks=others)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert data["exit"] == 0
+    assert data["mods"] == [], f"{stack} imported {data['mods']}"

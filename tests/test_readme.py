@@ -1,0 +1,44 @@
+"""The README's config reference and catalog list match the code."""
+from __future__ import annotations
+
+from typing import get_args
+
+from pydantic import BaseModel
+
+from multinode import catalog, config
+
+from .conftest import ROOT
+
+README = (ROOT / "README.md").read_text()
+
+
+def _models(model, seen):
+    if model in seen:
+        return
+    seen.add(model)
+    for f in model.model_fields.values():
+        for t in [f.annotation, *get_args(f.annotation)] + [a for x in get_args(f.annotation) for a in get_args(x)]:
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                _models(t, seen)
+
+
+def test_every_config_key_is_documented():
+    seen = set()
+    _models(config.StackConfig, seen)
+    def documented(key):
+        return any(f"{pre}{key}{post}" in README for pre in ("`", ".") for post in ("`", ".", "[]"))
+    missing = sorted({f"{m.__name__}.{f.alias or n}" for m in seen for n, f in m.model_fields.items()
+                      if not documented(f.alias or n)})
+    assert not missing, f"README config reference lacks: {missing}"
+
+
+def test_every_catalog_machine_is_listed():
+    missing = [m for m in catalog.MACHINES if m not in README]
+    assert not missing, missing
+
+
+def test_readme_quick_start_commands_exist_in_makefile():
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("plan", "test", "plan-all", "bench", "venv"):
+        assert f"make {target}" in README and f"\n{target}:" in makefile
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
