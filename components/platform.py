@@ -39,9 +39,15 @@ class Platform(pulumi.ComponentResource):
             self.storage = cm.CheckpointStorage(
                 config.storage.name, CheckpointStorageArgs(config, config.storage, self.cluster), child)
 
+        # workloads last: after the pools and the checkpoint claim they mount
+        from components.kubernetes.workloads import create_workloads
+        self.workloads = create_workloads(self, config, self.cluster.provider,
+                                          list(self.node_pools.values()) + ([self.storage] if self.storage else []))
+
         self.register_outputs({
             "kubeconfig": self.cluster.kubeconfig,
             "nodePools": {n: {"machine": p.machine, "nodeCount": p.node_count, "fabric": p.fabric}
                           for n, p in self.node_pools.items()},
             "checkpointClaim": self.storage.claim_name if self.storage else None,
+            "workloads": {n: {"kind": wl.kind, "objects": wl.objects} for n, wl in self.workloads.items()},
         })
