@@ -96,7 +96,7 @@ mpirun --allow-run-as-root -np "$NP" --host "$HOSTS" --bind-to none --map-by slo
 RC=${{PIPESTATUS[0]}}
 # data rows: size count type redop root time algbw busbw #wrong time algbw busbw #wrong
 RESULT=$(awk '$1 ~ /^[0-9]+$/ && NF >= 12 {{ if ($1+0 >= size) {{ size = $1+0; o = $8+0; i = $12+0; bw = (o > i ? o : i) }} }}
-              END {{ if (size > 0) printf "%d %.2f", size, bw }}' "$LOG")
+              END {{ if (size > 0) printf "%.0f %.2f", size, bw }}' "$LOG")
 if [ "$RC" -ne 0 ] || [ -z "$RESULT" ]; then
   STATUS=error; CODE={EXIT_ERROR}; PASS=false; BUSBW=null; SIZE=null
   REASON="nccl-tests did not produce a result (mpirun exit $RC)"
