@@ -11,6 +11,8 @@ import pulumi
 
 from components import clouds
 from components.clouds.base import TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs
+from components.kubernetes.addons import ClusterAddons
+from components.kubernetes.fabric import FabricPolicies
 from multinode.config import StackConfig
 
 
@@ -39,10 +41,17 @@ class Platform(pulumi.ComponentResource):
             self.storage = cm.CheckpointStorage(
                 config.storage.name, CheckpointStorageArgs(config, config.storage, self.cluster), child)
 
-        # workloads last: after the pools and the checkpoint claim they mount
+        # Add-ons (schedulers, Kyverno), then the cloud's fabric operator + Kyverno fabric policies +
+        # Volcano queues/topology, each custom resource after the release that installs its CRD.
+        self.addons = ClusterAddons("addons", config, provider=self.cluster.provider, opts=child)
+        self.fabric = FabricPolicies("fabric", config, self.addons, provider=self.cluster.provider, opts=child)
+
+        # workloads last: after the pools, the checkpoint claim they mount, the CRDs of their kinds and
+        # the Kyverno fabric policies (a multi-node pod admitted before them would miss its fabric)
         from components.kubernetes.workloads import create_workloads
         self.workloads = create_workloads(self, config, self.cluster.provider,
-                                          list(self.node_pools.values()) + ([self.storage] if self.storage else []))
+                                          list(self.node_pools.values()) + ([self.storage] if self.storage else [])
+                                          + [self.addons, self.fabric])
 
         self.register_outputs({
             "kubeconfig": self.cluster.kubeconfig,

@@ -32,6 +32,8 @@ SOURCES: Dict[str, str] = {
     "A2": "docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html",
     "A4": "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/*.yaml",
     "A9": "meta-pytorch/torchx named_resources_aws.py",
+    "A10": "docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-eni.html#network-cards (network cards per type; "
+           "at most one EFA per card, see efa-acc-inst-types.html)",
     "Z1": "MicrosoftDocs/azure-compute-docs gpu-accelerated sizes",
     "Z2": "MicrosoftDocs/azure-compute-docs ND A100 v4 series",
     "G1": "cloud.google.com/compute/docs/gpus/gpu-network-bandwidth",
@@ -57,6 +59,9 @@ class Machine:
     source: str                      # source keys, see SOURCES
     unconfirmed: Tuple[str, ...] = ()
     note: str = ""
+    # AWS: network cards of the instance type; the launch template puts one EFA interface on each
+    # (at most one EFA per card). None = no source confirms the card layout (listed in unconfirmed).
+    network_cards: Optional[int] = None
 
     @property
     def devices_per_gpu(self) -> Optional[Fraction]:
@@ -77,24 +82,25 @@ class Machine:
         return [SOURCES.get(k.strip(), k.strip()) for k in self.source.split(",")]
 
 
-def _m(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, unconfirmed=(), note=""):
-    return Machine(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, tuple(unconfirmed), note)
+def _m(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, unconfirmed=(), note="", cards=None):
+    return Machine(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, tuple(unconfirmed), note, cards)
 
 
 _MACHINES: Tuple[Machine, ...] = (
     # AWS (EFA). fabric_nics = EFA interfaces a pod requests as vpc.amazonaws.com/efa on a full node.
-    _m("p4d.24xlarge", "aws", "A100", 8, 40, EFA, 4, 400, "A1"),
-    _m("p4de.24xlarge", "aws", "A100", 8, 80, EFA, 4, 400, "A1"),
-    _m("p5.48xlarge", "aws", "H100", 8, 80, EFA, 32, 3200, "A1,A2,A4"),
-    _m("p5e.48xlarge", "aws", "H200", 8, 141, EFA, 32, 3200, "A1,A2,A9"),
-    _m("p5en.48xlarge", "aws", "H200", 8, 141, EFA, 16, 3200, "A1,A9", note="Nitro v5"),
-    _m("p6-b200.48xlarge", "aws", "B200", 8, 179, EFA, 8, 3200, "A1,A2"),
+    _m("p4d.24xlarge", "aws", "A100", 8, 40, EFA, 4, 400, "A1,A10", cards=4),
+    _m("p4de.24xlarge", "aws", "A100", 8, 80, EFA, 4, 400, "A1,A10", cards=4),
+    _m("p5.48xlarge", "aws", "H100", 8, 80, EFA, 32, 3200, "A1,A2,A4,A10", cards=32),
+    _m("p5e.48xlarge", "aws", "H200", 8, 141, EFA, 32, 3200, "A1,A2,A9,A10", cards=32),
+    _m("p5en.48xlarge", "aws", "H200", 8, 141, EFA, 16, 3200, "A1,A9,A10", note="Nitro v5", cards=16),
+    _m("p6-b200.48xlarge", "aws", "B200", 8, 179, EFA, 8, 3200, "A1,A2,A10", cards=8),
     _m("p6e-gb200.36xlarge", "aws", "GB200", 4, 185, EFA, 4, None, "A1,A2,A4",
-       unconfirmed=("bandwidth_gbps",),
+       unconfirmed=("bandwidth_gbps", "network_cards"),
        note="17 network card interfaces / 8 NICs; sources give 1600-3200 Gbps; the anchor pod requests efa: 4"),
-    _m("p6-b300.48xlarge", "aws", "B300", 8, 268, EFA, 16, 6400, "A1,A2", note="16 EFA-capable interfaces"),
-    _m("g6e.48xlarge", "aws", "L40S", 8, 44, EFA, 4, 400, "A1"),
-    _m("g5.48xlarge", "aws", "A10G", 8, 22, EFA, 1, 100, "A1"),
+    _m("p6-b300.48xlarge", "aws", "B300", 8, 268, EFA, 16, 6400, "A1,A2", unconfirmed=("network_cards",),
+       note="16 EFA-capable interfaces; which network cards carry them is unconfirmed"),
+    _m("g6e.48xlarge", "aws", "L40S", 8, 44, EFA, 4, 400, "A1,A10", cards=4),
+    _m("g5.48xlarge", "aws", "A10G", 8, 22, EFA, 1, 100, "A1,A10", cards=1),
     # Azure (InfiniBand). fabric_nics = IB HCAs (one per GPU).
     _m("Standard_ND96asr_v4", "azure", "A100", 8, 40, INFINIBAND, 8, 1600, "Z1,Z2", note="HDR InfiniBand"),
     _m("Standard_ND96amsr_A100_v4", "azure", "A100", 8, 80, INFINIBAND, 8, 1600, "Z1,Z2", note="HDR InfiniBand"),

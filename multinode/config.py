@@ -134,6 +134,9 @@ class FabricConfig(_Model):
     rdma_mode: Literal["shared", "sriov"] = "shared"   # azure InfiniBand device plugin mode
     pin_transport: bool = True                         # pin NCCL to the fabric (fail closed)
     webhook_timeout_seconds: int = Field(default=15, ge=1, le=30)
+    # azure/oci: DOCA-OFED driver container version for the NicClusterPolicy (ofedDriver); unset =
+    # the node image provides the MLNX/DOCA (or inbox mlx5) drivers.
+    doca_driver_version: Optional[str] = None
 
 
 class Addon(_Model):
@@ -164,6 +167,10 @@ class Storage(_Model):
     allow_delete: bool = False                              # only then may destroy remove the data
     existing_claim: Optional[str] = None
     existing_storage_class: Optional[str] = None
+    # aws: subnet of the file system / mount target (default: the first node pool's subnetId);
+    # azure-lustre: the dedicated AMLFS subnet (required); azure-files: the subnet allowed to reach
+    # the NFS share (default: the cluster's node subnet)
+    subnet_id: Optional[str] = None
     namespace: str = "multinode"
     mount_path: str = "/checkpoints"
 
@@ -499,6 +506,10 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
             p.append(Problem("storage.namespace", f"{s.namespace!r} is not a valid namespace name"))
         if not s.mount_path.startswith("/"):
             p.append(Problem("storage.mountPath", f"{s.mount_path!r} must be an absolute path like /checkpoints"))
+
+    # what the AWS / Azure services accept (fabric on the machine, storage sizes and tiers)
+    from . import service_limits
+    p.extend(service_limits.problems(cfg, machines))
 
     # queues
     qnames = set()

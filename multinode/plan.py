@@ -144,10 +144,58 @@ def write_outputs(result: PlanResult, ordered: List[Registration], out: Path) ->
         elif r.type == HELM_RELEASE:
             (out / "helm").mkdir(exist_ok=True)
             (out / "helm" / f"{_slug(r.name)}.yaml").write_text(yaml.safe_dump(r.inputs, sort_keys=False))
+    write_effective_pods(result, out / "effective")
     (out / "resources.json").write_text(json.dumps([r.as_dict() for r in result.registrations], indent=1))
     (out / "graph.mmd").write_text(mermaid(result.registrations))
     (out / "policy.json").write_text(json.dumps(result.violations, indent=1))
     return out
+
+
+def _pod_templates(node: Any, path: str = ""):
+    """Every pod template ({metadata, spec with containers}) inside a k8s object, with its path."""
+    if isinstance(node, dict):
+        spec = node.get("spec")
+        if "metadata" in node and isinstance(spec, dict) and isinstance(spec.get("containers"), list):
+            yield path, node
+            return
+        for k, v in node.items():
+            yield from _pod_templates(v, f"{path}.{k}" if path else k)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _pod_templates(v, f"{path}[{i}]")
+
+
+def write_effective_pods(result: PlanResult, out: Path) -> List[Path]:
+    """build/<stack>/effective/<workload>-<role>.yaml: each fabric-labelled pod template after the
+    Kyverno fabric policy of the pool it selects (computed by multinode.manifests.effective_pod)."""
+    from . import fabric, pools
+    from .manifests.effective_pod import apply_profile_to_template
+    cfg = result.config
+    if cfg is None:
+        return []
+    written: List[Path] = []
+    for obj in result.k8s_objects:
+        for path, tmpl in _pod_templates(obj):
+            meta = tmpl.get("metadata") or {}
+            labelled = (meta.get("labels") or {}).get(pools.FABRIC_POD_LABEL) == pools.FABRIC_POD_LABEL_VALUE
+            if not labelled and (meta.get("annotations") or {}).get(pools.NEMO_ANNOTATION) != "true":
+                continue
+            selector = tmpl["spec"].get("nodeSelector") or {}
+            pool = next((p for p in cfg.node_pools
+                         if pools.node_selector(cfg, p) and all(selector.get(k) == v for k, v in
+                                                                pools.node_selector(cfg, p).items())),
+                        cfg.node_pools[0])
+            profile = fabric.profile_for(cfg, pool)
+            effective = apply_profile_to_template(tmpl, profile, cfg.fabric.webhook_timeout_seconds)
+            name = (obj.get("metadata") or {}).get("name", obj.get("kind", "object"))
+            segs = [x for x in re.split(r"[.\[\]]+", path) if x and x not in ("spec", "template")]
+            role = (segs[-1].replace("Template", "") if segs and not segs[-1].isdigit()
+                    else "-".join(segs[-2:])) or "pod"
+            out.mkdir(parents=True, exist_ok=True)
+            target = out / f"{_slug(str(name))}-{role}.yaml"
+            target.write_text(yaml.safe_dump(effective, sort_keys=False))
+            written.append(target)
+    return written
 
 
 def summary(result: PlanResult) -> str:

@@ -54,7 +54,7 @@ def test_secrets_are_kubernetes_secrets_never_literal_env(run):
     assert {r.inputs["metadata"]["name"] for r in secret_regs} >= {"llama-vllm-hf-token", "llama-nim-ngc-api-key",
                                                                    "llama-vllm-image-pull"}
     for r in secret_regs:
-        assert r.inputs["stringData"] == "[secret]"
+        assert set(r.inputs["stringData"].values()) == {"[secret]"} and len(r.inputs["stringData"]) == 1
     scanned = 0
     text = json.dumps([r.inputs for r in run.registrations])
     for value in F.SECRET_VALUES:

@@ -12,12 +12,21 @@ from types import ModuleType
 # cloud -> (module, the PyPI package its SDK comes from)
 REGISTRY = {
     "existing": ("components.clouds.existing", "pulumi-kubernetes"),
+    "aws": ("components.clouds.aws", "pulumi-aws"),
+    "azure": ("components.clouds.azure", "pulumi-azure-native"),
 }
 
 # What a cloud cannot do, and why (shown by `plan` and the README).
 CAPABILITIES = {
     "existing": "no node pools or file systems are created: the stack describes the nodes (nodeSelector) "
                 "and the fabric they already have, and names an existing StorageClass or PVC",
+    "aws": "attaches to an existing EKS cluster (never creates one); EFA pools need one subnet (one AZ) and "
+           "get a cluster placement group unless a capacity reservation or block fixes placement; the CSI "
+           "add-ons' IAM uses EKS Pod Identity, so the cluster needs the eks-pod-identity-agent add-on",
+    "azure": "attaches to an existing AKS cluster (never creates one); InfiniBand on ND pools needs the "
+             "AKSInfinibandSupport feature registered on the subscription; no proximity placement group is "
+             "created (an agent pool is one scale set, which is what InfiniBand spans); Azure Managed Lustre "
+             "needs its own subnet (storage.subnetId)",
 }
 
 

@@ -1,0 +1,323 @@
+"""cloud: aws — EFA GPU node pools and checkpoint storage on an existing EKS cluster.
+
+ClusterAccess   looks the cluster up (aws.eks.get_cluster) and builds a kubeconfig (a secret) that
+                gets its token from `aws eks get-token`, and the Kubernetes provider from it.
+GpuNodePool     a security group that lets the nodes talk to each other on every protocol (EFA needs
+                it), a `cluster` placement group, a launch template with one EFA interface per
+                network card and no public IPs, a node IAM role and an EKS managed node group
+                (NVIDIA AL2023 AMI) in the pool's one subnet with our labels and the GPU taint.
+CheckpointStorage  FSx for Lustre PERSISTENT_2 + the FSx CSI add-on + a static PV/PVC, or EFS
+                (encrypted, elastic throughput) + the EFS CSI add-on + mount targets, an access point,
+                a StorageClass and a static PV/PVC. The file system is protected and retained, PVs
+                `Retain`, unless storage.allowDelete.
+
+Facts and their sources: multinode/catalog.py (network cards, EFA count), multinode/service_limits.py
+(FSx sizes and throughput), ../shared/facts/hardware.md section 3.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+                                    PoolOutputsMixin)
+from components.kubernetes.objects import k8s_object
+from multinode import service_limits as limits
+from multinode.catalog import Machine
+from multinode.manifests import storage as sm
+from multinode.pools import node_labels, node_taints
+
+# AMI types of EKS managed node groups with the NVIDIA driver (hardware.md section 3).
+AMI_X86 = "AL2023_x86_64_NVIDIA"
+AMI_ARM = "AL2023_ARM_64_NVIDIA"      # Grace-based GB200 instances are arm64
+NODE_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+)
+FSX_CSI = {"addon": "aws-fsx-csi-driver", "driver": "fsx.csi.aws.com", "service_account": "fsx-csi-controller-sa",
+           "policy": "arn:aws:iam::aws:policy/AmazonFSxFullAccess"}
+EFS_CSI = {"addon": "aws-efs-csi-driver", "driver": "efs.csi.aws.com", "service_account": "efs-csi-controller-sa",
+           "policy": "arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"}
+# Lustre client ports (FSx for Lustre guide, "File system access control with Amazon VPC").
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+NFS_PORT = 2049
+TAINT_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+
+
+# ---------------------------------------------------------------- pure helpers (tested directly)
+def ami_type(machine: Machine) -> str:
+    return AMI_ARM if machine.gpu_model.upper().startswith("GB") else AMI_X86
+
+
+def efa_interface_count(machine: Machine, fabric_enabled: bool) -> int:
+    """One EFA interface per network card (at most one EFA per card); the catalog's EFA count when
+    the card layout is unconfirmed. 0 = no EFA (a single ENA primary interface)."""
+    if not fabric_enabled or machine.fabric != "efa":
+        return 0
+    return machine.network_cards or machine.fabric_nics or 0
+
+
+def network_interfaces(machine: Machine, fabric_enabled: bool, security_groups: List[Any]) -> List[Dict[str, Any]]:
+    """Launch template interfaces: card 0 device 0 is EFA with ENA (the primary interface cannot be
+    EFA-only); every further card gets one EFA-only interface at device index 1 (EC2 user guide,
+    efa-acc-inst-types: "use the next unused network card index, device index 1, and either EFA or
+    EFA-only"). EFA-only interfaces take no IP address, so the pool does not drain the subnet.
+    No public IPs: one interface is set to associate none; EC2 never auto-assigns a public IPv4
+    address when an instance launches with several interfaces (and refuses the flag then)."""
+    n = efa_interface_count(machine, fabric_enabled)
+    base = {"security_groups": security_groups, "delete_on_termination": "true"}
+    if n <= 1:
+        primary = {"network_card_index": 0, "device_index": 0, "associate_public_ip_address": "false", **base}
+        if n == 1:
+            primary["interface_type"] = "efa"
+        return [primary]
+    out = [{"network_card_index": 0, "device_index": 0, "interface_type": "efa", **base}]
+    out += [{"network_card_index": card, "device_index": 1, "interface_type": "efa-only", **base}
+            for card in range(1, n)]
+    return out
+
+
+def eks_taints(cfg) -> List[Dict[str, str]]:
+    return [{"key": t["key"], "value": t["value"], "effect": TAINT_EFFECT[t["effect"]]} for t in node_taints(cfg)]
+
+
+def kubeconfig_for(name: str, region: str, endpoint: str, ca_data: str) -> str:
+    """A kubeconfig that asks `aws eks get-token` for a short-lived token (no token in the state)."""
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": name, "preferences": {},
+        "clusters": [{"name": name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "users": [{"name": name, "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
+            "args": ["eks", "get-token", "--cluster-name", name, "--region", region, "--output", "json"],
+            "interactiveMode": "Never"}}}],
+    })
+
+
+def pod_identity_trust() -> str:
+    """Trust policy for an EKS Pod Identity role (EKS user guide, pod-id-role)."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
+        "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
+
+
+def node_trust() -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
+
+
+def _field(obj: Any, key: str) -> Any:
+    """A field of an invoke result: typed output objects (dict subclasses) or plain dicts."""
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key)
+
+
+def _keep(allow_delete: bool) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(protect=not allow_delete, retain_on_delete=not allow_delete)
+
+
+# ---------------------------------------------------------------- components
+class ClusterAccess(pulumi.ComponentResource):
+    """The EKS cluster named in the stack, looked up (never created), and a provider for it."""
+
+    def __init__(self, name: str, args: ClusterAccessArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE_PREFIX + "ClusterAccess", name, None, opts)
+        cfg = args.config
+        cname, region = cfg.cluster.name or "", cfg.cluster.region or ""
+        eks = aws.eks.get_cluster_output(name=cname, region=region, opts=pulumi.InvokeOptions(parent=self))
+        self.eks = eks
+        self.cluster_name = eks.name
+        self.vpc_id = pulumi.Output.from_input(cfg.cluster.vpc_id) if cfg.cluster.vpc_id else \
+            eks.vpc_config.vpc_id
+        # Nodes carry the cluster security group too: a launch template with its own interfaces
+        # replaces the groups EKS would attach, and the control plane talks to nodes through it.
+        self.cluster_security_group_id = eks.vpc_config.cluster_security_group_id
+        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(eks.name, eks.endpoint, eks.certificate_authorities)
+                                               .apply(lambda a: kubeconfig_for(a[0], region, a[1], _field(a[2][0], "data"))))
+        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig,
+                                     opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+
+class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
+    """An EKS managed node group of EFA GPU instances in one subnet and placement group."""
+
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
+        cfg, pool, cluster = args.config, args.pool, args.cluster
+        machine = cfg.machine(pool)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = {"multinode/pool": pool.name, "multinode/stack": pulumi.get_stack()}
+
+        # EFA traffic must be allowed to and from the nodes' own security group, every protocol.
+        self.security_group = aws.ec2.SecurityGroup(
+            f"{name}-efa", vpc_id=cluster.vpc_id, description=f"EFA: all traffic among nodes of pool {pool.name}",
+            tags=tags, opts=child)
+        self.efa_ingress = aws.vpc.SecurityGroupIngressRule(
+            f"{name}-efa-in", security_group_id=self.security_group.id, ip_protocol="-1",
+            referenced_security_group_id=self.security_group.id, description="EFA: from the pool itself", opts=child)
+        self.efa_egress = aws.vpc.SecurityGroupEgressRule(
+            f"{name}-efa-out", security_group_id=self.security_group.id, ip_protocol="-1",
+            referenced_security_group_id=self.security_group.id, description="EFA: to the pool itself", opts=child)
+        # Nodes also need to reach the rest of the VPC and the internet (images, models) over ENA.
+        self.egress_all = aws.vpc.SecurityGroupEgressRule(
+            f"{name}-egress", security_group_id=self.security_group.id, ip_protocol="-1", cidr_ipv4="0.0.0.0/0",
+            description="node egress", opts=child)
+
+        cr = pool.capacity_reservation
+        # A capacity reservation fixes placement itself: an existing reservation only serves a
+        # placement group it was created in, and capacity blocks come colocated. Without one, a
+        # cluster placement group packs the nodes close together.
+        self.placement_group = None
+        if cr is None:
+            self.placement_group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags=tags, opts=child)
+
+        self.node_role = aws.iam.Role(f"{name}-node", assume_role_policy=node_trust(), tags=tags, opts=child)
+        attachments = [aws.iam.RolePolicyAttachment(f"{name}-node-{i}", role=self.node_role.name, policy_arn=arn,
+                                                    opts=child) for i, arn in enumerate(NODE_POLICIES)]
+
+        groups = [self.security_group.id, cluster.cluster_security_group_id]
+        lt_args: Dict[str, Any] = dict(
+            description=f"multinode pool {pool.name}: {machine.name} with EFA",
+            network_interfaces=network_interfaces(machine, cfg.fabric.enabled, groups),
+            block_device_mappings=[{"device_name": "/dev/xvda", "ebs": {
+                "volume_size": pool.disk_size_gb, "volume_type": "gp3", "encrypted": "true",
+                "delete_on_termination": "true"}}],
+            metadata_options={"http_tokens": "required", "http_put_response_hop_limit": 2,
+                              "http_endpoint": "enabled"},
+            tag_specifications=[{"resource_type": "instance", "tags": tags}],
+            tags=tags,
+        )
+        if self.placement_group is not None:
+            lt_args["placement"] = {"group_name": self.placement_group.name}
+        if cr is not None:
+            lt_args["capacity_reservation_specification"] = {
+                "capacity_reservation_target": {"capacity_reservation_id": cr.id}}
+            if cr.type == "capacityBlock":
+                lt_args["instance_market_options"] = {"market_type": "capacity-block"}
+        self.launch_template = aws.ec2.LaunchTemplate(f"{name}-lt", opts=child, **lt_args)
+
+        labels = node_labels(cfg, pool, machine)
+        self.node_group = aws.eks.NodeGroup(
+            f"{name}-ng",
+            cluster_name=cluster.cluster_name,
+            node_role_arn=self.node_role.arn,
+            subnet_ids=[pool.subnet_id],
+            ami_type=ami_type(machine),
+            instance_types=[machine.name],
+            capacity_type="CAPACITY_BLOCK" if cr is not None and cr.type == "capacityBlock" else "ON_DEMAND",
+            scaling_config={"desired_size": pool.node_count, "min_size": pool.node_count,
+                            "max_size": pool.node_count},
+            update_config={"max_unavailable": 1},
+            labels=labels,
+            taints=eks_taints(cfg),
+            launch_template={"id": self.launch_template.id,
+                             "version": self.launch_template.latest_version.apply(str)},
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=attachments + [self.efa_ingress, self.efa_egress]),
+        )
+        if machine.network_cards is None and efa_interface_count(machine, cfg.fabric.enabled) > 1:
+            pulumi.log.warn(f"pool {pool.name}: the network-card layout of {machine.name} is unconfirmed; the launch "
+                            f"template puts one EFA on each of cards 0..{machine.fabric_nics - 1}. Check it against "
+                            f"`aws ec2 describe-instance-types --instance-types {machine.name}`.", resource=self)
+        out = self._set_pool_outputs(cfg, pool)
+        self.register_outputs(out)
+
+
+class CheckpointStorage(pulumi.ComponentResource):
+    """FSx for Lustre or EFS for checkpoints, exposed as a ReadWriteMany claim."""
+
+    def __init__(self, name: str, args: CheckpointStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
+        cfg, s, cluster = args.config, args.storage, args.cluster
+        child = pulumi.ResourceOptions(parent=self)
+        kchild = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
+        tags = {"multinode/storage": s.name, "multinode/stack": pulumi.get_stack()}
+        self.namespace = pulumi.Output.from_input(s.namespace)
+        ns = k8s_object(f"{name}-ns", sm.namespace(s.namespace),
+                        pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions(retain_on_delete=True)))
+        subnets = [s.subnet_id] if s.subnet_id else list(dict.fromkeys(p.subnet_id for p in cfg.node_pools))
+        csi = FSX_CSI if s.kind == "fsx-lustre" else EFS_CSI
+
+        # Storage security group: the file protocol from the nodes (they carry the cluster SG).
+        self.security_group = aws.ec2.SecurityGroup(f"{name}-sg", vpc_id=cluster.vpc_id,
+                                                    description=f"{s.kind} {s.name}: clients in the cluster",
+                                                    tags=tags, opts=child)
+        ports = LUSTRE_PORTS if s.kind == "fsx-lustre" else ((NFS_PORT, NFS_PORT),)
+        for lo, hi in ports:
+            aws.vpc.SecurityGroupIngressRule(f"{name}-in-{lo}", security_group_id=self.security_group.id,
+                                             ip_protocol="tcp", from_port=lo, to_port=hi,
+                                             referenced_security_group_id=cluster.cluster_security_group_id,
+                                             description=f"{s.kind} from cluster nodes", opts=child)
+            if s.kind == "fsx-lustre":   # Lustre servers also talk to each other on these ports
+                aws.vpc.SecurityGroupIngressRule(f"{name}-self-{lo}", security_group_id=self.security_group.id,
+                                                 ip_protocol="tcp", from_port=lo, to_port=hi,
+                                                 referenced_security_group_id=self.security_group.id,
+                                                 description="Lustre servers among themselves", opts=child)
+        aws.vpc.SecurityGroupEgressRule(f"{name}-out", security_group_id=self.security_group.id, ip_protocol="-1",
+                                        cidr_ipv4="0.0.0.0/0", opts=child)
+
+        # CSI driver add-on with its IAM role (EKS Pod Identity; needs the eks-pod-identity-agent add-on).
+        self.csi_role = aws.iam.Role(f"{name}-csi", assume_role_policy=pod_identity_trust(), tags=tags, opts=child)
+        policy = aws.iam.RolePolicyAttachment(f"{name}-csi", role=self.csi_role.name, policy_arn=csi["policy"],
+                                              opts=child)
+        self.csi_addon = aws.eks.Addon(
+            f"{name}-{csi['addon']}", cluster_name=cluster.cluster_name, addon_name=csi["addon"],
+            pod_identity_associations=[{"role_arn": self.csi_role.arn, "service_account": csi["service_account"]}],
+            resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="PRESERVE", tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
+
+        size = s.size_gib or 0
+        pv_name = f"{s.namespace}-{s.name}"[:63]
+        if s.kind == "fsx-lustre":
+            throughput = s.throughput or limits.FSX_DEFAULT_THROUGHPUT
+            self.file_system = aws.fsx.LustreFileSystem(
+                f"{name}-fsx", deployment_type=limits.FSX_DEPLOYMENT_TYPE, storage_type="SSD",
+                storage_capacity=size, per_unit_storage_throughput=throughput, subnet_ids=subnets[0],  # one subnet (SDK: a string)
+                security_group_ids=[self.security_group.id], data_compression_type="LZ4",
+                file_system_type_version="2.15", automatic_backup_retention_days=7, copy_tags_to_backups=True,
+                skip_final_backup=s.allow_delete, tags=tags,
+                opts=pulumi.ResourceOptions.merge(child, _keep(s.allow_delete)))
+            self.storage_class_name = pulumi.Output.from_input("")
+            pv = sm.static_pv(pv_name, csi["driver"], self.file_system.id, size, s.allow_delete,
+                              attributes={"dnsname": self.file_system.dns_name,
+                                          "mountname": self.file_system.mount_name},
+                              mount_options=["flock"])
+            sc_name = ""
+        else:
+            self.file_system = aws.efs.FileSystem(
+                f"{name}-efs", encrypted=True, throughput_mode="elastic", performance_mode="generalPurpose",
+                tags=tags, opts=pulumi.ResourceOptions.merge(child, _keep(s.allow_delete)))
+            self.mount_targets = [aws.efs.MountTarget(f"{name}-mt-{i}", file_system_id=self.file_system.id,
+                                                      subnet_id=sub, security_groups=[self.security_group.id],
+                                                      opts=child) for i, sub in enumerate(subnets)]
+            self.access_point = aws.efs.AccessPoint(
+                f"{name}-ap", file_system_id=self.file_system.id,
+                posix_user={"uid": 1000, "gid": 1000},
+                root_directory={"path": f"/{s.name}", "creation_info": {
+                    "owner_uid": 1000, "owner_gid": 1000, "permissions": "0775"}},
+                tags=tags, opts=pulumi.ResourceOptions.merge(child, _keep(s.allow_delete)))
+            sc_name = f"{s.name}-efs"[:63]
+            sc = sm.storage_class(sc_name, csi["driver"], {
+                "provisioningMode": "efs-ap", "fileSystemId": self.file_system.id, "directoryPerms": "0775",
+                "basePath": "/dynamic", "uid": "1000", "gid": "1000"}, s.allow_delete)
+            sc_res = k8s_object(f"{name}-sc", sc, pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions(
+                depends_on=[self.csi_addon])))
+            self.storage_class_name = sc_res.id.apply(lambda _: sc_name)  # known once the class exists
+            handle = pulumi.Output.all(self.file_system.id, self.access_point.id).apply(lambda a: f"{a[0]}::{a[1]}")
+            pv = sm.static_pv(pv_name, csi["driver"], handle, size, s.allow_delete, storage_class_name=sc_name,
+                              mount_options=["tls"])
+            pv["spec"]["csi"]["volumeAttributes"] = {"encryptInTransit": "true"}
+        deps = [self.csi_addon] + list(getattr(self, "mount_targets", []))
+        pv_res = k8s_object(f"{name}-pv", pv, pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions.merge(
+            _keep(s.allow_delete), pulumi.ResourceOptions(depends_on=deps))))
+        claim = k8s_object(f"{name}-pvc", sm.pvc(s.name, s.namespace, size, sc_name, volume_name=pv_name),
+                           pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions.merge(
+                               _keep(s.allow_delete), pulumi.ResourceOptions(depends_on=[ns, pv_res]))))
+        self.claim_name = claim.id.apply(lambda _: s.name)   # resolves once the claim exists
+        self.register_outputs({"claimName": self.claim_name, "storageClassName": self.storage_class_name,
+                               "namespace": self.namespace, "fileSystemId": self.file_system.id})

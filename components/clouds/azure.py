@@ -1,0 +1,205 @@
+"""cloud: azure — InfiniBand GPU agent pools and checkpoint storage on an existing AKS cluster.
+
+ClusterAccess   looks the cluster up (containerservice.get_managed_cluster) and reads its user
+                kubeconfig (list_managed_cluster_user_credentials) as a secret; the provider uses it.
+GpuNodePool     an AKS agent pool (one VM scale set, which is what InfiniBand spans) on the ND size,
+                Ubuntu, our labels and the GPU taint, GPU driver installed by AKS (or left to the GPU
+                Operator), in a capacity reservation group when given. Prerequisite (not something a
+                stack can do): the subscription has the `Microsoft.ContainerService/AKSInfinibandSupport`
+                feature registered, see docs/clouds-aws-azure.md.
+CheckpointStorage  Azure Files NFS (a FileStorage Premium_LRS account reachable only from the cluster
+                subnet, an NFS share, a static PV/PVC on file.csi.azure.com), or Azure Managed Lustre
+                (AMLFS in its own subnet, a static PV/PVC on azurelustre.csi.azure.com). Accounts, shares
+                and file systems are protected and retained, PVs `Retain`, unless storage.allowDelete.
+
+Facts and their sources: multinode/catalog.py, multinode/service_limits.py, ../shared/facts/hardware.md
+sections 3 and 4.
+"""
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any, List, Optional
+
+import pulumi
+import pulumi_azure_native as azure_native
+import pulumi_kubernetes as k8s
+
+from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+                                    PoolOutputsMixin)
+from components.kubernetes.objects import k8s_object
+from multinode import service_limits as limits
+from multinode.manifests import storage as sm
+from multinode.pools import node_labels, node_taints
+
+AZURE_FILES_DRIVER = "file.csi.azure.com"
+AZURE_LUSTRE_DRIVER = "azurelustre.csi.azure.com"
+AMLFS_FS_NAME = "lustrefs"          # the Lustre file system name AMLFS always serves
+# NFS client options the Azure Files docs recommend for throughput (nconnect) and failover (noresvport).
+NFS_MOUNT_OPTIONS = ["nconnect=4", "noresvport", "actimeo=30"]
+LUSTRE_MOUNT_OPTIONS = ["noatime", "flock"]
+
+
+# ---------------------------------------------------------------- pure helpers (tested directly)
+def agent_pool_name(pool_name: str) -> str:
+    """AKS Linux pool names: lowercase letters and digits, at most 12, starting with a letter."""
+    name = re.sub(r"[^a-z0-9]", "", pool_name.lower())
+    if not name or not name[0].isalpha():
+        name = "gpu" + name
+    return name[:12]
+
+
+def storage_account_name(name: str) -> str:
+    """Logical name for an account (Pulumi appends a random suffix): lowercase letters and digits."""
+    return (re.sub(r"[^a-z0-9]", "", name.lower()) or "ckpt")[:16]
+
+
+def aks_taints(cfg) -> List[str]:
+    return [f"{t['key']}={t['value']}:{t['effect']}" for t in node_taints(cfg)]
+
+
+def gpu_driver(cfg) -> str:
+    """AKS installs the NVIDIA driver unless the GPU Operator owns it (then two drivers would fight)."""
+    return "None" if cfg.addons.gpu_operator.enabled else "Install"
+
+
+def _field(obj: Any, key: str, wire: str) -> Any:
+    """A field of an invoke result or output: typed objects (property getters) or plain dicts."""
+    if hasattr(type(obj), key):
+        return getattr(obj, key)
+    if isinstance(obj, dict):
+        return obj[key] if key in obj else obj.get(wire)
+    return getattr(obj, key, None)
+
+
+# ---------------------------------------------------------------- components
+class ClusterAccess(pulumi.ComponentResource):
+    """The AKS cluster named in the stack, looked up (never created), and a provider for it."""
+
+    def __init__(self, name: str, args: ClusterAccessArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE_PREFIX + "ClusterAccess", name, None, opts)
+        cfg = args.config
+        invoke = pulumi.InvokeOptions(parent=self)
+        rg, cname = cfg.cluster.resource_group or "", cfg.cluster.name or ""
+        self.resource_group = rg
+        self.location = cfg.cluster.location or ""
+        self.aks = azure_native.containerservice.get_managed_cluster_output(
+            resource_group_name=rg, resource_name=cname, opts=invoke)
+        self.cluster_name = self.aks.name
+        # The subnet the cluster's first pool joins: the default network for file shares.
+        self.node_subnet_id = self.aks.agent_pool_profiles.apply(
+            lambda ps: _field(ps[0], "vnet_subnet_id", "vnetSubnetID") if ps else None)
+        creds = azure_native.containerservice.list_managed_cluster_user_credentials_output(
+            resource_group_name=rg, resource_name=cname, opts=invoke)
+        self.kubeconfig = pulumi.Output.secret(creds.kubeconfigs.apply(
+            lambda ks: base64.b64decode(_field(ks[0], "value", "value")).decode()))
+        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig,
+                                     opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+
+class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
+    """An AKS agent pool of ND-series InfiniBand VMs."""
+
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
+        cfg, pool, cluster = args.config, args.pool, args.cluster
+        machine = cfg.machine(pool)
+        cr = pool.capacity_reservation
+        pool_args = dict(
+            resource_group_name=cluster.resource_group,
+            resource_name_=cluster.cluster_name,      # the cluster (SDK renames it: `resource_name` is taken)
+            agent_pool_name=agent_pool_name(pool.name),
+            mode="User",
+            vm_size=machine.name,
+            count=pool.node_count,
+            enable_auto_scaling=False,
+            os_type="Linux",
+            os_sku="Ubuntu",
+            os_disk_size_gb=pool.disk_size_gb,
+            enable_node_public_ip=False,
+            node_labels=node_labels(cfg, pool, machine),
+            node_taints=aks_taints(cfg),
+            gpu_profile={"driver": gpu_driver(cfg)},
+            # Replace one node at a time without a surge node: GPU capacity rarely has a spare VM.
+            upgrade_settings={"max_surge": "0", "max_unavailable": "1"},
+            tags={"multinode-pool": pool.name, "multinode-stack": pulumi.get_stack()},
+        )
+        if pool.zone:
+            pool_args["availability_zones"] = [pool.zone]
+        if pool.subnet_id:
+            pool_args["vnet_subnet_id"] = pool.subnet_id
+        if cr is not None:
+            pool_args["capacity_reservation_group_id"] = cr.id
+        self.agent_pool = azure_native.containerservice.AgentPool(
+            f"{name}-pool", opts=pulumi.ResourceOptions(parent=self), **pool_args)
+        out = self._set_pool_outputs(cfg, pool)
+        self.register_outputs(out)
+
+
+class CheckpointStorage(pulumi.ComponentResource):
+    """Azure Files NFS or Azure Managed Lustre for checkpoints, exposed as a ReadWriteMany claim."""
+
+    def __init__(self, name: str, args: CheckpointStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
+        cfg, s, cluster = args.config, args.storage, args.cluster
+        rg, location = cluster.resource_group, cluster.location
+        keep = pulumi.ResourceOptions(parent=self, protect=not s.allow_delete, retain_on_delete=not s.allow_delete)
+        kchild = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
+        kkeep = pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions(
+            protect=not s.allow_delete, retain_on_delete=not s.allow_delete))
+        tags = {"multinode-storage": s.name, "multinode-stack": pulumi.get_stack()}
+        self.namespace = pulumi.Output.from_input(s.namespace)
+        ns = k8s_object(f"{name}-ns", sm.namespace(s.namespace),
+                        pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions(retain_on_delete=True)))
+        size = s.size_gib or 0
+        pv_name = f"{s.namespace}-{s.name}"[:63]
+
+        if s.kind == "azure-files":
+            pool_subnets = [p.subnet_id for p in cfg.node_pools if p.subnet_id]
+            subnets: List[Any] = [s.subnet_id] if s.subnet_id else (pool_subnets or [cluster.node_subnet_id])
+            # NFS shares are reachable only from trusted networks: deny everything but the cluster
+            # subnet(s) (a service endpoint for Microsoft.Storage must be enabled on them).
+            self.account = azure_native.storage.StorageAccount(
+                storage_account_name(f"{s.name}nfs"), resource_group_name=rg, location=location,
+                kind="FileStorage", sku={"name": "Premium_LRS"},
+                enable_https_traffic_only=False,            # NFS 4.1 does not run over TLS; required off
+                minimum_tls_version="TLS1_2", allow_blob_public_access=False,
+                network_rule_set={"default_action": "Deny", "bypass": "AzureServices",
+                                  "virtual_network_rules": [{"virtual_network_resource_id": sub,
+                                                             "action": "Allow"} for sub in subnets]},
+                tags=tags, opts=keep)
+            self.share = azure_native.storage.FileShare(
+                f"{name}-share", resource_group_name=rg, account_name=self.account.name, share_name=s.name,
+                enabled_protocols="NFS", root_squash="NoRootSquash", share_quota=size,
+                opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[self.account])))
+            self.file_system = self.share
+            handle = pulumi.Output.all(self.account.name, self.share.name).apply(
+                lambda a: f"{rg}#{a[0]}#{a[1]}")
+            pv = sm.static_pv(pv_name, AZURE_FILES_DRIVER, handle, size, s.allow_delete,
+                              attributes={"resourceGroup": rg, "storageAccount": self.account.name,
+                                          "shareName": s.name, "protocol": "nfs"},
+                              mount_options=NFS_MOUNT_OPTIONS)
+        else:
+            throughput = s.throughput or limits.AMLFS_DEFAULT_THROUGHPUT
+            zones = [p.zone for p in cfg.node_pools if p.zone][:1]
+            amlfs_args = dict(
+                resource_group_name=rg, location=location, sku={"name": limits.amlfs_sku(throughput)},
+                storage_capacity_ti_b=size / limits.GIB_PER_TIB, filesystem_subnet=s.subnet_id,
+                maintenance_window={"day_of_week": "Sunday", "time_of_day_utc": "02:00"}, tags=tags)
+            if zones:
+                amlfs_args["zones"] = zones
+            self.file_system = azure_native.storagecache.AmlFilesystem(f"{name}-amlfs", opts=keep, **amlfs_args)
+            mgs = self.file_system.client_info.apply(lambda c: _field(c, "mgs_address", "mgsAddress"))
+            handle = mgs.apply(lambda ip: f"{s.name}#{AMLFS_FS_NAME}#{ip}")
+            pv = sm.static_pv(pv_name, AZURE_LUSTRE_DRIVER, handle, size, s.allow_delete,
+                              attributes={"mgs-ip-address": mgs, "fs-name": AMLFS_FS_NAME},
+                              mount_options=LUSTRE_MOUNT_OPTIONS)
+        self.storage_class_name = pulumi.Output.from_input("")
+        pv_res = k8s_object(f"{name}-pv", pv, pulumi.ResourceOptions.merge(kkeep, pulumi.ResourceOptions(
+            depends_on=[self.file_system])))
+        claim = k8s_object(f"{name}-pvc", sm.pvc(s.name, s.namespace, size, "", volume_name=pv_name),
+                           pulumi.ResourceOptions.merge(kkeep, pulumi.ResourceOptions(depends_on=[ns, pv_res])))
+        self.claim_name = claim.id.apply(lambda _: s.name)   # resolves once the claim exists
+        self.register_outputs({"claimName": self.claim_name, "storageClassName": self.storage_class_name,
+                               "namespace": self.namespace, "fileSystemId": self.file_system.id})

@@ -1,0 +1,64 @@
+"""ClusterAddons: Volcano, LeaderWorkerSet, Grove, KAI-Scheduler and Kyverno as Helm releases.
+
+Each add-on is optional per stack (addons.<name>.enabled), pinned to config.ADDON_VERSIONS (or
+addons.<name>.version), installed into its own namespace, with addons.<name>.values merged over
+ours. `helm.v3.Release` is used (not helm Chart) so the release is one resource that completes only
+when the chart, CRDs included, is installed: every custom resource that needs a CRD depends on it
+via `crd_ready(group)`.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.clouds.base import TYPE_PREFIX
+from multinode.config import StackConfig
+from multinode.manifests.addons import ReleaseSpec, addon_releases
+
+
+def helm_release(name: str, spec: ReleaseSpec, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    """One Helm release from a ReleaseSpec (oci:// charts carry no repository)."""
+    kwargs = dict(
+        name=spec.release_name,
+        chart=spec.chart,
+        version=spec.version,
+        namespace=spec.namespace,
+        create_namespace=spec.namespace != "kube-system",
+        values=spec.values,
+        atomic=True,               # a failed install rolls back instead of leaving half an operator
+        cleanup_on_fail=True,
+    )
+    if spec.repository:
+        kwargs["repository_opts"] = k8s.helm.v3.RepositoryOptsArgs(repo=spec.repository)
+    return k8s.helm.v3.Release(name, opts=opts, **kwargs)
+
+
+class ClusterAddons(pulumi.ComponentResource):
+    """The schedulers and policy engine of the cluster.
+
+    Attributes: `releases` (config key -> Release), `crd_ready(group)` -> the releases a custom
+    resource of that API group must depend on (empty when the add-on is not managed here, e.g. an
+    existing cluster that already runs it).
+    """
+
+    def __init__(self, name: str, config: StackConfig, provider: Optional[pulumi.ProviderResource] = None,
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE_PREFIX + "ClusterAddons", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+        self.specs: Dict[str, ReleaseSpec] = {s.key: s for s in addon_releases(config)}
+        self.releases: Dict[str, k8s.helm.v3.Release] = {}
+        for key, spec in self.specs.items():
+            deps: List[pulumi.Resource] = []
+            if key == "grove" and "kai" in self.releases:
+                deps.append(self.releases["kai"])      # Grove's PodGangs are scheduled by KAI
+            if key == "lws" and "volcano" in self.releases:
+                deps.append(self.releases["volcano"])  # LWS gang scheduling creates Volcano PodGroups
+            self.releases[key] = helm_release(f"{name}-{spec.release_name}", spec,
+                                              pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=deps)))
+        self.register_outputs({k: r.status for k, r in self.releases.items()})
+
+    def crd_ready(self, group: str) -> List[pulumi.Resource]:
+        """Releases that install the CRDs of API group `group` (e.g. "kyverno.io")."""
+        return [self.releases[k] for k, s in self.specs.items() if group in s.installs_crds]

@@ -1,0 +1,73 @@
+"""FabricPolicies: the cloud's fabric operator, the Kyverno fabric policies, Volcano topology/queues.
+
+- aws: EFA device plugin (Helm). azure: NVIDIA Network Operator (+ GPU Operator when enabled) and a
+  NicClusterPolicy (shared RDMA or SR-IOV device plugin). oci: Network Operator + NicClusterPolicy
+  with SR-IOV RDMA VFs (nvidia.com/rdma-vf) and Multus. gcp: TCPXO NCCL plugin installer and NRI
+  device injector DaemonSets. existing: none (the cluster already has its fabric's plugin).
+- One Kyverno ClusterPolicy per pool with a fabric (multinode.manifests.kyverno).
+- Volcano HyperNodes (tier 1 per pool) and Queues when Volcano is managed here.
+Every custom resource depends on the release that installs its CRD (ClusterAddons.crd_ready).
+`ready` lists what a multi-node workload must wait for (policies in place before its pods exist).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.clouds.base import TYPE_PREFIX
+from components.kubernetes.addons import ClusterAddons, helm_release
+from components.kubernetes.objects import k8s_object
+from multinode.config import StackConfig
+from multinode.manifests import addons as am
+from multinode.manifests import kyverno, volcano_topology
+
+
+class FabricPolicies(pulumi.ComponentResource):
+    def __init__(self, name: str, config: StackConfig, addons: Optional[ClusterAddons] = None,
+                 provider: Optional[pulumi.ProviderResource] = None,
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE_PREFIX + "FabricPolicies", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+
+        def after(deps: List[pulumi.Resource]) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=deps))
+
+        def crds(group: str) -> List[pulumi.Resource]:
+            return addons.crd_ready(group) if addons is not None else []
+
+        # Fabric operator of this cloud.
+        self.operators: Dict[str, k8s.helm.v3.Release] = {}
+        for spec in am.fabric_releases(config):
+            deps = list(self.operators.values()) if spec.key == "gpuOperator" else []
+            self.operators[spec.key] = helm_release(f"{name}-{spec.release_name}", spec, after(deps))
+        self.objects: List[pulumi.Resource] = []
+        nic = am.nic_cluster_policy(config)
+        if nic is not None:
+            op = [self.operators["networkOperator"]] if "networkOperator" in self.operators else []
+            self.objects.append(k8s_object(f"{name}-nic-cluster-policy", nic, after(op)))
+        for ds in am.gcp_daemonsets(config):
+            self.objects.append(k8s_object(f"{name}-{ds['metadata']['name']}", ds, child))
+
+        # Kyverno policies: after Kyverno (CRD + webhook) and after the device plugins exist.
+        self.policies: List[pulumi.Resource] = []
+        for pol in kyverno.cluster_policies(config):
+            deps = crds("kyverno.io") + list(self.operators.values())
+            self.policies.append(k8s_object(f"{name}-{pol['metadata']['name']}", pol, after(deps)))
+
+        # Volcano topology and queues (only when Volcano is managed by this stack).
+        self.volcano_objects: List[pulumi.Resource] = []
+        if config.addons.volcano.enabled:
+            for hn in volcano_topology.hypernodes(config):
+                self.volcano_objects.append(k8s_object(f"{name}-hypernode-{hn['metadata']['name']}", hn,
+                                                       after(crds("topology.volcano.sh"))))
+            for q in volcano_topology.queues(config):
+                self.volcano_objects.append(k8s_object(f"{name}-queue-{q['metadata']['name']}", q,
+                                                       after(crds("scheduling.volcano.sh"))))
+
+        self.ready: List[pulumi.Resource] = self.policies + self.objects + list(self.operators.values())
+        self.register_outputs({
+            "policies": [p.urn for p in self.policies],
+            "operators": {k: r.status for k, r in self.operators.items()},
+        })

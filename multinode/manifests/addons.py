@@ -1,0 +1,283 @@
+"""Helm releases for the cluster add-ons and the per-cloud fabric operators, as plain data.
+
+`addon_releases(cfg)` / `fabric_releases(cfg)` return ReleaseSpec objects (chart, repository,
+version, namespace, values); components/kubernetes wraps each in a `helm.v3.Release`. Values only
+use keys that exist in the chart's upstream values.yaml (tests check them with
+multinode.validation.helm_values_unknown_keys); the stack's `addons.<name>.values` is merged over
+ours (deep merge, the stack wins).
+
+Chart locations (checked with the code search tool; see docs/addons-fabric.md):
+  volcano           https://volcano-sh.github.io/helm-charts           chart volcano
+  lws               oci://registry.k8s.io/lws/charts/lws               (kubernetes-sigs/lws docs)
+  grove             oci://ghcr.io/ai-dynamo/grove/grove-charts         (tags carry a leading "v")
+  kai-scheduler     oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler   (tags carry a leading "v")
+  kyverno           https://kyverno.github.io/kyverno/                 chart kyverno
+  network-operator  https://helm.ngc.nvidia.com/nvidia                 chart network-operator
+  gpu-operator      https://helm.ngc.nvidia.com/nvidia                 chart gpu-operator
+  aws-efa-k8s-device-plugin  https://aws.github.io/eks-charts
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from .. import pools
+from ..config import ADDON_VERSIONS, Addon, StackConfig
+from ..fabric import IB_SHARED_RESOURCE, OCI_VF_RESOURCE, profile_for
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    key: str                     # config key under addons (volcano, lws, ...)
+    chart_folder: str            # folder under schemas/ holding the upstream values.yaml
+    chart: str                   # chart name, or a full oci:// reference
+    repository: Optional[str]    # https chart repository (None for oci:// charts)
+    version: str
+    namespace: str
+    values: Dict[str, Any] = field(default_factory=dict)
+    installs_crds: tuple = ()    # API groups whose CRDs this release installs
+
+    @property
+    def release_name(self) -> str:
+        return self.chart_folder if self.key != "kai" else "kai-scheduler"
+
+
+_DEFAULT_NS = {
+    "volcano": "volcano-system", "lws": "lws-system", "grove": "grove-system", "kai": "kai-scheduler",
+    "kyverno": "kyverno", "networkOperator": "nvidia-network-operator", "gpuOperator": "gpu-operator",
+    "efaDevicePlugin": "kube-system",
+}
+
+# Grove and KAI publish OCI tags with a leading "v" (e.g. grove-charts:v0.1.0-alpha.12-rc2,
+# kai-scheduler --version v0.12.10 in their install docs); config.ADDON_VERSIONS stores bare versions.
+_V_PREFIX = {"grove", "kai"}
+
+
+def deep_merge(base: Dict[str, Any], over: Dict[str, Any]) -> Dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in (over or {}).items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _version(key: str, addon: Addon) -> str:
+    v = addon.version or ADDON_VERSIONS[key]
+    if key in _V_PREFIX and not v.startswith("v"):
+        v = "v" + v
+    return v
+
+
+def _spec(cfg: StackConfig, key: str, folder: str, chart: str, repo: Optional[str],
+          values: Dict[str, Any], crds: tuple = ()) -> ReleaseSpec:
+    addon: Addon = getattr(cfg.addons, _attr(key))
+    return ReleaseSpec(key=key, chart_folder=folder, chart=chart, repository=repo, version=_version(key, addon),
+                       namespace=addon.namespace or _DEFAULT_NS[key], values=deep_merge(values, addon.values),
+                       installs_crds=crds)
+
+
+def _attr(key: str) -> str:
+    return {"networkOperator": "network_operator", "gpuOperator": "gpu_operator",
+            "efaDevicePlugin": "efa_device_plugin"}.get(key, key)
+
+
+def _gpu_tolerations() -> List[Dict[str, str]]:
+    return pools.tolerations()
+
+
+def addon_releases(cfg: StackConfig) -> List[ReleaseSpec]:
+    """Schedulers and policy engine, each optional per stack (addons.<name>.enabled)."""
+    a = cfg.addons
+    out: List[ReleaseSpec] = []
+    if a.volcano.enabled:
+        out.append(_spec(cfg, "volcano", "volcano", "volcano", "https://volcano-sh.github.io/helm-charts", {},
+                         ("batch.volcano.sh", "scheduling.volcano.sh", "topology.volcano.sh", "bus.volcano.sh")))
+    if a.lws.enabled:
+        values: Dict[str, Any] = {}
+        if a.volcano.enabled:
+            # LWS creates one Volcano PodGroup per group (leader + workers) so the gang is
+            # scheduled all-or-nothing; pods must use schedulerName volcano (workload templates).
+            values["gangSchedulingManagement"] = {"schedulerProvider": "volcano"}
+        out.append(_spec(cfg, "lws", "lws", "oci://registry.k8s.io/lws/charts/lws", None, values,
+                         ("leaderworkerset.x-k8s.io",)))
+    if a.kai.enabled:
+        out.append(_spec(cfg, "kai", "kai-scheduler", "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler", None,
+                         {}, ("scheduling.run.ai", "kai.scheduler")))
+    if a.grove.enabled:
+        # Grove's default scheduler profiles already include kai-scheduler (values.yaml
+        # config.scheduler.profiles); Grove emits PodGangs that KAI gang-schedules.
+        out.append(_spec(cfg, "grove", "grove", "oci://ghcr.io/ai-dynamo/grove/grove-charts", None, {},
+                         ("grove.io", "scheduler.grove.io")))
+    if a.kyverno.enabled:
+        # The fabric policies use failurePolicy Fail: with Kyverno down, labelled pods are refused.
+        # Three admission replicas keep pod creation available through a node loss.
+        out.append(_spec(cfg, "kyverno", "kyverno", "kyverno", "https://kyverno.github.io/kyverno/",
+                         {"admissionController": {"replicas": 3}}, ("kyverno.io",)))
+    return out
+
+
+def fabric_releases(cfg: StackConfig) -> List[ReleaseSpec]:
+    """The fabric operator of this stack's cloud only (exactly one cloud's fabric per stack).
+
+    aws: EFA device plugin.  azure: NVIDIA Network Operator (+ GPU Operator when enabled).
+    oci: Network Operator (SR-IOV VFs).  gcp: no Helm chart (DaemonSets, see gcp_daemonsets).
+    existing: nothing (the cluster already runs its fabric's device plugin).
+    """
+    a = cfg.addons
+    out: List[ReleaseSpec] = []
+    kinds = {profile_for(cfg, p).kind for p in cfg.node_pools}
+    if cfg.cloud == "aws" and a.efa_device_plugin.enabled and "efa" in kinds:
+        out.append(_spec(cfg, "efaDevicePlugin", "aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin",
+                         "https://aws.github.io/eks-charts", {
+                             # hardware.md section 2: nodeSelector efa.present, toleration nvidia.com/gpu.
+                             "nodeSelector": {pools.EFA_PRESENT_LABEL: "true"},
+                             "tolerations": _gpu_tolerations(),
+                         }))
+    if cfg.cloud in ("azure", "oci") and a.network_operator.enabled and kinds & {"infiniband", "roce"}:
+        out.append(_spec(cfg, "networkOperator", "network-operator", "network-operator",
+                         "https://helm.ngc.nvidia.com/nvidia", {
+                             "nfd": {"enabled": True},     # labels feature.node.kubernetes.io/pci-15b3.present
+                             "sriovNetworkOperator": {"enabled": False},  # VFs come from the device plugin
+                         }, ("mellanox.com",)))
+    if cfg.cloud in ("azure", "oci") and a.gpu_operator.enabled:
+        # GPUDirect RDMA: the GPU Operator's driver loads nvidia-peermem (driver.rdma.enabled);
+        # useHostMofed because the node image / Network Operator provides the MLNX/DOCA stack.
+        out.append(_spec(cfg, "gpuOperator", "gpu-operator", "gpu-operator", "https://helm.ngc.nvidia.com/nvidia", {
+            "driver": {"rdma": {"enabled": True, "useHostMofed": True}},
+            "daemonsets": {"tolerations": _gpu_tolerations()},
+        }, ("nvidia.com",)))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Network Operator NicClusterPolicy (azure InfiniBand, oci RoCE SR-IOV)
+# ------------------------------------------------------------------------------------------
+# Component images: nvcr.io/nvidia/mellanox/<image>:network-operator-v<chart version>, the tag scheme
+# the chart itself uses (values.yaml: rdma-cni:network-operator-v26.4.1, init container
+# version network-operator-v26.4.1).
+_MELLANOX_REPO = "nvcr.io/nvidia/mellanox"
+
+
+def _component(image: str, version: str) -> Dict[str, Any]:
+    return {"image": image, "repository": _MELLANOX_REPO, "version": f"network-operator-v{version.lstrip('v')}"}
+
+
+def nic_cluster_policy(cfg: StackConfig) -> Optional[Dict[str, Any]]:
+    """The NicClusterPolicy exposing RDMA devices to pods, or None when not needed."""
+    if cfg.cloud not in ("azure", "oci") or not cfg.addons.network_operator.enabled:
+        return None
+    profiles = [profile_for(cfg, p) for p in cfg.node_pools]
+    kinds = {p.kind for p in profiles}
+    version = _version("networkOperator", cfg.addons.network_operator)
+    spec: Dict[str, Any] = {"tolerations": _gpu_tolerations()}
+    if "infiniband" in kinds and cfg.fabric.rdma_mode == "shared":
+        # Mellanox/k8s-rdma-shared-dev-plugin: resourceName shared_ib -> rdma/shared_ib, every IB HCA
+        # (vendor 15b3, link type infiniband) shared by up to 63 pods (hardware.md section 2, Z3/Z5).
+        import json
+        spec["rdmaSharedDevicePlugin"] = {**_component("k8s-rdma-shared-dev-plugin", version), "config": json.dumps({
+            "configList": [{"resourceName": IB_SHARED_RESOURCE.split("/")[1], "rdmaHcaMax": 63,
+                            "selectors": {"vendors": ["15b3"], "linkTypes": ["infiniband"]}}]})}
+    elif kinds & {"infiniband", "roce"}:
+        import json
+        if "roce" in kinds:
+            prefix, name = OCI_VF_RESOURCE.split("/")          # nvidia.com/rdma-vf (hardware.md, O1)
+            selectors = {"vendors": ["15b3"], "isRdma": True}
+        else:
+            prefix, name = "rdma", "ib"                          # rdma/ib (hardware.md, SR-IOV plugin)
+            selectors = {"vendors": ["15b3"], "linkTypes": ["infiniband"], "isRdma": True}
+        spec["sriovDevicePlugin"] = {**_component("sriov-network-device-plugin", version), "config": json.dumps({
+            "resourceList": [{"resourcePrefix": prefix, "resourceName": name, "selectors": selectors}]})}
+        if "roce" in kinds:
+            # Multus lets pods attach the VFs named in k8s.v1.cni.cncf.io/networks.
+            spec["secondaryNetwork"] = {"multus": _component("multus-cni", version),
+                                        "cniPlugins": _component("plugins", version)}
+    else:
+        return None
+    if cfg.fabric.doca_driver_version:
+        # DOCA-OFED driver container; only when the node image lacks MLNX_OFED / DOCA.
+        spec["ofedDriver"] = {"image": "doca-driver", "repository": _MELLANOX_REPO,
+                              "version": cfg.fabric.doca_driver_version}
+    return {"apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy",
+            "metadata": {"name": "nic-cluster-policy"}, "spec": spec}
+
+
+# ------------------------------------------------------------------------------------------
+# GCP: TCPXO NCCL plugin installer + NRI device injector (no Helm chart upstream)
+# ------------------------------------------------------------------------------------------
+# Source: GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo/nccl-tcpxo-installer.yaml
+# and nri_device_injector/nri-device-injector.yaml (structure), hardware.md section 2 (image pin
+# nccl-plugin-gpudirecttcpx-dev:v1.0.15; upstream master has moved to v1.0.16 since).
+TCPXO_INSTALLER_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15"
+NRI_INJECTOR_IMAGE = ("gcr.io/gke-release/nri-device-injector@sha256:"
+                      "6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970")
+
+
+# Mirrors the upstream installer's "pre-installation" step (PCI id 1ae0:0084 = the A3 Mega GPU NICs).
+_APERTURE_SCRIPT = "\n".join([
+    "set -e",
+    "/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT",
+    "modprobe import-helper",
+    "mkdir -p /dev/aperture_devices",
+    "for bdf in $(lspci -nn -D | grep '1ae0:0084' | cut -d' ' -f1); do",
+    "  dst=/dev/aperture_devices/$bdf; mkdir -p $dst; umount -R $dst 2>/dev/null || true",
+    "  mount --bind $(readlink -f /sys/bus/pci/devices/$bdf) $dst",
+    "done",
+    "chmod -R a+r /dev/aperture_devices/ && chmod a+rw /dev/aperture_devices/*/resource* || true",
+])
+
+
+def _daemonset(name: str, pod_spec: Dict[str, Any]) -> Dict[str, Any]:
+    labels = {"k8s-app": name}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": name, "namespace": "kube-system", "labels": labels},
+            "spec": {"selector": {"matchLabels": labels}, "updateStrategy": {"type": "RollingUpdate"},
+                     "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
+
+
+def gcp_daemonsets(cfg: StackConfig) -> List[Dict[str, Any]]:
+    if cfg.cloud != "gcp":
+        return []
+    kinds = {profile_for(cfg, p).kind for p in cfg.node_pools}
+    if "tcpxo" not in kinds:
+        return []
+    # Run on this stack's TCPXO pools only (by our pool label), tolerating everything like upstream.
+    tcpxo_pools = [p.name for p in cfg.node_pools if profile_for(cfg, p).kind == "tcpxo"]
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": pools.POOL_LABEL, "operator": "In", "values": tcpxo_pools}]}]}}}
+    base = {"priorityClassName": "system-node-critical", "affinity": affinity,
+            "tolerations": [{"operator": "Exists"}], "hostNetwork": True, "hostPID": True}
+    installer = _daemonset("nccl-tcpxo-installer", {
+        **base,
+        "volumes": [{"name": "var-lib", "hostPath": {"path": "/var/lib"}},
+                    {"name": "library-dir-host", "hostPath": {"path": "/home/kubernetes/bin"}}],
+        "initContainers": [{
+            # On the host: accept the data-path TCP traffic, load the import-helper module, and expose
+            # each TCPXO NIC's PCI BAR under /dev/aperture_devices/<BDF> (what the workload mounts).
+            "name": "pre-installation", "image": "ubuntu", "securityContext": {"privileged": True},
+            "command": ["nsenter", "-at", "1", "--", "bash", "-c", _APERTURE_SCRIPT],
+        }, {
+            "name": "nccl-tcpxo-installer", "image": TCPXO_INSTALLER_IMAGE,
+            "securityContext": {"privileged": True}, "resources": {"requests": {"cpu": "150m"}},
+            "volumeMounts": [{"name": "var-lib", "mountPath": "/var/lib"},
+                             {"name": "library-dir-host", "mountPath": "/usr/local"}],
+            "command": ["/bin/sh", "-c"],
+            "args": ["set -ex; chmod 755 /scripts/container_entry.sh; "
+                     "/scripts/container_entry.sh install --install-nccl; "
+                     "mkdir -p /usr/local/nvidia/lib64; cp -r /var/lib/tcpxo/lib64/. /usr/local/nvidia/lib64"],
+        }],
+        "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}],
+    })
+    injector = _daemonset("device-injector", {
+        **base,
+        "containers": [{
+            "name": "device-injector", "image": NRI_INJECTOR_IMAGE,
+            "securityContext": {"privileged": True}, "resources": {"requests": {"cpu": "150m"}},
+            "volumeMounts": [{"name": "dev", "mountPath": "/dev"}, {"name": "nri", "mountPath": "/var/run/nri"}],
+        }],
+        "volumes": [{"name": "nri", "hostPath": {"path": "/var/run/nri"}},
+                    {"name": "dev", "hostPath": {"path": "/dev"}}],
+    })
+    return [installer, injector]

@@ -1,0 +1,82 @@
+"""The pod Kubernetes runs after the Kyverno fabric policy has mutated it, computed in Python.
+
+`apply_profile` builds the same ClusterPolicy `kyverno.cluster_policy` emits and applies its
+strategic-merge patches to the pod the way Kyverno does: the per-container patch is evaluated with
+the same JMESPath (device count = ceil(GPUs x devices-per-node / GPUs-per-node)) for each container
+whose nvidia.com/gpu limit is > 0, and merged with Kubernetes' strategic-merge keys for Pods
+(containers/initContainers/volumes by name, env by name, volumeMounts by mountPath; maps merge;
+other lists, e.g. capabilities.add, are replaced). `plan` writes the result per workload role.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, List, Optional
+
+from ..fabric import FabricProfile
+from . import kyverno
+
+# Strategic-merge list keys for the Pod fields the policies patch (k8s.io/api core/v1 patchMergeKey).
+_MERGE_KEYS = {"containers": "name", "initContainers": "name", "volumes": "name", "env": "name",
+               "volumeMounts": "mountPath", "ports": "containerPort"}
+
+
+def _merge(target: Any, patch: Any, field: Optional[str] = None) -> Any:
+    if isinstance(target, dict) and isinstance(patch, dict):
+        out = dict(target)
+        for k, v in patch.items():
+            out[k] = _merge(target.get(k), v, k) if k in target else copy.deepcopy(v)
+        return out
+    if isinstance(target, list) and isinstance(patch, list) and field in _MERGE_KEYS:
+        key = _MERGE_KEYS[field]
+        out: List[Any] = [copy.deepcopy(x) for x in target]
+        index = {x.get(key): i for i, x in enumerate(out) if isinstance(x, dict)}
+        for item in patch:
+            i = index.get(item.get(key)) if isinstance(item, dict) else None
+            if i is None:
+                out.append(copy.deepcopy(item))
+            else:
+                out[i] = _merge(out[i], item)
+        return out
+    return copy.deepcopy(patch)
+
+
+def apply_policy_to_pod(pod: Dict[str, Any], policy: Dict[str, Any]) -> Dict[str, Any]:
+    """Apply a fabric ClusterPolicy's mutate rules to a Pod dict (apiVersion/kind/metadata/spec)."""
+    if not kyverno.matches(policy, pod):
+        return copy.deepcopy(pod)
+    out = copy.deepcopy(pod)
+    for rule in policy["spec"]["rules"]:
+        m = rule.get("mutate")
+        if not m:
+            continue
+        if "preconditions" in rule and not kyverno.conditions_hold(rule["preconditions"], {"request": {"object": out}}):
+            continue
+        if "patchStrategicMerge" in m:
+            out = _merge(out, m["patchStrategicMerge"])
+        for fe in m.get("foreach", []):
+            elements = kyverno.evaluate(fe["list"], {"request": {"object": out}}) or []
+            for element in elements:
+                data = {"request": {"object": out}, "element": element}
+                if "preconditions" in fe and not kyverno.conditions_hold(fe["preconditions"], data):
+                    continue
+                out = _merge(out, kyverno.substitute(fe["patchStrategicMerge"], data))
+    return out
+
+
+def apply_profile_to_template(template: Dict[str, Any], profile: FabricProfile,
+                              webhook_timeout_seconds: int = 15) -> Dict[str, Any]:
+    """A pod template ({metadata, spec}) after the profile's policy: metadata and spec."""
+    if not profile.enabled:
+        return copy.deepcopy(template)
+    policy = kyverno.cluster_policy(profile, webhook_timeout_seconds)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": copy.deepcopy(template.get("metadata") or {}),
+           "spec": copy.deepcopy(template.get("spec") or {})}
+    mutated = apply_policy_to_pod(pod, policy)
+    return {"metadata": mutated["metadata"], "spec": mutated["spec"]}
+
+
+def apply_profile(pod_spec: Dict[str, Any], profile: FabricProfile) -> Dict[str, Any]:
+    """The pod spec after the fabric policy, for a pod carrying the fabric label."""
+    from ..pools import FABRIC_POD_LABEL, FABRIC_POD_LABEL_VALUE
+    template = {"metadata": {"labels": {FABRIC_POD_LABEL: FABRIC_POD_LABEL_VALUE}}, "spec": pod_spec}
+    return apply_profile_to_template(template, profile)["spec"]

@@ -1,0 +1,74 @@
+"""Shared helpers for the cloud tests: run an example stack (or a variant of it) under mocks."""
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import yaml
+
+from multinode import config as mconfig
+from multinode import stackfile
+from multinode.errors import ConfigError
+from multinode.recording import ProgramRun, Registration, run_program
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def stack_doc(stack: str) -> Dict[str, Any]:
+    return yaml.safe_load(stackfile.stack_path(stack).read_text())
+
+
+def write_variant(tmp_path: Path, stack: str, edit: Optional[Callable[[Dict[str, Any]], None]]) -> Path:
+    doc = copy.deepcopy(stack_doc(stack))
+    if edit:
+        edit(doc["config"])
+    path = tmp_path / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def run_variant(tmp_path: Path, stack: str, edit=None) -> ProgramRun:
+    raw, secrets, wire = stackfile.read_stack_file(write_variant(tmp_path, stack, edit))
+    mconfig.load(raw, secrets)          # a variant must be a valid stack
+    return run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack)
+
+
+def config_problems(tmp_path: Path, stack: str, edit) -> List[Any]:
+    raw, secrets, _ = stackfile.read_stack_file(write_variant(tmp_path, stack, edit))
+    try:
+        mconfig.load(raw, secrets)
+    except ConfigError as e:
+        return e.problems
+    return []
+
+
+def of_type(run: ProgramRun, typ: str) -> List[Registration]:
+    return [r for r in run.registrations if r.type == typ]
+
+
+def one(run: ProgramRun, typ: str) -> Registration:
+    regs = of_type(run, typ)
+    assert len(regs) == 1, f"expected one {typ}, got {[r.name for r in regs]}"
+    return regs[0]
+
+
+def parent_of(run: ProgramRun, reg: Registration) -> Registration:
+    return next(r for r in run.registrations if r.urn == reg.parent)
+
+
+def k8s_objects(run: ProgramRun) -> List[Dict[str, Any]]:
+    return [r.inputs for r in run.registrations
+            if r.custom and r.type.startswith("kubernetes:") and "kind" in r.inputs]
+
+
+def imported_modules_after_plan(stack: str) -> List[str]:
+    """Plan `stack` in a fresh interpreter and list the top-level modules it imported."""
+    code = ("import sys, tempfile; from pathlib import Path; from multinode import plan; "
+            f"r = plan.plan({stack!r}, Path(tempfile.mkdtemp())); assert r.exit_code == 0, r.error; "
+            "print('\\n'.join(sorted({m.split('.')[0] for m in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.split()

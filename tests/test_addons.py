@@ -1,0 +1,225 @@
+"""Add-on releases, fabric operators, NicClusterPolicy, GCP DaemonSets, Volcano topology/queues,
+the components under Pulumi mocks, and plan's effective pods (issue 4)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from multinode import config, fabric, plan as mplan, pools, stackfile, validation
+from multinode.manifests import addons, volcano_topology
+
+STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
+ALL_ON = {"grove": {"enabled": True}, "kai": {"enabled": True}, "gpuOperator": {"enabled": True}}
+
+
+def load(stack: str, **over) -> config.StackConfig:
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path(stack))
+    raw = dict(raw)
+    raw.update(over)
+    return config.load(raw, secrets)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_helm_value_key_exists_upstream(stack):
+    cfg = load(stack, addons=ALL_ON)
+    specs = addons.addon_releases(cfg) + addons.fabric_releases(cfg)
+    assert {"volcano", "lws", "grove", "kai", "kyverno"} <= {s.key for s in specs}
+    for s in specs:
+        assert validation.helm_values_unknown_keys(s.chart_folder, s.values) == [], s.key
+
+
+def test_unknown_value_key_would_be_caught():
+    # the check above can fail: a typo'd key is reported
+    assert validation.helm_values_unknown_keys("lws", {"gangSchedulingManagment": {}}) == ["gangSchedulingManagment"]
+
+
+def test_versions_pinned_namespaces_and_user_values_win():
+    cfg = load("aws-dev", addons={**ALL_ON, "volcano": {"values": {"custom": {"scheduler_replicas": 2}}},
+                                  "kyverno": {"namespace": "policy", "values": {"admissionController": {"replicas": 5}}}})
+    by = {s.key: s for s in addons.addon_releases(cfg)}
+    assert by["volcano"].version == config.ADDON_VERSIONS["volcano"]
+    assert by["lws"].version == config.ADDON_VERSIONS["lws"]
+    assert by["grove"].version == "v" + config.ADDON_VERSIONS["grove"]
+    assert by["kai"].version == "v" + config.ADDON_VERSIONS["kai"]
+    assert by["volcano"].values == {"custom": {"scheduler_replicas": 2}}
+    assert by["kyverno"].namespace == "policy" and by["kyverno"].values["admissionController"]["replicas"] == 5
+    assert len({s.namespace for s in by.values()}) == len(by)          # each in its own namespace
+    assert by["lws"].values["gangSchedulingManagement"] == {"schedulerProvider": "volcano"}
+
+
+def test_addons_are_optional():
+    cfg = load("aws-dev", addons={"volcano": {"enabled": False}, "kyverno": {"enabled": False}}, workloads=[])
+    keys = {s.key for s in addons.addon_releases(cfg)}
+    assert keys == {"lws"}
+    assert "gangSchedulingManagement" not in addons.addon_releases(cfg)[0].values
+
+
+@pytest.mark.parametrize("stack,expect", [("aws-dev", {"efaDevicePlugin"}), ("azure-dev", {"networkOperator"}),
+                                          ("gcp-dev", set()), ("oci-dev", {"networkOperator"}),
+                                          ("existing-dev", set())])
+def test_exactly_one_clouds_fabric_operator(stack, expect):
+    cfg = load(stack)
+    assert {s.key for s in addons.fabric_releases(cfg)} == expect
+    assert bool(addons.gcp_daemonsets(cfg)) == (stack == "gcp-dev")
+    assert bool(addons.nic_cluster_policy(cfg)) == (stack in ("azure-dev", "oci-dev"))
+
+
+def test_efa_plugin_values():
+    (spec,) = addons.fabric_releases(load("aws-dev"))
+    assert spec.values["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec.values["tolerations"]
+    assert spec.repository == "https://aws.github.io/eks-charts"
+
+
+def test_gpu_operator_rdma_on_azure():
+    cfg = load("azure-dev", addons={"gpuOperator": {"enabled": True}})
+    by = {s.key: s for s in addons.fabric_releases(cfg)}
+    assert by["gpuOperator"].values["driver"]["rdma"] == {"enabled": True, "useHostMofed": True}
+
+
+@pytest.mark.parametrize("stack,mode,plugin,resource", [
+    ("azure-dev", "shared", "rdmaSharedDevicePlugin", "shared_ib"),
+    ("azure-dev", "sriov", "sriovDevicePlugin", "ib"),
+    ("oci-dev", "shared", "sriovDevicePlugin", "rdma-vf"),
+])
+def test_nic_cluster_policy_validates(stack, mode, plugin, resource):
+    cfg = load(stack, fabric={"rdmaMode": mode, "docaDriverVersion": "doca3.1.0-25.07-0.9.7.0-0"})
+    nic = addons.nic_cluster_policy(cfg)
+    assert validation.validate_object(nic) == []
+    assert plugin in nic["spec"] and resource in nic["spec"][plugin]["config"]
+    assert nic["spec"]["ofedDriver"]["version"] == "doca3.1.0-25.07-0.9.7.0-0"
+    assert nic["spec"][plugin]["version"] == "network-operator-v" + config.ADDON_VERSIONS["networkOperator"]
+    if stack == "oci-dev":
+        assert '"resourcePrefix": "nvidia.com"' in nic["spec"][plugin]["config"]
+        assert "multus" in nic["spec"]["secondaryNetwork"]
+
+
+def test_gcp_daemonsets_validate_strictly():
+    cfg = load("gcp-dev")
+    installer, injector = addons.gcp_daemonsets(cfg)
+    for ds in (installer, injector):
+        assert validation.validate_object(ds) == []
+    images = [c["image"] for c in installer["spec"]["template"]["spec"]["initContainers"]]
+    assert any(i.endswith("nccl-plugin-gpudirecttcpx-dev:v1.0.15") for i in images)
+    assert "nri-device-injector" in injector["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_hypernodes_and_queues_validate(stack):
+    cfg = load(stack, queues=[{"name": "training", "weight": 3, "gpus": 16}, {"name": "inference"}])
+    hns = volcano_topology.hypernodes(cfg)
+    assert len(hns) == (0 if stack == "existing-dev" else 1)
+    for hn in hns:
+        assert validation.validate_object(hn) == []
+        assert hn["spec"]["tier"] == 1
+        assert hn["spec"]["members"][0]["selector"]["labelMatch"]["matchLabels"] == {pools.POOL_LABEL: "gpu"}
+    qs = volcano_topology.queues(cfg)
+    assert [q["metadata"]["name"] for q in qs] == ["training", "inference"]
+    assert qs[0]["spec"]["capability"] == {"nvidia.com/gpu": "16"} and qs[0]["spec"]["weight"] == 3
+    for q in qs:
+        assert validation.validate_object(q) == []
+
+
+# ---------------------------------------------------------------- components under mocks
+@pytest.fixture(scope="module")
+def existing_plan(tmp_path_factory):
+    return mplan.plan("existing-dev", tmp_path_factory.mktemp("build"))
+
+
+def test_components_register_with_crd_dependencies(existing_plan):
+    regs = {r.name: r for r in existing_plan.registrations}
+    urn = {n: r.urn for n, r in regs.items()}
+    assert regs["addons"].type == "multinode:index:ClusterAddons" and regs["addons"].parent == urn["multinode"]
+    assert regs["fabric"].type == "multinode:index:FabricPolicies" and regs["fabric"].parent == urn["multinode"]
+    for name in ("addons-volcano", "addons-lws", "addons-kyverno"):
+        assert regs[name].type == "kubernetes:helm.sh/v3:Release" and regs[name].parent == urn["addons"]
+        assert "cluster-k8s" in regs[name].provider
+    pol = regs["fabric-multinode-fabric-gpu"]
+    assert pol.type == "kubernetes:kyverno.io/v1:ClusterPolicy" and pol.parent == urn["fabric"]
+    assert urn["addons-kyverno"] in pol.dependencies
+    assert urn["addons-volcano"] in regs["addons-lws"].dependencies
+    # existing: the cluster already runs its fabric's plugin: no operator is installed
+    assert not any(r.name.startswith("fabric-") and r.type == "kubernetes:helm.sh/v3:Release" for r in regs.values())
+    for obj in existing_plan.k8s_objects:
+        assert validation.validate_object(obj) == [], obj["kind"]
+
+
+def test_queues_depend_on_volcano_under_mocks(tmp_path):
+    src = stackfile.stack_path("existing-dev")
+    doc = yaml.safe_load(src.read_text())
+    doc["config"]["multinode:queues"] = [{"name": "training", "weight": 2, "gpus": 16}]
+    f = tmp_path / "Pulumi.existing-q.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    res = mplan.plan("existing-q", tmp_path / "build", path=f)
+    regs = {r.name: r for r in res.registrations}
+    q = regs["fabric-queue-training"]
+    assert regs["addons-volcano"].urn in q.dependencies
+
+
+def test_plan_writes_effective_pods_for_labelled_templates(tmp_path):
+    cfg = load("aws-dev")
+    tmpl = {"metadata": {"labels": {pools.FABRIC_POD_LABEL: "enabled"}},
+            "spec": {"nodeSelector": pools.node_selector(cfg, cfg.node_pools[0]),
+                     "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
+                                     "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}
+    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+           "metadata": {"name": "llama-405b", "namespace": "multinode"},
+           "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "leaderTemplate": tmpl, "workerTemplate": tmpl}}}
+    other = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+             "spec": {"selector": {}, "template": {"metadata": {}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    result = mplan.PlanResult("aws-dev", cfg, k8s_objects=[lws, other])
+    written = mplan.write_effective_pods(result, tmp_path)
+    assert sorted(p.name for p in written) == ["llama-405b-leader.yaml", "llama-405b-worker.yaml"]
+    for p in written:
+        eff = yaml.safe_load(p.read_text())
+        assert validation.validate_pod_spec(eff["spec"]) == []
+        c = eff["spec"]["containers"][0]
+        assert c["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32"
+        assert {"name": "NCCL_NET", "value": "AWS Libfabric"} in c["env"]
+
+
+_PROGRAM = '''
+from multinode import config as mconfig, stackfile
+from components.kubernetes.addons import ClusterAddons
+from components.kubernetes.fabric import FabricPolicies
+raw, secrets = stackfile.read_pulumi_runtime()
+cfg = mconfig.load(raw, secrets)
+addons = ClusterAddons("addons", cfg)
+FabricPolicies("fabric", cfg, addons)
+'''
+
+
+@pytest.mark.parametrize("stack,operator", [("aws-dev", "fabric-aws-efa-k8s-device-plugin"),
+                                            ("azure-dev", "fabric-network-operator"),
+                                            ("gcp-dev", None), ("oci-dev", "fabric-network-operator")])
+def test_components_render_for_every_cloud_under_mocks(tmp_path, stack, operator):
+    """ClusterAddons + FabricPolicies need only cfg and pool data: run them for each cloud's stack."""
+    from multinode import recording
+    prog = tmp_path / "__main__.py"
+    prog.write_text(_PROGRAM)
+    raw, secrets, wire = stackfile.read_stack_file(stackfile.stack_path(stack))
+    wire = dict(wire)
+    wire["multinode:queues"] = '[{"name": "training", "gpus": 16}]'
+    run = recording.run_program(wire, [f"multinode:{k}" for k in secrets], stack, program=prog)
+    regs = {r.name: r for r in run.registrations}
+    urn = {n: r.urn for n, r in regs.items()}
+    if operator:
+        assert regs[operator].type == "kubernetes:helm.sh/v3:Release" and regs[operator].parent == urn["fabric"]
+    other = {"aws-dev": "fabric-aws-efa-k8s-device-plugin", "azure-dev": "fabric-network-operator"}
+    for s, name in other.items():
+        if s != stack and name != operator:
+            assert name not in regs
+    pol = regs["fabric-multinode-fabric-gpu"]
+    assert urn["addons-kyverno"] in pol.dependencies
+    assert urn["addons-volcano"] in regs["fabric-queue-training"].dependencies
+    assert urn["addons-volcano"] in regs["fabric-hypernode-gpu-tier1"].dependencies
+    if stack in ("azure-dev", "oci-dev"):
+        assert urn["fabric-network-operator"] in regs["fabric-nic-cluster-policy"].dependencies
+    if stack == "gcp-dev":
+        assert {"fabric-nccl-tcpxo-installer", "fabric-device-injector"} <= set(regs)
+    k8s = [r.inputs for r in run.registrations if mplan.is_k8s_object(r)]
+    assert k8s
+    for obj in k8s:
+        assert validation.validate_object(obj) == [], (obj["kind"], validation.validate_object(obj))

@@ -1,0 +1,259 @@
+"""FabricProfile per cloud, the Kyverno fabric policies, and the effective pods (issue 4)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from multinode import catalog, config, fabric, pools, stackfile, validation
+from multinode.manifests import effective_pod, kyverno
+
+STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
+
+
+def load(stack: str, **over) -> config.StackConfig:
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path(stack))
+    raw = dict(raw)
+    raw.update(over)
+    return config.load(raw, secrets)
+
+
+def gpu_container(name="engine", gpus=8, **extra):
+    c = {"name": name, "image": "vllm/vllm-openai:v0.11.0",
+         "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+    c.update(extra)
+    return c
+
+
+def lws_like(cfg: config.StackConfig):
+    """A LeaderWorkerSet-shaped pair of pod templates (leader and worker both hold GPUs)."""
+    pool = cfg.node_pools[0]
+    meta = {"labels": {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}}
+    spec = {"nodeSelector": pools.node_selector(cfg, pool), "tolerations": pools.tolerations(),
+            "containers": [gpu_container(env=[{"name": "MODEL", "value": "x"}]),
+                           {"name": "metrics", "image": "busybox:1.36"}]}
+    return {"leader": {"metadata": copy.deepcopy(meta), "spec": copy.deepcopy(spec)},
+            "worker": {"metadata": copy.deepcopy(meta), "spec": copy.deepcopy(spec)}}
+
+
+def env_of(container):
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+# ---------------------------------------------------------------- profile facts (hardware.md section 2)
+def test_efa_profile_matches_hardware_md():
+    cfg = load("aws-dev")
+    p = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert (p.device_resource, p.devices_per_node, p.nccl_net) == ("vpc.amazonaws.com/efa", 32, "AWS Libfabric")
+    assert p.env["FI_PROVIDER"] == "efa" and p.env["FI_EFA_FORK_SAFE"] == "1"
+    assert p.env["NCCL_BUFFSIZE"] == "8388608" and p.env["NCCL_P2P_NET_CHUNKSIZE"] == "524288"
+    assert p.env["NCCL_TUNER_PLUGIN"].endswith("libnccl-ofi-tuner.so")
+    assert p.extra_resources == {"hugepages-2Mi": "5120Mi"}
+    assert p.env["NCCL_NET"] == "AWS Libfabric"
+
+
+@pytest.mark.parametrize("machine,efa", [("p5en.48xlarge", 16), ("p6e-gb200.36xlarge", 4), ("p4d.24xlarge", 4)])
+def test_efa_count_comes_from_catalog(machine, efa):
+    cfg = load("aws-dev", nodePools=[{"name": "gpu", "machine": machine, "nodeCount": 2, "zone": "us-east-1a",
+                                      "subnetId": "subnet-0a1b2c3d4e5f60718"}], workloads=[])
+    p = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert p.devices_per_node == efa == catalog.lookup(machine).fabric_nics
+
+
+def test_azure_ib_profile_and_topology_per_sku():
+    cfg = load("azure-dev")
+    p = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert (p.device_resource, p.devices_per_node, p.nccl_net) == ("rdma/shared_ib", 1, "IB")
+    assert p.env["NCCL_IB_DISABLE"] == "0" and p.env["NCCL_NET_GDR_LEVEL"] == "SYS"
+    assert p.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and p.env["NCCL_IB_PCI_RELAXED_ORDERING"] == "1"
+    assert p.env["NCCL_TOPO_FILE"] == "/opt/nvidia-topology/ndv5-topo.xml"     # ND H100 v5
+    assert "IPC_LOCK" in p.capabilities
+    a100 = load("azure-dev", nodePools=[{"name": "gpu", "machine": "Standard_ND96amsr_A100_v4", "nodeCount": 2}],
+                workloads=[])
+    assert fabric.profile_for(a100, a100.node_pools[0]).env["NCCL_TOPO_FILE"].endswith("ndv4-topo.xml")
+    sriov = load("azure-dev", fabric={"rdmaMode": "sriov"})
+    ps = fabric.profile_for(sriov, sriov.node_pools[0])
+    assert (ps.device_resource, ps.devices_per_node) == ("rdma/ib", 8)
+
+
+def test_gcp_tcpxo_profile_uses_pool_networks():
+    cfg = load("gcp-dev")
+    pool = cfg.node_pools[0]
+    p = fabric.profile_for(cfg, pool)
+    assert p.nccl_net == "FasTrak" and p.device_resource is None
+    nets = pools.gcp_network_names(pool, 8)
+    assert p.networks == nets
+    ann = p.annotations["networking.gke.io/interfaces"]
+    for i, n in enumerate(nets, start=1):
+        assert f'"interfaceName":"eth{i}","network":"{n}"' in ann
+    assert p.annotations["networking.gke.io/default-interface"] == "eth0"
+    assert "/dev/nvidia7" in p.annotations["devices.gke.io/container.tcpxo-daemon"]
+    assert p.env["NCCL_FASTRAK_IFNAME"] == "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"
+    for k, v in {"NCCL_FASTRAK_CTRL_DEV": "eth0", "NCCL_CROSS_NIC": "0", "NCCL_PROTO": "Simple,LL128",
+                 "NCCL_MIN_NCHANNELS": "4", "NCCL_FASTRAK_NUM_FLOWS": "2", "NCCL_NET_GDR_LEVEL": "PIX",
+                 "NCCL_FASTRAK_USE_LLCM": "1", "NCCL_BUFFSIZE": "8388608"}.items():
+        assert p.env[k] == v
+    (sidecar,) = p.init_containers
+    assert sidecar["restartPolicy"] == "Always" and "tcpgpudmarxd-dev:v1.0.21" in sidecar["image"]
+    assert "--num_nics=8" in sidecar["args"][0]
+
+
+def test_gcp_rdma_profile():
+    cfg = load("gcp-dev", nodePools=[{"name": "gpu", "machine": "a3-ultragpu-8g", "nodeCount": 2,
+                                      "zone": "us-central1-c"}], workloads=[])
+    p = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert p.nccl_net == "gIB"
+    assert {"name": "fabric-gib", "hostPath": {"path": "/home/kubernetes/bin/gib"}} in p.volumes
+    assert '"interfaceName":"eth2"' in p.annotations["networking.gke.io/interfaces"]
+
+
+def test_oci_profile_vfs_and_multus():
+    cfg = load("oci-dev")
+    p = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert (p.device_resource, p.devices_per_node, p.nccl_net) == ("nvidia.com/rdma-vf", 16, "IB")
+    assert p.annotations["k8s.v1.cni.cncf.io/networks"].split(",") == ["rdma-vf"] * 16
+    for k, v in {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "41", "NCCL_IB_SL": "0", "NCCL_IB_TIMEOUT": "22",
+                 "NCCL_IB_SPLIT_DATA_ON_QPS": "0", "NCCL_CUMEM_ENABLE": "0", "NCCL_SOCKET_IFNAME": "eth0",
+                 "NCCL_IGNORE_CPU_AFFINITY": "1", "NCCL_IB_HCA": "mlx5"}.items():
+        assert p.env[k] == v
+    h200 = load("oci-dev", nodePools=[{"name": "gpu", "machine": "BM.GPU.H200.8", "nodeCount": 2,
+                                       "zone": "Uocm:US-ASHBURN-AD-1", "imageId": "ocid1.image.oc1..x"}], workloads=[])
+    assert fabric.profile_for(h200, h200.node_pools[0]).devices_per_node == 8
+
+
+def test_fabric_disabled_gives_nothing():
+    cfg = load("aws-dev", fabric={"enabled": False})
+    assert not fabric.profile_for(cfg, cfg.node_pools[0]).enabled
+    assert kyverno.cluster_policies(cfg) == []
+
+
+# ---------------------------------------------------------------- Kyverno policies
+@pytest.mark.parametrize("stack", STACKS)
+def test_policies_validate_against_crd_and_jmespath_compiles(stack):
+    cfg = load(stack)
+    pols = kyverno.cluster_policies(cfg)
+    assert len(pols) == 1
+    for pol in pols:
+        assert validation.validate_object(pol) == []
+        assert validation.kyverno_jmespath_errors(pol) == []
+        assert validation.kyverno_expressions(pol)          # there are expressions to check
+        assert pol["spec"]["webhookConfiguration"] == {"failurePolicy": "Fail",
+                                                       "timeoutSeconds": cfg.fabric.webhook_timeout_seconds}
+        v = [r for r in pol["spec"]["rules"] if "validate" in r][0]["validate"]
+        assert v["failureAction"] == "Enforce"
+
+
+def test_policy_matches_any_owner_and_nemo_annotation():
+    cfg = load("aws-dev")
+    (pol,) = kyverno.cluster_policies(cfg)
+    for r in pol["spec"]["rules"]:
+        for f in r["match"]["any"]:
+            assert f["resources"]["kinds"] == ["Pod"] and f["resources"]["operations"] == ["CREATE"]
+        assert "exclude" not in r
+    assert kyverno.matches(pol, {"metadata": {"labels": {"multinode.dev/fabric": "enabled"}}})
+    assert kyverno.matches(pol, {"metadata": {"annotations": {pools.NEMO_ANNOTATION: "true"}}})
+    assert not kyverno.matches(pol, {"metadata": {"labels": {"app": "x"}}})
+
+
+def test_webhook_timeout_from_config():
+    cfg = load("aws-dev", fabric={"webhookTimeoutSeconds": 27})
+    assert kyverno.cluster_policies(cfg)[0]["spec"]["webhookConfiguration"]["timeoutSeconds"] == 27
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_validate_rule_rejects_pod_without_fabric_and_accepts_mutated(stack):
+    cfg = load(stack)
+    (pol,) = kyverno.cluster_policies(cfg)
+    t = lws_like(cfg)["worker"]
+    pod = {"apiVersion": "v1", "kind": "Pod", **t}
+    assert kyverno.denied_containers(pol, pod) == ["engine"]            # GPU container, no fabric
+    mutated = effective_pod.apply_policy_to_pod(pod, pol)
+    assert kyverno.denied_containers(pol, mutated) == []
+    # the pin alone is not enough where a device resource exists, and vice versa
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    broken = copy.deepcopy(mutated)
+    broken["spec"]["containers"][0]["env"] = [e for e in broken["spec"]["containers"][0]["env"]
+                                              if e["name"] != "NCCL_NET"]
+    assert kyverno.denied_containers(pol, broken) == ["engine"]
+    if profile.device_resource:
+        broken = copy.deepcopy(mutated)
+        del broken["spec"]["containers"][0]["resources"]["limits"][profile.device_resource]
+        assert kyverno.denied_containers(pol, broken) == ["engine"]
+    # wrong transport pinned by hand: refused too
+    wrong = copy.deepcopy(mutated)
+    for e in wrong["spec"]["containers"][0]["env"]:
+        if e["name"] == "NCCL_NET":
+            e["value"] = "Socket"
+    assert kyverno.denied_containers(pol, wrong) == ["engine"]
+
+
+def test_multi_pool_policies_select_their_pool():
+    cfg = load("aws-dev", nodePools=[
+        {"name": "p5", "machine": "p5.48xlarge", "nodeCount": 2, "zone": "us-east-1a", "subnetId": "subnet-1"},
+        {"name": "p5en", "machine": "p5en.48xlarge", "nodeCount": 2, "zone": "us-east-1a", "subnetId": "subnet-1"}],
+        workloads=[])
+    pols = {p["metadata"]["name"]: p for p in kyverno.cluster_policies(cfg)}
+    assert set(pols) == {"multinode-fabric-p5", "multinode-fabric-p5en"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {pools.FABRIC_POD_LABEL: "enabled"}},
+           "spec": {"nodeSelector": {pools.POOL_LABEL: "p5en"}, "containers": [gpu_container()]}}
+    out = effective_pod.apply_policy_to_pod(pod, pols["multinode-fabric-p5"])
+    assert "vpc.amazonaws.com/efa" not in out["spec"]["containers"][0]["resources"]["limits"]
+    out = effective_pod.apply_policy_to_pod(pod, pols["multinode-fabric-p5en"])
+    assert out["spec"]["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == "16"
+    for p in pols.values():
+        assert validation.validate_object(p) == [] and validation.kyverno_jmespath_errors(p) == []
+
+
+# ---------------------------------------------------------------- effective pods
+@pytest.mark.parametrize("stack", STACKS)
+def test_leader_and_worker_get_the_same_fabric_and_validate(stack):
+    cfg = load(stack)
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    roles = {r: effective_pod.apply_profile_to_template(t, profile) for r, t in lws_like(cfg).items()}
+    assert roles["leader"] == roles["worker"]
+    for eff in roles.values():
+        assert validation.validate_pod_spec(eff["spec"]) == []
+        engine, metrics = eff["spec"]["containers"]
+        env = env_of(engine)
+        assert env["NCCL_NET"] == profile.nccl_net and env["MODEL"] == "x"
+        for k, v in profile.env.items():
+            assert env[k] == v
+        if profile.device_resource:
+            assert engine["resources"]["limits"][profile.device_resource] == str(profile.devices_for(8))
+        assert metrics == {"name": "metrics", "image": "busybox:1.36"}          # no GPUs: untouched
+        for k, v in profile.annotations.items():
+            assert eff["metadata"]["annotations"][k] == v
+        names = {v["name"] for v in eff["spec"].get("volumes", [])}
+        assert {v["name"] for v in profile.volumes} <= names
+
+
+@pytest.mark.parametrize("stack,gpus,expect", [("aws-dev", 4, 16), ("aws-dev", 1, 4), ("azure-dev", 2, 1),
+                                               ("oci-dev", 3, 6)])
+def test_device_count_is_gpus_times_devices_per_gpu(stack, gpus, expect):
+    cfg = load(stack)
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    spec = effective_pod.apply_profile({"containers": [gpu_container(gpus=gpus), gpu_container("b", gpus=0)]},
+                                       profile)
+    assert spec["containers"][0]["resources"]["limits"][profile.device_resource] == str(expect)
+    assert profile.devices_for(gpus) == expect                         # JMESPath == Python
+    assert profile.device_resource not in spec["containers"][1]["resources"]["limits"]
+
+
+def test_fractional_devices_round_up():
+    cfg = load("aws-dev", nodePools=[{"name": "gpu", "machine": "p4d.24xlarge", "nodeCount": 2, "zone": "us-east-1a",
+                                      "subnetId": "subnet-1"}], workloads=[])
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])                 # 4 EFA for 8 GPUs
+    for gpus, expect in [(1, 1), (2, 1), (3, 2), (8, 4)]:
+        spec = effective_pod.apply_profile({"containers": [gpu_container(gpus=gpus)]}, profile)
+        assert spec["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == str(expect)
+
+
+def test_string_gpu_limit_and_unlabelled_pod():
+    cfg = load("aws-dev")
+    (pol,) = kyverno.cluster_policies(cfg)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {pools.FABRIC_POD_LABEL: "enabled"}},
+           "spec": {"containers": [gpu_container(gpus="8")]}}
+    assert effective_pod.apply_policy_to_pod(pod, pol)["spec"]["containers"][0]["resources"]["limits"][
+        "vpc.amazonaws.com/efa"] == "32"
+    plain = {**pod, "metadata": {"labels": {"app": "single-node"}}}
+    assert effective_pod.apply_policy_to_pod(plain, pol) == plain
