@@ -14,6 +14,7 @@ from components.clouds.base import TYPE_PREFIX, CheckpointStorageArgs, ClusterAc
 from components.kubernetes.addons import ClusterAddons
 from components.kubernetes.fabric import FabricPolicies
 from components.kubernetes.objects import k8s_object
+from components.kubernetes.workloads import create_workloads
 from multinode.config import StackConfig
 
 
@@ -40,6 +41,12 @@ class Platform(pulumi.ComponentResource):
         self.addons = ClusterAddons("addons", config, provider=self.cluster.provider, opts=child)
         self.fabric = FabricPolicies("fabric", config, self.addons, provider=self.cluster.provider, opts=child)
 
+        # workloads last: after the pools, the checkpoint claim they mount, the CRDs of their kinds and
+        # the Kyverno fabric policies (a multi-node pod admitted before them would miss its fabric)
+        self.workloads = create_workloads(self, config, self.cluster.provider,
+                                          list(self.node_pools.values()) + ([self.storage] if self.storage else [])
+                                          + [self.addons, self.fabric])
+
         # Bring your own objects (multinode:manifests): applied as-is; claims and volumes kept like ours.
         self.manifests = []
         for obj in config.manifests:
@@ -56,4 +63,5 @@ class Platform(pulumi.ComponentResource):
             "nodePools": {n: {"machine": p.machine, "nodeCount": p.node_count, "fabric": p.fabric}
                           for n, p in self.node_pools.items()},
             "checkpointClaim": self.storage.claim_name if self.storage else None,
+            "workloads": {n: {"kind": wl.kind, "objects": wl.objects} for n, wl in self.workloads.items()},
         })

@@ -230,8 +230,9 @@ class Workload(_Model):
     network_topology: Optional[NetworkTopology] = None
     deepspeed_config: Optional[Dict[str, Any]] = None
     checkpoint_dir: Optional[str] = None
-    # nccl-test
+    # nccl-test: threshold = minBusBandwidthGbps / 8 GB/s, else catalog Gbit/s / 8 x busBandwidthEfficiency
     min_bus_bandwidth_gbps: Optional[float] = Field(default=None, gt=0)
+    bus_bandwidth_efficiency: float = Field(default=0.6, gt=0, le=1)
 
 
 class StackConfig(_Model):
@@ -369,7 +370,8 @@ def parse_raw_value(value: Any) -> Any:
 def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = "stack config") -> StackConfig:
     """Validate a mapping of config keys (no namespace prefix). Raises ConfigError."""
     secrets = set(secret_keys)
-    data = {k: parse_raw_value(v) for k, v in raw.items()}
+    # secrets are opaque strings (an imagePullSecret is a JSON document, and must stay text)
+    data = {k: (v if k in SECRET_KEYS else parse_raw_value(v)) for k, v in raw.items()}
     plain_secrets = [Problem(k, f"is a secret but is stored in plain text; store it with "
                                 f"`pulumi config set --secret {NAMESPACE}:{k} ...`")
                      for k in SECRET_KEYS if k in data and k not in secrets]
@@ -578,8 +580,11 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
         p.append(Problem(f"{at}.engine", f"{w.engine!r} does not run as {w.kind}; use one of {', '.join(engines)}"))
     if w.kind in INFERENCE_KINDS and not w.model:
         p.append(Problem(f"{at}.model", f"{w.kind} needs the model to serve, e.g. meta-llama/Llama-3.1-405B-Instruct"))
-    if w.kind in TRAINING_KINDS and not w.script and w.kind != "mpijob":
-        p.append(Problem(f"{at}.script", f"{w.kind} needs the training script torchrun starts, e.g. /workspace/train.py"))
+    if w.kind in TRAINING_KINDS and not w.script:
+        starter = "mpirun" if w.kind == "mpijob" else "torchrun"
+        p.append(Problem(f"{at}.script", f"{w.kind} needs the training script {starter} starts, e.g. "
+                                         f"/workspace/train.py"))
+    p.extend(_workload_runtime_problems(cfg, at, w, m, pool))
     if w.queue and cfg.queues and w.queue not in queues and w.queue != "default":
         p.append(Problem(f"{at}.queue", f"no queue named {w.queue!r}; define it under queues or use one of "
                                         f"{', '.join(sorted(queues))}"))
@@ -630,4 +635,61 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
         tp = w.tensor_parallel or 1
         for f in topology.check_training(w.nodes, gpn, w.nodes, gpn, tp, w.pipeline_parallel):
             p.append(Problem(f"{at}.{f.field}", f.message))
+    return p
+
+
+# Env names that carry credentials: they come from the top-level secrets, never from workloads[].env.
+SECRET_ENV_NAMES = {"HF_TOKEN": "hfToken", "HUGGING_FACE_HUB_TOKEN": "hfToken", "NGC_API_KEY": "ngcApiKey"}
+IMAGE_REQUIRED = {"nim": "an NGC NIM image, e.g. nvcr.io/nim/meta/llama-3.1-405b-instruct:<tag>",
+                  "mpijob": "an image with Open MPI, sshd and your training code",
+                  "nccl-test": "an image with Open MPI, sshd and nccl-tests built for this fabric"}
+
+
+def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalog.Machine,
+                               pool: NodePool) -> List[Problem]:
+    """Checks the workload builders rely on (multinode/manifests/workloads)."""
+    p: List[Problem] = []
+    if w.kind == "dynamo":
+        p.append(Problem(f"{at}.kind", "kind 'dynamo' (DynamoGraphDeployment) is not rendered yet; use "
+                                       "grove-inference, which deploys the same Dynamo layout on Grove"))
+    for name in w.env:
+        if name.upper() in SECRET_ENV_NAMES:
+            key = SECRET_ENV_NAMES[name.upper()]
+            p.append(Problem(f"{at}.env.{name}", f"credentials never go in env; remove it and set the secret "
+                                                 f"`pulumi config set --secret {NAMESPACE}:{key} ...`"))
+    need_storage = w.kind != "nccl-test"
+    if need_storage and cfg.storage is None:
+        p.append(Problem(f"{at}.kind", f"{w.kind} keeps its model cache and checkpoints on the ReadWriteMany "
+                                       f"volume; configure storage"))
+    if need_storage and cfg.storage is not None and w.namespace != cfg.storage.namespace:
+        p.append(Problem(f"{at}.namespace", f"{w.namespace!r}, but the checkpoint claim lives in namespace "
+                                            f"{cfg.storage.namespace!r}; use namespace {cfg.storage.namespace!r}"))
+    key = "nccl-test" if w.kind == "nccl-test" else ("mpijob" if w.kind == "mpijob" else w.engine)
+    if key in IMAGE_REQUIRED and not w.image:
+        p.append(Problem(f"{at}.image", f"{w.kind} {w.engine or ''} has no default image; set image to "
+                                        f"{IMAGE_REQUIRED[key]}".replace("  ", " ")))
+    if w.engine == "nim" and not cfg.ngc_api_key:
+        p.append(Problem("ngcApiKey", f"{at} runs NIM, which downloads its model from NGC; set "
+                                      f"`pulumi config set --secret {NAMESPACE}:ngcApiKey ...`"))
+    if w.kind == "grove-inference" and w.engine == "trtllm":
+        roles = [w.disaggregated.prefill, w.disaggregated.decode] if w.disaggregated else []
+        if any(r.nodes > 1 for r in roles) or (not w.disaggregated and w.nodes > 1):
+            p.append(Problem(f"{at}.engine", "trtllm roles spanning nodes need an MPI launcher this project does "
+                                             "not render; use vllm or sglang, or one node per role"))
+    if w.kind == "nccl-test" and not cfg.addons.volcano.enabled:
+        p.append(Problem(f"{at}.kind", "nccl-test runs as a Volcano Job (mpi plugin); set addons.volcano.enabled true"))
+    if w.kind == "nccl-test":
+        n = w.nodes if w.nodes > 1 else pool.node_count
+        if n < 2:
+            p.append(Problem(f"{at}.nodes", f"a bandwidth check across nodes needs 2 or more; node pool "
+                                            f"{pool.name!r} has {pool.node_count}"))
+        if n > pool.node_count:
+            p.append(Problem(f"{at}.nodes", f"{n} nodes, but node pool {pool.name!r} has {pool.node_count}; "
+                                            f"use at most {pool.node_count}"))
+        confirmed = m.bandwidth_gbps is not None and "bandwidth_gbps" not in m.unconfirmed
+        if w.min_bus_bandwidth_gbps is None and not confirmed:
+            p.append(Problem(f"{at}.minBusBandwidthGbps",
+                             f"the catalog has no confirmed fabric bandwidth for {m.name}, so the check has no "
+                             f"threshold; set minBusBandwidthGbps (Gbit/s of bus bandwidth the check must reach, "
+                             f"e.g. 1200 for 150 GB/s)"))
     return p

@@ -37,17 +37,25 @@ OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {
 }
 
 
+def _mask(secret_value: Any) -> Any:
+    """A secret's recorded form: "[secret]", or for a secret map (e.g. a Secret's stringData, which the
+    SDK marks secret as a whole) its keys with every value "[secret]", so the object keeps its shape."""
+    if isinstance(secret_value, dict) and rpc._special_sig_key not in secret_value:
+        return {k: SECRET_PLACEHOLDER for k in secret_value}
+    return SECRET_PLACEHOLDER
+
+
 def _clean(value: Any) -> Any:
     """Protobuf-JSON property values -> plain data with secrets and unknowns made visible."""
     if isinstance(value, dict):
         sig = value.get(rpc._special_sig_key)
         if sig == rpc._special_secret_sig:
-            return SECRET_PLACEHOLDER
+            return _mask(value.get("value"))
         if sig == rpc._special_resource_sig:
             return value.get("urn", "")
         if sig == rpc._special_output_value_sig:
             if value.get("secret"):
-                return SECRET_PLACEHOLDER
+                return _mask(value.get("value"))
             return _clean(value["value"]) if "value" in value else UNKNOWN_PLACEHOLDER
         return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -135,6 +135,7 @@ def test_explicit_machine_spec():
     raw["nodePools"][0].pop("machine")
     raw["nodePools"][0]["machineSpec"] = {"name": "lab-h100x4", "gpus": 4, "gpuMemoryGb": 80, "fabric": "efa",
                                           "fabricNics": 4}
+    raw["workloads"] = raw["workloads"][:1]   # the example's other workloads are sized for 8-GPU nodes
     raw["workloads"][0].update({"tensorParallel": 4, "pipelineParallel": 2, "precision": "fp8"})
     cfg = _load(raw, secrets)
     m = cfg.machine(cfg.node_pools[0])

@@ -1,0 +1,42 @@
+"""Plain-dict builders for the model workloads, one module per kind:
+
+  lws-inference     lws.py          LeaderWorkerSet + leader Service (vLLM, SGLang, NIM)
+  grove-inference   grove.py        Grove PodCliqueSet (frontend, prefill, decode) + frontend Service
+  volcano-training  volcano.py      Volcano Job (master + worker tasks, torchrun)
+  indexed-job       indexed_job.py  Indexed batch Job + headless Service (torchrun)
+  mpijob            mpijob.py       Kubeflow MPIJob v2beta1 (mpirun / Horovod)
+  nccl-test         nccl_test.py    Volcano Job running nccl-tests all_reduce_perf + verdict ConfigMap
+
+`build(cfg, workload)` returns a `WorkloadManifests` (objects in apply order + the Secrets to create
+from Pulumi secrets). Nothing here imports Pulumi.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Callable, Dict
+
+from ...config import StackConfig, Workload
+from . import grove, indexed_job, lws, mpijob, nccl_test, volcano
+from .common import SecretRef, WorkloadManifests
+from .nccl_test import parse_verdict
+
+BUILDERS: Dict[str, Callable[[StackConfig, Workload], WorkloadManifests]] = {
+    "lws-inference": lws.build,
+    "grove-inference": grove.build,
+    "volcano-training": volcano.build,
+    "indexed-job": indexed_job.build,
+    "mpijob": mpijob.build,
+    "nccl-test": nccl_test.build,
+}
+
+__all__ = ["BUILDERS", "build", "parse_verdict", "SecretRef", "WorkloadManifests"]
+
+
+def build(cfg: StackConfig, w: Workload) -> WorkloadManifests:
+    builder = BUILDERS.get(w.kind)
+    if builder is None:
+        raise ValueError(f"workload kind {w.kind!r} has no builder (known: {', '.join(BUILDERS)})")
+    out = builder(cfg, w)
+    # independent copies: builders share small dicts (env lists, labels) between pod templates
+    out.objects = [copy.deepcopy(o) for o in out.objects]
+    return out

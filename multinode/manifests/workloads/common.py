@@ -1,0 +1,265 @@
+"""Pieces every workload builder shares: labels, GPU resources, the pool placement, /dev/shm, the
+RWX volume, secret references and probes.
+
+Rules kept here so every workload kind agrees on them:
+- a pod that spans nodes carries FABRIC_POD_LABEL=FABRIC_POD_LABEL_VALUE; the fabric itself (devices,
+  NCCL env, volumes) is injected by the Kyverno policies generated from multinode/fabric.py, never here;
+- GPU requests equal GPU limits (nvidia.com/gpu = GPUs per pod) on every GPU pod of a gang;
+- credentials reach containers only through `valueFrom.secretKeyRef` / `imagePullSecrets`: the
+  Workload component creates the Kubernetes Secrets named by `SecretRef` from Pulumi secrets.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from ... import pools
+from ...config import StackConfig, Workload
+from ..storage import MANAGED_BY
+
+GPU_RESOURCE = "nvidia.com/gpu"
+WORKLOAD_LABEL = "multinode.dev/workload"
+ROLE_LABEL = "multinode.dev/role"
+SHM_VOLUME = "dshm"
+DATA_VOLUME = "checkpoints"
+RESULTS_VOLUME = "results"
+
+# Images used when a workload sets none (pinned tags; the stack's `image` wins). NIM, MPI and
+# nccl-tests images are site specific, so those kinds must name their image (config check).
+DEFAULT_IMAGES = {
+    "vllm": "vllm/vllm-openai:v0.11.0",
+    "sglang": "lmsysorg/sglang:v0.5.3-cu126",
+    "torchrun": "nvcr.io/nvidia/pytorch:25.08-py3",
+    "deepspeed": "nvcr.io/nvidia/pytorch:25.08-py3",
+}
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """A Kubernetes Secret the Workload component creates from the Pulumi secret `config_key`."""
+    config_key: str        # hfToken | ngcApiKey | imagePullSecret (top-level stack secrets)
+    name: str              # Kubernetes Secret name
+    key: str               # data key inside the Secret
+    secret_type: str = "Opaque"
+
+
+@dataclass
+class WorkloadManifests:
+    """Everything one workload needs, as plain dicts, plus the Secrets to create from Pulumi secrets."""
+    name: str
+    kind: str
+    namespace: str
+    objects: List[Dict[str, Any]] = field(default_factory=list)
+    secrets: List[SecretRef] = field(default_factory=list)
+    # objects whose `data` the cluster writes (Pulumi must not reset it): names of ConfigMaps
+    runtime_written: List[str] = field(default_factory=list)
+
+
+def labels(w: Workload, role: Optional[str] = None) -> Dict[str, str]:
+    out = dict(MANAGED_BY)
+    out[WORKLOAD_LABEL] = w.name
+    if role:
+        out[ROLE_LABEL] = role
+    return out
+
+
+def fabric_labels(w: Workload, role: Optional[str] = None) -> Dict[str, str]:
+    """Labels of a pod that spans nodes: the Kyverno fabric policies select it by FABRIC_POD_LABEL."""
+    out = labels(w, role)
+    out[pools.FABRIC_POD_LABEL] = pools.FABRIC_POD_LABEL_VALUE
+    return out
+
+
+def metadata(w: Workload, name: Optional[str] = None, role: Optional[str] = None) -> Dict[str, Any]:
+    return {"name": name or w.name, "namespace": w.namespace, "labels": labels(w, role)}
+
+
+def image(w: Workload) -> str:
+    if w.image:
+        return w.image
+    return DEFAULT_IMAGES[w.engine or ""]
+
+
+def gpu_resources(gpus: int) -> Dict[str, Any]:
+    """Identical requests and limits: extended resources must match, and the gang must be uniform."""
+    return {"requests": {GPU_RESOURCE: str(gpus)}, "limits": {GPU_RESOURCE: str(gpus)}}
+
+
+def mount_path(cfg: StackConfig) -> str:
+    return cfg.storage.mount_path if cfg.storage else "/checkpoints"
+
+
+def claim_name(cfg: StackConfig) -> Optional[str]:
+    """The RWX claim every rank mounts (existing claim, else the claim named after storage.name)."""
+    if cfg.storage is None:
+        return None
+    return cfg.storage.existing_claim or cfg.storage.name
+
+
+def checkpoint_dir(cfg: StackConfig, w: Workload) -> str:
+    """Per-workload checkpoint folder on the RWX volume (resume-from-latest reads it)."""
+    return w.checkpoint_dir or f"{mount_path(cfg)}/checkpoints/{w.name}"
+
+
+def model_cache_dir(cfg: StackConfig) -> str:
+    """Shared model cache on the RWX volume: downloaded once, read by every pod and every restart."""
+    return f"{mount_path(cfg)}/models"
+
+
+def volumes(cfg: StackConfig, w: Workload, with_data: bool = True) -> List[Dict[str, Any]]:
+    # /dev/shm as a memory-backed emptyDir: NCCL and the engines' IPC need more than the 64 MiB default.
+    out: List[Dict[str, Any]] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
+                                                                   "sizeLimit": f"{w.shm_size_gi}Gi"}}]
+    claim = claim_name(cfg)
+    if with_data and claim:
+        out.append({"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": claim, "readOnly": False}})
+    return out
+
+
+def volume_mounts(cfg: StackConfig, with_data: bool = True) -> List[Dict[str, Any]]:
+    out: List[Dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    if with_data and claim_name(cfg):
+        out.append({"name": DATA_VOLUME, "mountPath": mount_path(cfg), "readOnly": False})
+    return out
+
+
+# ------------------------------------------------------------------ secrets
+def hf_secret(w: Workload) -> SecretRef:
+    return SecretRef("hfToken", f"{w.name}-hf-token", "token")
+
+
+def ngc_secret(w: Workload) -> SecretRef:
+    return SecretRef("ngcApiKey", f"{w.name}-ngc-api-key", "NGC_API_KEY")
+
+
+def pull_secret(w: Workload) -> SecretRef:
+    return SecretRef("imagePullSecret", f"{w.name}-image-pull", ".dockerconfigjson",
+                     "kubernetes.io/dockerconfigjson")
+
+
+def secret_env(name: str, ref: SecretRef) -> Dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+
+
+def model_secrets(cfg: StackConfig, w: Workload, want_hf: bool = True,
+                  want_ngc: bool = False) -> List[SecretRef]:
+    """The Secrets this workload uses, given which stack secrets are set."""
+    out: List[SecretRef] = []
+    if want_hf and cfg.hf_token:
+        out.append(hf_secret(w))
+    if want_ngc and cfg.ngc_api_key:
+        out.append(ngc_secret(w))
+    if cfg.image_pull_secret:
+        out.append(pull_secret(w))
+    return out
+
+
+def secret_envs(secrets: List[SecretRef]) -> List[Dict[str, Any]]:
+    out: List[Dict[str, Any]] = []
+    for s in secrets:
+        if s.config_key == "hfToken":
+            out.append(secret_env("HF_TOKEN", s))
+        elif s.config_key == "ngcApiKey":
+            out.append(secret_env("NGC_API_KEY", s))
+    return out
+
+
+def image_pull_secrets(secrets: List[SecretRef]) -> List[Dict[str, str]]:
+    return [{"name": s.name} for s in secrets if s.config_key == "imagePullSecret"]
+
+
+def plain_env(values: Dict[str, str]) -> List[Dict[str, Any]]:
+    return [{"name": k, "value": str(v)} for k, v in values.items()]
+
+
+def label_env(name: str, label: str) -> Dict[str, Any]:
+    """An env var read from one of the pod's own labels through the downward API."""
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{label}']"}}}
+
+
+# ------------------------------------------------------------------ probes
+PROBE_PERIOD_SECONDS = 30
+
+
+def startup_failure_threshold(w: Workload) -> int:
+    """Enough periods to cover startupTimeoutMinutes (the first model download can take an hour)."""
+    return max(1, math.ceil(w.startup_timeout_minutes * 60 / PROBE_PERIOD_SECONDS))
+
+
+def http_probes(path: str, port: int, w: Workload) -> Dict[str, Any]:
+    get = {"httpGet": {"path": path, "port": port}}
+    return {
+        "startupProbe": {**get, "periodSeconds": PROBE_PERIOD_SECONDS,
+                         "failureThreshold": startup_failure_threshold(w), "timeoutSeconds": 5},
+        "readinessProbe": {**get, "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 5},
+    }
+
+
+# ------------------------------------------------------------------ pod spec
+def pod_spec(cfg: StackConfig, w: Workload, containers: List[Dict[str, Any]], *,
+             secrets: List[SecretRef], restart_policy: Optional[str] = None,
+             with_data: bool = True, extra_volumes: Optional[List[Dict[str, Any]]] = None,
+             scheduler_name: Optional[str] = None, service_account: Optional[str] = None,
+             gpu_pool: bool = True) -> Dict[str, Any]:
+    """A pod spec placed on the workload's pool (nodeSelector + GPU toleration)."""
+    pool = cfg.pool(w.node_pool)
+    spec: Dict[str, Any] = {}
+    if scheduler_name:
+        spec["schedulerName"] = scheduler_name
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    if service_account:
+        spec["serviceAccountName"] = service_account
+    if gpu_pool:
+        spec["nodeSelector"] = pools.node_selector(cfg, pool)
+        spec["tolerations"] = pools.tolerations()
+    pulls = image_pull_secrets(secrets)
+    if pulls:
+        spec["imagePullSecrets"] = pulls
+    spec["containers"] = containers
+    spec["volumes"] = volumes(cfg, w, with_data) + list(extra_volumes or [])
+    return spec
+
+
+def container(name: str, img: str, *, command: Optional[List[str]] = None, args: Optional[List[str]] = None,
+              env: Optional[List[Dict[str, Any]]] = None, gpus: int = 0,
+              mounts: Optional[List[Dict[str, Any]]] = None, ports: Optional[List[Dict[str, Any]]] = None,
+              probes: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    c: Dict[str, Any] = {"name": name, "image": img}
+    if command:
+        c["command"] = command
+    if args:
+        c["args"] = args
+    if env:
+        c["env"] = env
+    if ports:
+        c["ports"] = ports
+    if gpus:
+        c["resources"] = gpu_resources(gpus)
+    if mounts:
+        c["volumeMounts"] = mounts
+    if probes:
+        c.update(probes)
+    return c
+
+
+def shell(script: str) -> List[str]:
+    return ["/bin/bash", "-c", script]
+
+
+def service(w: Workload, name: str, selector: Dict[str, str], ports: List[Dict[str, Any]],
+            headless: bool = False) -> Dict[str, Any]:
+    spec: Dict[str, Any] = {"selector": selector, "ports": ports}
+    if headless:
+        spec["clusterIP"] = "None"
+        spec["publishNotReadyAddresses"] = True   # ranks must resolve each other before they are Ready
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata(w, name), "spec": spec}
+
+
+def configmap(w: Workload, name: str, data: Dict[str, str]) -> Dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(w, name), "data": data}
+
+
+def volcano_queue(cfg: StackConfig, w: Workload) -> str:
+    return w.queue or (cfg.queues[0].name if cfg.queues else "default")

@@ -1,0 +1,134 @@
+"""Multi-node inference on LeaderWorkerSet (leaderworkerset.x-k8s.io/v1): vLLM, SGLang or NIM.
+
+One LWS group = one model instance over `nodes` pods (size = nodes); `replicas` groups serve data
+parallel. Leader and workers request the same GPUs and carry the fabric label, so every pod of the
+gang, leader included, gets the same fabric from the Kyverno policies.
+
+Upstream facts used here (LWS v0.10.0, see schemas/PROVENANCE.md):
+- LWS injects LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX into every pod and labels each
+  pod `leaderworkerset.sigs.k8s.io/worker-index` (LWS docs: reference/labels-annotations-and-
+  environment-variables.md).
+- With the LWS controller configured `gangSchedulingManagement.schedulerProvider: volcano`, LWS creates
+  one Volcano PodGroup per group with minMember = size (startupPolicy LeaderCreated) and takes the queue
+  from the LWS annotation `scheduling.volcano.sh/queue-name`; pods must name `schedulerName: volcano`
+  (kubernetes-sigs/lws pkg/schedulerprovider/volcano_provider.go).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ...config import StackConfig, Workload
+from . import common as c
+
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+RAY_PORT = 6379
+SGLANG_DIST_PORT = 20000
+
+
+def _vllm(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> Dict[str, Any]:
+    """vLLM across nodes on a Ray cluster, the shape vLLM documents for LWS
+    (docs.vllm.ai deployment/frameworks/lws): a Ray head on the leader, workers join at
+    LWS_LEADER_ADDRESS, `vllm serve` on the leader with --tensor-parallel-size/--pipeline-parallel-size."""
+    if leader:
+        serve = ["vllm", "serve", w.model or "", "--host", "0.0.0.0", "--port", str(w.port),
+                 "--tensor-parallel-size", str(tp), "--pipeline-parallel-size", str(pp),
+                 "--distributed-executor-backend", "ray", "--download-dir", c.model_cache_dir(cfg)] + list(w.extra_args)
+        script = (
+            f"ray start --head --port={RAY_PORT}\n"
+            # wait until every pod of the group has joined the Ray cluster, then serve
+            "for i in $(seq 1 600); do\n"
+            "  n=$(python3 -c 'import ray; ray.init(address=\"auto\", logging_level=\"ERROR\"); "
+            "print(len([x for x in ray.nodes() if x[\"Alive\"]]))' 2>/dev/null || echo 0)\n"
+            '  [ "$n" -ge "$LWS_GROUP_SIZE" ] && break; sleep 5\n'
+            "done\n"
+            "exec " + " ".join(_quote(a) for a in serve))
+    else:
+        script = (f"until ray start --address=$LWS_LEADER_ADDRESS:{RAY_PORT} --block; do\n"
+                  "  echo waiting for the Ray head at $LWS_LEADER_ADDRESS; sleep 5\ndone")
+    return {"command": c.shell(script), "env": [{"name": "HF_HOME", "value": c.model_cache_dir(cfg)}],
+            "probes": c.http_probes("/health", w.port, w) if leader else None}
+
+
+def _sglang(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> Dict[str, Any]:
+    """SGLang multi-node (docs.sglang.io references/multi_node_deployment): every node runs
+    `sglang.launch_server` with --tp, --nnodes, --node-rank and --dist-init-addr at the leader; the node
+    rank comes from the LWS worker-index label through the downward API."""
+    args = ["python3", "-m", "sglang.launch_server", "--model-path", w.model or "",
+            "--tp", str(tp), "--nnodes", str(w.nodes), "--node-rank", "$(NODE_RANK)",
+            "--dist-init-addr", f"$(LWS_LEADER_ADDRESS):{SGLANG_DIST_PORT}",
+            "--host", "0.0.0.0", "--port", str(w.port), "--download-dir", c.model_cache_dir(cfg)]
+    if pp > 1:
+        args += ["--pp-size", str(pp)]
+    args += list(w.extra_args)
+    env = [c.label_env("NODE_RANK", WORKER_INDEX_LABEL), {"name": "HF_HOME", "value": c.model_cache_dir(cfg)}]
+    return {"command": args, "env": env, "probes": c.http_probes("/health", w.port, w) if leader else None}
+
+
+def _nim(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> Dict[str, Any]:
+    """NVIDIA NIM multi-node on LWS (NIM LLM docs "Multi-Node Deployment"; the NIM env names as NVIDIA
+    Run:ai's distributed-inference NIM guide sets them): NIM_MULTI_NODE=1, the parallel sizes, the number
+    of nodes, NIM_LEADER_ROLE, and NIM_NODE_RANK from the LWS worker-index label. Readiness at
+    /v1/health/ready. The image's own entrypoint starts the leader or the worker."""
+    env = [
+        {"name": "NIM_MULTI_NODE", "value": "1"},
+        {"name": "NIM_TENSOR_PARALLEL_SIZE", "value": str(tp)},
+        {"name": "NIM_PIPELINE_PARALLEL_SIZE", "value": str(pp)},
+        {"name": "NIM_NUM_COMPUTE_NODES", "value": str(w.nodes)},
+        {"name": "NIM_LEADER_ROLE", "value": "1" if leader else "0"},
+        c.label_env("NIM_NODE_RANK", WORKER_INDEX_LABEL),
+        {"name": "NIM_CACHE_PATH", "value": f"{c.model_cache_dir(cfg)}/nim"},
+        {"name": "NIM_SERVER_PORT", "value": str(w.port)},
+    ]
+    return {"command": None, "env": env,
+            "probes": c.http_probes("/v1/health/ready", w.port, w) if leader else None}
+
+
+ENGINES = {"vllm": _vllm, "sglang": _sglang, "nim": _nim}
+
+
+def _quote(arg: str) -> str:
+    import shlex
+    return shlex.quote(arg)
+
+
+def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
+    tp, pp = cfg.tensor_parallel(w), w.pipeline_parallel
+    gpn = cfg.gpus_per_node(w)
+    engine = ENGINES[w.engine or "vllm"]
+    secrets = c.model_secrets(cfg, w, want_hf=w.engine != "nim", want_ngc=w.engine == "nim")
+    volcano = cfg.addons.volcano.enabled
+    img = c.image(w)
+
+    def template(role: str) -> Dict[str, Any]:
+        leader = role == "leader"
+        e = engine(cfg, w, tp, pp, leader)
+        env: List[Dict[str, Any]] = list(e["env"]) + c.secret_envs(secrets) + c.plain_env(w.env)
+        ports = [{"name": "http", "containerPort": w.port}] if leader else None
+        cont = c.container(w.engine or "engine", img, command=e["command"], env=env, gpus=gpn,
+                           mounts=c.volume_mounts(cfg), ports=ports, probes=e["probes"])
+        spec = c.pod_spec(cfg, w, [cont], secrets=secrets, scheduler_name="volcano" if volcano else None)
+        return {"metadata": {"labels": c.fabric_labels(w, role)}, "spec": spec}
+
+    meta = c.metadata(w)
+    if volcano:
+        meta["annotations"] = {VOLCANO_QUEUE_ANNOTATION: c.volcano_queue(cfg, w)}
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": meta,
+        "spec": {
+            "replicas": w.replicas,
+            # LeaderCreated: leader and workers are created together, so a Volcano gang of `size` can form.
+            "startupPolicy": "LeaderCreated",
+            "leaderWorkerTemplate": {
+                "size": w.nodes,
+                # any pod failure recreates the whole group: a TP/PP group cannot lose one member and go on
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": template("leader"),
+                "workerTemplate": template("worker"),
+            },
+        },
+    }
+    svc = c.service(w, w.name, {LWS_NAME_LABEL: w.name, c.ROLE_LABEL: "leader"},
+                    [{"name": "http", "port": w.port, "targetPort": w.port}])
+    return c.WorkloadManifests(w.name, w.kind, w.namespace, [lws, svc], secrets)

@@ -1,0 +1,83 @@
+"""torchrun command lines and the checkpoint convention, shared by the Volcano and Indexed-Job trainers.
+
+Checkpoint convention (the training script's side of the contract, documented in docs/workloads.md):
+- CHECKPOINT_DIR (on the RWX volume, one folder per workload) holds `step-<N>/` folders; rank 0 writes a
+  new one, then atomically points the `latest` symlink at it; other ranks never write there.
+- RESUME_FROM is set at start to the folder `latest` points to, when it exists, so a restarted pod (or
+  the whole job after a restart) resumes from the newest complete checkpoint instead of step 0.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any, Dict, List, Optional
+
+from ...config import StackConfig, Workload
+from . import common as c
+
+RDZV_PORT = 29500
+DEEPSPEED_MOUNT = "/etc/multinode/deepspeed"
+DEEPSPEED_FILE = "ds_config.json"
+
+
+def world_size(cfg: StackConfig, w: Workload) -> int:
+    return w.nodes * cfg.gpus_per_node(w)
+
+
+def torchrun_args(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: Optional[str] = None,
+                  max_restarts: int = 0) -> List[str]:
+    """torchrun: --nnodes = pods, --nproc_per_node = GPUs per pod.
+
+    Without a node rank: the c10d rendezvous at `rdzv_endpoint` (host:port) assigns ranks and lets a
+    restarted pod rejoin (elastic agent, --max_restarts). With a node rank (Indexed Job): the static
+    rendezvous at the rank-0 pod, node rank = the pod's completion index."""
+    args = ["torchrun", f"--nnodes={w.nodes}", f"--nproc_per_node={cfg.gpus_per_node(w)}"]
+    if node_rank is None:
+        args += ["--rdzv_backend=c10d", f"--rdzv_endpoint={rdzv_endpoint}", f"--rdzv_id={w.name}",
+                 f"--max_restarts={max_restarts}"]
+    else:
+        host, _, port = rdzv_endpoint.rpartition(":")
+        args += [f"--node_rank={node_rank}", f"--master_addr={host}", f"--master_port={port}"]
+    args.append(w.script or "train.py")
+    args += list(w.script_args)
+    if w.deepspeed_config is not None:
+        args += ["--deepspeed", "--deepspeed_config", f"{DEEPSPEED_MOUNT}/{DEEPSPEED_FILE}"]
+    return args
+
+
+def launch_script(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: Optional[str] = None,
+                  max_restarts: int = 0) -> str:
+    """Resume-from-latest, then exec torchrun (so signals reach it and its exit code is the pod's)."""
+    cmd = " ".join(a if "$" in a else shlex.quote(a)
+                   for a in torchrun_args(cfg, w, rdzv_endpoint, node_rank, max_restarts))
+    return (
+        f'mkdir -p "$CHECKPOINT_DIR"\n'
+        'if [ -e "$CHECKPOINT_DIR/latest" ]; then export RESUME_FROM="$(readlink -f "$CHECKPOINT_DIR/latest")"; '
+        'echo "resuming from $RESUME_FROM"; fi\n'
+        f"exec {cmd}\n"
+    )
+
+
+def env(cfg: StackConfig, w: Workload, secrets: List[c.SecretRef]) -> List[Dict[str, Any]]:
+    return ([{"name": "CHECKPOINT_DIR", "value": c.checkpoint_dir(cfg, w)},
+             {"name": "HF_HOME", "value": c.model_cache_dir(cfg)}]
+            + c.secret_envs(secrets) + c.plain_env(w.env))
+
+
+def deepspeed_configmap(w: Workload) -> Optional[Dict[str, Any]]:
+    if w.deepspeed_config is None:
+        return None
+    return c.configmap(w, f"{w.name}-deepspeed", {DEEPSPEED_FILE: json.dumps(w.deepspeed_config, indent=1,
+                                                                             sort_keys=True)})
+
+
+def deepspeed_volume(w: Workload) -> List[Dict[str, Any]]:
+    if w.deepspeed_config is None:
+        return []
+    return [{"name": "deepspeed", "configMap": {"name": f"{w.name}-deepspeed"}}]
+
+
+def deepspeed_mount(w: Workload) -> List[Dict[str, Any]]:
+    if w.deepspeed_config is None:
+        return []
+    return [{"name": "deepspeed", "mountPath": DEEPSPEED_MOUNT, "readOnly": True}]
