@@ -47,7 +47,8 @@ class FakeStack:
         self.calls = calls
         self.tags = dict(tags or {})
         self._preview = preview or p.Outcome(changes={"create": 3, "same": 40})
-        self._up = up or p.Outcome(changes={"create": 3, "update": 1, "replace": 2, "same": 40})
+        self._up = up or p.Outcome(changes={"create": 3, "update": 1, "replace": 2, "create-replacement": 2,
+                                            "delete-replaced": 2, "same": 40})
         self._refresh = refresh or p.Outcome(changes={"same": 44})
         self._outputs = {"kubeconfig": "apiVersion: v1\nkind: Config\n"} if outputs is None else outputs
         self._resources = STATE if resources is None else resources
@@ -357,9 +358,11 @@ def test_report_contents():
     assert all(v > 0 for v in doc["durations_seconds"].values())
     assert doc["durations_seconds"]["select"] == 0.25
     assert doc["total_seconds"] == pytest.approx(sum(doc["durations_seconds"].values()))
-    # resources changed by up: create 3 + update 1 + replace 2 (the NCCL check), `same` not counted
+    # resources changed by up: create 3 + update 1 + replace 2 (the NCCL check); `same` and the replacement's
+    # own create-replacement/delete-replaced steps are not counted again
     assert doc["resources"]["changed"] == 6
-    assert doc["resources"]["by_step"]["up"] == {"create": 3, "update": 1, "replace": 2, "same": 40}
+    assert doc["resources"]["by_step"]["up"] == {"create": 3, "update": 1, "replace": 2, "create-replacement": 2,
+                                                 "delete-replaced": 2, "same": 40}
     assert doc["resources"]["by_step"]["preview"] == {"create": 3, "same": 40}
     b = doc["bandwidth"]
     assert b["unit"] == "GB/s" and b["pass"] is True
@@ -597,3 +600,50 @@ def test_bad_arguments_exit_2(capsys):
     from multinode.release import main
     assert main([]) == 2
     assert main(["aws-dev", "--timeout", "soon"]) == 2
+
+
+def test_example_workflow_uses_only_real_flags_and_exit_codes_documented():
+    import re
+    import yaml
+    from multinode.release.cli import _parser
+    text = (ROOT / ".ci" / "examples" / "release.yml").read_text()
+    yaml.safe_load(text)                                           # valid YAML
+    known = {a for action in _parser()._actions for a in action.option_strings}
+    runs = [l for l in text.splitlines() if "multinode release" in l and not l.lstrip().startswith("#")]
+    assert len(runs) == 3
+    block = text[text.index("Dry run (pull request)"):text.index("- name: Summary")]
+    used = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", block))
+    assert used and used <= known, used - known
+    doc = (ROOT / "docs" / "release-pipeline.md").read_text()
+    for code in (p.EXIT_OK, p.EXIT_POLICY, p.EXIT_USAGE, p.EXIT_PROMOTION, p.EXIT_DEPLOY, p.EXIT_BANDWIDTH,
+                 p.EXIT_CHECK):
+        assert f"| {code} | `{p.OUTCOMES[code]}`" in doc
+
+
+def test_adapter_keyword_arguments_exist_on_the_installed_automation_stack():
+    """Every keyword the adapter passes binds to pulumi.automation.Stack's real signature (3.272)."""
+    import inspect
+    from types import SimpleNamespace
+    from pulumi.automation import Stack
+    from multinode.release.adapters import AutomationStack
+
+    class Binding:
+        name = "prod"
+        bound: List[str] = []
+
+        def __getattr__(self, method):
+            def call(**kw):
+                inspect.signature(getattr(Stack, method)).bind(None, **kw)     # raises TypeError on a bad name
+                self.bound.append(method)
+                summary = SimpleNamespace(resource_changes={})
+                return SimpleNamespace(summary=summary, change_summary={})
+            return call
+
+    b = Binding()
+    a = AutomationStack(b, out=lambda _l: None)
+    a.refresh()
+    a.preview(["policy"], refresh=True)
+    a.up(["policy"], ["urn:a"])
+    assert b.bound == ["refresh", "preview", "up"]
+    for name in ("outputs", "export_stack", "list_tags", "set_tag"):
+        assert callable(getattr(Stack, name))

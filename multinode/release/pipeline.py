@@ -29,6 +29,10 @@ EXIT_DEPLOY = 4             # refresh, preview or up failed; or the stack export
 EXIT_BANDWIDTH = 5          # the NCCL check measured less than its threshold
 EXIT_CHECK = 6              # the NCCL check gave no verdict in time, or an unusable one
 
+# ops that change a resource in Pulumi's resource_changes (OpType); `same`/`read`/`refresh` do not, and a
+# replacement's own create-replacement/delete-replaced steps would count it twice
+CHANGE_OPS = ("create", "update", "delete", "replace", "import")
+
 OUTCOMES = {
     EXIT_OK: "released", EXIT_POLICY: "policy-violation", EXIT_USAGE: "cannot-start",
     EXIT_PROMOTION: "promotion-refused", EXIT_DEPLOY: "deploy-failed", EXIT_BANDWIDTH: "bandwidth-below-threshold",
@@ -168,7 +172,7 @@ class Report:
             "total_seconds": round(sum(s["seconds"] for s in self.steps), 3),
             "steps": self.steps,
             "resources": {
-                "changed": sum(n for op, n in up.items() if op != "same"),
+                "changed": changed(up),
                 "by_step": self.resources,
             },
             "policy": {
@@ -190,6 +194,10 @@ class Report:
 
 def _utc(now: Callable[[], datetime]) -> str:
     return now().astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def changed(changes: Dict[str, int]) -> int:
+    return sum(n for op, n in (changes or {}).items() if op in CHANGE_OPS)
 
 
 def _changes(d: Optional[Dict[str, int]]) -> Dict[str, int]:
@@ -298,7 +306,7 @@ def run_release(opts: ReleaseOptions, *, open_stack: StackOpener, connect_cluste
                 report.warnings.append(f"stack {opts.stack} has no nccl-test workload: a release would refuse "
                                        "to start (it is gated on measured bus bandwidth)")
             report.message = (f"dry run of {opts.stack}: preview clean, "
-                              f"{sum(n for op, n in preview.changes.items() if op != 'same')} change(s) pending")
+                              f"{changed(preview.changes)} change(s) pending")
             return report
 
         check_urns: List[str] = []
