@@ -1,0 +1,7 @@
+"""`python -m multinode.release <stack> ...` (same as `python -m multinode release <stack> ...`)."""
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
