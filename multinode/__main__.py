@@ -6,6 +6,8 @@ import sys
 USAGE = """usage: python -m multinode <command> ...
 commands:
   plan <stack> [--out DIR] [--all]   render what a stack would create, offline; exit 0 ok, 1 policy, 2 config
+  release <stack> [--promote-from SRC] [--dry-run] [--report PATH] [--timeout S]
+                                     preview with policies, up, NCCL bandwidth gate, JSON report (needs the Pulumi CLI)
 """
 
 
@@ -18,6 +20,9 @@ def main(argv=None) -> int:
     if cmd == "plan":
         from .plan import main as plan_main
         return plan_main(rest)
+    if cmd == "release":
+        from .release import main as release_main
+        return release_main(rest)
     print(f"unknown command {cmd!r}\n{USAGE}", file=sys.stderr)
     return 2
 
