@@ -1,0 +1,84 @@
+"""The Dynamo platform (its Kubernetes operator) as a Helm release, as plain data.
+
+`dynamo_platform_release(cfg)` returns None when addons.dynamo is off, else a dict whose keys are
+the field names of the add-on ReleaseSpec (key, chart_folder, chart, repository, version,
+namespace, values, installs_crds), so the add-on component can wrap it in a `helm.v3.Release`
+like every other add-on.
+
+Where things come from (ai-dynamo/dynamo, read with the code search tool; not in schemas/):
+- chart `dynamo-platform` from the NGC Helm repository https://helm.ngc.nvidia.com/nvidia/ai-dynamo:
+  docs/kubernetes/installation-guide.md installs it with
+  `helm fetch https://helm.ngc.nvidia.com/nvidia/ai-dynamo/charts/dynamo-platform-${RELEASE_VERSION}.tgz`
+  into namespace `dynamo-system`; the chart installs the nvidia.com CRDs itself ("CRDs are
+  automatically installed by the chart", a pre-install hook Job, values `dynamo-operator.upgradeCRD`).
+- values keys `global.grove.{install,enabled}`, `global.kai-scheduler.{install,enabled}`,
+  `global.lws.{install,enabled}`: deploy/helm/charts/platform/values.yaml (read at commit
+  03a5d4b6e2bd95bbf0793191873c9dbf91179383, chart version 1.3.0). `install` deploys a bundled
+  subchart; `enabled` turns on the operator's integration with an externally installed one. We
+  install Grove, KAI, LWS and Volcano as our own add-ons, so every `install` stays false.
+  UNVERIFIED against a local schema: this project has no copy of the chart's values.yaml (and the
+  pinned release is 1.4.0, newer than the values file read), so helm_values_unknown_keys cannot
+  check these keys here.
+- the orchestrator choice (docs/kubernetes/deployment/multinode-deployment.md, docs/kubernetes/lws.md):
+  Grove (+ KAI for gang scheduling) is the default; LWS + Volcano when Grove is absent or the DGD
+  carries `nvidia.com/enable-grove: "false"` (multinode/manifests/dynamo.py sets that annotation
+  when addons.grove is disabled). The LWS path has no Volcano switch in the chart values: the
+  operator uses Volcano for LWS gangs when it is installed.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, Optional
+
+from ..config import ADDON_VERSIONS, StackConfig
+
+CHART = "dynamo-platform"
+REPOSITORY = "https://helm.ngc.nvidia.com/nvidia/ai-dynamo"
+DEFAULT_NAMESPACE = "dynamo-system"
+CRD_GROUPS = ("nvidia.com",)   # DynamoGraphDeployment, DynamoComponentDeployment, ...
+
+
+def _deep_merge(base: Dict[str, Any], over: Dict[str, Any]) -> Dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in (over or {}).items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def orchestrator(cfg: StackConfig) -> str:
+    """'grove' (Grove + KAI, the upstream default) or 'lws' (LWS + Volcano)."""
+    return "grove" if cfg.addons.grove.enabled else "lws"
+
+
+def platform_values(cfg: StackConfig) -> Dict[str, Any]:
+    """Integration switches only; the stack's addons.dynamo.values is merged over them."""
+    a = cfg.addons
+    grove = orchestrator(cfg) == "grove"
+    lws = a.lws.enabled and a.volcano.enabled
+    values = {
+        "global": {
+            "grove": {"install": False, "enabled": grove},
+            "kai-scheduler": {"install": False, "enabled": grove and a.kai.enabled},
+            "lws": {"install": False, "enabled": lws},
+        },
+    }
+    return _deep_merge(values, a.dynamo.values)
+
+
+def dynamo_platform_release(cfg: StackConfig) -> Optional[Dict[str, Any]]:
+    addon = cfg.addons.dynamo
+    if not addon.enabled:
+        return None
+    return {
+        "key": "dynamo",
+        "chart_folder": "dynamo-platform",   # no values.yaml under schemas/ (see module docstring)
+        "chart": CHART,
+        "repository": REPOSITORY,
+        "version": addon.version or ADDON_VERSIONS["dynamo"],
+        "namespace": addon.namespace or DEFAULT_NAMESPACE,
+        "values": platform_values(cfg),
+        "installs_crds": CRD_GROUPS,
+    }
