@@ -251,7 +251,6 @@ class StackConfig(_Model):
     # Bring your own objects: raw Kubernetes objects applied as-is under the cluster provider (the policy
     # pack checks them like ours).
     manifests: List[Dict[str, Any]] = []
-    protect: bool = True                       # protect stateful cloud resources from deletion
 
     # --- resolved facts, filled by load() ---
     def machine(self, pool: NodePool) -> catalog.Machine:
