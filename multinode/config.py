@@ -648,9 +648,6 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
                                pool: NodePool) -> List[Problem]:
     """Checks the workload builders rely on (multinode/manifests/workloads)."""
     p: List[Problem] = []
-    if w.kind == "dynamo":
-        p.append(Problem(f"{at}.kind", "kind 'dynamo' (DynamoGraphDeployment) is not rendered yet; use "
-                                       "grove-inference, which deploys the same Dynamo layout on Grove"))
     for name in w.env:
         if name.upper() in SECRET_ENV_NAMES:
             key = SECRET_ENV_NAMES[name.upper()]

@@ -191,6 +191,12 @@ def write_effective_pods(result: PlanResult, out: Path) -> List[Path]:
             segs = [x for x in re.split(r"[.\[\]]+", path) if x and x not in ("spec", "template")]
             role = (segs[-1].replace("Template", "") if segs and not segs[-1].isdigit()
                     else "-".join(segs[-2:])) or "pod"
+            if len(segs) >= 3 and segs[-1] == "podTemplate" and segs[-2].isdigit():
+                # DynamoGraphDeployment spec.components[i].podTemplate: name the file after the component
+                items = (obj.get("spec") or {}).get(segs[-3]) or []
+                i = int(segs[-2])
+                if i < len(items) and isinstance(items[i], dict) and items[i].get("name"):
+                    role = str(items[i]["name"])
             out.mkdir(parents=True, exist_ok=True)
             target = out / f"{_slug(str(name))}-{role}.yaml"
             target.write_text(yaml.safe_dump(effective, sort_keys=False))
@@ -216,6 +222,16 @@ def summary(result: PlanResult) -> str:
         lines.append(f"pool {pool.name}: {pool.node_count} x {m.name} ({m.gpus} x {m.gpu_model}), fabric {m.fabric}")
     lines.append(f"nodes {sum(p.node_count for p in cfg.node_pools)}, GPUs {total_gpus}, fabric {cfg.fabric_kind()}")
     for w in cfg.workloads:
+        if w.disaggregated is not None:
+            gpn = cfg.machine(cfg.pool(w.node_pool)).gpus
+            roles = []
+            for name in ("prefill", "decode"):
+                r = getattr(w.disaggregated, name)
+                rg = r.gpus_per_node or gpn
+                tp = r.tensor_parallel or max(1, (r.nodes * rg) // r.pipeline_parallel)
+                roles.append(f"{name} {r.nodes} nodes x {rg} GPUs, tp {tp} x pp {r.pipeline_parallel}")
+            lines.append(f"workload {w.name}: {w.kind} {w.engine or ''} on {w.node_pool}, " + "; ".join(roles))
+            continue
         lines.append(f"workload {w.name}: {w.kind} {w.engine or ''} on {w.node_pool}, {w.nodes} nodes x "
                      f"{cfg.gpus_per_node(w)} GPUs, tp {cfg.tensor_parallel(w)} x pp {w.pipeline_parallel}")
     for a in result.advisories:

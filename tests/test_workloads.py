@@ -59,6 +59,9 @@ def pod_templates(o: Dict[str, Any]) -> Iterator[Tuple[str, Dict[str, Any], int]
     elif k == "MPIJob":
         for role, r in s["mpiReplicaSpecs"].items():
             yield role, r["template"], r["replicas"]
+    elif k == "DynamoGraphDeployment":       # v1beta1: one pod per node of each component's instance
+        for comp in s["components"]:
+            yield comp["name"], comp["podTemplate"], comp.get("multinode", {}).get("nodeCount", 1)
 
 
 def gpu_templates(m: W.WorkloadManifests):
@@ -109,13 +112,15 @@ def test_every_gpu_pod_of_a_gang_requests_identical_gpus_and_carries_the_fabric_
         w = workload(cfg, m.name)
         templates = list(gpu_templates(m))
         assert templates, m.name
-        for where, t, _ in templates:
+        for where, t, pods in templates:
             for c in t["spec"]["containers"]:
                 res = c["resources"]
                 assert res["requests"] == res["limits"], (m.name, where)
-            # a Grove role spans nodes when it has a worker clique; every other kind always does here
+            # a Grove role spans nodes when it has a worker clique, a Dynamo component when its pod count
+            # (multinode.nodeCount) is above 1; every other kind always does here
             names = {x for x, _, _ in templates}
-            multi = m.kind != "grove-inference" or f"{where.rsplit('-', 1)[0]}-wkr" in names
+            multi = (m.kind != "grove-inference" or f"{where.rsplit('-', 1)[0]}-wkr" in names) and (
+                m.kind != "dynamo" or pods > 1)
             if multi:
                 assert t["metadata"]["labels"][pools.FABRIC_POD_LABEL] == pools.FABRIC_POD_LABEL_VALUE, (m.name, where)
             assert t["spec"]["nodeSelector"] == pools.node_selector(cfg, cfg.pool(w.node_pool))

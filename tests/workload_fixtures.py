@@ -33,6 +33,10 @@ WORKLOADS: List[Dict[str, Any]] = [
      "script": "/workspace/train.py"},
     {"name": "train-mpi", "kind": "mpijob", "engine": "mpirun", "nodePool": "gpu", "nodes": 2,
      "image": "example.com/horovod:1.0", "script": "python3 /workspace/train_hvd.py"},
+    {"name": "llama-dynamo", "kind": "dynamo", "engine": "vllm", "model": "meta-llama/Llama-3.1-405B-Instruct-FP8",
+     "precision": "fp8", "nodePool": "gpu",
+     "disaggregated": {"prefill": {"nodes": 1, "tensorParallel": 8},
+                       "decode": {"nodes": 2, "tensorParallel": 8, "pipelineParallel": 2}}},
     {"name": "nccl-check", "kind": "nccl-test", "nodePool": "gpu", "image": "example.com/nccl-tests:2.13"},
 ]
 
@@ -47,7 +51,7 @@ def raw_config(workloads: List[Dict[str, Any]] = None, **over: Any) -> Dict[str,
         "nodePools": [{"name": "gpu", "machine": "p5.48xlarge", "nodeCount": 2,
                        "nodeSelector": {"node.kubernetes.io/instance-type": "p5.48xlarge"}}],
         "storage": {"kind": "existing", "existingStorageClass": "efs-sc", "sizeGib": 1024},
-        "addons": {"grove": {"enabled": True}, "kai": {"enabled": True}},
+        "addons": {"grove": {"enabled": True}, "kai": {"enabled": True}, "dynamo": {"enabled": True}},
         "queues": [{"name": "research", "weight": 1}],
         "workloads": copy.deepcopy(WORKLOADS if workloads is None else workloads),
     }

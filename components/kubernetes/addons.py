@@ -1,4 +1,5 @@
-"""ClusterAddons: Volcano, LeaderWorkerSet, Grove, KAI-Scheduler and Kyverno as Helm releases.
+"""ClusterAddons: Volcano, LeaderWorkerSet, Grove, KAI-Scheduler, Kyverno and the NVIDIA Dynamo platform
+(operator, nvidia.com CRDs) as Helm releases.
 
 Each add-on is optional per stack (addons.<name>.enabled), pinned to config.ADDON_VERSIONS (or
 addons.<name>.version), installed into its own namespace, with addons.<name>.values merged over
@@ -55,6 +56,10 @@ class ClusterAddons(pulumi.ComponentResource):
                 deps.append(self.releases["kai"])      # Grove's PodGangs are scheduled by KAI
             if key == "lws" and "volcano" in self.releases:
                 deps.append(self.releases["volcano"])  # LWS gang scheduling creates Volcano PodGroups
+            if key == "dynamo":
+                # the Dynamo operator hands its multi-node graphs to Grove + KAI (or LWS + Volcano):
+                # install it after whichever of them this stack manages
+                deps += [self.releases[k] for k in ("grove", "kai", "lws", "volcano") if k in self.releases]
             self.releases[key] = helm_release(f"{name}-{spec.release_name}", spec,
                                               pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=deps)))
         self.register_outputs({k: r.status for k, r in self.releases.items()})

@@ -15,6 +15,7 @@ Chart locations (checked with the code search tool; see docs/addons-fabric.md):
   network-operator  https://helm.ngc.nvidia.com/nvidia                 chart network-operator
   gpu-operator      https://helm.ngc.nvidia.com/nvidia                 chart gpu-operator
   aws-efa-k8s-device-plugin  https://aws.github.io/eks-charts
+  dynamo-platform   https://helm.ngc.nvidia.com/nvidia/ai-dynamo      (manifests/dynamo_platform.py)
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from typing import Any, Dict, List, Optional
 from .. import pools
 from ..config import ADDON_VERSIONS, Addon, StackConfig
 from ..fabric import IB_SHARED_RESOURCE, OCI_VF_RESOURCE, profile_for
+from .dynamo_platform import dynamo_platform_release
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,11 @@ def addon_releases(cfg: StackConfig) -> List[ReleaseSpec]:
         # Three admission replicas keep pod creation available through a node loss.
         out.append(_spec(cfg, "kyverno", "kyverno", "kyverno", "https://kyverno.github.io/kyverno/",
                          {"admissionController": {"replicas": 3}}, ("kyverno.io",)))
+    # Dynamo platform (operator + nvidia.com CRDs); last: it integrates with the schedulers above.
+    # Values keys unverified locally (no values.yaml under schemas/; see manifests/dynamo_platform.py).
+    dynamo = dynamo_platform_release(cfg)
+    if dynamo is not None:
+        out.append(ReleaseSpec(**dynamo))
     return out
 
 

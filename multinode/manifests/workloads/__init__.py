@@ -6,6 +6,7 @@
   indexed-job       indexed_job.py  Indexed batch Job + headless Service (torchrun)
   mpijob            mpijob.py       Kubeflow MPIJob v2beta1 (mpirun / Horovod)
   nccl-test         nccl_test.py    Volcano Job running nccl-tests all_reduce_perf + verdict ConfigMap
+  dynamo            dynamo.py       NVIDIA Dynamo DynamoGraphDeployment (the operator renders the pods)
 
 `build(cfg, workload)` returns a `WorkloadManifests` (objects in apply order + the Secrets to create
 from Pulumi secrets). Nothing here imports Pulumi.
@@ -16,7 +17,7 @@ import copy
 from typing import Callable, Dict
 
 from ...config import StackConfig, Workload
-from . import grove, indexed_job, lws, mpijob, nccl_test, volcano
+from . import dynamo, grove, indexed_job, lws, mpijob, nccl_test, volcano
 from .common import SecretRef, WorkloadManifests
 from .nccl_test import parse_verdict
 
@@ -27,6 +28,7 @@ BUILDERS: Dict[str, Callable[[StackConfig, Workload], WorkloadManifests]] = {
     "indexed-job": indexed_job.build,
     "mpijob": mpijob.build,
     "nccl-test": nccl_test.build,
+    "dynamo": dynamo.build,
 }
 
 __all__ = ["BUILDERS", "build", "parse_verdict", "SecretRef", "WorkloadManifests"]
