@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 
 from . import catalog, models, topology
 from .errors import ConfigError, Problem
+from .manifests import CORE_API_GROUPS
 
 NAMESPACE = "multinode"
 SECRET_PLACEHOLDER = "[secret]"
@@ -78,7 +79,7 @@ STORAGE_BY_CLOUD = {
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False,
                               validate_default=True)
 
 
@@ -109,7 +110,7 @@ class MachineSpec(_Model):
 class CapacityReservation(_Model):
     id: str
     type: Literal["reservation", "capacityBlock"] = "reservation"
-    nodes: Optional[int] = Field(default=None, ge=1)   # how many nodes it holds, when known
+    nodes: Optional[int] = Field(default=None, ge=1, le=100000)   # how many nodes it holds, when known
 
 
 class NodePool(_Model):
@@ -396,6 +397,10 @@ def advisories(cfg: StackConfig) -> List[Problem]:
         for f in topology.check_tensor_parallel_span(cfg.tensor_parallel(w), cfg.gpus_per_node(w),
                                                      cfg.fabric_kind(), m.name):
             out.append(Problem(f"workloads[{i}].{f.field}", f.message))
+        if w.nodes > 1 and (cfg.fabric_kind() == "none" or not cfg.fabric.enabled):
+            out.append(Problem(f"workloads[{i}].nodes", f"{w.nodes} nodes with no GPU fabric "
+                                                        f"({'fabric.enabled is false' if not cfg.fabric.enabled else m.name + ' has none'}): "
+                                                        f"NCCL will run over the primary network (TCP sockets)"))
     return out
 
 
@@ -418,6 +423,17 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
     if cloud == "existing" and not cfg.kubeconfig:
         p.append(Problem("kubeconfig", "cloud 'existing' needs the cluster's kubeconfig; set it with "
                                        "`pulumi config set --secret multinode:kubeconfig \"$(cat kubeconfig)\"`"))
+
+    if cfg.image_pull_secret and cfg.image_pull_secret != SECRET_PLACEHOLDER:
+        try:
+            doc = json.loads(cfg.image_pull_secret)
+            ok = isinstance(doc, dict) and isinstance(doc.get("auths"), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            p.append(Problem("imagePullSecret", "[secret] is not a .dockerconfigjson document ({\"auths\": {...}}); "
+                                                "set it from `kubectl create secret docker-registry --dry-run=client "
+                                                "-o jsonpath='{.data.\\.dockerconfigjson}' | base64 -d`"))
 
     # node pools
     names: Dict[str, int] = {}
@@ -461,6 +477,11 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
                                            "set zone, e.g. us-central1-a"))
         if cloud == "oci" and not pool.zone:
             p.append(Problem(f"{at}.zone", "set the availability domain, e.g. 'Uocm:US-ASHBURN-AD-1'"))
+        for key_name, mapping in (("labels", pool.labels), ("nodeSelector", pool.node_selector)):
+            for k, v in mapping.items():
+                bad = _label_problem(k, v)
+                if bad:
+                    p.append(Problem(f"{at}.{key_name}", bad))
         if cloud == "existing" and not pool.node_selector:
             p.append(Problem(f"{at}.nodeSelector", "on an existing cluster, say which nodes form this pool, "
                                                    "e.g. nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}"))
@@ -537,6 +558,11 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
             p.append(Problem(f"manifests[{i}]", f"a Kubernetes object needs {', '.join(missing)}; e.g. "
                                                 f"{{apiVersion: v1, kind: ConfigMap, metadata: {{name: x}}}}"))
             continue
+        group, _, version = obj["apiVersion"].rpartition("/")
+        if not version or (group in CORE_API_GROUPS and not _core_version_exists(group, version)):
+            p.append(Problem(f"manifests[{i}].apiVersion", f"{obj['apiVersion']!r} is not a Kubernetes API version; "
+                                                           f"use e.g. v1, apps/v1, batch/v1 or <group>/<version>"))
+            continue
         ident = (obj["kind"], str((obj.get("metadata") or {}).get("namespace") or ""), name)
         if ident in seen_objects:
             p.append(Problem(f"manifests[{i}]", f"{obj['kind']} {name!r} is already manifests[{seen_objects[ident]}]; "
@@ -551,6 +577,32 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
             p.append(Problem(f"workloads[{i}].name", f"{w.name!r} is already used by workloads[{wnames[w.name]}]"))
         wnames.setdefault(w.name, i)
     return p
+
+
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def _label_problem(key: str, value: str) -> Optional[str]:
+    """Kubernetes label syntax: [prefix/]name, name and value <= 63 chars of [A-Za-z0-9-_.]."""
+    prefix, _, name = key.rpartition("/")
+    if (not name or len(name) > 63 or not _LABEL_NAME.match(name)
+            or (prefix and (len(prefix) > 253 or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", prefix)))):
+        return (f"{key!r} is not a valid label key; use [prefix/]name with letters, digits, '-', '_', '.' "
+                f"(e.g. team or example.com/team)")
+    if len(value) > 63 or not _LABEL_NAME.match(value):
+        return f"label {key}={value!r}: a value is at most 63 letters, digits, '-', '_', '.'"
+    return None
+
+
+def _core_version_exists(group: str, version: str) -> bool:
+    """Whether pulumi_kubernetes has typed resources for this built-in group/version (found, not imported)."""
+    import importlib.util
+    if not re.fullmatch(r"v\d+((alpha|beta)\d+)?", version):
+        return False
+    try:
+        return importlib.util.find_spec(f"pulumi_kubernetes.{CORE_API_GROUPS[group]}.{version}") is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def to_snake(camel: str) -> str:

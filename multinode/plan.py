@@ -10,7 +10,8 @@ monitor, and writes to build/<stack>/:
                                dependencies, provider); secrets appear as "[secret]"
   graph.mmd                    a Mermaid graph of components, resources and dependencies
   policy.json                  the policy pack's findings on the recorded resources
-Exit status: 0 clean, 1 a mandatory policy violation, 2 bad config.
+Exit status: 0 clean, 1 a mandatory policy violation, 2 bad config, 3 an internal error (a bug:
+please report it with the traceback printed).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from . import stackfile
 from .errors import ConfigError
 from .recording import Registration, run_program
 
-EXIT_OK, EXIT_POLICY, EXIT_CONFIG = 0, 1, 2
+EXIT_OK, EXIT_POLICY, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
@@ -258,7 +259,15 @@ def main(argv: List[str]) -> int:
     stacks = stackfile.list_stacks() if args.all else [args.stack]
     worst = EXIT_OK
     for stack in stacks:
-        result = plan(stack, args.out, args.file)
+        try:
+            result = plan(stack, args.out, args.file)
+        except Exception:  # a bug, not bad input: keep it distinguishable from a policy violation
+            import traceback
+            traceback.print_exc()
+            print(f"plan {stack}: internal error (exit {EXIT_INTERNAL}); this is a bug in multinode, not in "
+                  f"the stack file", file=sys.stderr)
+            worst = max(worst, EXIT_INTERNAL)
+            continue
         if result.exit_code == EXIT_CONFIG:
             print(result.error, file=sys.stderr)
         else:

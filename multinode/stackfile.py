@@ -50,9 +50,12 @@ def read_stack_file(path: Path) -> Tuple[Dict[str, Any], Set[str], Dict[str, str
         known = ", ".join(list_stacks()) or "none"
         raise ConfigError([Problem("", f"no stack file {path}; known stacks: {known}")], src)
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:
         raise ConfigError([Problem("", f"not valid YAML: {e}")], src) from None
+    except UnicodeDecodeError as e:
+        raise ConfigError([Problem("", f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8")],
+                          src) from None
     if not isinstance(doc, dict):
         raise ConfigError([Problem("", "a stack file is a mapping with a `config:` key")], src)
     extra = sorted(set(doc) - {"config", "secretsprovider", "encryptedkey", "environment"})

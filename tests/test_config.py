@@ -74,6 +74,12 @@ BAD = [
     ("gcp-dev", [("nodePools.0.zone", None)], "nodePools[0].zone", "set zone"),
     ("aws-dev", [("workloads.0.networkTopology", {"mode": "hard"})], "workloads[0].networkTopology",
      "only volcano-training"),
+    ("aws-dev", [("workloads.0.modelParamsB", float("inf"))], "workloads[0].modelParamsB", "finite number"),
+    ("aws-dev", [("nodePools.0.capacityReservation", {"id": "cr-1", "nodes": 10**30})],
+     "nodePools[0].capacityReservation.nodes", "less than or equal to 100000"),
+    ("aws-dev", [("nodePools.0.labels", {"a b/c": "x"})], "nodePools[0].labels", "'a b/c' is not a valid label key"),
+    ("aws-dev", [("manifests", [{"apiVersion": "apps/v9", "kind": "Deployment", "metadata": {"name": "x"}}])],
+     "manifests[0].apiVersion", "'apps/v9' is not a Kubernetes API version"),
 ]
 
 
@@ -149,3 +155,22 @@ def test_two_fabrics_in_one_stack_refused():
     with pytest.raises(ConfigError) as info:
         _load(raw, secrets)
     assert any(p.path == "nodePools" and "exactly one cloud fabric" in p.message for p in info.value.problems)
+
+
+def test_image_pull_secret_must_be_a_docker_config_and_is_never_echoed():
+    raw, secrets = example_raw("aws-dev")
+    raw["imagePullSecret"] = "not-json-hunter2"
+    with pytest.raises(ConfigError) as info:
+        _load(raw, secrets | {"imagePullSecret"})
+    assert any(p.path == "imagePullSecret" and ".dockerconfigjson" in p.message for p in info.value.problems)
+    assert "hunter2" not in str(info.value)
+    raw["imagePullSecret"] = '{"auths": {"nvcr.io": {"auth": "eA=="}}}'
+    assert _load(raw, secrets | {"imagePullSecret"}).image_pull_secret.startswith("{")
+
+
+def test_multi_node_without_fabric_is_an_advisory():
+    raw, secrets = example_raw("aws-dev")
+    raw["fabric"] = {"enabled": False}
+    cfg = _load(raw, secrets)
+    assert any("NCCL will run over the primary network" in p.message for p in config.advisories(cfg))
+    assert not any("primary network" in p.message for p in config.advisories(_load(*example_raw("aws-dev"))))

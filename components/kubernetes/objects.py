@@ -12,12 +12,8 @@ from typing import Any, Dict, Optional
 
 import pulumi
 
-# apiVersion group -> pulumi_kubernetes module
-_CORE_GROUPS = {
-    "": "core", "apps": "apps", "batch": "batch", "storage.k8s.io": "storage",
-    "rbac.authorization.k8s.io": "rbac", "scheduling.k8s.io": "scheduling", "policy": "policy",
-    "networking.k8s.io": "networking", "node.k8s.io": "node",
-}
+from multinode.manifests import CORE_API_GROUPS
+
 
 
 def _snake(name: str) -> str:
@@ -26,7 +22,7 @@ def _snake(name: str) -> str:
 
 def resource_class(api_version: str, kind: str) -> Optional[type]:
     group, _, version = api_version.rpartition("/")
-    mod = _CORE_GROUPS.get(group)
+    mod = CORE_API_GROUPS.get(group)
     if mod is None:
         return None
     module = importlib.import_module(f"pulumi_kubernetes.{mod}.{version}")
