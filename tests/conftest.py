@@ -14,7 +14,7 @@ if str(ROOT) not in sys.path:
 
 from multinode import stackfile  # noqa: E402
 
-EXAMPLE_STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
+EXAMPLE_STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev", "dynamo-dev"]
 
 
 def example_raw(stack: str) -> Tuple[Dict[str, Any], Set[str]]:
@@ -26,3 +26,9 @@ def example_raw(stack: str) -> Tuple[Dict[str, Any], Set[str]]:
 @pytest.fixture
 def raw_aws():
     return example_raw("aws-dev")
+
+
+def stack_cloud(stack: str) -> str:
+    """The cloud an example stack runs on, read from its file (dynamo-dev is cloud 'existing': the stack
+    name is not a cloud name)."""
+    return example_raw(stack)[0]["cloud"]

@@ -187,13 +187,49 @@ def mount_claim(obj: Dict[str, Any], claim: str) -> Dict[str, Any]:
     return obj
 
 
+DYNAMO_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.0"
+
+
+def dgd(name: str = "byo-dynamo", decode_tp: int = 8, decode_labels: Optional[Dict[str, str]] = None,
+        api_version: str = "nvidia.com/v1beta1") -> Dict[str, Any]:
+    """A hand-written DynamoGraphDeployment (v1beta1 shape: spec.components, container `main`), after the
+    upstream vLLM disaggregated multinode example: a frontend, a one-node prefill worker (tp 8) and a decode
+    worker over multinode.nodeCount 2 x 8 GPUs (tp decode_tp x pp 2)."""
+    def worker(cname: str, args: List[str], nodes: int, labels: Dict[str, str]) -> Dict[str, Any]:
+        main = {"name": "main", "image": DYNAMO_IMAGE, "command": ["python3", "-m", "dynamo.vllm"],
+                "args": ["--model", "meta-llama/Llama-3.1-405B-Instruct-FP8", *args,
+                         "--disaggregation-mode", cname],
+                "env": [HF_TOKEN], "resources": {"limits": {"nvidia.com/gpu": "8"}}}
+        comp: Dict[str, Any] = {"name": cname, "type": cname, "replicas": 1,
+                                "podTemplate": {"metadata": {"labels": dict(labels)},
+                                                "spec": {"nodeSelector": dict(SELECTOR), "containers": [main]}}}
+        if nodes > 1:
+            comp["multinode"] = {"nodeCount": nodes}
+        return comp
+    frontend = {"name": "frontend", "type": "frontend", "replicas": 1, "podTemplate": {"spec": {"containers": [
+        {"name": "main", "image": DYNAMO_IMAGE, "command": ["python3", "-m", "dynamo.frontend"]}]}}}
+    return {
+        "apiVersion": api_version, "kind": "DynamoGraphDeployment", "metadata": {"name": name, "namespace": NS},
+        "spec": {"backendFramework": "vllm", "components": [
+            frontend,
+            worker("prefill", ["--tensor-parallel-size", "8"], 1, {}),
+            worker("decode", ["--tensor-parallel-size", str(decode_tp), "--pipeline-parallel-size", "2"], 2,
+                   FABRIC_LABEL if decode_labels is None else decode_labels),
+        ]},
+    }
+
+
+DYNAMO_ADDONS = {"grove": {"enabled": True}, "kai": {"enabled": True}, "dynamo": {"enabled": True}}
+
+
 def good_objects() -> List[Dict[str, Any]]:
     """Every builder's passing object (and the storage objects a gang mounts)."""
     return [mount_claim(lws(), "byo-ckpt"), grove(), volcano_job(), indexed_job(), mpijob(), pytorchjob(),
-            efa_policy(), pvc(), pv(), storage_class()]
+            efa_policy(), pvc(), pv(), storage_class(), dgd()]
 
 
-def existing_stack(manifests: List[Dict[str, Any]], node_count: int = 2) -> Dict[str, Any]:
+def existing_stack(manifests: List[Dict[str, Any]], node_count: int = 2,
+                   addons: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """A stack file (as a dict) on cloud existing: 2 x p5.48xlarge, EFA, with these manifests."""
     config: Dict[str, Any] = {
         "multinode:cloud": "existing",
@@ -204,4 +240,6 @@ def existing_stack(manifests: List[Dict[str, Any]], node_count: int = 2) -> Dict
         "multinode:storage": {"kind": "existing", "existingStorageClass": "efs-sc", "sizeGib": 1024},
         "multinode:manifests": manifests,
     }
+    if addons:
+        config["multinode:addons"] = addons
     return {"config": config}

@@ -11,7 +11,13 @@ from multinode import config, fabric, plan as mplan, pools, stackfile, validatio
 from multinode.manifests import addons, volcano_topology
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
-ALL_ON = {"grove": {"enabled": True}, "kai": {"enabled": True}, "gpuOperator": {"enabled": True}}
+ALL_ON = {"grove": {"enabled": True}, "kai": {"enabled": True}, "gpuOperator": {"enabled": True},
+          "dynamo": {"enabled": True}}
+# Charts whose values.yaml is not in schemas/, so their value keys cannot be checked here:
+# dynamo-platform's keys (global.grove/kai-scheduler/lws .install/.enabled) were read from the upstream
+# chart source with the code search tool, not from a local copy; they are UNVERIFIED by this test
+# (see multinode/manifests/dynamo_platform.py and docs/dynamo.md).
+NO_LOCAL_VALUES = {"dynamo": "dynamo-platform"}
 
 
 def load(stack: str, **over) -> config.StackConfig:
@@ -25,8 +31,13 @@ def load(stack: str, **over) -> config.StackConfig:
 def test_every_helm_value_key_exists_upstream(stack):
     cfg = load(stack, addons=ALL_ON)
     specs = addons.addon_releases(cfg) + addons.fabric_releases(cfg)
-    assert {"volcano", "lws", "grove", "kai", "kyverno"} <= {s.key for s in specs}
+    assert {"volcano", "lws", "grove", "kai", "kyverno", "dynamo"} <= {s.key for s in specs}
     for s in specs:
+        if s.key in NO_LOCAL_VALUES:
+            assert s.chart_folder == NO_LOCAL_VALUES[s.key]
+            assert not (validation.SCHEMA_DIR / s.chart_folder / "values.yaml").exists(), \
+                f"{s.chart_folder}/values.yaml is now in schemas/: check {s.key} and drop it from NO_LOCAL_VALUES"
+            continue
         assert validation.helm_values_unknown_keys(s.chart_folder, s.values) == [], s.key
 
 

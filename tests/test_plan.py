@@ -11,7 +11,7 @@ import yaml
 from multinode import plan as mplan
 from multinode.config import SECRET_PLACEHOLDER
 
-from .conftest import EXAMPLE_STACKS, ROOT
+from .conftest import EXAMPLE_STACKS, ROOT, stack_cloud
 
 CLOUD_SDKS = {"aws": "pulumi_aws", "azure": "pulumi_azure_native", "gcp": "pulumi_gcp", "oci": "pulumi_oci"}
 
@@ -119,7 +119,7 @@ print(json.dumps({{"exit": r.exit_code, "mods": sorted(m for m in sys.modules if
 
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
 def test_single_cloud_stack_imports_no_other_cloud_sdk(stack):
-    cloud = stack.split("-")[0]
+    cloud = stack_cloud(stack)
     others = [m for c, m in CLOUD_SDKS.items() if c != cloud]
     code = IMPORT_PROBE.format(root=str(ROOT), stack=stack, sdks=others)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

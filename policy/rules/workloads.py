@@ -5,7 +5,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 from multinode import pools, topology
 
-from .. import objects
+from .. import objects, rules_dynamo
 from ..engine import MANDATORY, Context, Resource, Rule
 from ..objects import Gang, Role
 
@@ -131,6 +131,8 @@ def _where(sel: Dict[str, str], pool) -> str:
 
 
 def check_gpus_within_machine(res: Resource, ctx: Context) -> Iterator[str]:
+    if rules_dynamo.is_dgd(res.props):
+        return      # dynamo-gpus-per-node-within-machine judges DGDs (both versions, per component)
     for owner, role in pod_roles(res):
         gpus = role.gpus
         if gpus <= 0:

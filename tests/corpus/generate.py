@@ -96,6 +96,12 @@ CASES = {
     "storageclass-delete": ("checkpoint-storage-retained", "the checkpoint StorageClass has no reclaimPolicy",
                             [F.storage_class(reclaim=None), F.pvc(storage_class="byo-sc"),
                              F.mount_claim(F.lws(), "byo-ckpt")]),
+    "dynamo-dgd-tp": ("dynamo-parallelism-matches-gpus",
+                      "DGD decode: --tensor-parallel-size 4 x pp 2 on multinode.nodeCount 2 x 8 GPUs",
+                      [F.dgd(decode_tp=4)]),
+    "dynamo-dgd-no-fabric-label": ("dynamo-multinode-fabric-label",
+                                   "DGD decode spans 2 nodes but its pods lack multinode.dev/fabric",
+                                   [F.dgd(decode_labels={})]),
 }
 
 
@@ -103,7 +109,9 @@ def main() -> None:
     for old in HERE.glob("*.yaml"):
         old.unlink()
     for name, (rule, why, manifests) in CASES.items():
-        doc = F.existing_stack(manifests, node_count=4 if name == "grove-min-available-1" else 2)
+        dynamo = name.startswith("dynamo-")      # prefill (1 node) + decode (2 nodes) need 3 nodes
+        doc = F.existing_stack(manifests, node_count=4 if name == "grove-min-available-1" else 3 if dynamo else 2,
+                               addons=F.DYNAMO_ADDONS if dynamo else None)
         text = f"# expect: {rule}\n# {why}\n" + yaml.safe_dump(doc, sort_keys=False, width=120)
         (HERE / f"{name}.yaml").write_text(text)
     print(f"wrote {len(CASES)} stacks to {HERE}")
