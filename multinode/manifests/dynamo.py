@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import pools
 from ..config import ADDON_VERSIONS, Role, StackConfig, Workload
-from .storage import MANAGED_BY
+from .workloads import common as wc
 
 API_VERSION = "nvidia.com/v1beta1"
 KIND = "DynamoGraphDeployment"
@@ -44,8 +44,6 @@ KIND = "DynamoGraphDeployment"
 # with a non-empty image. ... The operator merges defaults into the main container."
 MAIN_CONTAINER = "main"
 GPU_RESOURCE = "nvidia.com/gpu"
-WORKLOAD_LABEL = "multinode.dev/workload"
-ROLE_LABEL = "multinode.dev/role"
 DATA_VOLUME = "checkpoints"
 
 # DGD annotations read by the Dynamo operator (docs/kubernetes/deployment/multinode-deployment.md
@@ -91,7 +89,6 @@ SECRET_ENV = {
     "hfToken": ("HF_TOKEN", "token"),
     "ngcApiKey": ("NGC_API_KEY", "NGC_API_KEY"),
 }
-DEFAULT_SECRET_SUFFIX = {"hfToken": "hf-token", "ngcApiKey": "ngc-api-key", "imagePullSecret": "image-pull"}
 
 # Dynamo worker health endpoint: the upstream DeepSeek-R1 recipe probes workers on /health:9090.
 WORKER_HEALTH_PORT = 9090
@@ -177,11 +174,13 @@ def secret_refs(cfg: StackConfig, workload: Workload,
             default_key = SECRET_ENV.get(config_key, ("", ".dockerconfigjson"))[1]
             out[config_key] = _secret_ref(value, default_key)
         return out
-    present = {"hfToken": cfg.hf_token, "ngcApiKey": cfg.ngc_api_key, "imagePullSecret": cfg.image_pull_secret}
-    for config_key, value in present.items():
+    # the Workload component's naming (one scheme: multinode.manifests.workloads.common)
+    present = {"hfToken": (cfg.hf_token, wc.hf_secret), "ngcApiKey": (cfg.ngc_api_key, wc.ngc_secret),
+               "imagePullSecret": (cfg.image_pull_secret, wc.pull_secret)}
+    for config_key, (value, ref) in present.items():
         if value:
-            default_key = SECRET_ENV.get(config_key, ("", ".dockerconfigjson"))[1]
-            out[config_key] = (f"{workload.name}-{DEFAULT_SECRET_SUFFIX[config_key]}", default_key)
+            r = ref(workload)
+            out[config_key] = (r.name, r.key)
     return out
 
 
@@ -192,14 +191,6 @@ def _secret_env(refs: Mapping[str, Tuple[str, str]]) -> List[Dict[str, Any]]:
             name, key = refs[config_key]
             env.append({"name": env_name, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}})
     return env
-
-
-def _labels(workload: Workload, role: Optional[str] = None) -> Dict[str, str]:
-    out = dict(MANAGED_BY)
-    out[WORKLOAD_LABEL] = workload.name
-    if role:
-        out[ROLE_LABEL] = role
-    return out
 
 
 # ------------------------------------------------------------------ roles
@@ -308,7 +299,7 @@ def frontend_component(cfg: StackConfig, workload: Workload, image: str, claim_n
         "name": "frontend",
         "type": "frontend",
         "replicas": 1,
-        "podTemplate": {"metadata": {"labels": _labels(workload, "frontend")},
+        "podTemplate": {"metadata": {"labels": wc.labels(workload, "frontend")},
                         "spec": _pod_spec(cfg, container, claim_name, refs, None)},
     }
     return comp
@@ -333,7 +324,7 @@ def worker_component(cfg: StackConfig, workload: Workload, role: WorkerRole, ima
     mounts = _volume_mounts(cfg, claim_name)
     if mounts:
         container["volumeMounts"] = mounts
-    labels = _labels(workload, role.name)
+    labels = wc.labels(workload, role.name)
     if role.multinode:
         labels[pools.FABRIC_POD_LABEL] = pools.FABRIC_POD_LABEL_VALUE
     pool = cfg.pool(workload.node_pool)
@@ -373,7 +364,7 @@ def dynamo_graph_deployment(cfg: StackConfig, workload: Workload, *, claim_name:
     elif workload.queue:
         annotations[ANNOTATION_KAI_QUEUE] = workload.queue
     metadata: Dict[str, Any] = {"name": workload.name, "namespace": workload.namespace,
-                                "labels": _labels(workload)}
+                                "labels": wc.labels(workload)}
     if annotations:
         metadata["annotations"] = annotations
     return {
@@ -382,7 +373,7 @@ def dynamo_graph_deployment(cfg: StackConfig, workload: Workload, *, claim_name:
         "metadata": metadata,
         "spec": {
             "backendFramework": engine,
-            "labels": _labels(workload),
+            "labels": wc.labels(workload),
             "components": components,
         },
     }
