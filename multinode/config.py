@@ -679,6 +679,11 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
             tp = role.tensor_parallel or max(1, (role.nodes * rgpn) // role.pipeline_parallel)
             for f in topology.check_parallelism(tp, role.pipeline_parallel, role.nodes, rgpn, m.name):
                 p.append(Problem(f"{rat}.{f.field}", f.message))
+            if w.model:  # each role holds a whole copy of the weights
+                for f in topology.check_model_fit(models.params_b(w.model, w.model_params_b), w.precision,
+                                                  role.nodes, rgpn, m.gpu_memory_gb, m.name,
+                                                  f"{w.model} ({role_name})"):
+                    p.append(Problem(f"{rat}.{f.field}", f.message))
             if role.nodes > pool.node_count:
                 p.append(Problem(f"{rat}.nodes", f"{role.nodes} nodes, but node pool {pool.name!r} has "
                                                  f"{pool.node_count}; use at most {pool.node_count}"))

@@ -74,6 +74,8 @@ BAD = [
     ("gcp-dev", [("nodePools.0.zone", None)], "nodePools[0].zone", "set zone"),
     ("aws-dev", [("workloads.0.networkTopology", {"mode": "hard"})], "workloads[0].networkTopology",
      "only volcano-training"),
+    ("gcp-dev", [("workloads.1.disaggregated.prefill", {"nodes": 1, "tensorParallel": 8})],
+     "workloads[1].disaggregated.prefill.nodes", "DeepSeek-R1 (prefill) at fp8 needs 671 GB of weights"),
     ("aws-dev", [("workloads.0.modelParamsB", float("inf"))], "workloads[0].modelParamsB", "finite number"),
     ("aws-dev", [("nodePools.0.capacityReservation", {"id": "cr-1", "nodes": 10**30})],
      "nodePools[0].capacityReservation.nodes", "less than or equal to 100000"),
