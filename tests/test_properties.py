@@ -54,7 +54,13 @@ def workloads(draw, pool_names):
 
 
 VALUES = st.one_of(small, st.sampled_from(["", "x", "gpu", "vllm", "aws", "p5.48xlarge", "Bad Name", "1"]),
-                   st.none(), st.booleans(), st.just([]), st.just({}), st.floats(allow_nan=False, width=16))
+                   st.none(), st.booleans(), st.just([]), st.just({}), st.floats(allow_nan=False, width=16),
+                   st.sampled_from([float("inf"), float("-inf"), float("nan"), 10**30]))
+MANIFESTS = st.lists(st.fixed_dictionaries({
+    "apiVersion": st.sampled_from(["v1", "apps/v1", "apps/v9", "batch/v1", "leaderworkerset.x-k8s.io/v1", "", "x"]),
+    "kind": st.sampled_from(["ConfigMap", "Deployment", "LeaderWorkerSet", "Job", ""]),
+    "metadata": st.fixed_dictionaries({"name": st.sampled_from(["a", "b", "Bad_Name", ""])}),
+}), max_size=3)
 
 
 def _paths(node, prefix=()):
@@ -86,6 +92,8 @@ def mutated_example(draw):
             del parent[path[-1]]
         elif isinstance(parent, dict):
             parent[draw(st.sampled_from(["nodez", "tensorParalel", "extra", "zone", "replicas"]))] = draw(VALUES)
+    if draw(st.integers(0, 4)) == 0:  # bring-your-own objects, some broken
+        raw["manifests"] = draw(MANIFESTS)
     if draw(st.booleans()):  # a consistent resize: nodes x 8 GPUs = tp 8 x pp nodes
         n = draw(st.integers(1, 4))
         if raw.get("nodePools") and isinstance(raw["nodePools"], list) and isinstance(raw["nodePools"][0], dict):

@@ -583,15 +583,14 @@ def test_preflight_refuses_a_stack_without_an_nccl_check(tmp_path, monkeypatch, 
     """With a `pulumi` on PATH (a stub that is never run), the offline preflight still stops first."""
     from multinode.config import load
     from multinode import stackfile
-    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path("aws-dev"))
-    if any(w.kind == "nccl-test" for w in load(raw, secrets).workloads):
-        pytest.skip("aws-dev now has an nccl-test workload")
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path("azure-dev"))
+    assert not any(w.kind == "nccl-test" for w in load(raw, secrets).workloads)  # the case under test
     stub = tmp_path / "pulumi"
     stub.write_text("#!/bin/sh\nexit 99\n")
     stub.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     from multinode.release import main
-    assert main(["aws-dev", "--report", str(tmp_path / "r.json")]) == 2
+    assert main(["azure-dev", "--report", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err
     assert "no workload of kind nccl-test" in err and "Traceback" not in err
 
