@@ -8,8 +8,10 @@ GpuNodePool     a security group that lets the nodes talk to each other on every
                 (NVIDIA AL2023 AMI) in the pool's one subnet with our labels and the GPU taint.
 CheckpointStorage  FSx for Lustre PERSISTENT_2 + the FSx CSI add-on + a static PV/PVC, or EFS
                 (encrypted, elastic throughput) + the EFS CSI add-on + mount targets, an access point,
-                a StorageClass and a static PV/PVC. The file system is protected and retained, PVs
-                `Retain`, unless storage.allowDelete.
+                a StorageClass and a static PV/PVC. The file system, its security group and rules, the
+                mount targets and access point are protected and retained, PVs `Retain`, unless
+                storage.allowDelete (the group would otherwise fail to delete: the retained file
+                system's interfaces are still in it).
 
 Facts and their sources: multinode/catalog.py (network cards, EFA count), multinode/service_limits.py
 (FSx sizes and throughput), ../shared/facts/hardware.md section 3.
@@ -24,7 +26,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin)
+                                    PoolOutputsMixin, claim_size_gib, kept, register_claim)
 from components.kubernetes.objects import k8s_object
 from multinode import service_limits as limits
 from multinode.catalog import Machine
@@ -114,10 +116,6 @@ def node_trust() -> str:
 def _field(obj: Any, key: str) -> Any:
     """A field of an invoke result: typed output objects (dict subclasses) or plain dicts."""
     return obj.get(key) if isinstance(obj, dict) else getattr(obj, key)
-
-
-def _keep(allow_delete: bool) -> pulumi.ResourceOptions:
-    return pulumi.ResourceOptions(protect=not allow_delete, retain_on_delete=not allow_delete)
 
 
 # ---------------------------------------------------------------- components
@@ -235,31 +233,33 @@ class CheckpointStorage(pulumi.ComponentResource):
         super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
         cfg, s, cluster = args.config, args.storage, args.cluster
         child = pulumi.ResourceOptions(parent=self)
-        kchild = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
+        # The file system and what it keeps using after a destroy that retains it: its security group
+        # and rules (FSx ENIs / EFS mount targets sit in the group; deleting it would fail with
+        # DependencyViolation mid-destroy), the mount targets and the access point.
+        keep = kept(child, s)
         tags = {"multinode/storage": s.name, "multinode/stack": pulumi.get_stack()}
-        self.namespace = pulumi.Output.from_input(s.namespace)
-        ns = k8s_object(f"{name}-ns", sm.namespace(s.namespace),
-                        pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions(retain_on_delete=True)))
         subnets = [s.subnet_id] if s.subnet_id else list(dict.fromkeys(p.subnet_id for p in cfg.node_pools))
         csi = FSX_CSI if s.kind == "fsx-lustre" else EFS_CSI
 
         # Storage security group: the file protocol from the nodes (they carry the cluster SG).
         self.security_group = aws.ec2.SecurityGroup(f"{name}-sg", vpc_id=cluster.vpc_id,
                                                     description=f"{s.kind} {s.name}: clients in the cluster",
-                                                    tags=tags, opts=child)
+                                                    tags=tags, opts=keep)
+        self.security_group_rules: List[pulumi.CustomResource] = []
         ports = LUSTRE_PORTS if s.kind == "fsx-lustre" else ((NFS_PORT, NFS_PORT),)
         for lo, hi in ports:
-            aws.vpc.SecurityGroupIngressRule(f"{name}-in-{lo}", security_group_id=self.security_group.id,
-                                             ip_protocol="tcp", from_port=lo, to_port=hi,
-                                             referenced_security_group_id=cluster.cluster_security_group_id,
-                                             description=f"{s.kind} from cluster nodes", opts=child)
+            self.security_group_rules.append(aws.vpc.SecurityGroupIngressRule(
+                f"{name}-in-{lo}", security_group_id=self.security_group.id, ip_protocol="tcp", from_port=lo,
+                to_port=hi, referenced_security_group_id=cluster.cluster_security_group_id,
+                description=f"{s.kind} from cluster nodes", opts=keep))
             if s.kind == "fsx-lustre":   # Lustre servers also talk to each other on these ports
-                aws.vpc.SecurityGroupIngressRule(f"{name}-self-{lo}", security_group_id=self.security_group.id,
-                                                 ip_protocol="tcp", from_port=lo, to_port=hi,
-                                                 referenced_security_group_id=self.security_group.id,
-                                                 description="Lustre servers among themselves", opts=child)
-        aws.vpc.SecurityGroupEgressRule(f"{name}-out", security_group_id=self.security_group.id, ip_protocol="-1",
-                                        cidr_ipv4="0.0.0.0/0", opts=child)
+                self.security_group_rules.append(aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-self-{lo}", security_group_id=self.security_group.id, ip_protocol="tcp",
+                    from_port=lo, to_port=hi, referenced_security_group_id=self.security_group.id,
+                    description="Lustre servers among themselves", opts=keep))
+        self.security_group_rules.append(aws.vpc.SecurityGroupEgressRule(
+            f"{name}-out", security_group_id=self.security_group.id, ip_protocol="-1", cidr_ipv4="0.0.0.0/0",
+            opts=keep))
 
         # CSI driver add-on with its IAM role (EKS Pod Identity; needs the eks-pod-identity-agent add-on).
         self.csi_role = aws.iam.Role(f"{name}-csi", assume_role_policy=pod_identity_trust(), tags=tags, opts=child)
@@ -271,8 +271,7 @@ class CheckpointStorage(pulumi.ComponentResource):
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="PRESERVE", tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
 
-        size = s.size_gib or 0
-        pv_name = f"{s.namespace}-{s.name}"[:63]
+        size = claim_size_gib(s)
         if s.kind == "fsx-lustre":
             throughput = s.throughput or limits.FSX_DEFAULT_THROUGHPUT
             self.file_system = aws.fsx.LustreFileSystem(
@@ -281,43 +280,37 @@ class CheckpointStorage(pulumi.ComponentResource):
                 security_group_ids=[self.security_group.id], data_compression_type="LZ4",
                 file_system_type_version="2.15", automatic_backup_retention_days=7, copy_tags_to_backups=True,
                 skip_final_backup=s.allow_delete, tags=tags,
-                opts=pulumi.ResourceOptions.merge(child, _keep(s.allow_delete)))
-            self.storage_class_name = pulumi.Output.from_input("")
-            pv = sm.static_pv(pv_name, csi["driver"], self.file_system.id, size, s.allow_delete,
-                              attributes={"dnsname": self.file_system.dns_name,
-                                          "mountname": self.file_system.mount_name},
-                              mount_options=["flock"])
-            sc_name = ""
+                opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=self.security_group_rules)))
+            self.mount_targets: List[aws.efs.MountTarget] = []
+            sc_name, sc_output = "", None
+            volume = dict(driver=csi["driver"], volume_handle=self.file_system.id, mount_options=["flock"],
+                          attributes={"dnsname": self.file_system.dns_name,
+                                      "mountname": self.file_system.mount_name})
         else:
             self.file_system = aws.efs.FileSystem(
                 f"{name}-efs", encrypted=True, throughput_mode="elastic", performance_mode="generalPurpose",
-                tags=tags, opts=pulumi.ResourceOptions.merge(child, _keep(s.allow_delete)))
-            self.mount_targets = [aws.efs.MountTarget(f"{name}-mt-{i}", file_system_id=self.file_system.id,
-                                                      subnet_id=sub, security_groups=[self.security_group.id],
-                                                      opts=child) for i, sub in enumerate(subnets)]
+                tags=tags, opts=keep)
+            self.mount_targets = [aws.efs.MountTarget(
+                f"{name}-mt-{i}", file_system_id=self.file_system.id, subnet_id=sub,
+                security_groups=[self.security_group.id],
+                opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=self.security_group_rules)))
+                for i, sub in enumerate(subnets)]
             self.access_point = aws.efs.AccessPoint(
                 f"{name}-ap", file_system_id=self.file_system.id,
                 posix_user={"uid": 1000, "gid": 1000},
                 root_directory={"path": f"/{s.name}", "creation_info": {
                     "owner_uid": 1000, "owner_gid": 1000, "permissions": "0775"}},
-                tags=tags, opts=pulumi.ResourceOptions.merge(child, _keep(s.allow_delete)))
+                tags=tags, opts=keep)
             sc_name = f"{s.name}-efs"[:63]
             sc = sm.storage_class(sc_name, csi["driver"], {
                 "provisioningMode": "efs-ap", "fileSystemId": self.file_system.id, "directoryPerms": "0775",
                 "basePath": "/dynamic", "uid": "1000", "gid": "1000"}, s.allow_delete)
-            sc_res = k8s_object(f"{name}-sc", sc, pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions(
-                depends_on=[self.csi_addon])))
-            self.storage_class_name = sc_res.id.apply(lambda _: sc_name)  # known once the class exists
+            sc_res = k8s_object(f"{name}-sc", sc, pulumi.ResourceOptions(
+                parent=self, provider=cluster.provider, depends_on=[self.csi_addon]))
+            sc_output = sc_res.id.apply(lambda _: sc_name)  # known once the class exists
             handle = pulumi.Output.all(self.file_system.id, self.access_point.id).apply(lambda a: f"{a[0]}::{a[1]}")
-            pv = sm.static_pv(pv_name, csi["driver"], handle, size, s.allow_delete, storage_class_name=sc_name,
-                              mount_options=["tls"])
-            pv["spec"]["csi"]["volumeAttributes"] = {"encryptInTransit": "true"}
-        deps = [self.csi_addon] + list(getattr(self, "mount_targets", []))
-        pv_res = k8s_object(f"{name}-pv", pv, pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions.merge(
-            _keep(s.allow_delete), pulumi.ResourceOptions(depends_on=deps))))
-        claim = k8s_object(f"{name}-pvc", sm.pvc(s.name, s.namespace, size, sc_name, volume_name=pv_name),
-                           pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions.merge(
-                               _keep(s.allow_delete), pulumi.ResourceOptions(depends_on=[ns, pv_res]))))
-        self.claim_name = claim.id.apply(lambda _: s.name)   # resolves once the claim exists
-        self.register_outputs({"claimName": self.claim_name, "storageClassName": self.storage_class_name,
-                               "namespace": self.namespace, "fileSystemId": self.file_system.id})
+            volume = dict(driver=csi["driver"], volume_handle=handle, mount_options=["tls"],
+                          attributes={"encryptInTransit": "true"})
+        register_claim(self, name, s, cluster.provider, **volume, storage_class=sc_name,
+                       storage_class_output=sc_output, depends_on=[self.csi_addon] + self.mount_targets,
+                       outputs={"fileSystemId": self.file_system.id})

@@ -26,10 +26,8 @@ import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin)
-from components.kubernetes.objects import k8s_object
+                                    PoolOutputsMixin, claim_size_gib, kept, register_claim)
 from multinode import service_limits as limits
-from multinode.manifests import storage as sm
 from multinode.pools import node_labels, node_taints
 
 AZURE_FILES_DRIVER = "file.csi.azure.com"
@@ -144,16 +142,11 @@ class CheckpointStorage(pulumi.ComponentResource):
         super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
         cfg, s, cluster = args.config, args.storage, args.cluster
         rg, location = cluster.resource_group, cluster.location
-        keep = pulumi.ResourceOptions(parent=self, protect=not s.allow_delete, retain_on_delete=not s.allow_delete)
-        kchild = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
-        kkeep = pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions(
-            protect=not s.allow_delete, retain_on_delete=not s.allow_delete))
+        # The account (its network rules are inline, so they stay with it), the share and the AMLFS.
+        # Nothing else here is created for the file system: subnets are the stack's own.
+        keep = kept(pulumi.ResourceOptions(parent=self), s)
         tags = {"multinode-storage": s.name, "multinode-stack": pulumi.get_stack()}
-        self.namespace = pulumi.Output.from_input(s.namespace)
-        ns = k8s_object(f"{name}-ns", sm.namespace(s.namespace),
-                        pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions(retain_on_delete=True)))
-        size = s.size_gib or 0
-        pv_name = f"{s.namespace}-{s.name}"[:63]
+        size = claim_size_gib(s)
 
         if s.kind == "azure-files":
             pool_subnets = [p.subnet_id for p in cfg.node_pools if p.subnet_id]
@@ -176,10 +169,9 @@ class CheckpointStorage(pulumi.ComponentResource):
             self.file_system = self.share
             handle = pulumi.Output.all(self.account.name, self.share.name).apply(
                 lambda a: f"{rg}#{a[0]}#{a[1]}")
-            pv = sm.static_pv(pv_name, AZURE_FILES_DRIVER, handle, size, s.allow_delete,
-                              attributes={"resourceGroup": rg, "storageAccount": self.account.name,
-                                          "shareName": s.name, "protocol": "nfs"},
-                              mount_options=NFS_MOUNT_OPTIONS)
+            volume = dict(driver=AZURE_FILES_DRIVER, volume_handle=handle, mount_options=NFS_MOUNT_OPTIONS,
+                          attributes={"resourceGroup": rg, "storageAccount": self.account.name,
+                                      "shareName": s.name, "protocol": "nfs"})
         else:
             throughput = s.throughput or limits.AMLFS_DEFAULT_THROUGHPUT
             zones = [p.zone for p in cfg.node_pools if p.zone][:1]
@@ -192,14 +184,7 @@ class CheckpointStorage(pulumi.ComponentResource):
             self.file_system = azure_native.storagecache.AmlFilesystem(f"{name}-amlfs", opts=keep, **amlfs_args)
             mgs = self.file_system.client_info.apply(lambda c: _field(c, "mgs_address", "mgsAddress"))
             handle = mgs.apply(lambda ip: f"{s.name}#{AMLFS_FS_NAME}#{ip}")
-            pv = sm.static_pv(pv_name, AZURE_LUSTRE_DRIVER, handle, size, s.allow_delete,
-                              attributes={"mgs-ip-address": mgs, "fs-name": AMLFS_FS_NAME},
-                              mount_options=LUSTRE_MOUNT_OPTIONS)
-        self.storage_class_name = pulumi.Output.from_input("")
-        pv_res = k8s_object(f"{name}-pv", pv, pulumi.ResourceOptions.merge(kkeep, pulumi.ResourceOptions(
-            depends_on=[self.file_system])))
-        claim = k8s_object(f"{name}-pvc", sm.pvc(s.name, s.namespace, size, "", volume_name=pv_name),
-                           pulumi.ResourceOptions.merge(kkeep, pulumi.ResourceOptions(depends_on=[ns, pv_res])))
-        self.claim_name = claim.id.apply(lambda _: s.name)   # resolves once the claim exists
-        self.register_outputs({"claimName": self.claim_name, "storageClassName": self.storage_class_name,
-                               "namespace": self.namespace, "fileSystemId": self.file_system.id})
+            volume = dict(driver=AZURE_LUSTRE_DRIVER, volume_handle=handle, mount_options=LUSTRE_MOUNT_OPTIONS,
+                          attributes={"mgs-ip-address": mgs, "fs-name": AMLFS_FS_NAME})
+        register_claim(self, name, s, cluster.provider, **volume, depends_on=[self.file_system],
+                       outputs={"fileSystemId": self.file_system.id})

@@ -2,7 +2,8 @@
 
 Nothing cloud-side is created. The stack describes the pools (machine + nodeSelector) and the
 fabric the nodes already have; storage is an existing PVC, or a new ReadWriteMany PVC on an
-existing StorageClass (retained on destroy unless storage.allowDelete).
+existing StorageClass (protected and retained unless storage.allowDelete; the volume behind it follows
+that class's reclaimPolicy, which is warned about at deploy time: see docs/clouds-aws-azure.md, "Retention").
 """
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin)
-from components.kubernetes.objects import k8s_object
-from multinode.manifests import storage as sm
+                                    PoolOutputsMixin, register_claim, register_namespace)
 
 
 class ClusterAccess(pulumi.ComponentResource):
@@ -39,6 +38,15 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
         self.register_outputs(out)
 
 
+def storage_class_warning(storage_class: str) -> str:
+    """What a claim on an existing StorageClass can promise about the data, said at deploy time."""
+    return (f"storage.existingStorageClass {storage_class!r}: the claim is protected and retained, but the volume "
+            f"behind it takes that StorageClass's reclaimPolicy, which this stack cannot read. The data survives "
+            f"`pulumi destroy` or a deleted claim only if {storage_class!r} has reclaimPolicy: Retain (check with "
+            f"`kubectl get storageclass {storage_class} -o jsonpath='{{.reclaimPolicy}}'`); otherwise use a class "
+            f"that retains, or storage.existingClaim.")
+
+
 class CheckpointStorage(pulumi.ComponentResource):
     """An existing RWX claim, or a new RWX claim on an existing StorageClass."""
 
@@ -46,20 +54,19 @@ class CheckpointStorage(pulumi.ComponentResource):
         super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
         s = args.storage
         provider = args.cluster.provider
-        child = pulumi.ResourceOptions(parent=self, provider=provider)
-        keep = pulumi.ResourceOptions(protect=not s.allow_delete, retain_on_delete=not s.allow_delete)
-        self.namespace = pulumi.Output.from_input(s.namespace)
-        ns = k8s_object(f"{name}-ns", sm.namespace(s.namespace),
-                        pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)))
         if s.existing_claim:
+            # Nothing of ours holds the data: only the namespace is declared (retained), and the claim is
+            # the stack's own; what happens to it is the cluster owner's business.
+            register_namespace(self, name, s, provider)
+            self.namespace = pulumi.Output.from_input(s.namespace)
             self.claim_name = pulumi.Output.from_input(s.existing_claim)
             self.storage_class_name = pulumi.Output.from_input(s.existing_storage_class or "")
-        else:
-            claim = k8s_object(f"{name}-pvc", sm.pvc(s.name, s.namespace, s.size_gib or 1,
-                                                     s.existing_storage_class or ""),
-                               pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions.merge(
-                                   keep, pulumi.ResourceOptions(depends_on=[ns]))))
-            self.claim_name = claim.id.apply(lambda _: s.name)  # resolves once the claim exists
-            self.storage_class_name = pulumi.Output.from_input(s.existing_storage_class or "")
-        self.register_outputs({"claimName": self.claim_name, "storageClassName": self.storage_class_name,
-                               "namespace": self.namespace})
+            self.register_outputs({"claimName": self.claim_name, "storageClassName": self.storage_class_name,
+                                   "namespace": self.namespace})
+            return
+        # A dynamically provisioned claim: the PV gets the class's reclaimPolicy, which may be Delete.
+        # Looking the class up (StorageClass.get) would make the deploy fail when the class is created
+        # later and shows nothing offline, so the limit is said plainly instead.
+        if not s.allow_delete:
+            pulumi.log.warn(storage_class_warning(s.existing_storage_class or ""), resource=self)
+        register_claim(self, name, s, provider, storage_class=s.existing_storage_class or "")

@@ -22,10 +22,9 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin)
+                                    PoolOutputsMixin, claim_size_gib, kept, register_claim)
 from components.kubernetes.objects import k8s_object
 from multinode import gke, pools
-from multinode.manifests import storage as sm
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
@@ -172,16 +171,13 @@ class CheckpointStorage(pulumi.ComponentResource):
     def __init__(self, name: str, args: CheckpointStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
         cfg, s, cluster = args.config, args.storage, args.cluster
-        keep = not s.allow_delete
         project = cfg.cluster.project
         zone = cfg.node_pools[0].zone or ""
-        kchild = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
-        keep_opts = pulumi.ResourceOptions(protect=keep, retain_on_delete=keep)
-        self.namespace = pulumi.Output.from_input(s.namespace)
-        ns = k8s_object(f"{name}-ns", sm.namespace(s.namespace),
-                        pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions(retain_on_delete=True)))
+        # Only the instance is created here: it joins the cluster's existing VPC (no subnet, firewall or
+        # peering of ours that a retained instance would still need).
+        keep = kept(pulumi.ResourceOptions(parent=self), s)
         base = re.sub(r"[^a-z0-9-]", "-", f"{cfg.cluster.name}-{s.name}".lower())[:60].strip("-")
-        size = s.size_gib or 1
+        size = claim_size_gib(s)
         if s.kind == "filestore":
             tier = gke.filestore_tier(s.tier)
             location = zone if tier == "ZONAL" else gke.region_of(zone)
@@ -190,8 +186,8 @@ class CheckpointStorage(pulumi.ComponentResource):
                 f"{name}-filestore", name=base, project=project, location=location, tier=tier,
                 file_shares={"name": share, "capacity_gb": size},
                 networks=[{"network": cluster.network, "modes": ["MODE_IPV4"], "connect_mode": "DIRECT_PEERING"}],
-                deletion_protection_enabled=keep,
-                opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), keep_opts))
+                deletion_protection_enabled=not s.allow_delete,
+                opts=keep)
             ip = self.file_system.networks.apply(lambda n: n[0].ip_addresses[0])
             driver, handle = gke.FILESTORE_CSI, f"modeInstance/{location}/{base}/{share}"
             attributes = {"ip": ip, "volume": share}
@@ -202,18 +198,9 @@ class CheckpointStorage(pulumi.ComponentResource):
                 f"{name}-lustre", instance_id=base, project=project, location=zone, filesystem=fs_name,
                 capacity_gib=str(size), per_unit_storage_throughput=str(throughput), gke_support_enabled=True,
                 network=cluster.network.apply(lambda n: f"projects/{project}/global/networks/{n}"),
-                opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), keep_opts))
+                opts=keep)
             ip = self.file_system.mount_point.apply(lambda mp: (mp or "").split("@", 1)[0])
             driver, handle = gke.LUSTRE_CSI, f"{project}/{zone}/{base}"
             attributes = {"ip": ip, "filesystem": fs_name}
-        pv_name = f"{s.namespace}-{s.name}"
-        pv = k8s_object(f"{name}-pv", sm.static_pv(pv_name, driver, handle, size, s.allow_delete, attributes),
-                        pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions.merge(
-                            keep_opts, pulumi.ResourceOptions(depends_on=[self.file_system]))))
-        claim = k8s_object(f"{name}-pvc", sm.pvc(s.name, s.namespace, size, "", volume_name=pv_name),
-                           pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions.merge(
-                               keep_opts, pulumi.ResourceOptions(depends_on=[ns, pv]))))
-        self.claim_name = claim.id.apply(lambda _: s.name)
-        self.storage_class_name = pulumi.Output.from_input("")
-        self.register_outputs({"claimName": self.claim_name, "storageClassName": self.storage_class_name,
-                               "namespace": self.namespace})
+        register_claim(self, name, s, cluster.provider, driver=driver, volume_handle=handle, attributes=attributes,
+                       depends_on=[self.file_system])

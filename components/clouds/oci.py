@@ -12,7 +12,8 @@ oke-install.sh with our labels and taints) and a ClusterNetwork whose instance p
   API endpoint for the nodes' bootstrap) and the Kubernetes provider.
 - GpuNodePool: InstanceConfiguration + ClusterNetwork; RDMA VFs per node come from the catalog via the
   fabric profile (nvidia.com/rdma-vf: 16 on H100.8, 8 on H200.8 / B200.8).
-- CheckpointStorage: File Storage file system (protected), mount target, export, and a static PV
+- CheckpointStorage: File Storage file system, mount target and export (all protected and retained
+  unless storage.allowDelete), and a static PV
   (fss.csi.oraclecloud.com, Retain) + PVC, ReadWriteMany.
 """
 from __future__ import annotations
@@ -24,10 +25,8 @@ import pulumi_kubernetes as k8s
 import pulumi_oci as oci
 
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin)
-from components.kubernetes.objects import k8s_object
+                                    PoolOutputsMixin, kept, register_claim)
 from multinode import oke, pools
-from multinode.manifests import storage as sm
 
 
 def _private_endpoint(endpoints) -> str:
@@ -111,38 +110,24 @@ class CheckpointStorage(pulumi.ComponentResource):
     def __init__(self, name: str, args: CheckpointStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
         cfg, s, cluster = args.config, args.storage, args.cluster
-        keep = not s.allow_delete
         compartment = cfg.cluster.compartment_id
         first = cfg.node_pools[0]   # the file system and mount target live beside the GPU nodes
-        child = pulumi.ResourceOptions(parent=self)
-        keep_opts = pulumi.ResourceOptions(protect=keep, retain_on_delete=keep)
-        kchild = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
+        # The file system and what a retained file system is reached through: the mount target (its VNIC
+        # is in the stack's subnet) and the export. Kept alike, so destroy leaves a working share.
+        keep = kept(pulumi.ResourceOptions(parent=self), s)
         display = f"{cfg.cluster.name}-{s.name}"
         self.file_system = oci.filestorage.FileSystem(
             f"{name}-fs", availability_domain=first.zone, compartment_id=compartment, display_name=display,
-            opts=pulumi.ResourceOptions.merge(child, keep_opts))
+            opts=keep)
         self.mount_target = oci.filestorage.MountTarget(
             f"{name}-mount-target", availability_domain=first.zone, compartment_id=compartment,
-            subnet_id=first.subnet_id, display_name=display,
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=keep)))
+            subnet_id=first.subnet_id, display_name=display, opts=keep)
         path = f"/{s.name}"
         self.export = oci.filestorage.Export(
             f"{name}-export", export_set_id=self.mount_target.export_set_id, file_system_id=self.file_system.id,
-            path=path, opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=keep)))
-        self.namespace = pulumi.Output.from_input(s.namespace)
-        ns = k8s_object(f"{name}-ns", sm.namespace(s.namespace),
-                        pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions(retain_on_delete=True)))
+            path=path, opts=keep)
         handle = pulumi.Output.all(self.file_system.id, self.mount_target.ip_address).apply(
             lambda a: oke.fss_volume_handle(a[0], a[1], path))
-        size = s.size_gib or 1   # FSS grows on demand; the PV capacity is what the claim asks for
-        pv_name = f"{s.namespace}-{s.name}"
-        pv = k8s_object(f"{name}-pv", sm.static_pv(pv_name, oke.FSS_CSI, handle, size, s.allow_delete),
-                        pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions.merge(
-                            keep_opts, pulumi.ResourceOptions(depends_on=[self.export]))))
-        claim = k8s_object(f"{name}-pvc", sm.pvc(s.name, s.namespace, size, "", volume_name=pv_name),
-                           pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions.merge(
-                               keep_opts, pulumi.ResourceOptions(depends_on=[ns, pv]))))
-        self.claim_name = claim.id.apply(lambda _: s.name)
-        self.storage_class_name = pulumi.Output.from_input("")
-        self.register_outputs({"claimName": self.claim_name, "storageClassName": self.storage_class_name,
-                               "namespace": self.namespace})
+        # FSS grows on demand; the PV capacity is what the claim asks for.
+        register_claim(self, name, s, cluster.provider, driver=oke.FSS_CSI, volume_handle=handle,
+                       depends_on=[self.export])
