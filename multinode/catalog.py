@@ -36,6 +36,8 @@ SOURCES: Dict[str, str] = {
            "at most one EFA per card, see efa-acc-inst-types.html)",
     "Z1": "MicrosoftDocs/azure-compute-docs gpu-accelerated sizes",
     "Z2": "MicrosoftDocs/azure-compute-docs ND A100 v4 series",
+    "Z4": "Microsoft github.com/Azure/azhpc-images topology/ (ndv4-topo.xml: ND A100 v4; "
+          "ndv5-topo.xml: ND H100 v5 / ND H200 v5)",
     "G1": "cloud.google.com/compute/docs/gpus/gpu-network-bandwidth",
     "G2": "GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool, examples/gke-a3-*",
     "G3": "GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo",
@@ -63,6 +65,9 @@ class Machine:
     # (at most one EFA per card). None = no source confirms the card layout (listed in unconfirmed).
     network_cards: Optional[int] = None
     accelerator: Optional[str] = None  # gcp: the GKE guest accelerator type of the machine's GPUs (G2)
+    # azure: the NCCL topology file published for this VM size (source Z4), e.g. "ndv5-topo.xml"; NCCL reads
+    # it through NCCL_TOPO_FILE because the VM's PCI topology is virtualized. None = no published file.
+    nccl_topology: Optional[str] = None
 
     @property
     def devices_per_gpu(self) -> Optional[Fraction]:
@@ -84,9 +89,9 @@ class Machine:
 
 
 def _m(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, unconfirmed=(), note="", cards=None,
-       accelerator=None):
+       accelerator=None, topology=None):
     return Machine(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, tuple(unconfirmed), note, cards,
-                   accelerator)
+                   accelerator, topology)
 
 
 _MACHINES: Tuple[Machine, ...] = (
@@ -104,11 +109,15 @@ _MACHINES: Tuple[Machine, ...] = (
        note="16 EFA-capable interfaces; which network cards carry them is unconfirmed"),
     _m("g6e.48xlarge", "aws", "L40S", 8, 44, EFA, 4, 400, "A1,A10", cards=4),
     _m("g5.48xlarge", "aws", "A10G", 8, 22, EFA, 1, 100, "A1,A10", cards=1),
-    # Azure (InfiniBand). fabric_nics = IB HCAs (one per GPU).
-    _m("Standard_ND96asr_v4", "azure", "A100", 8, 40, INFINIBAND, 8, 1600, "Z1,Z2", note="HDR InfiniBand"),
-    _m("Standard_ND96amsr_A100_v4", "azure", "A100", 8, 80, INFINIBAND, 8, 1600, "Z1,Z2", note="HDR InfiniBand"),
-    _m("Standard_ND96isr_H100_v5", "azure", "H100", 8, 80, INFINIBAND, 8, 3200, "Z1", note="NDR InfiniBand"),
-    _m("Standard_ND96isr_H200_v5", "azure", "H200", 8, 141, INFINIBAND, 8, 3200, "Z1", note="NDR InfiniBand"),
+    # Azure (InfiniBand). fabric_nics = IB HCAs (one per GPU). topology = NCCL topology file (Z4).
+    _m("Standard_ND96asr_v4", "azure", "A100", 8, 40, INFINIBAND, 8, 1600, "Z1,Z2,Z4", note="HDR InfiniBand",
+       topology="ndv4-topo.xml"),
+    _m("Standard_ND96amsr_A100_v4", "azure", "A100", 8, 80, INFINIBAND, 8, 1600, "Z1,Z2,Z4", note="HDR InfiniBand",
+       topology="ndv4-topo.xml"),
+    _m("Standard_ND96isr_H100_v5", "azure", "H100", 8, 80, INFINIBAND, 8, 3200, "Z1,Z4", note="NDR InfiniBand",
+       topology="ndv5-topo.xml"),
+    _m("Standard_ND96isr_H200_v5", "azure", "H200", 8, 141, INFINIBAND, 8, 3200, "Z1,Z4", note="NDR InfiniBand",
+       topology="ndv5-topo.xml"),
     _m("Standard_ND128isr_NDR_GB200_v6", "azure", "GB200", 4, 192, INFINIBAND, 4, 1600, "Z1", note="NDR InfiniBand"),
     # GCP. fabric_nics = GPU NICs beside the primary gVNIC (one extra VPC each for TCPX/TCPXO).
     _m("a2-highgpu-8g", "gcp", "A100", 8, 40, NONE, None, 100, "G1,G2", accelerator="nvidia-tesla-a100"),

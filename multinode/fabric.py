@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 from .catalog import Machine
 from . import pools
 from .config import NodePool, StackConfig
+from .errors import Problem
 
 # Kubernetes extended resource per fabric (hardware.md section 2).
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
@@ -44,18 +45,19 @@ NCCL_NET = {
 TCPXO_DAEMON_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21"
 TCPX_DAEMON_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12"
 
-# Azure: NCCL topology files per ND generation. The XML itself is published in Azure/azhpc-images
-# (topology/ndv4-topo.xml, topology/ndv5-topo.xml); we do not copy it: the pod mounts a ConfigMap
-# named below (see docs/addons-fabric.md), optional so NCCL falls back to auto-detection if absent.
+# Azure: NCCL topology files per ND generation. Which file a VM size uses is a machine fact
+# (catalog.Machine.nccl_topology, source Z4: Azure/azhpc-images topology/). We do not copy the XML: the
+# pod mounts a ConfigMap named after the file (see docs/addons-fabric.md), optional so NCCL falls back
+# to auto-detection if it is absent.
 AZURE_TOPOLOGY_MOUNT = "/opt/nvidia-topology"
-AZURE_TOPOLOGY = {
-    # ND A100 v4 family (HDR): azhpc-images topology/ndv4-topo.xml
-    "Standard_ND96asr_v4": "ndv4-topo.xml",
-    "Standard_ND96amsr_A100_v4": "ndv4-topo.xml",
-    # ND H100 v5 / ND H200 v5 (NDR): azhpc-images topology/ndv5-topo.xml
-    "Standard_ND96isr_H100_v5": "ndv5-topo.xml",
-    "Standard_ND96isr_H200_v5": "ndv5-topo.xml",
-}
+
+# Fabrics whose profile needs a per-node count (device resource count, or one GPU network per NIC).
+# Azure InfiniBand in shared mode requests rdma/shared_ib once per container and needs none.
+_COUNTED = {"efa", "roce", "tcpx", "tcpxo", "gcp-rdma"}
+
+
+class FabricError(ValueError):
+    """A fabric fact the profile needs is unknown (config validation refuses such a stack first)."""
 
 
 @dataclass(frozen=True)
@@ -104,10 +106,78 @@ class FabricProfile:
         }
 
 
-def _devices_per_node(cfg: StackConfig, machine: Machine, default: Optional[int]) -> int:
+def effective_kind(cfg: StackConfig, machine: Machine) -> str:
+    """The fabric kind a pool's pods use: fabric.kind on an existing cluster, else the machine's ('none' when
+    fabric.enabled is false)."""
+    if not cfg.fabric.enabled:
+        return "none"
+    return cfg.fabric.kind if cfg.cloud == "existing" and cfg.fabric.kind else machine.fabric
+
+
+def needs_count(cfg: StackConfig, kind: str) -> bool:
+    """Does this fabric's profile need a per-node device / NIC count?"""
+    return kind in _COUNTED or (kind == "infiniband" and cfg.fabric.rdma_mode == "sriov")
+
+
+def fabric_count(cfg: StackConfig, machine: Machine) -> Optional[int]:
+    """Fabric devices (or GPU NICs) per node: fabric.devicesPerGpu x GPUs when set, else the catalog /
+    machineSpec fabricNics; None when neither says (never guessed)."""
     if cfg.fabric.devices_per_gpu is not None:
         return max(1, round(cfg.fabric.devices_per_gpu * machine.gpus))
-    return default or 0
+    return machine.fabric_nics or None
+
+
+def _count(cfg: StackConfig, pool: NodePool, machine: Machine, kind: str) -> int:
+    n = fabric_count(cfg, machine)
+    if not n:
+        raise FabricError(f"node pool {pool.name!r}: {machine.name} has fabric {kind}, but its fabric NIC count is "
+                          f"unknown; set nodePools[].machineSpec.fabricNics or fabric.devicesPerGpu")
+    return n
+
+
+def config_problems(cfg: StackConfig) -> List[Problem]:
+    """Config-time fabric checks (called from config.semantic_problems).
+
+    - a pool whose fabric needs a count (EFA / RDMA VFs / SR-IOV IB devices, GCP GPU networks) but whose
+      machine gives none and fabric.devicesPerGpu is unset: the profile would have to guess it;
+    - a multi-node workload on a pool without a fabric while other pools have one: the stack-wide Kyverno
+      rule `require-fabric-pool` refuses its pods (they carry the fabric label but select no fabric pool)."""
+    out: List[Problem] = []
+    kinds: Dict[str, str] = {}
+    for i, pool in enumerate(cfg.node_pools):
+        if (pool.machine is None) == (pool.machine_spec is None):
+            continue                                   # config reports it
+        try:
+            machine = cfg.machine(pool)
+        except KeyError:                               # catalog.UnknownMachine: config reports it
+            continue
+        kind = effective_kind(cfg, machine)
+        kinds[pool.name] = kind
+        if needs_count(cfg, kind) and fabric_count(cfg, machine) is None:
+            what = {"efa": "EFA interfaces", "roce": "RDMA virtual functions", "infiniband": "InfiniBand HCAs"
+                    }.get(kind, "GPU NICs (one extra network each)")
+            if pool.machine_spec is not None:
+                out.append(Problem(f"nodePools[{i}].machineSpec.fabricNics",
+                                   f"{machine.name} has fabric {kind!r} but no fabricNics: the number of {what} "
+                                   f"per node is not guessed; set fabricNics to that number (from the provider's "
+                                   f"documentation of {machine.name}) or set fabric.devicesPerGpu"))
+            else:
+                out.append(Problem(f"nodePools[{i}].machine",
+                                   f"{machine.name}: the catalog has no confirmed count of {what} for fabric "
+                                   f"{kind!r}; set fabric.devicesPerGpu, or describe the machine with "
+                                   f"machineSpec.fabricNics"))
+    fabric_pools = sorted(n for n, k in kinds.items() if k != "none")
+    if fabric_pools:
+        for i, w in enumerate(cfg.workloads):
+            roles = [w.disaggregated.prefill, w.disaggregated.decode] if w.disaggregated else []
+            spans = w.nodes > 1 or any(r.nodes > 1 for r in roles)
+            if spans and kinds.get(w.node_pool) == "none":
+                out.append(Problem(f"workloads[{i}].nodePool",
+                                   f"{w.node_pool!r} has no GPU fabric, but this multi-node workload's pods carry "
+                                   f"{pools.FABRIC_POD_LABEL}={pools.FABRIC_POD_LABEL_VALUE} and the fabric policy "
+                                   f"refuses such pods outside the fabric pools; use one of "
+                                   f"{', '.join(fabric_pools)} (or nodes: 1)"))
+    return out
 
 
 def _efa(machine: Machine) -> Dict[str, Any]:
@@ -137,7 +207,7 @@ def _infiniband(machine: Machine) -> Dict[str, Any]:
         "NCCL_IB_PCI_RELAXED_ORDERING": "1",
     }
     out: Dict[str, Any] = {"env": env, "capabilities": ["IPC_LOCK"]}
-    topo = AZURE_TOPOLOGY.get(machine.name)
+    topo = machine.nccl_topology                       # catalog, source Z4
     if topo:
         env["NCCL_TOPO_FILE"] = f"{AZURE_TOPOLOGY_MOUNT}/{topo}"
         cm = "nccl-topology-" + topo.split("-")[0]            # nccl-topology-ndv4 / nccl-topology-ndv5
@@ -192,9 +262,8 @@ _GKE_HOST_VOLUMES = [
 ]
 
 
-def _tcpxo(pool: NodePool, machine: Machine) -> Dict[str, Any]:
+def _tcpxo(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
     # hardware.md section 2 "GCP GKE A3 Mega (TCPXO)", source G3.
-    nics = machine.fabric_nics or 8
     networks = pools.gcp_network_names(pool, nics)
     lib = "/usr/local/nvidia/lib64"
     env = {
@@ -254,11 +323,10 @@ def _tcpxo(pool: NodePool, machine: Machine) -> Dict[str, Any]:
     }
 
 
-def _tcpx(pool: NodePool, machine: Machine) -> Dict[str, Any]:
+def _tcpx(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
     # hardware.md section 2 "A3 High TCPX": sidecar tcpgpudmarxd-dev:v2.0.12, eth1-4, /run/tcpx.
     # The NCCL_GPUDIRECTTCPX_* variable names follow Google's GKE TCPX guide
     # (cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-tcpx); not in hardware.md.
-    nics = machine.fabric_nics or 4
     networks = pools.gcp_network_names(pool, nics)
     lib = "/usr/local/nvidia/lib64"
     ifnames = ",".join(f"eth{i}" for i in range(1, nics + 1))
@@ -297,11 +365,10 @@ def _tcpx(pool: NodePool, machine: Machine) -> Dict[str, Any]:
     }
 
 
-def _gcp_rdma(pool: NodePool, machine: Machine) -> Dict[str, Any]:
+def _gcp_rdma(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
     # hardware.md section 2 "A3 Ultra/A4 RDMA": eth2-9 on the RDMA networks, hostPath
     # /home/kubernetes/bin/gib -> /usr/local/gib, NCCL_NET=gIB. (eth1, the second gVNIC, is not a
     # per-pool GPU network and is left to the cluster's defaults.)
-    nics = machine.fabric_nics or 8
     networks = pools.gcp_network_names(pool, nics)
     return {
         "env": {"LD_LIBRARY_PATH": "/usr/local/gib/lib64:/usr/local/nvidia/lib64"},
@@ -316,30 +383,29 @@ def _gcp_rdma(pool: NodePool, machine: Machine) -> Dict[str, Any]:
 def profile_for(cfg: StackConfig, pool: NodePool) -> FabricProfile:
     """The fabric profile of the pool's machine on this stack's cloud (pure: catalog + pool facts)."""
     machine = cfg.machine(pool)
-    kind = cfg.fabric.kind if cfg.cloud == "existing" and cfg.fabric.kind else machine.fabric
-    if not cfg.fabric.enabled:
-        kind = "none"
+    kind = effective_kind(cfg, machine)
+    count = _count(cfg, pool, machine, kind) if needs_count(cfg, kind) else 0
     resource: Optional[str] = None
     per_node = 0
     extra: Dict[str, Any] = {}
     if kind == "efa":
-        resource, per_node = EFA_RESOURCE, _devices_per_node(cfg, machine, machine.fabric_nics)
+        resource, per_node = EFA_RESOURCE, count
         extra = _efa(machine)
     elif kind == "infiniband":
         if cfg.fabric.rdma_mode == "shared":
             resource, per_node = IB_SHARED_RESOURCE, 1
         else:
-            resource, per_node = IB_SRIOV_RESOURCE, _devices_per_node(cfg, machine, machine.fabric_nics)
+            resource, per_node = IB_SRIOV_RESOURCE, count
         extra = _infiniband(machine)
     elif kind == "roce":
-        resource, per_node = OCI_VF_RESOURCE, _devices_per_node(cfg, machine, machine.fabric_nics)
+        resource, per_node = OCI_VF_RESOURCE, count
         extra = _roce(machine, per_node)
     elif kind == "tcpxo":
-        extra = _tcpxo(pool, machine)
+        extra = _tcpxo(pool, machine, count)
     elif kind == "tcpx":
-        extra = _tcpx(pool, machine)
+        extra = _tcpx(pool, machine, count)
     elif kind == "gcp-rdma":
-        extra = _gcp_rdma(pool, machine)
+        extra = _gcp_rdma(pool, machine, count)
     nccl_net = NCCL_NET.get(kind) if cfg.fabric.pin_transport else None
     env = dict(extra.get("env", {}))
     if nccl_net:

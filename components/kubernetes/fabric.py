@@ -4,7 +4,8 @@
   NicClusterPolicy (shared RDMA or SR-IOV device plugin). oci: Network Operator + NicClusterPolicy
   with SR-IOV RDMA VFs (nvidia.com/rdma-vf) and Multus. gcp: TCPXO NCCL plugin installer and NRI
   device injector DaemonSets. existing: none (the cluster already has its fabric's plugin).
-- One Kyverno ClusterPolicy per pool with a fabric (multinode.manifests.kyverno).
+- One Kyverno ClusterPolicy per pool with a fabric (multinode.manifests.kyverno); each also carries the
+  stack-wide `require-fabric-pool` rule (a multi-node GPU pod must select a fabric pool by nodeSelector).
 - Volcano HyperNodes (tier 1 per pool) and Queues when Volcano is managed here.
 Every custom resource depends on the release that installs its CRD (ClusterAddons.crd_ready).
 `ready` lists what a multi-node workload must wait for (policies in place before its pods exist).

@@ -2,13 +2,19 @@
 FabricProfile, plus a small Python evaluator for the JMESPath the policies use (so tests and
 `effective_pod` compute exactly what Kyverno computes).
 
-One policy per node pool whose machine has a fabric. Each has three rules:
+One policy per node pool whose machine has a fabric. Each has these rules:
   1. `pod-fabric`: pod-level patch (annotations, volumes, native sidecars).
   2. `gpu-container-fabric`: foreach container whose nvidia.com/gpu limit is > 0: device resource
      (GPUs x devices-per-GPU, rounded up, computed in JMESPath), env incl. the NCCL_NET pin, volume
      mounts, capabilities, extra resources (hugepages). Containers without GPUs get nothing.
   3. `require-fabric`: validate (Enforce) that every GPU container now has the device resource and
      the NCCL_NET pin; a pod that slipped through without them is refused (fail closed).
+  4. `require-fabric-pool`: stack-wide, with NO pool precondition: a matched pod with a GPU container
+     whose spec.nodeSelector names none of the stack's fabric pools (no nodeSelector, an unknown pool,
+     or a pool chosen only through nodeAffinity) is refused. Rules 1-3 pick their pool from
+     spec.nodeSelector, so without this rule such a pod would be neither mutated nor refused. Every
+     per-pool policy carries the same rule (identical in each), so each policy fails closed on its own.
+     nodeAffinity is deliberately not read: a pod must name its pool with spec.nodeSelector.
 Matching: every Pod CREATE that carries the label multinode.dev/fabric=enabled, whatever owns it
 (LWS leader and workers, Grove cliques, Volcano/Indexed jobs, MPIJob launcher/workers), and pods
 annotated nmp.nvidia.com/enable-multi-node-networking: "true" (NeMo). No owner-kind filter.
@@ -17,7 +23,7 @@ spec.webhookConfiguration form; Kyverno >= 1.13 per the CRD's field descriptions
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import jmespath
 from jmespath import functions as jfunctions
@@ -63,6 +69,49 @@ def _pool_preconditions(profile: FabricProfile, multi_pool: bool) -> Optional[Di
     return {"all": [{"key": f'{{{{ request.object.spec.nodeSelector."{k}" || \'\' }}}}',
                      "operator": "Equals", "value": v}
                     for k, v in sorted(profile.node_selector.items())]}
+
+
+def _node_selector_expr(selector: Dict[str, str]) -> str:
+    """JMESPath that is true when the pod's spec.nodeSelector carries every label of `selector`."""
+    parts = [f'request.object.spec.nodeSelector."{k}" == \'{v}\'' for k, v in sorted(selector.items())]
+    return "(" + " && ".join(parts) + ")"
+
+
+def fabric_pool_expr(profiles: List[FabricProfile]) -> str:
+    """JMESPath that is true when the pod's nodeSelector selects one of these pools (a boolean, never null)."""
+    return " || ".join(_node_selector_expr(p.node_selector) for p in profiles)
+
+
+def _pool_hint(p: FabricProfile) -> str:
+    sel = ", ".join(f"{k}: {v}" for k, v in sorted(p.node_selector.items()))
+    return f"pool {p.pool!r} ({p.machine}, {p.kind}): nodeSelector {{{sel}}}"
+
+
+def require_fabric_pool_rule(profiles: List[FabricProfile]) -> Optional[Dict[str, Any]]:
+    """Stack-wide validate rule: a fabric-labelled (or NeMo-annotated) pod with a GPU container must select
+    one of the stack's fabric pools with spec.nodeSelector. None when a fabric pool has no node selector
+    (config refuses that: then any node would match and the rule could not say which labels to use)."""
+    fabric = [p for p in profiles if p.enabled]
+    if not fabric or any(not p.node_selector for p in fabric):
+        return None
+    return {
+        "name": "require-fabric-pool",
+        "match": _match(),
+        "validate": {
+            "failureAction": "Enforce",
+            "message": (f"multi-node pod with a container that requests {GPU_RESOURCE} must select one of this "
+                        f"stack's fabric node pools with spec.nodeSelector: "
+                        f"{'; '.join(_pool_hint(p) for p in fabric)}. Its nodeSelector is missing or names no "
+                        f"fabric pool (nodeAffinity is not read: the fabric injection picks the pool from "
+                        f"spec.nodeSelector), so it would run without the fabric and is refused"),
+            "foreach": [{
+                "list": "request.object.spec.containers",
+                "preconditions": _gpu_precondition(),
+                "deny": {"conditions": {"any": [
+                    {"key": f"{{{{ {fabric_pool_expr(fabric)} }}}}", "operator": "Equals", "value": False}]}},
+            }],
+        },
+    }
 
 
 def _gpu_precondition() -> Dict[str, Any]:
@@ -111,7 +160,10 @@ def deny_conditions(profile: FabricProfile) -> Dict[str, Any]:
     return {"any": conds}
 
 
-def cluster_policy(profile: FabricProfile, webhook_timeout_seconds: int, multi_pool: bool = False) -> Dict[str, Any]:
+def cluster_policy(profile: FabricProfile, webhook_timeout_seconds: int, multi_pool: bool = False,
+                   fabric_pools: Optional[List[FabricProfile]] = None) -> Dict[str, Any]:
+    """The pool's policy. fabric_pools: every fabric pool of the stack (for `require-fabric-pool`);
+    default: this pool only."""
     pre = _pool_preconditions(profile, multi_pool)
     rules: List[Dict[str, Any]] = []
 
@@ -144,6 +196,9 @@ def cluster_policy(profile: FabricProfile, webhook_timeout_seconds: int, multi_p
                 "deny": {"conditions": deny_conditions(profile)},
             }],
         }}))
+    pool_rule = require_fabric_pool_rule(fabric_pools if fabric_pools is not None else [profile])
+    if pool_rule:
+        rules.append(pool_rule)
     return {
         "apiVersion": API_VERSION,
         "kind": "ClusterPolicy",
@@ -155,7 +210,8 @@ def cluster_policy(profile: FabricProfile, webhook_timeout_seconds: int, multi_p
                 "policies.kyverno.io/description": (
                     f"Pods labelled {pools.FABRIC_POD_LABEL}={pools.FABRIC_POD_LABEL_VALUE} or annotated "
                     f"{pools.NEMO_ANNOTATION}=true on pool {profile.pool} ({profile.machine}) get the fabric; "
-                    f"GPU containers without it are refused."),
+                    f"GPU containers without it, and GPU pods whose nodeSelector names no fabric pool, "
+                    f"are refused."),
             },
         },
         "spec": {
@@ -170,7 +226,8 @@ def cluster_policies(cfg: StackConfig) -> List[Dict[str, Any]]:
     """One ClusterPolicy per node pool with a fabric (none when fabric.enabled is false)."""
     profiles = [profile_for(cfg, p) for p in cfg.node_pools]
     multi = len(cfg.node_pools) > 1
-    return [cluster_policy(p, cfg.fabric.webhook_timeout_seconds, multi) for p in profiles if p.enabled]
+    fabric = [p for p in profiles if p.enabled]
+    return [cluster_policy(p, cfg.fabric.webhook_timeout_seconds, multi, fabric) for p in fabric]
 
 
 # ------------------------------------------------------------------------------------------
@@ -235,12 +292,17 @@ def conditions_hold(block: Dict[str, Any], data: Dict[str, Any]) -> bool:
     return ok
 
 
-def denied_containers(policy: Dict[str, Any], pod: Dict[str, Any]) -> List[str]:
-    """Names of containers the policy's validate rule would refuse in `pod` (a Pod dict)."""
-    out: List[str] = []
+def denials(policy: Dict[str, Any], pod: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """(rule name, container name) for every container a validate rule of the policy refuses in `pod`.
+    A pod the policy does not match, or whose rule preconditions fail, is refused by nothing."""
+    out: List[Tuple[str, str]] = []
+    if not matches(policy, pod):
+        return out
     for r in policy["spec"]["rules"]:
         v = r.get("validate")
         if not v:
+            continue
+        if "preconditions" in r and not conditions_hold(r["preconditions"], {"request": {"object": pod}}):
             continue
         for fe in v["foreach"]:
             elements = evaluate(fe["list"], {"request": {"object": pod}}) or []
@@ -249,7 +311,16 @@ def denied_containers(policy: Dict[str, Any], pod: Dict[str, Any]) -> List[str]:
                 if not conditions_hold(fe["preconditions"], data):
                     continue
                 if conditions_hold(fe["deny"]["conditions"], data):
-                    out.append(element.get("name", "?"))
+                    out.append((r["name"], element.get("name", "?")))
+    return out
+
+
+def denied_containers(policy: Dict[str, Any], pod: Dict[str, Any]) -> List[str]:
+    """Names of containers the policy's validate rules would refuse in `pod` (a Pod dict), each once."""
+    out: List[str] = []
+    for _, name in denials(policy, pod):
+        if name not in out:
+            out.append(name)
     return out
 
 
@@ -270,4 +341,5 @@ def matches(policy: Dict[str, Any], pod: Dict[str, Any]) -> bool:
 
 
 __all__ = ["cluster_policy", "cluster_policies", "container_patch", "pod_patch", "device_count_expr",
-           "evaluate", "substitute", "denied_containers", "matches"]
+           "evaluate", "substitute", "denied_containers", "denials", "matches", "require_fabric_pool_rule",
+           "fabric_pool_expr"]
