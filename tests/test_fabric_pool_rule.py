@@ -298,8 +298,6 @@ def test_multi_node_workload_on_a_pool_without_fabric_is_refused():
     assert fabric.config_problems(unchecked("gcp-dev", nodePools=[base, cpu], workloads=single)) == []
 
 
-@pytest.mark.xfail(reason="lead: config.semantic_problems must call fabric.config_problems (one line)",
-                   strict=False)
 def test_config_load_runs_the_fabric_checks():
     raw, secrets = raw_of("aws-dev", nodePools=_spec_pool("aws-dev", {"name": "lab", "gpus": 8, "fabric": "efa"}),
                           workloads=[])
