@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from multinode import pools
+from policy.objects import as_int as _int  # one integer reader for every rule
 
 GROUP = "nvidia.com"
 KIND = "DynamoGraphDeployment"
@@ -111,18 +112,6 @@ def _dict(v: Any) -> Dict[str, Any]:
 
 def _list(v: Any) -> List[Any]:
     return list(v) if isinstance(v, (list, tuple)) else []
-
-
-def _int(v: Any) -> Optional[int]:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, str) and v.strip().isdigit():
-        return int(v.strip())
-    return None
 
 
 def _str_map(v: Any) -> Dict[str, str]:
