@@ -389,6 +389,21 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = 
 def advisories(cfg: StackConfig) -> List[Problem]:
     """Non-fatal findings (printed by `plan`, logged as warnings by the program)."""
     out: List[Problem] = []
+    if cfg.cloud == "azure" and cfg.fabric.enabled and cfg.fabric_kind() == "infiniband":
+        if not cfg.addons.gpu_operator.enabled:
+            # Azure/AKS#3507 via hardware.md section 2: ~4 GB/s instead of ~186 GB/s without nvidia_peermem
+            out.append(Problem("addons.gpuOperator.enabled", "AKS-managed GPU drivers do not load nvidia-peermem, "
+                                                             "so NCCL over InfiniBand runs without GPUDirect RDMA "
+                                                             "(~4 GB/s instead of ~186 GB/s); enable addons.gpuOperator "
+                                                             "(the pool then uses driver mode None) or run a peermem "
+                                                             "loader DaemonSet on the GPU nodes"))
+        topologies = sorted({cfg.machine(pl).nccl_topology for pl in cfg.node_pools
+                             if cfg.machine(pl).nccl_topology})
+        if topologies:
+            out.append(Problem("nodePools", f"NCCL_TOPO_FILE points at {', '.join(topologies)} from an optional "
+                                            f"ConfigMap (nccl-topology-ndv4 / nccl-topology-ndv5) that this package "
+                                            f"does not ship; create it in each workload namespace from "
+                                            f"Azure/azhpc-images topology/ or NCCL guesses the topology"))
     for i, w in enumerate(cfg.workloads):
         try:
             m = cfg.machine(cfg.pool(w.node_pool))

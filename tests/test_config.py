@@ -176,3 +176,12 @@ def test_multi_node_without_fabric_is_an_advisory():
     cfg = _load(raw, secrets)
     assert any("NCCL will run over the primary network" in p.message for p in config.advisories(cfg))
     assert not any("primary network" in p.message for p in config.advisories(_load(*example_raw("aws-dev"))))
+
+
+def test_azure_infiniband_advisories_peermem_and_topology():
+    raw, secrets = example_raw("azure-dev")
+    advice = {p.path: p.message for p in config.advisories(_load(raw, secrets))}
+    assert "nvidia-peermem" in advice["addons.gpuOperator.enabled"]
+    assert "ndv5-topo.xml" in advice["nodePools"]
+    raw.setdefault("addons", {})["gpuOperator"] = {"enabled": True}
+    assert "addons.gpuOperator.enabled" not in {p.path for p in config.advisories(_load(raw, secrets))}
