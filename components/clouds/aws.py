@@ -25,7 +25,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+from components.clouds.base import (connect, TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, claim_size_gib, kept, register_claim)
 from components.kubernetes.objects import k8s_object
 from multinode import service_limits as limits
@@ -136,8 +136,7 @@ class ClusterAccess(pulumi.ComponentResource):
         self.cluster_security_group_id = eks.vpc_config.cluster_security_group_id
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(eks.name, eks.endpoint, eks.certificate_authorities)
                                                .apply(lambda a: kubeconfig_for(a[0], region, a[1], _field(a[2][0], "data"))))
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig,
-                                     opts=pulumi.ResourceOptions(parent=self))
+        self.provider = connect(self, name, self.kubeconfig)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
 

@@ -23,9 +23,8 @@ from typing import Any, List, Optional
 
 import pulumi
 import pulumi_azure_native as azure_native
-import pulumi_kubernetes as k8s
 
-from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+from components.clouds.base import (connect, TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, claim_size_gib, kept, register_claim)
 from multinode import service_limits as limits
 from multinode.pools import node_labels, node_taints
@@ -91,8 +90,7 @@ class ClusterAccess(pulumi.ComponentResource):
             resource_group_name=rg, resource_name=cname, opts=invoke)
         self.kubeconfig = pulumi.Output.secret(creds.kubeconfigs.apply(
             lambda ks: base64.b64decode(_field(ks[0], "value", "value")).decode()))
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig,
-                                     opts=pulumi.ResourceOptions(parent=self))
+        self.provider = connect(self, name, self.kubeconfig)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
 

@@ -15,6 +15,12 @@ from multinode.manifests import storage as sm
 TYPE_PREFIX = "multinode:index:"
 
 
+def connect(component: pulumi.ComponentResource, name: str, kubeconfig: pulumi.Output) -> Any:
+    """The Kubernetes provider every cloud's ClusterAccess exposes, from its (secret) kubeconfig."""
+    import pulumi_kubernetes as k8s
+    return k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=component))
+
+
 @dataclass
 class ClusterAccessArgs:
     config: StackConfig

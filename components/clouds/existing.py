@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Optional
 
 import pulumi
-import pulumi_kubernetes as k8s
 
-from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+from components.clouds.base import (connect, TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, register_claim, register_namespace)
 
 
@@ -24,8 +23,7 @@ class ClusterAccess(pulumi.ComponentResource):
         cfg = args.config
         self.cluster_name = pulumi.Output.from_input(cfg.cluster.name or "existing")
         self.kubeconfig = pulumi.Output.secret(cfg.kubeconfig or "")
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig,
-                                     opts=pulumi.ResourceOptions(parent=self))
+        self.provider = connect(self, name, self.kubeconfig)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
 

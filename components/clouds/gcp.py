@@ -19,9 +19,8 @@ from typing import List, Optional
 
 import pulumi
 import pulumi_gcp as gcp
-import pulumi_kubernetes as k8s
 
-from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+from components.clouds.base import (connect, TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, claim_size_gib, kept, register_claim)
 from components.kubernetes.objects import k8s_object
 from multinode import gke, pools
@@ -59,8 +58,7 @@ class ClusterAccess(pulumi.ComponentResource):
                         else self.gke.network.apply(_last))
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(self.gke.endpoint, self.gke.master_auths).apply(
             lambda a: gke.kubeconfig(c.name, a[0], _first(a[1], "cluster_ca_certificate") or "")))
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig,
-                                     opts=pulumi.ResourceOptions(parent=self))
+        self.provider = connect(self, name, self.kubeconfig)
         needs_networks = any(gke.network_plan(cfg, p) for p in cfg.node_pools)
         storage_kind = cfg.storage.kind if cfg.storage is not None else None
 

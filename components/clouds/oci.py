@@ -21,10 +21,9 @@ from __future__ import annotations
 from typing import Optional
 
 import pulumi
-import pulumi_kubernetes as k8s
 import pulumi_oci as oci
 
-from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+from components.clouds.base import (connect, TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, kept, register_claim)
 from multinode import oke, pools
 
@@ -51,8 +50,7 @@ class ClusterAccess(pulumi.ComponentResource):
         self.cluster_name = pulumi.Output.from_input(c.name or c.cluster_id)
         self.kubeconfig = pulumi.Output.secret(kc.content)
         self.api_endpoint = self.oke.endpoints.apply(_private_endpoint)
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig,
-                                     opts=pulumi.ResourceOptions(parent=self))
+        self.provider = connect(self, name, self.kubeconfig)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
 
