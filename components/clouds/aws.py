@@ -25,8 +25,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.clouds.base import (connect, TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin, claim_size_gib, kept, register_claim)
+from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+                                    PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
 from components.kubernetes.objects import k8s_object
 from multinode import service_limits as limits
 from multinode.catalog import Machine

@@ -24,8 +24,8 @@ from typing import Any, List, Optional
 import pulumi
 import pulumi_azure_native as azure_native
 
-from components.clouds.base import (connect, TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin, claim_size_gib, kept, register_claim)
+from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+                                    PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
 from multinode import service_limits as limits
 from multinode.pools import node_labels, node_taints
 

@@ -11,8 +11,8 @@ from typing import Optional
 
 import pulumi
 
-from components.clouds.base import (connect, TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin, register_claim, register_namespace)
+from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+                                    PoolOutputsMixin, connect, register_claim, register_namespace)
 
 
 class ClusterAccess(pulumi.ComponentResource):

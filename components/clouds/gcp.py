@@ -20,8 +20,8 @@ from typing import List, Optional
 import pulumi
 import pulumi_gcp as gcp
 
-from components.clouds.base import (connect, TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin, claim_size_gib, kept, register_claim)
+from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+                                    PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
 from components.kubernetes.objects import k8s_object
 from multinode import gke, pools
 

@@ -23,8 +23,8 @@ from typing import Optional
 import pulumi
 import pulumi_oci as oci
 
-from components.clouds.base import (connect, TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin, kept, register_claim)
+from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
+                                    PoolOutputsMixin, connect, kept, register_claim)
 from multinode import oke, pools
 
 
