@@ -20,6 +20,13 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 IB_SHARED_RESOURCE = "rdma/shared_ib"      # Mellanox shared RDMA device plugin, resourceName shared_ib
 IB_SRIOV_RESOURCE = "rdma/ib"              # SR-IOV device plugin
 OCI_VF_RESOURCE = "nvidia.com/rdma-vf"     # OCI SR-IOV RDMA virtual functions
+# The Multus network (NetworkAttachmentDefinition, manifests/addons.rdma_vf_network) that attaches one
+# OCI VF. A NAD is namespaced; ours lives in `default` and pods name it `default/rdma-vf`, so pods in
+# any namespace can use it (Multus reads `<namespace>/<name>`; with Multus namespaceIsolation on,
+# `default` stays reachable). oracle-quickstart/oci-hpc-oke docs/using-rdma-network-interfaces-in-
+# manifests.md uses the same namespace and `default/rdma-vf` form for pods outside `default`.
+OCI_VF_NETWORK = "rdma-vf"
+OCI_VF_NETWORK_NAMESPACE = "default"
 
 # NCCL_NET pins the network plugin NCCL must load: NCCL compares it (case-insensitively) with the
 # name each net plugin registers, and aborts when none matches, instead of falling back to sockets.
@@ -235,10 +242,12 @@ def _roce(machine: Machine, vfs: int) -> Dict[str, Any]:
         env["NCCL_IB_QPS_PER_CONNECTION"] = "4"        # hardware.md: (A100)
     else:
         env["NCCL_IGNORE_CPU_AFFINITY"] = "1"          # hardware.md: (H100/H200/B200)
-    # Multus attaches one rdma-vf network per VF the pod requests (whole-node pods: all of them).
+    # Multus attaches one rdma-vf network per VF the pod requests (whole-node pods: all of them),
+    # named with its namespace so a pod in any namespace finds the one NAD in `default`.
+    net = f"{OCI_VF_NETWORK_NAMESPACE}/{OCI_VF_NETWORK}"
     return {"env": env, "capabilities": ["IPC_LOCK"],
-            "annotations": {"k8s.v1.cni.cncf.io/networks": ",".join(["rdma-vf"] * vfs)},
-            "networks": ["rdma-vf"]}
+            "annotations": {"k8s.v1.cni.cncf.io/networks": ",".join([net] * vfs)},
+            "networks": [net]}
 
 
 def _gke_interfaces(first_eth: int, networks: List[str]) -> str:

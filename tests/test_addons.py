@@ -104,7 +104,52 @@ def test_nic_cluster_policy_validates(stack, mode, plugin, resource):
     assert nic["spec"][plugin]["version"] == "network-operator-v" + config.ADDON_VERSIONS["networkOperator"]
     if stack == "oci-dev":
         assert '"resourcePrefix": "nvidia.com"' in nic["spec"][plugin]["config"]
-        assert "multus" in nic["spec"]["secondaryNetwork"]
+        assert "multus" in nic["spec"]["secondaryNetwork"] and "cniPlugins" in nic["spec"]["secondaryNetwork"]
+        assert nic["spec"]["nvIpam"]["image"] == "nvidia-k8s-ipam" and nic["spec"]["nvIpam"]["enableWebhook"] is False
+    else:
+        assert "nvIpam" not in nic["spec"] and "secondaryNetwork" not in nic["spec"]
+
+
+# Kinds we emit without a local schema (no NAD / nv-ipam CRD in schemas/): NOT validated against a schema;
+# test_rdma_vf_network checks their structure field by field instead.
+NO_SCHEMA_KINDS = {("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition"), ("nv-ipam.nvidia.com/v1alpha1", "IPPool")}
+
+
+def test_rdma_vf_network():
+    import json
+    cfg = load("oci-dev")
+    pool, nad = addons.rdma_vf_network(cfg)
+    operator_ns = {s.key: s for s in addons.fabric_releases(cfg)}["networkOperator"].namespace
+    # nv-ipam pool in the operator's namespace (where nv-ipam reads pools), named by the NAD's ipam.poolName
+    assert (pool["apiVersion"], pool["kind"]) == ("nv-ipam.nvidia.com/v1alpha1", "IPPool")
+    assert pool["metadata"] == {"name": "rdma-vf", "namespace": operator_ns}
+    assert pool["spec"]["subnet"] == "192.168.0.0/16" and pool["spec"]["perNodeBlockSize"] >= 16
+    # the NAD: in `default`, named as the pods' Multus annotation names it, tied to the VF resource
+    assert (nad["apiVersion"], nad["kind"]) == ("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition")
+    assert nad["metadata"]["name"] == "rdma-vf" and nad["metadata"]["namespace"] == "default"
+    assert nad["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/resourceName": fabric.OCI_VF_RESOURCE}
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    nets = profile.annotations["k8s.v1.cni.cncf.io/networks"].split(",")
+    assert set(nets) == {f"{nad['metadata']['namespace']}/{nad['metadata']['name']}"}
+    assert len(nets) == profile.devices_per_node
+    assert set(nad["spec"]) == {"config"} and isinstance(nad["spec"]["config"], str)
+    conf = json.loads(nad["spec"]["config"])                       # valid JSON
+    assert conf["cniVersion"] == "0.3.1" and conf["name"] == "rdma-vf"
+    first, *rest = conf["plugins"]
+    assert first["type"] == "host-device" and "device" not in first     # the VF comes from the device plugin
+    assert first["ipam"] == {"type": "nv-ipam", "poolName": pool["metadata"]["name"]}
+    assert [p["type"] for p in rest] == ["tuning"]
+    assert rest[0]["sysctl"]["net.ipv4.conf.all.rp_filter"] == "0"
+    # metadata that Kubernetes would accept (names, annotation keys)
+    for obj in (pool, nad):
+        assert (obj["apiVersion"], obj["kind"]) in NO_SCHEMA_KINDS
+        assert validation._metadata_errors(obj["metadata"], "metadata", require_name=True, check_name_format=True) == []
+
+
+@pytest.mark.parametrize("stack,over", [("aws-dev", {}), ("azure-dev", {}), ("gcp-dev", {}), ("existing-dev", {}),
+                                        ("oci-dev", {"addons": {"networkOperator": {"enabled": False}}})])
+def test_no_rdma_vf_network_elsewhere(stack, over):
+    assert addons.rdma_vf_network(load(stack, **over)) == []
 
 
 def test_gcp_daemonsets_validate_strictly():
@@ -230,7 +275,18 @@ def test_components_render_for_every_cloud_under_mocks(tmp_path, stack, operator
         assert urn["fabric-network-operator"] in regs["fabric-nic-cluster-policy"].dependencies
     if stack == "gcp-dev":
         assert {"fabric-nccl-tcpxo-installer", "fabric-device-injector"} <= set(regs)
+    if stack == "oci-dev":
+        # the rdma-vf network waits for the operator and the NicClusterPolicy (Multus / nv-ipam bring the CRDs)
+        for n in ("fabric-networkattachmentdefinition-rdma-vf", "fabric-ippool-rdma-vf"):
+            assert regs[n].parent == urn["fabric"]
+            assert {urn["fabric-network-operator"], urn["fabric-nic-cluster-policy"]} <= set(regs[n].dependencies)
+        assert regs["fabric-networkattachmentdefinition-rdma-vf"].type == (
+            "kubernetes:k8s.cni.cncf.io/v1:NetworkAttachmentDefinition")
+    else:
+        assert "fabric-networkattachmentdefinition-rdma-vf" not in regs
     k8s = [r.inputs for r in run.registrations if mplan.is_k8s_object(r)]
     assert k8s
     for obj in k8s:
+        if (obj["apiVersion"], obj["kind"]) in NO_SCHEMA_KINDS:
+            continue                    # structure checked in test_rdma_vf_network (no schema here)
         assert validation.validate_object(obj) == [], (obj["kind"], validation.validate_object(obj))

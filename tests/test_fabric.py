@@ -111,7 +111,8 @@ def test_oci_profile_vfs_and_multus():
     cfg = load("oci-dev")
     p = fabric.profile_for(cfg, cfg.node_pools[0])
     assert (p.device_resource, p.devices_per_node, p.nccl_net) == ("nvidia.com/rdma-vf", 16, "IB")
-    assert p.annotations["k8s.v1.cni.cncf.io/networks"].split(",") == ["rdma-vf"] * 16
+    # the NAD lives in `default` (manifests/addons.rdma_vf_network): pods of any namespace name it with it
+    assert p.annotations["k8s.v1.cni.cncf.io/networks"].split(",") == ["default/rdma-vf"] * 16
     for k, v in {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "41", "NCCL_IB_SL": "0", "NCCL_IB_TIMEOUT": "22",
                  "NCCL_IB_SPLIT_DATA_ON_QPS": "0", "NCCL_CUMEM_ENABLE": "0", "NCCL_SOCKET_IFNAME": "eth0",
                  "NCCL_IGNORE_CPU_AFFINITY": "1", "NCCL_IB_HCA": "mlx5"}.items():
@@ -258,3 +259,49 @@ def test_string_gpu_limit_and_unlabelled_pod():
         "vpc.amazonaws.com/efa"] == "32"
     plain = {**pod, "metadata": {"labels": {"app": "single-node"}}}
     assert effective_pod.apply_policy_to_pod(plain, pol) == plain
+
+
+# ---------------------------------------------------------------- capabilities: union, not replace
+def _with_caps(cfg, caps):
+    t = lws_like(cfg)["worker"]
+    t["spec"]["containers"][0]["securityContext"] = {"capabilities": {"add": list(caps)}, "privileged": False}
+    return {"apiVersion": "v1", "kind": "Pod", **t}
+
+
+@pytest.mark.parametrize("stack", ["azure-dev", "oci-dev"])
+def test_user_capabilities_are_kept_and_ours_added_once(stack):
+    cfg = load(stack)
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert profile.capabilities == ["IPC_LOCK"]
+    (pol,) = kyverno.cluster_policies(cfg)
+    # 1) the Kyverno expression itself, evaluated as the tests evaluate every policy expression
+    (gpu_rule,) = [r for r in pol["spec"]["rules"] if r["name"] == "gpu-container-fabric"]
+    patch = gpu_rule["mutate"]["foreach"][0]["patchStrategicMerge"]["spec"]["containers"][0]
+    value = patch["securityContext"]["capabilities"]["add"]
+    assert value.startswith("{{") and value.endswith("}}")
+    assert validation.kyverno_jmespath_errors(pol) == [] and validation.validate_object(pol) == []
+    for have, want in [(["SYS_PTRACE"], ["SYS_PTRACE", "IPC_LOCK"]),
+                       (["IPC_LOCK", "SYS_PTRACE"], ["IPC_LOCK", "SYS_PTRACE"]),
+                       ([], ["IPC_LOCK"])]:
+        element = {"name": "engine", "securityContext": {"capabilities": {"add": have}}}
+        assert kyverno.substitute(value, {"element": element}) == want
+    assert kyverno.substitute(value, {"element": {"name": "engine"}}) == ["IPC_LOCK"]   # no securityContext
+    # 2) the whole policy applied in Python (effective_pod): same result, other fields untouched
+    for have, want in [(["SYS_PTRACE"], ["SYS_PTRACE", "IPC_LOCK"]), (["IPC_LOCK"], ["IPC_LOCK"])]:
+        out = effective_pod.apply_policy_to_pod(_with_caps(cfg, have), pol)
+        sc = out["spec"]["containers"][0]["securityContext"]
+        assert sc["capabilities"]["add"] == want and sc["privileged"] is False
+        assert out["spec"]["containers"][0]["securityContext"]["capabilities"]["add"].count("IPC_LOCK") == 1
+        assert validation.validate_pod_spec(out["spec"]) == []
+        # applying the policy again (e.g. a re-admission) adds nothing
+        again = effective_pod.apply_policy_to_pod(out, pol)
+        assert again["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] == want
+
+
+def test_capabilities_expression_unions_several_capabilities():
+    expr = kyverno.capabilities_add_expr(["IPC_LOCK", "NET_ADMIN"])
+    for have, want in [(["NET_ADMIN"], ["NET_ADMIN", "IPC_LOCK"]),
+                       (["SYS_PTRACE"], ["SYS_PTRACE", "IPC_LOCK", "NET_ADMIN"]),
+                       (None, ["IPC_LOCK", "NET_ADMIN"])]:
+        element = {"securityContext": {"capabilities": {"add": have}}} if have is not None else {}
+        assert kyverno.evaluate(expr, {"element": element}) == want

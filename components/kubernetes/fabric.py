@@ -2,7 +2,8 @@
 
 - aws: EFA device plugin (Helm). azure: NVIDIA Network Operator (+ GPU Operator when enabled) and a
   NicClusterPolicy (shared RDMA or SR-IOV device plugin). oci: Network Operator + NicClusterPolicy
-  with SR-IOV RDMA VFs (nvidia.com/rdma-vf) and Multus. gcp: TCPXO NCCL plugin installer and NRI
+  with SR-IOV RDMA VFs (nvidia.com/rdma-vf), Multus and nv-ipam, plus the `rdma-vf`
+  NetworkAttachmentDefinition (namespace default) and its IPPool. gcp: TCPXO NCCL plugin installer and NRI
   device injector DaemonSets. existing: none (the cluster already has its fabric's plugin).
 - One Kyverno ClusterPolicy per pool with a fabric (multinode.manifests.kyverno); each also carries the
   stack-wide `require-fabric-pool` rule (a multi-node GPU pod must select a fabric pool by nodeSelector).
@@ -47,7 +48,14 @@ class FabricPolicies(pulumi.ComponentResource):
         nic = am.nic_cluster_policy(config)
         if nic is not None:
             op = [self.operators["networkOperator"]] if "networkOperator" in self.operators else []
-            self.objects.append(k8s_object(f"{name}-nic-cluster-policy", nic, after(op)))
+            nic_policy = k8s_object(f"{name}-nic-cluster-policy", nic, after(op))
+            self.objects.append(nic_policy)
+            # OCI: the nv-ipam pool and the rdma-vf Multus network. Their CRDs come from the NicClusterPolicy's
+            # nvIpam and Multus components, which the operator deploys once the policy exists.
+            for obj in am.rdma_vf_network(config):
+                meta = obj["metadata"]
+                self.objects.append(k8s_object(f"{name}-{obj['kind'].lower()}-{meta['name']}", obj,
+                                               after(op + [nic_policy])))
         for ds in am.gcp_daemonsets(config):
             self.objects.append(k8s_object(f"{name}-{ds['metadata']['name']}", ds, child))
 

@@ -25,7 +25,8 @@ from typing import Any, Dict, List, Optional
 
 from .. import pools
 from ..config import ADDON_VERSIONS, Addon, StackConfig
-from ..fabric import IB_SHARED_RESOURCE, OCI_VF_RESOURCE, profile_for
+from ..fabric import (IB_SHARED_RESOURCE, OCI_VF_NETWORK, OCI_VF_NETWORK_NAMESPACE, OCI_VF_RESOURCE,
+                      profile_for)
 from .dynamo_platform import dynamo_platform_release
 
 
@@ -198,9 +199,13 @@ def nic_cluster_policy(cfg: StackConfig) -> Optional[Dict[str, Any]]:
         spec["sriovDevicePlugin"] = {**_component("sriov-network-device-plugin", version), "config": json.dumps({
             "resourceList": [{"resourcePrefix": prefix, "resourceName": name, "selectors": selectors}]})}
         if "roce" in kinds:
-            # Multus lets pods attach the VFs named in k8s.v1.cni.cncf.io/networks.
+            # Multus lets pods attach the VFs named in k8s.v1.cni.cncf.io/networks (it also brings the
+            # NetworkAttachmentDefinition CRD); cniPlugins installs host-device, the CNI of our rdma-vf
+            # network; nvIpam gives each VF an address (IPPool below). See rdma_vf_network.
             spec["secondaryNetwork"] = {"multus": _component("multus-cni", version),
                                         "cniPlugins": _component("plugins", version)}
+            # No webhook: it needs cert-manager (CRD description of nvIpam), which this stack does not install.
+            spec["nvIpam"] = {**_component("nvidia-k8s-ipam", version), "enableWebhook": False}
     else:
         return None
     if cfg.fabric.doca_driver_version:
@@ -209,6 +214,60 @@ def nic_cluster_policy(cfg: StackConfig) -> Optional[Dict[str, Any]]:
                               "version": cfg.fabric.doca_driver_version}
     return {"apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy",
             "metadata": {"name": "nic-cluster-policy"}, "spec": spec}
+
+
+# ------------------------------------------------------------------------------------------
+# OCI: the Multus network that attaches RDMA VFs (k8s.v1.cni.cncf.io/networks: default/rdma-vf,...)
+# ------------------------------------------------------------------------------------------
+# Shape of the attachment, from two documented setups (our own config, not a copy of either):
+#  - oracle-quickstart/oci-hpc-oke manifests/network-attachment-definition.yaml: a NAD in namespace
+#    `default` annotated k8s.v1.cni.cncf.io/resourceName=<the VF resource>, IPAM `nv-ipam` with a pool,
+#    and the pool manifests/ip-pool.yaml (192.168.0.0/16, perNodeBlockSize 100) in the operator's
+#    namespace; docs/using-rdma-network-interfaces-in-manifests.md: the NAD lives in `default`, pods
+#    elsewhere name it `default/rdma-vf`. Their chain uses the sriov CNI (+ rdma CNI), which only the
+#    SR-IOV Network Operator installs; we keep that operator off (VFs come from the device plugin).
+#  - Mellanox/network-operator example/crs/mellanox.com_v1alpha1_hostdevicenetwork_cr.yaml and
+#    example/networking/rdma-net-hostdev-cr-whereabouts-ipam.yml: with the SR-IOV device plugin of a
+#    NicClusterPolicy, the CNI is `host-device` (from secondaryNetwork.cniPlugins); Multus passes the
+#    allocated VF's PCI address to it through the resourceName annotation. Whereabouts IPAM is no
+#    longer a NicClusterPolicy field at v26.4.1, so we use nv-ipam (spec.nvIpam).
+VF_IP_POOL = "rdma-vf"
+VF_SUBNET = "192.168.0.0/16"       # oci-hpc-oke ip-pool.yaml; must not overlap the VCN / pod CIDRs
+VF_PER_NODE_BLOCK = 64             # >= 16 VFs of one whole-node pod, with room for restarts
+
+
+def rdma_vf_network(cfg: StackConfig) -> List[Dict[str, Any]]:
+    """[nv-ipam IPPool, NetworkAttachmentDefinition] for OCI RDMA VFs, or [] when the stack has no
+    OCI RoCE pool or does not manage the Network Operator. Neither kind has a schema in schemas/:
+    tests check their fields and that spec.config is valid JSON (see tests/test_addons.py)."""
+    if cfg.cloud != "oci" or not cfg.addons.network_operator.enabled:
+        return []
+    if "roce" not in {profile_for(cfg, p).kind for p in cfg.node_pools}:
+        return []
+    import json
+    operator_ns = cfg.addons.network_operator.namespace or _DEFAULT_NS["networkOperator"]   # nv-ipam reads pools there
+    pool = {"apiVersion": "nv-ipam.nvidia.com/v1alpha1", "kind": "IPPool",
+            "metadata": {"name": VF_IP_POOL, "namespace": operator_ns},
+            "spec": {"subnet": VF_SUBNET, "perNodeBlockSize": VF_PER_NODE_BLOCK}}
+    config = {
+        "cniVersion": "0.3.1",
+        "name": OCI_VF_NETWORK,
+        "plugins": [
+            # host-device moves the VF netdev (PCI address from the device plugin) into the pod.
+            {"type": "host-device", "ipam": {"type": "nv-ipam", "poolName": VF_IP_POOL}},
+            # Up to 16 VFs share one subnet in a pod: answer ARP only on the interface that owns the
+            # address and do not drop replies by reverse-path filtering (as oci-hpc-oke's chain does).
+            {"type": "tuning", "sysctl": {"net.ipv4.conf.all.arp_announce": "2",
+                                          "net.ipv4.conf.all.arp_ignore": "1",
+                                          "net.ipv4.conf.all.arp_filter": "1",
+                                          "net.ipv4.conf.all.rp_filter": "0"}},
+        ],
+    }
+    nad = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+           "metadata": {"name": OCI_VF_NETWORK, "namespace": OCI_VF_NETWORK_NAMESPACE,
+                        "annotations": {"k8s.v1.cni.cncf.io/resourceName": OCI_VF_RESOURCE}},
+           "spec": {"config": json.dumps(config, sort_keys=True)}}
+    return [pool, nad]
 
 
 # ------------------------------------------------------------------------------------------

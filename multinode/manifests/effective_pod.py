@@ -5,7 +5,10 @@ strategic-merge patches to the pod the way Kyverno does: the per-container patch
 the same JMESPath (device count = ceil(GPUs x devices-per-node / GPUs-per-node)) for each container
 whose nvidia.com/gpu limit is > 0, and merged with Kubernetes' strategic-merge keys for Pods
 (containers/initContainers/volumes by name, env by name, volumeMounts by mountPath; maps merge;
-other lists, e.g. capabilities.add, are replaced). `plan` writes the result per workload role.
+other lists are replaced). capabilities.add is such a list: the policy's value for it is a JMESPath
+union of the container's own list and the fabric's capabilities (kyverno.capabilities_add_expr),
+evaluated here exactly as for the device count, so user capabilities are kept and ours appear once.
+`plan` writes the result per workload role.
 """
 from __future__ import annotations
 

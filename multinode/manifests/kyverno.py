@@ -6,7 +6,8 @@ One policy per node pool whose machine has a fabric. Each has these rules:
   1. `pod-fabric`: pod-level patch (annotations, volumes, native sidecars).
   2. `gpu-container-fabric`: foreach container whose nvidia.com/gpu limit is > 0: device resource
      (GPUs x devices-per-GPU, rounded up, computed in JMESPath), env incl. the NCCL_NET pin, volume
-     mounts, capabilities, extra resources (hugepages). Containers without GPUs get nothing.
+     mounts, capabilities (added to the container's own capabilities.add, each once), extra resources
+     (hugepages). Containers without GPUs get nothing.
   3. `require-fabric`: validate (Enforce) that every GPU container now has the device resource and
      the NCCL_NET pin; a pod that slipped through without them is refused (fail closed).
   4. `require-fabric-pool`: stack-wide, with NO pool precondition: a matched pod with a GPU container
@@ -44,6 +45,20 @@ def device_count_expr(profile: FabricProfile) -> str:
     """devices = ceil(gpus x devices_per_node / gpus_per_node): the container's share of the node."""
     return (f"to_string(ceil(divide(multiply({GPU_COUNT_EXPR}, `{profile.devices_per_node}`), "
             f"`{profile.gpus_per_node}`)))")
+
+
+EXISTING_CAPS_EXPR = "element.securityContext.capabilities.add || `[]`"
+
+
+def capabilities_add_expr(capabilities: List[str]) -> str:
+    """JMESPath for the container's capabilities.add after the patch: the list it already has, then each
+    of ours that is not in it (kept once). A strategic merge REPLACES this list (no merge key), so the
+    patch must carry the union; plain JMESPath, no variables: `[list, list, ...][]` flattens the parts,
+    and `!contains(have, 'X') && `["X"]` || `[]`` is ["X"] when X is absent, else []."""
+    parts = [EXISTING_CAPS_EXPR]
+    for cap in capabilities:
+        parts.append(f"(!contains({EXISTING_CAPS_EXPR}, '{cap}') && `[\"{cap}\"]` || `[]`)")
+    return "[" + ", ".join(parts) + "][]"
 
 
 def device_present_expr(profile: FabricProfile) -> str:
@@ -132,7 +147,8 @@ def container_patch(profile: FabricProfile) -> Dict[str, Any]:
     if limits:
         c["resources"] = {"limits": limits}
     if profile.capabilities:
-        c["securityContext"] = {"capabilities": {"add": list(profile.capabilities)}}
+        # Union with the container's own capabilities.add (a strategic merge would replace the list).
+        c["securityContext"] = {"capabilities": {"add": f"{{{{ {capabilities_add_expr(profile.capabilities)} }}}}"}}
     return c
 
 
@@ -341,5 +357,5 @@ def matches(policy: Dict[str, Any], pod: Dict[str, Any]) -> bool:
 
 
 __all__ = ["cluster_policy", "cluster_policies", "container_patch", "pod_patch", "device_count_expr",
-           "evaluate", "substitute", "denied_containers", "denials", "matches", "require_fabric_pool_rule",
+           "capabilities_add_expr", "evaluate", "substitute", "denied_containers", "denials", "matches", "require_fabric_pool_rule",
            "fabric_pool_expr"]
