@@ -124,9 +124,19 @@ def network_object(net: GpuNetwork) -> Dict:
 
 
 def gke_taints(cfg: StackConfig) -> List[Dict[str, str]]:
-    """pools.node_taints in the GKE API spelling (NoSchedule -> NO_SCHEDULE)."""
+    """pools.node_taints in the GKE API spelling (NoSchedule -> NO_SCHEDULE).
+
+    GKE taints GPU nodes itself with nvidia.com/gpu=present:NoSchedule (in clusters that also run
+    non-GPU pools); a node cannot carry two taints with the same key and effect, so on GKE the GPU
+    taint uses GKE's value "present" and both spellings collapse into one. Our tolerations use
+    operator Exists, so either value is tolerated (unverified against a live GKE API).
+    """
     spell = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
-    return [{"key": t["key"], "value": t["value"], "effect": spell[t["effect"]]} for t in pools.node_taints(cfg)]
+    out = []
+    for t in pools.node_taints(cfg):
+        value = "present" if t["key"] == pools.GPU_TAINT["key"] else t["value"]
+        out.append({"key": t["key"], "value": value, "effect": spell[t["effect"]]})
+    return out
 
 
 # ---------------------------------------------------------------- storage sizes

@@ -77,7 +77,9 @@ def test_node_pool_accelerator_gvnic_networks_compact_placement_labels_taints(me
                                         "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}]
     assert nc["gvnic"] == {"enabled": True}
     assert nc["labels"] == pools.node_labels(cfg, pool, cfg.machine(pool))
-    assert nc["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
+    assert nc["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+    # release-channel clusters refuse auto-upgrade off
+    assert np_.inputs["management"] == {"autoRepair": True, "autoUpgrade": True}
     assert "reservationAffinity" not in nc
     assert np_.inputs["placementPolicy"] == {"type": "COMPACT"}
     assert np_.inputs["nodeLocations"] == ["us-central1-c"] and np_.inputs["nodeCount"] == 2

@@ -144,7 +144,9 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
             cluster=cluster.cluster_id, node_locations=[pool.zone], node_count=pool.node_count,
             node_config=node_config, network_config=network_config,
             placement_policy={"type": "COMPACT"},
-            management={"auto_repair": True, "auto_upgrade": False},   # no surprise upgrades under a training run
+            # GKE refuses auto_upgrade False on release-channel clusters (the default); keep upgrades out of
+            # training runs with a maintenance exclusion on the cluster instead (docs/clouds-gcp-oci.md).
+            management={"auto_repair": True, "auto_upgrade": True},
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(subnets.values()) + self.firewalls))
 
         # The GKE objects that let pods attach the networks (one pair per network).
