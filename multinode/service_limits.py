@@ -78,7 +78,7 @@ def _sizes(values: List[int]) -> str:
     return " or ".join(f"{v} GiB" for v in values)
 
 
-def storage_problems(cloud: str, storage: Any) -> List[Problem]:
+def storage_problems(cloud: str, storage: Any, node_pools: Any = ()) -> List[Problem]:
     p: List[Problem] = []
     s = storage
     size: Optional[int] = s.size_gib
@@ -101,6 +101,12 @@ def storage_problems(cloud: str, storage: Any) -> List[Problem]:
         if s.throughput is not None:
             p.append(Problem("storage.throughput", "premium Azure Files scales throughput with the share size; "
                                                    "remove storage.throughput"))
+        if not s.subnet_id and not any(pl.subnet_id for pl in node_pools):
+            # the share's account admits only named subnets (private networking); an AKS-managed VNet does
+            # not report its subnet, so it cannot be found at deploy time
+            p.append(Problem("storage.subnetId", "the NFS share admits only the nodes' subnet; set storage.subnetId "
+                                                 "(or nodePools[].subnetId) to the AKS node subnet's resource ID, "
+                                                 "/subscriptions/.../virtualNetworks/<vnet>/subnets/<subnet>"))
     elif s.kind == "azure-lustre":
         t = s.throughput if s.throughput is not None else AMLFS_DEFAULT_THROUGHPUT
         if t not in AMLFS_TIERS:
@@ -140,5 +146,5 @@ def fabric_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
 def problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
     out = fabric_problems(cfg, machines)
     if cfg.storage is not None and cfg.cloud in ("aws", "azure"):
-        out += storage_problems(cfg.cloud, cfg.storage)
+        out += storage_problems(cfg.cloud, cfg.storage, cfg.node_pools)
     return out

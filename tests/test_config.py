@@ -74,6 +74,7 @@ BAD = [
     ("gcp-dev", [("nodePools.0.zone", None)], "nodePools[0].zone", "set zone"),
     ("aws-dev", [("workloads.0.networkTopology", {"mode": "hard"})], "workloads[0].networkTopology",
      "only volcano-training"),
+    ("azure-dev", [("storage.subnetId", None)], "storage.subnetId", "the NFS share admits only the nodes' subnet"),
     ("gcp-dev", [("workloads.1.disaggregated.prefill", {"nodes": 1, "tensorParallel": 8})],
      "workloads[1].disaggregated.prefill.nodes", "DeepSeek-R1 (prefill) at fp8 needs 671 GB of weights"),
     ("aws-dev", [("workloads.0.modelParamsB", float("inf"))], "workloads[0].modelParamsB", "finite number"),

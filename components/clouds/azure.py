@@ -83,9 +83,6 @@ class ClusterAccess(pulumi.ComponentResource):
         self.aks = azure_native.containerservice.get_managed_cluster_output(
             resource_group_name=rg, resource_name=cname, opts=invoke)
         self.cluster_name = self.aks.name
-        # The subnet the cluster's first pool joins: the default network for file shares.
-        self.node_subnet_id = self.aks.agent_pool_profiles.apply(
-            lambda ps: _field(ps[0], "vnet_subnet_id", "vnetSubnetID") if ps else None)
         creds = azure_native.containerservice.list_managed_cluster_user_credentials_output(
             resource_group_name=rg, resource_name=cname, opts=invoke)
         self.kubeconfig = pulumi.Output.secret(creds.kubeconfigs.apply(
@@ -148,7 +145,7 @@ class CheckpointStorage(pulumi.ComponentResource):
 
         if s.kind == "azure-files":
             pool_subnets = [p.subnet_id for p in cfg.node_pools if p.subnet_id]
-            subnets: List[Any] = [s.subnet_id] if s.subnet_id else (pool_subnets or [cluster.node_subnet_id])
+            subnets: List[Any] = [s.subnet_id] if s.subnet_id else pool_subnets   # config requires one
             # NFS shares are reachable only from trusted networks: deny everything but the cluster
             # subnet(s) (a service endpoint for Microsoft.Storage must be enabled on them).
             self.account = azure_native.storage.StorageAccount(
