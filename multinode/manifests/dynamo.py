@@ -16,7 +16,7 @@ Shape emitted (every field checked against the v1beta1 schema in the CRD):
         multinode: {nodeCount: N}                # only when N > 1 (the CRD's minimum is 2)
         sharedMemorySize: 64Gi                   # the operator mounts /dev/shm itself
         podTemplate:
-          metadata: {labels: {multinode.dev/fabric: enabled, ...}}   # multi-node workers only
+          metadata: {labels: {multinode.dev/fabric: enabled, ...}}   # multi-node or disaggregated workers
           spec: {nodeSelector, tolerations, imagePullSecrets, volumes[RWX claim],
                  containers: [{name: main, image, command, args, env, resources{nvidia.com/gpu}}]}
 
@@ -325,7 +325,9 @@ def worker_component(cfg: StackConfig, workload: Workload, role: WorkerRole, ima
     if mounts:
         container["volumeMounts"] = mounts
     labels = wc.labels(workload, role.name)
-    if role.multinode:
+    # multi-node roles talk NCCL across nodes; disaggregated roles move the KV cache between prefill and
+    # decode pods on different nodes (NIXL), so every disaggregated worker needs the fabric too
+    if role.multinode or workload.disaggregated is not None:
         labels[pools.FABRIC_POD_LABEL] = pools.FABRIC_POD_LABEL_VALUE
     pool = cfg.pool(workload.node_pool)
     comp: Dict[str, Any] = {"name": role.name, "type": role.type, "replicas": role.replicas}
