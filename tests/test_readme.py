@@ -42,3 +42,10 @@ def test_readme_quick_start_commands_exist_in_makefile():
     for target in ("plan", "test", "plan-all", "bench", "venv"):
         assert f"make {target}" in README and f"\n{target}:" in makefile
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_corpus_count_matches_the_corpus():
+    import re
+    n = len(list((ROOT / "tests" / "corpus").glob("*.yaml")))
+    counts = {int(m) for m in re.findall(r"(\d+) broken stacks", README)}
+    assert counts == {n}, (counts, n)
