@@ -41,6 +41,10 @@ ADDON_VERSIONS = {
     "gpuOperator": "v26.7.0",
     "efaDevicePlugin": "v0.5.30",  # chart version in aws/eks-charts v0.0.242 (appVersion v0.5.20)
     "dynamo": "1.4.0",
+    # NVIDIA/k8s-device-plugin chart nvidia-device-plugin (repo https://nvidia.github.io/k8s-device-plugin);
+    # release tag v0.19.1 (2026-04-24, after v0.19.0; seen in Renovate release notes). Chart versions
+    # carry no "v" (Chart.yaml `version: "0.18.0"` style).
+    "nvidiaDevicePlugin": "0.19.1",
 }
 
 # Keys whose values are credentials: they must be Pulumi secrets and never appear in output.
@@ -157,6 +161,7 @@ class Addons(_Model):
     network_operator: Addon = Addon()      # azure, oci
     gpu_operator: Addon = Addon(enabled=False)
     efa_device_plugin: Addon = Addon()     # aws
+    nvidia_device_plugin: Addon = Addon()  # aws, azure: advertises nvidia.com/gpu (skipped with gpuOperator)
     dynamo: Addon = Addon(enabled=False)
 
 

@@ -17,7 +17,11 @@ ALL_ON = {"grove": {"enabled": True}, "kai": {"enabled": True}, "gpuOperator": {
 # dynamo-platform's keys (global.grove/kai-scheduler/lws .install/.enabled) were read from the upstream
 # chart source with the code search tool, not from a local copy; they are UNVERIFIED by this test
 # (see multinode/manifests/dynamo_platform.py and docs/dynamo.md).
-NO_LOCAL_VALUES = {"dynamo": "dynamo-platform"}
+# nvidia-device-plugin: the index holds its values.yaml only at a commit after v0.19.1 (it has
+# componentSelectorLabels, merged upstream 2026-07 in PR #1716), not at the pinned tag v0.19.1, so no copy is
+# stored; our keys (nodeSelector, tolerations, mofedEnabled) are UNVERIFIED at the tag by this test
+# (see docs/addons-fabric.md).
+NO_LOCAL_VALUES = {"dynamo": "dynamo-platform", "nvidiaDevicePlugin": "nvidia-device-plugin"}
 
 
 def load(stack: str, **over) -> config.StackConfig:
@@ -32,6 +36,8 @@ def test_every_helm_value_key_exists_upstream(stack):
     cfg = load(stack, addons=ALL_ON)
     specs = addons.addon_releases(cfg) + addons.fabric_releases(cfg)
     assert {"volcano", "lws", "grove", "kai", "kyverno", "dynamo"} <= {s.key for s in specs}
+    plain = load(stack)       # the defaults too: the GPU device plugin is only there without the GPU Operator
+    specs += addons.addon_releases(plain) + addons.fabric_releases(plain)
     for s in specs:
         if s.key in NO_LOCAL_VALUES:
             assert s.chart_folder == NO_LOCAL_VALUES[s.key]
@@ -61,10 +67,82 @@ def test_versions_pinned_namespaces_and_user_values_win():
 
 
 def test_addons_are_optional():
-    cfg = load("aws-dev", addons={"volcano": {"enabled": False}, "kyverno": {"enabled": False}}, workloads=[])
+    cfg = load("aws-dev", addons={"volcano": {"enabled": False}, "kyverno": {"enabled": False},
+                                  "nvidiaDevicePlugin": {"enabled": False}}, workloads=[])
     keys = {s.key for s in addons.addon_releases(cfg)}
     assert keys == {"lws"}
     assert "gangSchedulingManagement" not in addons.addon_releases(cfg)[0].values
+
+
+# ---------------------------------------------------------------- NVIDIA GPU device plugin
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _plan_with(tmp_path, stack, addons_over=None):
+    src = stackfile.stack_path(stack)
+    if not addons_over:
+        return mplan.plan(stack, tmp_path / "build")
+    doc = yaml.safe_load(src.read_text())
+    doc["config"]["multinode:addons"] = {**(doc["config"].get("multinode:addons") or {}), **addons_over}
+    name = f"{stack}-variant"
+    f = tmp_path / f"Pulumi.{name}.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    return mplan.plan(name, tmp_path / "build", path=f)
+
+
+@pytest.mark.parametrize("stack,over,expected", [
+    ("aws-dev", None, True), ("azure-dev", None, True),
+    ("gcp-dev", None, False),            # GKE's driver installation runs GKE's device plugin
+    ("oci-dev", None, False),            # OKE's NVIDIA GPU Plugin cluster add-on
+    ("existing-dev", None, False),       # the cluster already has one
+    ("azure-dev", {"gpuOperator": {"enabled": True}}, False),   # the GPU Operator runs its own
+    ("aws-dev", {"nvidiaDevicePlugin": {"enabled": False}}, False),
+])
+def test_gpu_device_plugin_in_plan(tmp_path, stack, over, expected):
+    res = _plan_with(tmp_path, stack, over)
+    assert res.exit_code == 0, res.error
+    regs = {r.name: r for r in res.registrations}
+    releases = [r for r in res.registrations if r.type == "kubernetes:helm.sh/v3:Release"
+                and r.inputs.get("chart") == "nvidia-device-plugin"]
+    assert len(releases) == int(expected), [r.name for r in releases]
+    if not expected:
+        return
+    (rel,) = releases
+    assert rel.name == "addons-nvidia-device-plugin" and rel.parent == regs["addons"].urn
+    assert rel.inputs["repositoryOpts"] == {"repo": "https://nvidia.github.io/k8s-device-plugin"}
+    assert rel.inputs["version"] == config.ADDON_VERSIONS["nvidiaDevicePlugin"]
+    assert rel.inputs["namespace"] == "nvidia-device-plugin" and rel.inputs["createNamespace"] is True
+    values = rel.inputs["values"]
+    assert values["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert GPU_TOLERATION in values["tolerations"]
+    assert values["mofedEnabled"] is False
+    # every workload object asking for GPUs is created only after the device plugin release
+    gpu_objects = [r for r in res.registrations if mplan.is_k8s_object(r) and "multinode:index:Workload" in (r.parent or "")
+                   and "'nvidia.com/gpu'" in str(r.inputs)]
+    assert gpu_objects
+    for r in gpu_objects:
+        assert rel.urn in r.dependencies, r.name
+
+
+@pytest.mark.parametrize("stack", ["aws-dev", "azure-dev"])
+def test_gpu_device_plugin_lands_on_every_gpu_node(stack):
+    """The nodeSelector must match the labels our pools set, and the tolerations their taints."""
+    cfg = load(stack)
+    spec = addons.nvidia_device_plugin_release(cfg)
+    for pool in cfg.node_pools:
+        labels = pools.node_labels(cfg, pool, cfg.machine(pool))
+        assert spec.values["nodeSelector"].items() <= labels.items(), pool.name
+        for taint in pools.node_taints(cfg):
+            assert any(t["key"] == taint["key"] and t["effect"] == taint["effect"] and t["operator"] == "Exists"
+                       for t in spec.values["tolerations"]), taint
+
+
+def test_gpu_device_plugin_user_values_win():
+    cfg = load("azure-dev", addons={"nvidiaDevicePlugin": {"version": "0.19.0", "namespace": "kube-system",
+                                                           "values": {"nodeSelector": {"gpu": "yes"}}}})
+    spec = addons.nvidia_device_plugin_release(cfg)
+    assert spec.version == "0.19.0" and spec.namespace == "kube-system"
+    assert spec.values["nodeSelector"] == {"nvidia.com/gpu.present": "true", "gpu": "yes"}
 
 
 @pytest.mark.parametrize("stack,expect", [("aws-dev", {"efaDevicePlugin"}), ("azure-dev", {"networkOperator"}),

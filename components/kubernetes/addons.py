@@ -1,5 +1,5 @@
-"""ClusterAddons: Volcano, LeaderWorkerSet, Grove, KAI-Scheduler, Kyverno and the NVIDIA Dynamo platform
-(operator, nvidia.com CRDs) as Helm releases.
+"""ClusterAddons: NVIDIA's GPU device plugin (aws, azure), Volcano, LeaderWorkerSet, Grove, KAI-Scheduler,
+Kyverno and the NVIDIA Dynamo platform (operator, nvidia.com CRDs) as Helm releases.
 
 Each add-on is optional per stack (addons.<name>.enabled), pinned to config.ADDON_VERSIONS (or
 addons.<name>.version), installed into its own namespace, with addons.<name>.values merged over
@@ -37,7 +37,7 @@ def helm_release(name: str, spec: ReleaseSpec, opts: pulumi.ResourceOptions) -> 
 
 
 class ClusterAddons(pulumi.ComponentResource):
-    """The schedulers and policy engine of the cluster.
+    """The GPU device plugin, schedulers and policy engine of the cluster (workloads depend on this component).
 
     Attributes: `releases` (config key -> Release), `crd_ready(group)` -> the releases a custom
     resource of that API group must depend on (empty when the add-on is not managed here, e.g. an

@@ -15,6 +15,7 @@ Chart locations (checked with the code search tool; see docs/addons-fabric.md):
   network-operator  https://helm.ngc.nvidia.com/nvidia                 chart network-operator
   gpu-operator      https://helm.ngc.nvidia.com/nvidia                 chart gpu-operator
   aws-efa-k8s-device-plugin  https://aws.github.io/eks-charts
+  nvidia-device-plugin       https://nvidia.github.io/k8s-device-plugin  chart nvidia-device-plugin
   dynamo-platform   https://helm.ngc.nvidia.com/nvidia/ai-dynamo      (manifests/dynamo_platform.py)
 """
 from __future__ import annotations
@@ -50,6 +51,7 @@ _DEFAULT_NS = {
     "volcano": "volcano-system", "lws": "lws-system", "grove": "grove-system", "kai": "kai-scheduler",
     "kyverno": "kyverno", "networkOperator": "nvidia-network-operator", "gpuOperator": "gpu-operator",
     "efaDevicePlugin": "kube-system",
+    "nvidiaDevicePlugin": "nvidia-device-plugin",   # the namespace NVIDIA's README installs it into
 }
 
 # Grove and KAI publish OCI tags with a leading "v" (e.g. grove-charts:v0.1.0-alpha.12-rc2,
@@ -84,17 +86,62 @@ def _spec(cfg: StackConfig, key: str, folder: str, chart: str, repo: Optional[st
 
 def _attr(key: str) -> str:
     return {"networkOperator": "network_operator", "gpuOperator": "gpu_operator",
-            "efaDevicePlugin": "efa_device_plugin"}.get(key, key)
+            "efaDevicePlugin": "efa_device_plugin", "nvidiaDevicePlugin": "nvidia_device_plugin"}.get(key, key)
 
 
 def _gpu_tolerations() -> List[Dict[str, str]]:
     return pools.tolerations()
 
 
+# Label every GPU node of a pool we create carries (pools.node_labels); the device plugin runs only there.
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+
+# Clouds whose GPU nodes get a driver but nothing that advertises `nvidia.com/gpu` to the kubelet:
+#  aws:   the EKS AL2023_x86_64_NVIDIA AMI ships the driver + container toolkit; EKS docs say to install
+#         NVIDIA's device plugin yourself.
+#  azure: gpuProfile.driver Install installs only the driver (AKS docs: deploy the device plugin).
+# Not on:
+#  gcp:   GKE's gpu_driver_installation_config also runs GKE's own device plugin.
+#  oci:   OKE provides it as the "NVIDIA GPU Plugin" cluster add-on (NvidiaGpuPlugin, a managed
+#         deployment of NVIDIA/k8s-device-plugin: docs.oracle.com .../configuration-arguments-nvidia-gpu-plugin.htm;
+#         NVIDIA's AICR "OKE GPU Setup" guide: OKE installs the device plugin via that add-on by default).
+#  existing: the cluster is assumed to run one already.
+DEVICE_PLUGIN_CLOUDS = ("aws", "azure")
+
+
+def needs_nvidia_device_plugin(cfg: StackConfig) -> bool:
+    """True when this stack must install NVIDIA's device plugin itself."""
+    a = cfg.addons
+    # The GPU Operator deploys its own device plugin; two would both register nvidia.com/gpu.
+    return (cfg.cloud in DEVICE_PLUGIN_CLOUDS and a.nvidia_device_plugin.enabled and not a.gpu_operator.enabled
+            and bool(cfg.node_pools))
+
+
+def nvidia_device_plugin_release(cfg: StackConfig) -> Optional[ReleaseSpec]:
+    if not needs_nvidia_device_plugin(cfg):
+        return None
+    return _spec(cfg, "nvidiaDevicePlugin", "nvidia-device-plugin", "nvidia-device-plugin",
+                 "https://nvidia.github.io/k8s-device-plugin", {
+                     # Only on our GPU nodes (the chart's default affinity also accepts this label, so
+                     # both hold), tolerating the GPU taint those nodes carry (pools.node_taints).
+                     "nodeSelector": {GPU_PRESENT_LABEL: "true"},
+                     "tolerations": _gpu_tolerations(),
+                     # RDMA devices reach pods only through the fabric's own device plugin (rdma/shared_ib,
+                     # rdma/ib, EFA), never to every GPU container: NVIDIA's AICR OKE guide reports that
+                     # k8s-device-plugin >= 0.19.0 with MOFED on injects every host RDMA uverb into every
+                     # GPU pod and breaks NCCL. Renders MOFED_ENABLED=false (templates/daemonset-device-plugin.yml).
+                     "mofedEnabled": False,
+                 })
+
+
 def addon_releases(cfg: StackConfig) -> List[ReleaseSpec]:
-    """Schedulers and policy engine, each optional per stack (addons.<name>.enabled)."""
+    """Device plugin, schedulers and policy engine, each optional per stack (addons.<name>.enabled)."""
     a = cfg.addons
     out: List[ReleaseSpec] = []
+    # First: without it no node advertises nvidia.com/gpu and every GPU pod stays Pending.
+    device_plugin = nvidia_device_plugin_release(cfg)
+    if device_plugin is not None:
+        out.append(device_plugin)
     if a.volcano.enabled:
         out.append(_spec(cfg, "volcano", "volcano", "volcano", "https://volcano-sh.github.io/helm-charts", {},
                          ("batch.volcano.sh", "scheduling.volcano.sh", "topology.volcano.sh", "bus.volcano.sh")))
