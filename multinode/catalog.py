@@ -79,13 +79,19 @@ class Machine:
     def devices_for(self, gpus: int, per_node: Optional[int] = None) -> int:
         """Fabric devices a container with `gpus` GPUs needs: its share of the node, rounded up."""
         total = per_node if per_node is not None else (self.fabric_nics or 0)
-        if gpus <= 0 or total <= 0:
-            return 0
-        return max(1, -(-gpus * total // self.gpus))
+        return device_share(gpus, total, self.gpus)
 
     @property
     def sources(self) -> List[str]:
         return [SOURCES.get(k.strip(), k.strip()) for k in self.source.split(",")]
+
+
+def device_share(gpus: int, per_node: int, node_gpus: int) -> int:
+    """A container's share of a node's `per_node` fabric devices for `gpus` of `node_gpus` GPUs, rounded up
+    (at least 1 when it has GPUs and the node has devices)."""
+    if gpus <= 0 or per_node <= 0:
+        return 0
+    return max(1, -(-gpus * per_node // node_gpus))
 
 
 def _m(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, unconfirmed=(), note="", cards=None,

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from .catalog import Machine
+from .catalog import Machine, device_share
 from . import pools
 from .config import NodePool, StackConfig
 from .errors import Problem
@@ -97,11 +97,11 @@ class FabricProfile:
 
     def devices_for(self, gpus: int) -> int:
         """Devices a container with `gpus` GPUs requests: its share of the node, rounded up."""
-        if not self.device_resource or gpus <= 0 or self.devices_per_node <= 0:
+        if not self.device_resource:
             return 0
-        if self.devices_per_node == 1:
+        if self.devices_per_node == 1 and gpus > 0:
             return 1  # a shared device (e.g. rdma/shared_ib) is requested once per container
-        return max(1, -(-gpus * self.devices_per_node // self.gpus_per_node))
+        return device_share(gpus, self.devices_per_node, self.gpus_per_node)
 
     def describe(self) -> Dict[str, Any]:
         """The fabric description node pools export (plain JSON-able data)."""

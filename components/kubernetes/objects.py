@@ -7,17 +7,13 @@ what `plan` records is exactly the object Kubernetes gets.
 from __future__ import annotations
 
 import importlib
-import re
 from typing import Any, Dict, Optional
 
 import pulumi
 
+from multinode.config import to_snake
 from multinode.manifests import CORE_API_GROUPS
 
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
 
 def resource_class(api_version: str, kind: str) -> Optional[type]:
@@ -35,6 +31,6 @@ def k8s_object(name: str, obj: Dict[str, Any], opts: pulumi.ResourceOptions) -> 
     cls = resource_class(api_version, kind)
     body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
     if cls is not None:
-        return cls(name, opts=opts, **{_snake(k): v for k, v in body.items()})
+        return cls(name, opts=opts, **{to_snake(k): v for k, v in body.items()})
     from pulumi_kubernetes.apiextensions import CustomResource
     return CustomResource(name, api_version=api_version, kind=kind, opts=opts, **body)
