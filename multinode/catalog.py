@@ -68,6 +68,11 @@ class Machine:
     # azure: the NCCL topology file published for this VM size (source Z4), e.g. "ndv5-topo.xml"; NCCL reads
     # it through NCCL_TOPO_FILE because the VM's PCI topology is virtualized. None = no published file.
     nccl_topology: Optional[str] = None
+    # Node resources (cpu, memory, local NVMe) for sizing fabric pods and for the placement check.
+    # None = no source gives it yet; a value carries its source key in `source`.
+    vcpus: Optional[int] = None
+    memory_gib: Optional[int] = None
+    local_nvme_gb: Optional[int] = None  # total local NVMe (instance store / local SSD), GB; 0 = none
 
     @property
     def devices_per_gpu(self) -> Optional[Fraction]:
