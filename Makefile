@@ -1,35 +1,61 @@
-# Every target bootstraps its own virtualenv with uv (installing uv first if it is missing).
+# Every target bootstraps .venv from uv.lock (`uv sync --locked`), installing uv first if it is missing.
+# uv is found as `uv` on PATH, else as `$(PYTHON) -m uv`, else pip-installs it into .uv-bootstrap/
+# (a small venv of its own). `uv sync` always targets the project's .venv, whichever interpreter started
+# uv (unlike `python -m uv pip install`, which installs into that interpreter).
 PYTHON ?= python3
+# The interpreter .venv is built on: exactly the $(PYTHON) this make finds (uv's own search for
+# `python3` skips virtual environments on PATH and could pick another Python).
+PYTHON_EXE := $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null)
 VENV := .venv
 PY := $(VENV)/bin/python
-UV := $(shell command -v uv 2>/dev/null)
-ifeq ($(UV),)
-UV := $(PYTHON) -m uv
-endif
+UV_VERSION := 0.13.9
+UV_BOOT := .uv-bootstrap
+UV := $(shell if command -v uv >/dev/null 2>&1; then echo uv; \
+              elif $(PYTHON) -m uv --version >/dev/null 2>&1; then echo "$(PYTHON) -m uv"; \
+              else echo "$(UV_BOOT)/bin/uv"; fi)
 STACK ?= aws-dev
-export PYTHONPATH := $(CURDIR)
+# uv sync writes here whatever VIRTUAL_ENV the caller has active; never into the system Python.
+export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
+# Use the Python 3.11+ this make runs with; never download one behind the user's back.
+export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: venv plan plan-all test bench clean
+.PHONY: venv plan plan-all test lint bench clean
 
-$(VENV)/.installed: requirements.txt
-	$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
-	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(VENV)
-	VIRTUAL_ENV=$(VENV) $(UV) pip install --quiet -r requirements.txt
-	touch $@
+$(UV_BOOT)/bin/uv:
+	$(PYTHON) -m venv $(UV_BOOT)
+	$(UV_BOOT)/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-venv: $(VENV)/.installed
+# Not a stamp file: `uv sync --locked` runs every time (a no-op in well under a second when .venv
+# matches uv.lock) and repairs a half-made or stale .venv; --locked fails if uv.lock is out of date
+# with pyproject.toml instead of re-resolving.
+# A .venv without a working interpreter (e.g. an empty folder) is removed and rebuilt; packages whose
+# files went missing (which uv does not notice) are reinstalled (tools/venv_check.py).
+venv: $(if $(filter $(UV_BOOT)/bin/uv,$(UV)),$(UV_BOOT)/bin/uv)
+	@test -n "$(PYTHON_EXE)" || { echo "no $(PYTHON) found: install Python 3.11+ or run make PYTHON=/path/to/python3" >&2; exit 2; }
+	@if [ -e $(VENV) ] && ! $(PY) -c '' 2>/dev/null; then echo "$(VENV) has no working Python: rebuilding it"; rm -rf $(VENV); fi
+	$(UV) sync --locked --quiet --python $(PYTHON_EXE)
+	@broken="$$($(PY) tools/venv_check.py)" || exit 2; \
+	if [ -n "$$broken" ]; then \
+	  echo "files missing from $(VENV), reinstalling:" $$broken; \
+	  $(UV) sync --locked --quiet --python $(PYTHON_EXE) $$(for p in $$broken; do printf -- '--reinstall-package %s ' "$$p"; done) \
+	  && $(PY) tools/venv_check.py --strict; \
+	fi
 
 ## plan: render the offline plan of one example stack (STACK=aws-dev by default)
 plan: venv
-	$(PY) -m multinode plan $(STACK)
+	$(VENV)/bin/multinode plan $(STACK)
 
 ## plan-all: render every stack in stacks/
 plan-all: venv
-	$(PY) -m multinode plan --all
+	$(VENV)/bin/multinode plan --all
 
 ## test: the whole test suite
 test: venv
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+## lint: ruff and mypy as configured in pyproject.toml (not yet a CI gate: findings are being cleaned up)
+lint: venv
+	$(VENV)/bin/ruff check --statistics . ; r=$$?; $(VENV)/bin/mypy; m=$$?; test $$r -eq 0 -a $$m -eq 0
 
 ## bench: time `plan` per example stack against the import floor
 bench: venv
