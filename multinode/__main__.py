@@ -1,30 +1,45 @@
-"""Command line: `python -m multinode plan <stack>` (offline) and `python -m multinode release <stack>`."""
+"""The `multinode` command (console script) and `python -m multinode`: `plan` (offline) and `release`."""
 from __future__ import annotations
 
 import sys
 
-USAGE = """usage: python -m multinode <command> ...
-commands:
-  plan <stack> [--out DIR] [--all]   render what a stack would create, offline; exit 0 ok, 1 policy, 2 config
-  release <stack> [--promote-from SRC] [--dry-run] [--report PATH] [--timeout S]
-                                     preview with policies, up, NCCL bandwidth gate, JSON report (needs the Pulumi CLI)
-"""
+# name -> (one-line help, module with `main(argv, prog=...)`); modules are imported only when run.
+COMMANDS = {
+    "plan": ("render what a stack would create, offline (no Pulumi CLI, no cloud); "
+             "exit 0 ok, 1 policy violation, 2 bad config", "multinode.plan"),
+    "release": ("preview with the policy pack, up, NCCL bandwidth gate, JSON report (needs the Pulumi CLI)",
+                "multinode.release.cli"),
+}
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0 if argv else 2
-    cmd, rest = argv[0], argv[1:]
-    if cmd == "plan":
-        from .plan import main as plan_main
-        return plan_main(rest)
-    if cmd == "release":
-        from .release import main as release_main
-        return release_main(rest)
-    print(f"unknown command {cmd!r}\n{USAGE}", file=sys.stderr)
-    return 2
+def usage(prog: str) -> str:
+    width = max(len(c) for c in COMMANDS)
+    lines = [f"usage: {prog} <command> [options]   ({prog} <command> --help for its options)", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (text, _) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m multinode") -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage(prog))
+        return 0 if args else 2
+    cmd, rest = args[0], args[1:]
+    if cmd not in COMMANDS:
+        print(f"unknown command {cmd!r}\n{usage(prog)}", file=sys.stderr)
+        return 2
+    import importlib
+
+    module = importlib.import_module(COMMANDS[cmd][1])
+    try:
+        return int(module.main(rest, prog=f"{prog} {cmd}"))
+    except SystemExit as e:       # argparse's --help (0) and usage errors (2)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+
+
+def entry_point() -> None:
+    """The `multinode` console script ([project.scripts] in pyproject.toml)."""
+    sys.exit(main(prog="multinode"))
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ DEFAULT_TIMEOUT = 1800.0
 USAGE_PROG = "python -m multinode release"
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = USAGE_PROG) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog=USAGE_PROG,
+        prog=prog,
         description="Release a stack with the Pulumi Automation API: refresh, preview with the policy pack, up, "
                     "NCCL bandwidth check, JSON report. Needs the Pulumi CLI and cloud credentials.")
     ap.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
@@ -58,10 +58,10 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None, prog: str = USAGE_PROG) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = _parser().parse_args(argv)
+        args = _parser(prog).parse_args(argv)
     except SystemExit as e:          # argparse printed the usage / help
         return int(e.code or 0)
     from . import adapters
