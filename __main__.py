@@ -5,7 +5,7 @@ from multinode import config as mconfig, stackfile
 from multinode.errors import ConfigError
 
 try:
-    raw, secrets = stackfile.read_pulumi_runtime()
+    raw, secrets = stackfile.read_pulumi_config(stackfile.program_stack_file(pulumi.get_stack()))
     cfg = mconfig.load(raw, secrets, source=f"stack {pulumi.get_stack()}")
 except ConfigError as e:
     # RunError ends the program with this message and no traceback, before any resource exists.

@@ -362,6 +362,11 @@ def _problem_from_pydantic(err: Dict[str, Any], secrets: Set[str]) -> Problem:
     return Problem(path, f"{_show(err['input'], secret)}: {err['msg']}")
 
 
+def top_level_keys() -> List[str]:
+    """Every key a stack may set under `multinode:` (camelCase, as written in the stack file)."""
+    return _known_keys(StackConfig)
+
+
 def parse_raw_value(value: Any) -> Any:
     """Pulumi passes structured config as JSON text; scalars as plain strings."""
     if isinstance(value, str) and value[:1] in "[{":

@@ -111,14 +111,14 @@ def plan(stack: str, out_root: Optional[Path] = Path("build"), path: Optional[Pa
         cfg = mconfig.load(raw, secrets, source=str(src))
     except ConfigError as e:
         return PlanResult(stack, None, exit_code=EXIT_CONFIG, error=str(e))
-    return plan_config(stack, cfg, wire, secrets, out_root)
+    return plan_config(stack, cfg, wire, secrets, out_root, stack_file=src)
 
 
 def plan_config(stack: str, cfg: mconfig.StackConfig, wire: Dict[str, str], secrets: Any,
-                out_root: Optional[Path] = None) -> PlanResult:
+                out_root: Optional[Path] = None, stack_file: Optional[Path] = None) -> PlanResult:
     """Run the program for an already validated config (`wire` = config as Pulumi passes it)."""
     result = PlanResult(stack, cfg, advisories=[str(p) for p in mconfig.advisories(cfg)])
-    run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack)
+    run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack, stack_file=stack_file)
     ordered = apply_order(run.registrations)
     result.registrations = run.registrations
     result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
@@ -241,22 +241,47 @@ def summary(result: PlanResult) -> str:
     lines.append(f"policy: {len(mandatory)} mandatory violation(s), "
                  f"{len(result.violations) - len(mandatory)} advisory")
     for v in result.violations:
-        lines.append(f"  [{v.get('enforcementLevel')}] {v.get('policy')}: {v.get('resource', '')} {v.get('message')}")
+        # the message names its object itself (policy.engine.run_rules guarantees it): print it once
+        lines.append(f"  [{v.get('enforcementLevel')}] {v.get('policy')}: {v.get('message')}")
     if result.out_dir:
         lines.append(f"wrote {len(result.k8s_objects)} Kubernetes objects and resources.json to {result.out_dir}")
     return "\n".join(lines)
 
 
-def main(argv: List[str]) -> int:
+def stack_name_from_file(path: Path) -> Optional[str]:
+    """`Pulumi.<stack>.yaml` (or .yml) -> `<stack>`, the name the Pulumi CLI gives that file's stack."""
+    m = re.fullmatch(r"Pulumi\.(.+)\.ya?ml", path.name)
+    return m.group(1) if m else None
+
+
+def main(argv: List[str], prog: str = "python -m multinode plan") -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m multinode plan", description=__doc__.splitlines()[0])
-    ap.add_argument("stack", nargs="?", default="aws-dev", help="stack name (stacks/Pulumi.<stack>.yaml)")
-    ap.add_argument("--file", type=Path, help="plan this stack file instead of stacks/Pulumi.<stack>.yaml")
+    ap = argparse.ArgumentParser(prog=prog, description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("stack", nargs="?", help="stack name (stacks/Pulumi.<stack>.yaml); default aws-dev")
+    ap.add_argument("--stack", dest="stack_option", metavar="NAME",
+                    help="the stack name (same as the positional name); with --file, names the plan and "
+                         "its output folder when the file is not called Pulumi.<stack>.yaml")
+    ap.add_argument("--file", type=Path, help="plan this stack file instead of stacks/Pulumi.<stack>.yaml; "
+                                              "the stack name comes from its file name (Pulumi.<stack>.yaml)")
     ap.add_argument("--out", type=Path, default=Path("build"), help="output folder (default build/)")
     ap.add_argument("--all", action="store_true", help="plan every stack in stacks/")
     args = ap.parse_args(argv)
-    stacks = stackfile.list_stacks() if args.all else [args.stack]
+    if args.stack and args.stack_option and args.stack != args.stack_option:
+        ap.error(f"two stack names given ({args.stack!r} and --stack {args.stack_option!r}); give one")
+    name = args.stack or args.stack_option
+    if args.all:
+        if args.file or name:
+            ap.error("--all plans every stack in stacks/; it takes no stack name and no --file")
+        stacks = stackfile.list_stacks()
+    elif args.file:
+        name = name or stack_name_from_file(args.file)
+        if not name:
+            ap.error(f"--file {args.file}: the stack name cannot be taken from a file not called "
+                     f"Pulumi.<stack>.yaml; add --stack NAME")
+        stacks = [name]
+    else:
+        stacks = [name or "aws-dev"]
     worst = EXIT_OK
     for stack in stacks:
         try:

@@ -143,8 +143,18 @@ class ProgramRun:
 
 
 def run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str,
-                program: Path = PROGRAM) -> ProgramRun:
-    """Run `program` under mocks with the given config (as Pulumi passes it: key -> string)."""
+                program: Path = PROGRAM, stack_file: Optional[Path] = None) -> ProgramRun:
+    """Run `program` under mocks with the given config (as Pulumi passes it: key -> string).
+    `stack_file`: the file the config came from, whose key names the program checks (None: none)."""
+    from . import stackfile
+    stackfile._PROGRAM_STACK_FILE.append(stack_file)
+    try:
+        return _run_program(wire_config, secret_keys, stack, program)
+    finally:
+        stackfile._PROGRAM_STACK_FILE.pop()
+
+
+def _run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str, program: Path) -> ProgramRun:
     asyncio.set_event_loop(asyncio.new_event_loop())   # a fresh loop per run (see DESIGN pitfalls)
     pulumi.runtime.set_all_config(dict(wire_config), list(secret_keys))
     from . import mockdata

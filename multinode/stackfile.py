@@ -5,9 +5,10 @@ keys that are secrets, which `config.load` validates.
 """
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import yaml
 
@@ -16,6 +17,28 @@ from .errors import ConfigError, Problem
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS_DIR = ROOT / "stacks"
+
+
+# Every top-level key of a stack settings file `Pulumi.<stack>.yaml`, per Pulumi's "Stack settings file
+# reference" (https://www.pulumi.com/docs/iac/concepts/projects/stack-settings-file/) and the Automation
+# API's StackSettings (secretsProvider, encryptedKey, encryptionSalt, config) plus `environment` (ESC).
+# Only `config` carries multinode settings; the others belong to the Pulumi CLI (secrets encryption, ESC
+# environments) and are accepted and ignored, so the stack files `pulumi stack init` writes plan as is.
+STACK_FILE_KEYS = (
+    "config",
+    "secretsprovider",   # `pulumi stack init --secrets-provider ...` (awskms://, azurekeyvault://, gcpkms://, ...)
+    "encryptedkey",      # the data key encrypted by a cloud KMS secrets provider
+    "encryptionsalt",    # passphrase secrets provider: the salt `pulumi stack init` writes
+    "environment",       # Pulumi ESC environment(s) imported into the stack's config
+)
+
+
+def _unknown_top_level_key(key: str) -> Problem:
+    close = difflib.get_close_matches(key, STACK_FILE_KEYS, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return Problem(key, f"unknown top-level key in a stack file; {hint}a stack file holds "
+                        f"{', '.join(STACK_FILE_KEYS)}; multinode settings go under `config:` as "
+                        f"`{NAMESPACE}:<key>`")
 
 
 def stack_path(stack: str) -> Path:
@@ -58,8 +81,7 @@ def read_stack_file(path: Path) -> Tuple[Dict[str, Any], Set[str], Dict[str, str
                           src) from None
     if not isinstance(doc, dict):
         raise ConfigError([Problem("", "a stack file is a mapping with a `config:` key")], src)
-    extra = sorted(set(doc) - {"config", "secretsprovider", "encryptedkey", "environment"})
-    problems = [Problem(k, "unknown top-level key in a stack file; put settings under `config:`") for k in extra]
+    problems = [_unknown_top_level_key(str(k)) for k in doc if k not in STACK_FILE_KEYS]
     config = doc.get("config") or {}
     if not isinstance(config, dict):
         problems.append(Problem("config", "must be a mapping of `multinode:<key>: value`"))
@@ -83,20 +105,47 @@ def read_stack_file(path: Path) -> Tuple[Dict[str, Any], Set[str], Dict[str, str
     return raw, secrets, wire
 
 
-def read_pulumi_runtime() -> Tuple[Dict[str, Any], Set[str]]:
-    """The `multinode` keys the Pulumi engine passed to this program, and which are secret."""
-    from pulumi.runtime import config as rc  # imported here: the pure core does not need Pulumi
+# Set by `recording.run_program` while it runs the program under mocks: the stack file `plan` read (or
+# None), so the program never picks up a different file of the same stack name from stacks/.
+_PROGRAM_STACK_FILE: List[Optional[Path]] = []
 
+
+def program_stack_file(stack: str) -> Optional[Path]:
+    """The stack file whose key names the program checks: under `plan`, the file plan validated; under the
+    Pulumi CLI, `stacks/Pulumi.<stack>.yaml` (Pulumi.yaml's stackConfigDir) when it exists."""
+    if _PROGRAM_STACK_FILE:
+        return _PROGRAM_STACK_FILE[-1]
+    path = stack_path(stack)
+    return path if path.exists() else None
+
+
+def read_pulumi_config(stack_file: Optional[Path] = None) -> Tuple[Dict[str, Any], Set[str]]:
+    """The `multinode` keys the Pulumi engine passed to this program, and which are secret.
+
+    Values come through the public `pulumi.Config` API (which also sees what `pulumi.runtime.set_all_config`
+    sets under mocks). That API can look keys up but not list them, so the names looked up are every key
+    the schema knows plus every key of the stack file (`stack_file`, checked like `plan` checks it): a
+    typo there reaches `config.load` and is refused with a did-you-mean. Keys that only an ESC
+    `environment:` supplies are read when the schema knows them; a misspelt one there cannot be seen.
+    A key is secret when the stack file stores it `secure:` or the engine passed it as a secret.
+    """
+    import pulumi  # imported here: the pure core does not need Pulumi
+
+    from .config import top_level_keys
+
+    conf = pulumi.Config(NAMESPACE)
+    file_keys: Set[str] = set()
+    file_secrets: Set[str] = set()
+    if stack_file is not None:
+        file_raw, file_secrets, _ = read_stack_file(stack_file)
+        file_keys = set(file_raw)
     raw: Dict[str, Any] = {}
     secrets: Set[str] = set()
-    prefix = NAMESPACE + ":"
-    merged = dict(rc.get_config_env())
-    merged.update(rc.CONFIG.get())
-    secret_keys = set(rc.get_config_secret_keys_env())
-    for full_key, value in merged.items():
-        if full_key.startswith(prefix):
-            key = full_key[len(prefix):]
-            raw[key] = value
-            if rc.is_config_secret(full_key) or full_key in secret_keys:
-                secrets.add(key)
+    for key in sorted(set(top_level_keys()) | file_keys):
+        value = conf.get(key)          # structured values arrive as JSON text; config.load parses them
+        if value is None:
+            continue
+        raw[key] = value
+        if key in file_secrets or pulumi.runtime.is_config_secret(conf.full_key(key)):
+            secrets.add(key)
     return raw, secrets

@@ -318,7 +318,7 @@ _PROGRAM = '''
 from multinode import config as mconfig, stackfile
 from components.kubernetes.addons import ClusterAddons
 from components.kubernetes.fabric import FabricPolicies
-raw, secrets = stackfile.read_pulumi_runtime()
+raw, secrets = stackfile.read_pulumi_config()
 cfg = mconfig.load(raw, secrets)
 addons = ClusterAddons("addons", cfg)
 FabricPolicies("fabric", cfg, addons)
