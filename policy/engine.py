@@ -274,12 +274,20 @@ def run_rules(resources: List[Resource], ctx: Context, rules: Optional[List[Rule
         if rule.scope == "resource":
             for r in resources:
                 for msg in rule.check(r, ctx):
-                    out.append(Violation(rule.name, rule.level, r.label, r.type, r.urn, msg))
+                    out.append(Violation(rule.name, rule.level, r.label, r.type, r.urn, _naming(r.label, msg)))
         else:
             for r, msg in rule.check(resources, ctx):
-                out.append(Violation(rule.name, rule.level, r.label if r else "stack", r.type if r else "",
-                                     r.urn if r else "", msg))
+                label = r.label if r else "stack"
+                out.append(Violation(rule.name, rule.level, label, r.type if r else "", r.urn if r else "",
+                                     _naming(label, msg) if r else msg))
     return out
+
+
+def _naming(label: str, message: str) -> str:
+    """A message that names its object exactly once. Rules start their messages with the object's label,
+    because under `pulumi preview` CrossGuard shows only the Pulumi URN next to the message; a message
+    that does not gets the label here, so readers of `message` never add it a second time."""
+    return message if message.startswith(label) else f"{label}: {message}"
 
 
 def evaluate(records: Iterable[Mapping[str, Any]], cfg: Any = None,
