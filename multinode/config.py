@@ -362,7 +362,7 @@ def _problem_from_pydantic(err: Dict[str, Any], secrets: Set[str]) -> Problem:
     return Problem(path, f"{_show(err['input'], secret)}: {err['msg']}")
 
 
-def top_level_keys() -> List[str]:
+def top_level_keys() -> list[str]:
     """Every key a stack may set under `multinode:` (camelCase, as written in the stack file)."""
     return _known_keys(StackConfig)
 

@@ -115,7 +115,7 @@ def plan(stack: str, out_root: Optional[Path] = Path("build"), path: Optional[Pa
 
 
 def plan_config(stack: str, cfg: mconfig.StackConfig, wire: Dict[str, str], secrets: Any,
-                out_root: Optional[Path] = None, stack_file: Optional[Path] = None) -> PlanResult:
+                out_root: Optional[Path] = None, stack_file: Path | None = None) -> PlanResult:
     """Run the program for an already validated config (`wire` = config as Pulumi passes it)."""
     result = PlanResult(stack, cfg, advisories=[str(p) for p in mconfig.advisories(cfg)])
     run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack, stack_file=stack_file)
@@ -248,7 +248,7 @@ def summary(result: PlanResult) -> str:
     return "\n".join(lines)
 
 
-def stack_name_from_file(path: Path) -> Optional[str]:
+def stack_name_from_file(path: Path) -> str | None:
     """`Pulumi.<stack>.yaml` (or .yml) -> `<stack>`, the name the Pulumi CLI gives that file's stack."""
     m = re.fullmatch(r"Pulumi\.(.+)\.ya?ml", path.name)
     return m.group(1) if m else None

@@ -143,7 +143,7 @@ class ProgramRun:
 
 
 def run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str,
-                program: Path = PROGRAM, stack_file: Optional[Path] = None) -> ProgramRun:
+                program: Path = PROGRAM, stack_file: Path | None = None) -> ProgramRun:
     """Run `program` under mocks with the given config (as Pulumi passes it: key -> string).
     `stack_file`: the file the config came from, whose key names the program checks (None: none)."""
     from . import stackfile

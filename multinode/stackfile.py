@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Set, Tuple
 
 import yaml
 
@@ -107,10 +107,10 @@ def read_stack_file(path: Path) -> Tuple[Dict[str, Any], Set[str], Dict[str, str
 
 # Set by `recording.run_program` while it runs the program under mocks: the stack file `plan` read (or
 # None), so the program never picks up a different file of the same stack name from stacks/.
-_PROGRAM_STACK_FILE: List[Optional[Path]] = []
+_PROGRAM_STACK_FILE: list[Path | None] = []
 
 
-def program_stack_file(stack: str) -> Optional[Path]:
+def program_stack_file(stack: str) -> Path | None:
     """The stack file whose key names the program checks: under `plan`, the file plan validated; under the
     Pulumi CLI, `stacks/Pulumi.<stack>.yaml` (Pulumi.yaml's stackConfigDir) when it exists."""
     if _PROGRAM_STACK_FILE:
@@ -119,7 +119,7 @@ def program_stack_file(stack: str) -> Optional[Path]:
     return path if path.exists() else None
 
 
-def read_pulumi_config(stack_file: Optional[Path] = None) -> Tuple[Dict[str, Any], Set[str]]:
+def read_pulumi_config(stack_file: Path | None = None) -> tuple[dict[str, Any], set[str]]:
     """The `multinode` keys the Pulumi engine passed to this program, and which are secret.
 
     Values come through the public `pulumi.Config` API (which also sees what `pulumi.runtime.set_all_config`
@@ -134,13 +134,13 @@ def read_pulumi_config(stack_file: Optional[Path] = None) -> Tuple[Dict[str, Any
     from .config import top_level_keys
 
     conf = pulumi.Config(NAMESPACE)
-    file_keys: Set[str] = set()
-    file_secrets: Set[str] = set()
+    file_keys: set[str] = set()
+    file_secrets: set[str] = set()
     if stack_file is not None:
         file_raw, file_secrets, _ = read_stack_file(stack_file)
         file_keys = set(file_raw)
-    raw: Dict[str, Any] = {}
-    secrets: Set[str] = set()
+    raw: dict[str, Any] = {}
+    secrets: set[str] = set()
     for key in sorted(set(top_level_keys()) | file_keys):
         value = conf.get(key)          # structured values arrive as JSON text; config.load parses them
         if value is None:

@@ -19,7 +19,7 @@ from .conftest import ROOT
 # Top-level keys as `pulumi stack init --secrets-provider awskms://...` writes them (the values are opaque
 # to multinode: a KMS key URL and the data key it encrypted, base64).
 KMS_KEYS = {"secretsprovider": "awskms://alias/multinode-dev?region=us-east-1",
-            "encryptedkey": "AQICAHhJ2YHxE0m4cD0Zb6N2xlZbHgqV0n1u0YlQ3dZ2i1kq2AFtWc9u3vTtq1p5Ew7QnWkPAAAAfjB8BgkqhkiG9w0B"}
+            "encryptedkey": "AQICAHhJ2YHxE0m4cD0Zb6N2xlZbHgqV0n1u0YlQ3dZ2i1kq2AFtWc9u3vTtq1p5Ew7QnWkPAAAAfjB8"}
 
 
 def _build(out: Path) -> dict:
