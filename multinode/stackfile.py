@@ -127,7 +127,10 @@ def read_pulumi_config(stack_file: Path | None = None) -> tuple[dict[str, Any], 
     the schema knows plus every key of the stack file (`stack_file`, checked like `plan` checks it): a
     typo there reaches `config.load` and is refused with a did-you-mean. Keys that only an ESC
     `environment:` supplies are read when the schema knows them; a misspelt one there cannot be seen.
-    A key is secret when the stack file stores it `secure:` or the engine passed it as a secret.
+    A key is secret when the stack file stores it `secure:` or the engine passed it as a secret: the
+    Python language host passes config and secret key names in PULUMI_CONFIG / PULUMI_CONFIG_SECRET_KEYS
+    (read by `pulumi.Config` and `pulumi.runtime.get_config_secret_keys_env`), mocks and providers through
+    `set_all_config` (`pulumi.runtime.is_config_secret`).
     """
     import pulumi  # imported here: the pure core does not need Pulumi
 
@@ -139,6 +142,7 @@ def read_pulumi_config(stack_file: Path | None = None) -> tuple[dict[str, Any], 
     if stack_file is not None:
         file_raw, file_secrets, _ = read_stack_file(stack_file)
         file_keys = set(file_raw)
+    engine_secrets = set(pulumi.runtime.get_config_secret_keys_env())
     raw: dict[str, Any] = {}
     secrets: set[str] = set()
     for key in sorted(set(top_level_keys()) | file_keys):
@@ -146,6 +150,7 @@ def read_pulumi_config(stack_file: Path | None = None) -> tuple[dict[str, Any], 
         if value is None:
             continue
         raw[key] = value
-        if key in file_secrets or pulumi.runtime.is_config_secret(conf.full_key(key)):
+        full_key = conf.full_key(key)
+        if key in file_secrets or full_key in engine_secrets or pulumi.runtime.is_config_secret(full_key):
             secrets.add(key)
     return raw, secrets

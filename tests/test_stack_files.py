@@ -196,3 +196,21 @@ def test_program_refuses_a_typo_in_the_stack_file_it_runs_for(tmp_path):
         recording.run_program(wire, [f"multinode:{k}" for k in secrets], "aws-dev", program=prog,
                               stack_file=path)
     assert "unknown key 'nodePool'; did you mean 'nodePools'?" in str(e.value)
+
+
+def test_program_reads_config_as_the_python_language_host_passes_it(monkeypatch):
+    """Under `pulumi up` the language host passes config as PULUMI_CONFIG and the secret key names as
+    PULUMI_CONFIG_SECRET_KEYS (JSON); `pulumi.Config` and the secret check read them from there."""
+    import json as _json
+
+    import pulumi
+    pulumi.runtime.set_all_config({}, [])           # nothing left over from a mocked run in this process
+    _, secrets, wire = stackfile.read_stack_file(stackfile.stack_path("existing-dev"))
+    monkeypatch.setenv("PULUMI_CONFIG", _json.dumps(wire))
+    monkeypatch.setenv("PULUMI_CONFIG_SECRET_KEYS", _json.dumps([f"multinode:{k}" for k in secrets]))
+    raw, got_secrets = stackfile.read_pulumi_config(None)
+    assert got_secrets == set(secrets) and {"kubeconfig", "hfToken"} <= got_secrets
+    assert raw["cloud"] == "existing" and set(raw) == {k.split(":", 1)[1] for k in wire
+                                                       if k.startswith("multinode:")}
+    from multinode import config as mconfig
+    assert mconfig.load(raw, got_secrets).cloud == "existing"
