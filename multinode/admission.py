@@ -393,12 +393,15 @@ def effective_spec(ref: PodSpecRef, policies: List[Dict[str, Any]]) -> Optional[
     """The pod spec after the rendered fabric policies mutate the Pod (None when none applies): computed
     by evaluating the policies themselves (manifests.effective_pod), not a copy of their logic."""
     from .manifests.effective_pod import apply_policy_to_pod
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": copy.deepcopy(ref.metadata),
-           "spec": copy.deepcopy(ref.spec)}
+    spec = copy.deepcopy(ref.spec)
+    for c in all_containers(spec):      # the webhook sees the Pod after SetDefaults_Pod (requests from limits)
+        if isinstance(c.get("resources"), dict) and _map(c["resources"].get("limits")):
+            c["resources"]["requests"] = defaulted_requests(c)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": copy.deepcopy(ref.metadata), "spec": spec}
     out = pod
     for policy in policies:
         out = apply_policy_to_pod(out, policy)
-    return out["spec"] if out["spec"] != ref.spec else None
+    return out["spec"] if out["spec"] != spec else None
 
 
 def object_label(obj: Dict[str, Any]) -> str:
