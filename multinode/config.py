@@ -421,6 +421,8 @@ def advisories(cfg: StackConfig) -> List[Problem]:
             out.append(Problem(f"workloads[{i}].nodes", f"{w.nodes} nodes with no GPU fabric "
                                                         f"({'fabric.enabled is false' if not cfg.fabric.enabled else m.name + ' has none'}): "
                                                         f"NCCL will run over the primary network (TCP sockets)"))
+    from . import images  # images imports config-free modules only; late import keeps config first to load
+    out += images.advisories(cfg)
     return out
 
 
