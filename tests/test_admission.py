@@ -228,3 +228,27 @@ def test_every_pod_of_every_example_stack_is_admitted(stack):
     policies = [o for o in objects if o.get("kind") == "ClusterPolicy"]
     if policies:
         assert any(adm.effective_spec(r, policies) is not None for r in refs)
+
+
+def test_aws_fabric_pods_request_cpu_memory_and_no_hugepages():
+    """Issue 14, AWS: every GPU container of every aws-dev pod, after the fabric policy, requests cpu and
+    memory (the per-GPU share from the catalog) and no hugepages."""
+    result = mplan.plan("aws-dev", None)
+    policies = [o for o in result.k8s_objects if o.get("kind") == "ClusterPolicy"]
+    seen = 0
+    for o in result.k8s_objects:
+        for ref in adm.pod_specs(o):
+            eff = adm.effective_spec(ref, policies)
+            if eff is None:
+                continue
+            for c in eff["containers"]:
+                limits = (c.get("resources") or {}).get("limits") or {}
+                if "nvidia.com/gpu" not in limits:
+                    continue
+                seen += 1
+                req = c["resources"]["requests"]
+                assert req["cpu"] == "144" and req["memory"] == "1536Gi", (ref.where, req)
+                assert not any(k.startswith("hugepages-") for k in list(req) + list(limits))
+                env = {e["name"]: e.get("value") for e in c.get("env", [])}
+                assert env["FI_EFA_USE_HUGE_PAGE"] == "0" and env["NCCL_NET"] == "AWS Libfabric"
+    assert seen >= 4      # LWS leader + worker, the trainer and the NCCL check
