@@ -49,8 +49,9 @@ SOURCES: Dict[str, str] = {
           "type and has 208 vCPUs, and up to 1872 GB of memory'; Google's GB for machine memory are binary GB)",
     "O1": "oracle-quickstart/oci-hpc-oke docs + terraform",
     "O2": "ai2-compute-gpu/oci-dr-hpc-v2 shapes.json (third party)",
-    "O3": "docs.oracle.com/en-us/iaas/Content/Compute/References/computeshapes.htm bare metal GPU shapes (OCPU, CPU "
-          "memory GB, local disk), read through a third-party copy of that table; 1 OCPU = 2 vCPUs on x86 (same page)",
+    "O3": "docs.oracle.com/en-us/iaas/Content/Compute/References/computeshapes.htm 'GPU Shapes' table (OCPU, CPU "
+          "memory GB, local disk), read through the crawl jacklty/oci_doc_crawler iaas/Content/Compute/References/"
+          "computeshapes.md (page updated 2025-02-13); 1 OCPU = 2 vCPUs on x86 (same page)",
 }
 
 
@@ -179,7 +180,8 @@ _MACHINES: Tuple[Machine, ...] = (
        unconfirmed=("gpu_memory_gb",), note="8 ConnectX-7 on the RDMA VPC + 2 gVNIC; GPU memory marked '?'",
        accelerator="nvidia-b200"),
     # OCI (RoCE over SR-IOV). fabric_nics = RDMA VFs a pod requests as nvidia.com/rdma-vf on a full node.
-    # node from O3: vCPUs = 2 x OCPUs (x86), CPU memory GB, local NVMe (27.2 TB; 16 or 8 x 3.84 TB).
+    # node from O3: vCPUs = 2 x OCPUs (x86), CPU memory GB, local NVMe (27.2 TB; 16 or 8 x 3.84 TB). The crawled
+    # page predates BM.GPU.B200.8: its node resources stay None (unconfirmed).
     _m("BM.GPU4.8", "oci", "A100", 8, 40, ROCE, 16, None, "O1,O2,O3", unconfirmed=("bandwidth_gbps",),
        note="ConnectX-5", node=(2 * 64, 2048, 27200)),
     _m("BM.GPU.A100-v2.8", "oci", "A100", 8, 80, ROCE, 16, None, "O1,O2,O3", unconfirmed=("bandwidth_gbps",),
@@ -188,8 +190,8 @@ _MACHINES: Tuple[Machine, ...] = (
        note="ConnectX-7", node=(2 * 112, 2048, 16 * 3840)),
     _m("BM.GPU.H200.8", "oci", "H200", 8, 141, ROCE, 8, None, "O1,O2,O3", unconfirmed=("bandwidth_gbps",),
        note="ConnectX-7", node=(2 * 112, 3072, 8 * 3840)),
-    _m("BM.GPU.B200.8", "oci", "B200", 8, None, ROCE, 8, None, "O1,O2,O3",
-       unconfirmed=("gpu_memory_gb", "bandwidth_gbps"), note="ConnectX-7", node=(2 * 128, 4096, 8 * 3840)),
+    _m("BM.GPU.B200.8", "oci", "B200", 8, None, ROCE, 8, None, "O1,O2",
+       unconfirmed=("gpu_memory_gb", "bandwidth_gbps"), note="ConnectX-7"),
 )
 
 MACHINES: Dict[str, Machine] = {m.name: m for m in _MACHINES}
