@@ -78,7 +78,7 @@ def advisories(cfg) -> List[Problem]:
     for i, w in enumerate(cfg.workloads):
         try:
             machine = cfg.machine(cfg.pool(w.node_pool))
-        except Exception:          # unknown pool / machine: config reports it
+        except KeyError:           # unknown pool / machine (catalog.UnknownMachine): config reports it
             continue
         kind = fabric.effective_kind(cfg, machine)
         # kinds that render their own runtime image (Dynamo, NIM) never fall back to DEFAULT_IMAGES
