@@ -130,6 +130,7 @@ class NodePool(_Model):
     node_selector: Dict[str, str] = {}                # existing: labels that select these nodes
     image_id: Optional[str] = None                    # oci: the GPU image OCID
     gpu_network_cidr: Optional[str] = None            # gcp: IPv4 range (/20 or larger) the GPU subnets are cut from
+    local_nvme: Optional[Literal["raid0"]] = None     # aws: RAID0 the instance store at boot (multinode/local_nvme.py)
 
 
 class FabricConfig(_Model):
@@ -426,6 +427,8 @@ def advisories(cfg: StackConfig) -> List[Problem]:
             out.append(Problem(f"workloads[{i}].nodes", f"{w.nodes} nodes with no GPU fabric "
                                                         f"({'fabric.enabled is false' if not cfg.fabric.enabled else m.name + ' has none'}): "
                                                         f"NCCL will run over the primary network (TCP sockets)"))
+    from . import images  # images imports config-free modules only; late import keeps config first to load
+    out += images.advisories(cfg)
     return out
 
 
@@ -562,6 +565,8 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
     # fabric device / network counts the fabric profile needs (multinode/fabric.py)
     from . import fabric
     p.extend(fabric.config_problems(cfg))
+    from . import local_nvme  # noqa: E402 - reads StackConfig from this module
+    p.extend(local_nvme.config_problems(cfg))
     # gcp / oci: fabric networks, storage sizes, zones (multinode/gke.py, multinode/oke.py)
     from . import gke, oke  # noqa: E402 - imported here: both read StackConfig from this module
     p.extend(gke.config_problems(cfg) if cloud == "gcp" else oke.config_problems(cfg) if cloud == "oci" else [])

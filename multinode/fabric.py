@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from fractions import Fraction
+from typing import Any, Dict, List, Optional, Tuple
 
 from .catalog import Machine, device_share
 from . import pools
@@ -89,6 +90,9 @@ class FabricProfile:
     pool: str = ""                                                       # node pool this profile is for
     node_selector: Dict[str, str] = field(default_factory=dict)          # how a pod lands on that pool
     pod_volume_names: List[str] = field(default_factory=list)            # volumes only sidecars use
+    # cpu / memory a GPU container requests per GPU it has: {"cpu": (18, ""), "memory": (192, "Gi")}; the policy
+    # multiplies by the container's GPUs and adds each only where the container states none (node_share_per_gpu).
+    requests_per_gpu: Dict[str, Tuple[int, str]] = field(default_factory=dict)
 
     @property
     def enabled(self) -> bool:
@@ -187,10 +191,43 @@ def config_problems(cfg: StackConfig) -> List[Problem]:
     return out
 
 
+# The share of a node's CPUs and memory a GPU container requests, in proportion to its GPUs: 3/4 of the per-GPU
+# share (vCPUs / GPUs, memory / GPUs from the catalog), rounded down. Why request it at all: a Burstable pod that
+# uses far more than it requested is the kubelet's first eviction candidate under node memory pressure, and an
+# NCCL rank dying takes the whole gang with it; a GPU pod loads weights, pins host buffers and runs data loaders,
+# so it should be guaranteed most of its share of the host. Why not all of it: the remaining quarter covers the
+# kubelet's system/kube reserve and eviction threshold, the node's DaemonSets (device plugins, CNI, monitoring)
+# and small non-GPU pods. Requests only, no cpu/memory limits: no CFS throttling of NCCL proxy threads, no OOM
+# kill at an arbitrary line. Allocatable itself is computed by the placement check, not here.
+NODE_SHARE_REQUESTED = Fraction(3, 4)
+
+
+def node_share_per_gpu(machine: Machine) -> Dict[str, Tuple[int, str]]:
+    """cpu and memory a container requests per GPU (NODE_SHARE_REQUESTED of the per-GPU share of the node); {}
+    when the catalog has no confirmed vCPU / memory figure for the machine (nothing is guessed)."""
+    if not machine.vcpus or not machine.memory_gib or machine.gpus <= 0:
+        return {}
+    cpu = int(Fraction(machine.vcpus, machine.gpus) * NODE_SHARE_REQUESTED)
+    mem = int(Fraction(machine.memory_gib, machine.gpus) * NODE_SHARE_REQUESTED)
+    return {"cpu": (cpu, ""), "memory": (mem, "Gi")} if cpu > 0 and mem > 0 else {}
+
+
 def _efa(machine: Machine) -> Dict[str, Any]:
     # hardware.md section 2 "AWS EKS (EFA)", sources A3/A4 (awsome-distributed-training nccl-tests
     # manifests). LD_LIBRARY_PATH from the same anchor is NOT injected: it would replace the image's
     # own library path (vLLM, NeMo images), and the OFI plugin location is the image's business.
+    #
+    # EFA memory setup: libfabric's huge pages OFF (FI_EFA_USE_HUGE_PAGE=0) and NO hugepages-2Mi request.
+    # - aws-samples/awsome-distributed-training 1.architectures/efa-cheatsheet.md: set FI_EFA_USE_HUGE_PAGE=0 when
+    #   os.fork() fails with "Cannot allocate memory" (multi-process PyTorch data loaders); it costs a minor
+    #   performance hit. Our trainers are torchrun jobs with data loaders and vLLM forks workers, so we take it.
+    # - With huge pages off, libfabric allocates no hugetlbfs bounce buffers, so a hugepages-2Mi request would
+    #   reserve memory nothing uses (and would need nodes with 2 MiB pages pre-allocated: a pod requesting them on a
+    #   node without them never schedules).
+    # - The anchors differ on this: micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml (p5) and
+    #   aws-ia/terraform-aws-eks-blueprints patterns/nvidia-gpu-efa/generate-efa-nccl-test.sh request
+    #   hugepages-2Mi: 5120Mi + memory: 32000Mi and leave huge pages on (nccl-tests does not fork);
+    #   nccl-tests-gb200.yaml requests no hugepages. We follow the no-hugepages shape for every EFA machine.
     env = {
         "FI_PROVIDER": "efa",
         "FI_EFA_FORK_SAFE": "1",
@@ -202,7 +239,7 @@ def _efa(machine: Machine) -> Dict[str, Any]:
     if machine.gpu_model.startswith("GB"):
         # GB200 NVL domains (hardware.md section 2: NCCL_NVLS_ENABLE=1, NCCL_MNNVL_ENABLE=1).
         env.update({"NCCL_NVLS_ENABLE": "1", "NCCL_MNNVL_ENABLE": "1"})
-    return {"env": env, "extra_resources": {"hugepages-2Mi": "5120Mi"}}  # hardware.md: hugepages-2Mi 5120Mi
+    return {"env": env, "requests_per_gpu": node_share_per_gpu(machine)}
 
 
 def _infiniband(machine: Machine) -> Dict[str, Any]:
@@ -428,4 +465,5 @@ def profile_for(cfg: StackConfig, pool: NodePool) -> FabricProfile:
         networks=extra.get("networks", []), topology_file=extra.get("topology_file"),
         pool=pool.name, node_selector=pools.node_selector(cfg, pool),
         pod_volume_names=extra.get("pod_volume_names", []),
+        requests_per_gpu=extra.get("requests_per_gpu", {}),
     )

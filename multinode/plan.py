@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from . import admission
 from . import config as mconfig
 from . import stackfile
 from .errors import ConfigError
@@ -122,7 +123,7 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: Dict[str, str], secr
     ordered = apply_order(run.registrations)
     result.registrations = run.registrations
     result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
-    result.violations = run_policies(run.registrations, cfg)
+    result.violations = run_policies(run.registrations, cfg) + admission.findings(result.k8s_objects)
     if any(v.get("enforcementLevel") == "mandatory" for v in result.violations):
         result.exit_code = EXIT_POLICY
     if out_root is not None:

@@ -73,3 +73,32 @@ def test_unknown_machine_suggests_closest_names():
     with pytest.raises(catalog.UnknownMachine) as info:
         catalog.lookup("ND96isr_H100", "azure")
     assert "Standard_ND96isr_H100_v5" in info.value.suggestions
+
+
+# ---- node resources (vcpus, memory_gib, local_nvme_gb): issue 14 ----
+NODE_FIELDS = ("vcpus", "memory_gib", "local_nvme_gb")
+
+
+@pytest.mark.parametrize("m", catalog._MACHINES, ids=lambda m: m.name)
+def test_node_resources_are_sourced_or_marked_unconfirmed(m):
+    for f in NODE_FIELDS:
+        value = getattr(m, f)
+        if value is None:
+            assert f in m.unconfirmed, f"{m.name}.{f} is None but not listed in unconfirmed"
+        else:
+            assert f not in m.unconfirmed and value > 0
+    if any(getattr(m, f) is not None for f in NODE_FIELDS):
+        keys = {k.strip() for k in m.source.split(",")}
+        assert keys & {"A11", "Z5", "G4", "O3"}, f"{m.name}: node resources without their source key"
+
+
+@pytest.mark.parametrize("name,vcpus,mem,nvme", [
+    ("p5.48xlarge", 192, 2048, 30400),            # A11: 8 x 3800 GB NVMe SSD
+    ("p4d.24xlarge", 96, 1152, 8000),
+    ("p6e-gb200.36xlarge", 144, 960, 22500),      # A11: 3 x 7500 GB
+    ("Standard_ND96isr_H100_v5", 96, 1900, 30786),  # Z5: 28 TiB NVMe -> GB
+    ("BM.GPU.H100.8", 224, 2048, 61440),          # O3: 112 OCPU, 16 x 3.84 TB
+])
+def test_node_resources_spot_values(name, vcpus, mem, nvme):
+    m = catalog.MACHINES[name]
+    assert (m.vcpus, m.memory_gib, m.local_nvme_gb) == (vcpus, mem, nvme)

@@ -285,3 +285,38 @@ def test_planning_aws_imports_no_other_cloud_sdk():
     mods = imported_modules_after_plan("aws-dev")
     assert "pulumi_aws" in mods
     assert not {"pulumi_azure_native", "pulumi_gcp", "pulumi_oci"} & set(mods)
+
+
+# ---------------------------------------------------------------- optional local NVMe (issue 14)
+def test_local_nvme_is_off_by_default(dev):
+    assert "userData" not in one(dev, LT).inputs
+
+
+def test_local_nvme_raid0_puts_a_nodeadm_config_in_the_launch_template(tmp_path):
+    import base64
+    run = run_variant(tmp_path, "aws-dev", pool_edit(localNvme="raid0"))
+    text = base64.b64decode(one(run, LT).inputs["userData"]).decode()
+    assert "Content-Type: application/node.eks.aws" in text and "kind: NodeConfig" in text
+    assert "localStorage:\n      strategy: RAID0" in text
+    assert text.rstrip().endswith("--MULTINODE--")
+
+
+def test_local_nvme_user_data_is_one_nodeconfig():
+    import yaml
+    from multinode import local_nvme
+    part = local_nvme.nodeadm_user_data("raid0").split("\n\n", 2)[2].split("\n--")[0]
+    assert yaml.safe_load(part) == {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig",
+                                    "spec": {"instance": {"localStorage": {"strategy": "RAID0"}}}}
+
+
+def test_local_nvme_refused_off_aws_and_without_instance_store(tmp_path):
+    from types import SimpleNamespace
+    from multinode import local_nvme
+    assert config_problems(tmp_path, "aws-dev", pool_edit(localNvme="raid0")) == []
+    gcp = config_problems(tmp_path, "gcp-dev", pool_edit(localNvme="raid0"))
+    assert any(p.path == "nodePools[0].localNvme" and "aws" in p.message for p in gcp)
+    # a machine whose local NVMe the catalog does not confirm (None, listed in unconfirmed) is refused
+    pool = SimpleNamespace(local_nvme="raid0")
+    cfg = SimpleNamespace(cloud="aws", node_pools=[pool], machine=lambda p: catalog.lookup("a3-megagpu-8g"))
+    (p,) = local_nvme.config_problems(cfg)
+    assert p.path == "nodePools[0].localNvme" and "no confirmed local NVMe" in p.message

@@ -48,7 +48,9 @@ def test_efa_profile_matches_hardware_md():
     assert p.env["FI_PROVIDER"] == "efa" and p.env["FI_EFA_FORK_SAFE"] == "1"
     assert p.env["NCCL_BUFFSIZE"] == "8388608" and p.env["NCCL_P2P_NET_CHUNKSIZE"] == "524288"
     assert p.env["NCCL_TUNER_PLUGIN"].endswith("libnccl-ofi-tuner.so")
-    assert p.extra_resources == {"hugepages-2Mi": "5120Mi"}
+    # issue 14: one EFA memory setup, libfabric huge pages off and no hugepages-2Mi request (was 5120Mi, which
+    # reserved memory FI_EFA_USE_HUGE_PAGE=0 never used and made the API server refuse the pod)
+    assert p.extra_resources == {} and p.env["FI_EFA_USE_HUGE_PAGE"] == "0"
     assert p.env["NCCL_NET"] == "AWS Libfabric"
 
 
@@ -305,3 +307,49 @@ def test_capabilities_expression_unions_several_capabilities():
                        (None, ["IPC_LOCK", "NET_ADMIN"])]:
         element = {"securityContext": {"capabilities": {"add": have}}} if have is not None else {}
         assert kyverno.evaluate(expr, {"element": element}) == want
+
+
+# ---------------------------------------------------------------- AWS pods the API server admits (issue 14)
+def test_efa_requests_per_gpu_come_from_the_catalog():
+    m = catalog.lookup("p5.48xlarge")                     # 192 vCPUs, 2048 GiB, 8 GPUs (catalog A11)
+    assert fabric.node_share_per_gpu(m) == {"cpu": (18, ""), "memory": (192, "Gi")}   # 3/4 of 24 and of 256
+    # a machine without confirmed node resources gets no request at all (nothing guessed)
+    assert fabric.node_share_per_gpu(catalog.lookup("a3-megagpu-8g")) == {}
+
+
+@pytest.mark.parametrize("machine,gpus,cpu,mem", [("p5.48xlarge", 8, "144", "1536Gi"),
+                                                  ("p5.48xlarge", 4, "72", "768Gi"),
+                                                  ("p6e-gb200.36xlarge", 4, "108", "720Gi"),
+                                                  ("g5.48xlarge", 1, "18", "72Gi")])
+def test_efa_gpu_container_gets_cpu_memory_and_no_hugepages(machine, gpus, cpu, mem):
+    from multinode import admission
+    cfg = load("aws-dev", nodePools=[{"name": "gpu", "machine": machine, "nodeCount": 2, "zone": "us-east-1a",
+                                      "subnetId": "subnet-0a1b2c3d4e5f60718"}], workloads=[])
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    spec = effective_pod.apply_profile({"containers": [gpu_container(gpus=gpus), gpu_container("b", gpus=0)]},
+                                       profile)
+    res = spec["containers"][0]["resources"]
+    assert res["requests"]["cpu"] == cpu and res["requests"]["memory"] == mem
+    assert "cpu" not in res["limits"] and "memory" not in res["limits"]        # requests only: no throttling
+    assert not [k for k in list(res["limits"]) + list(res["requests"]) if k.startswith("hugepages-")]
+    assert "resources" not in spec["containers"][1] or "cpu" not in spec["containers"][1]["resources"].get(
+        "requests", {})
+    assert admission.check_pod_spec(spec) == []
+
+
+def test_efa_requests_keep_what_the_container_states():
+    cfg = load("aws-dev")
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    c = gpu_container()
+    c["resources"]["requests"] = {"cpu": "32", "memory": "100Gi"}
+    spec = effective_pod.apply_profile({"containers": [c]}, profile)
+    assert spec["containers"][0]["resources"]["requests"]["cpu"] == "32"
+    assert spec["containers"][0]["resources"]["requests"]["memory"] == "100Gi"
+
+
+def test_efa_policy_uses_add_if_absent_anchors():
+    cfg = load("aws-dev")
+    (pol,) = kyverno.cluster_policies(cfg)
+    patch = kyverno.container_patch(fabric.profile_for(cfg, cfg.node_pools[0]))
+    assert set(patch["resources"]["requests"]) == {"+(cpu)", "+(memory)"}
+    assert not any(k.startswith("hugepages-") for k in patch["resources"]["limits"])

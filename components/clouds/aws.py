@@ -28,6 +28,7 @@ import pulumi_kubernetes as k8s
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
 from components.kubernetes.objects import k8s_object
+from multinode import local_nvme
 from multinode import service_limits as limits
 from multinode.catalog import Machine
 from multinode.manifests import storage as sm
@@ -189,6 +190,8 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
             tag_specifications=[{"resource_type": "instance", "tags": tags}],
             tags=tags,
         )
+        if pool.local_nvme:   # off by default: new user data replaces the pool's nodes (multinode/local_nvme.py)
+            lt_args["user_data"] = local_nvme.user_data_b64(pool.local_nvme)
         if self.placement_group is not None:
             lt_args["placement"] = {"group_name": self.placement_group.name}
         if cr is not None:

@@ -5,7 +5,7 @@ strategic-merge patches to the pod the way Kyverno does: the per-container patch
 the same JMESPath (device count = ceil(GPUs x devices-per-node / GPUs-per-node)) for each container
 whose nvidia.com/gpu limit is > 0, and merged with Kubernetes' strategic-merge keys for Pods
 (containers/initContainers/volumes by name, env by name, volumeMounts by mountPath; maps merge;
-other lists are replaced). capabilities.add is such a list: the policy's value for it is a JMESPath
+other lists are replaced; a `+(name)` key is Kyverno's add-if-not-present anchor). capabilities.add is such a list: the policy's value for it is a JMESPath
 union of the container's own list and the fabric's capabilities (kyverno.capabilities_add_expr),
 evaluated here exactly as for the device count, so user capabilities are kept and ours appear once.
 `plan` writes the result per workload role.
@@ -23,11 +23,32 @@ _MERGE_KEYS = {"containers": "name", "initContainers": "name", "volumes": "name"
                "volumeMounts": "mountPath", "ports": "containerPort"}
 
 
+def _anchor(key: Any) -> Optional[str]:
+    """The field name of Kyverno's add-if-not-present anchor `+(name)`, else None."""
+    if isinstance(key, str) and key.startswith("+(") and key.endswith(")"):
+        return key[2:-1]
+    return None
+
+
+def _strip_anchors(value: Any) -> Any:
+    """A patch subtree added where the target has nothing: anchors become plain keys."""
+    if isinstance(value, dict):
+        return {(_anchor(k) or k): _strip_anchors(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strip_anchors(v) for v in value]
+    return copy.deepcopy(value)
+
+
 def _merge(target: Any, patch: Any, field: Optional[str] = None) -> Any:
     if isinstance(target, dict) and isinstance(patch, dict):
         out = dict(target)
         for k, v in patch.items():
-            out[k] = _merge(target.get(k), v, k) if k in target else copy.deepcopy(v)
+            name = _anchor(k)
+            if name is not None:                      # +(name): add only when the target has no such field
+                if name not in target:
+                    out[name] = _strip_anchors(v)
+                continue
+            out[k] = _merge(target.get(k), v, k) if k in target else _strip_anchors(v)
         return out
     if isinstance(target, list) and isinstance(patch, list) and field in _MERGE_KEYS:
         key = _MERGE_KEYS[field]
@@ -36,7 +57,7 @@ def _merge(target: Any, patch: Any, field: Optional[str] = None) -> Any:
         for item in patch:
             i = index.get(item.get(key)) if isinstance(item, dict) else None
             if i is None:
-                out.append(copy.deepcopy(item))
+                out.append(_strip_anchors(item))
             else:
                 out[i] = _merge(out[i], item)
         return out

@@ -6,8 +6,9 @@ One policy per node pool whose machine has a fabric. Each has these rules:
   1. `pod-fabric`: pod-level patch (annotations, volumes, native sidecars).
   2. `gpu-container-fabric`: foreach container whose nvidia.com/gpu limit is > 0: device resource
      (GPUs x devices-per-GPU, rounded up, computed in JMESPath), env incl. the NCCL_NET pin, volume
-     mounts, capabilities (added to the container's own capabilities.add, each once), extra resources
-     (hugepages). Containers without GPUs get nothing.
+     mounts, capabilities (added to the container's own capabilities.add, each once), extra resources,
+     and cpu/memory requests sized per GPU (added only where the container requests none: the `+(name)`
+     add-if-absent anchor). Containers without GPUs get nothing.
   3. `require-fabric`: validate (Enforce) that every GPU container now has the device resource and
      the NCCL_NET pin; a pod that slipped through without them is refused (fail closed).
   4. `require-fabric-pool`: stack-wide, with NO pool precondition: a matched pod with a GPU container
@@ -59,6 +60,12 @@ def capabilities_add_expr(capabilities: List[str]) -> str:
     for cap in capabilities:
         parts.append(f"(!contains({EXISTING_CAPS_EXPR}, '{cap}') && `[\"{cap}\"]` || `[]`)")
     return "[" + ", ".join(parts) + "][]"
+
+
+def per_gpu_request_expr(amount: int, unit: str) -> str:
+    """JMESPath for `amount` x the container's GPUs, as a quantity string (e.g. "144", "1536Gi")."""
+    number = f"to_string(multiply({GPU_COUNT_EXPR}, `{amount}`))"
+    return f"join('', [{number}, '{unit}'])" if unit else number
 
 
 def device_present_expr(profile: FabricProfile) -> str:
@@ -144,8 +151,15 @@ def container_patch(profile: FabricProfile) -> Dict[str, Any]:
     if profile.device_resource:
         limits[profile.device_resource] = f"{{{{ {device_count_expr(profile)} }}}}"
     limits.update(profile.extra_resources)
+    resources: Dict[str, Any] = {}
     if limits:
-        c["resources"] = {"limits": limits}
+        resources["limits"] = limits
+    if profile.requests_per_gpu:
+        # `+(cpu)`: Kyverno's add-if-not-present anchor, so a container that states its own request keeps it.
+        resources["requests"] = {f"+({name})": f"{{{{ {per_gpu_request_expr(amount, unit)} }}}}"
+                                 for name, (amount, unit) in sorted(profile.requests_per_gpu.items())}
+    if resources:
+        c["resources"] = resources
     if profile.capabilities:
         # Union with the container's own capabilities.add (a strategic merge would replace the list).
         c["securityContext"] = {"capabilities": {"add": f"{{{{ {capabilities_add_expr(profile.capabilities)} }}}}"}}

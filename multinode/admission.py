@@ -1,0 +1,440 @@
+"""Admission check: the part of the Kubernetes API server's pod validation our pods can break.
+
+Schemas (kubernetes-validate, the CRDs) accept pod specs the API server still refuses when the pod is
+created: hugepages without cpu or memory, an extended resource whose request differs from its limit,
+a mount that names no volume... This module runs those rules, offline, on every pod spec a stack
+renders and on the pods after the fabric policies mutate them. Each rule is a small function that
+cites the Kubernetes function it mirrors in kubernetes/kubernetes pkg/apis/core/validation/
+validation.go (the messages quoted are upstream's), except `env-var-set-once`: upstream only warns
+(pkg/api/pod/warnings.go, "hides previous definition of ..."), yet the last value silently wins, so a
+second copy of e.g. NCCL_NET would undo the fabric pin: we refuse it.
+
+What the API server validates is the Pod after defaulting: pkg/apis/core/v1/defaults.go SetDefaults_Pod
+copies every limit that has no request into requests ("If limits are specified, but requests are not,
+default requests to limits"); `defaulted_requests` does the same before the resource rules run. (A pod
+template inside a Deployment is validated without that defaulting; defaulting only adds requests equal
+to their limits, so the Pod-level check refuses everything the template-level one would.)
+
+Entry point for `plan`: `findings(k8s_objects)` -> violation dicts (policy, enforcementLevel, resource,
+message, ...) naming the object, the pod spec inside it, the container and the rule.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+VALIDATION_GO = "kubernetes/kubernetes pkg/apis/core/validation/validation.go"
+
+# Rule names (the finding's policy is `pod-admission/<rule>`).
+RESOURCE_NAME = "resource-name"
+RESOURCE_QUANTITY = "resource-quantity"
+EXTENDED_REQUEST_EQUALS_LIMIT = "extended-request-equals-limit"
+REQUEST_WITHIN_LIMIT = "request-within-limit"
+HUGEPAGES_NEED_CPU_OR_MEMORY = "hugepages-require-cpu-or-memory"
+UNIQUE_PORT_NAMES = "unique-port-names"
+MOUNT_NAMES_A_VOLUME = "mount-names-a-volume"
+UNIQUE_MOUNT_PATHS = "unique-mount-paths"
+ENV_VAR_SET_ONCE = "env-var-set-once"
+CONTAINERS_REQUIRED = "containers-required"
+UNIQUE_CONTAINER_NAMES = "unique-container-names"
+UNIQUE_VOLUME_NAMES = "unique-volume-names"
+
+# --------------------------------------------------------------------------------- quantities
+_SUFFIX = {"": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10 ** 3, "M": 10 ** 6,
+           "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18, "Ki": 2 ** 10, "Mi": 2 ** 20,
+           "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
+_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
+
+
+def parse_quantity(value: Any) -> Optional[Decimal]:
+    """A Kubernetes resource.Quantity ("8", "500m", "5120Mi", "1e3", 8) as a Decimal; None if malformed."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return Decimal(str(value))
+    m = _QUANTITY.match(str(value).strip())
+    if not m:
+        return None
+    try:
+        number = Decimal(m.group(1))
+    except InvalidOperation:
+        return None
+    if m.group(2):
+        return number * Decimal(10) ** int(m.group(2)[1:])
+    return number * Decimal(_SUFFIX[m.group(3) or ""])
+
+
+# --------------------------------------------------------------------------------- resource names
+# pkg/apis/core/helper/helpers.go: the names these predicates test.
+_STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
+_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def is_hugepages(name: str) -> bool:
+    """helper.IsHugePageResourceName: `hugepages-<size>`."""
+    return name.startswith("hugepages-")
+
+
+def is_native(name: str) -> bool:
+    """helper.IsNativeResource: no domain, or a name containing "kubernetes.io/" (IsPrefixedNativeResource)."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def overcommit_allowed(name: str) -> bool:
+    """helper.IsOvercommitAllowed: native and not hugepages (cpu, memory, ephemeral-storage). GPUs, EFA,
+    RDMA devices (extended resources) and hugepages are not: their request must equal their limit."""
+    return is_native(name) and not is_hugepages(name)
+
+
+def is_extended(name: str) -> bool:
+    """helper.IsExtendedResourceName: a qualified, non-native name not under the `requests.` quota prefix."""
+    return not is_native(name) and not name.startswith("requests.") and bool(_QUALIFIED_NAME.match(name))
+
+
+def _hugepage_size(name: str) -> Optional[Decimal]:
+    return parse_quantity(name[len("hugepages-"):]) if is_hugepages(name) else None
+
+
+# --------------------------------------------------------------------------------- pod helpers
+def _list(value: Any) -> List[Dict[str, Any]]:
+    return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
+
+
+def _map(value: Any) -> Dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def defaulted_requests(container: Dict[str, Any]) -> Dict[str, Any]:
+    """requests after SetDefaults_Pod (pkg/apis/core/v1/defaults.go): each limit without a request is
+    copied into requests."""
+    res = _map(container.get("resources"))
+    requests = dict(_map(res.get("requests")))
+    for k, v in _map(res.get("limits")).items():
+        requests.setdefault(k, v)
+    return requests
+
+
+def all_containers(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return _list(spec.get("initContainers")) + _list(spec.get("containers"))
+
+
+# --------------------------------------------------------------------------------- container rules
+# Each takes (container, pod spec) and returns the problems as strings (empty: admitted).
+ContainerRule = Callable[[Dict[str, Any], Dict[str, Any]], List[str]]
+
+
+def check_resource_names(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+    """validateContainerResourceName: "must be a standard resource for containers" (no domain: cpu,
+    memory, ephemeral-storage, hugepages-*) / "doesn't follow extended resource name standard"."""
+    out = []
+    res = _map(c.get("resources"))
+    for where in ("limits", "requests"):
+        for name in _map(res.get(where)):
+            if "/" not in name:
+                if name not in _STANDARD_CONTAINER_RESOURCES and not is_hugepages(name):
+                    out.append(f"resources.{where}.{name}: must be a standard resource for containers")
+            elif not is_native(name) and not is_extended(name):
+                out.append(f"resources.{where}.{name}: doesn't follow extended resource name standard")
+    return out
+
+
+def check_resource_quantities(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+    """ValidateResourceQuantityValue (must parse, "must be greater than or equal to 0", extended resources
+    "must be an integer") and validateResourceQuantityHugePageValue ("is not positive integer multiple
+    of" the page size)."""
+    out = []
+    res = _map(c.get("resources"))
+    for where in ("limits", "requests"):
+        for name, raw in _map(res.get(where)).items():
+            q = parse_quantity(raw)
+            path = f"resources.{where}.{name}"
+            if q is None:
+                out.append(f"{path}: {raw!r} is not a quantity")
+                continue
+            if q < 0:
+                out.append(f"{path}: {raw}: must be greater than or equal to 0")
+            if is_extended(name) and q != q.to_integral_value():
+                out.append(f"{path}: {raw}: must be an integer")
+            size = _hugepage_size(name)
+            if size and q % size != 0:
+                out.append(f"{path}: {raw} is not positive integer multiple of {name}")
+    return out
+
+
+def check_extended_request_equals_limit(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+    """validateResourceRequirements, for resources where IsOvercommitAllowed is false (extended resources
+    such as nvidia.com/gpu or vpc.amazonaws.com/efa, and hugepages): a request needs a limit ("Limit must
+    be set for non overcommitable resources") and must equal it ("must be equal to <name> limit of ...")."""
+    out = []
+    limits = _map(_map(c.get("resources")).get("limits"))
+    for name, raw in defaulted_requests(c).items():
+        if overcommit_allowed(name):
+            continue
+        if name not in limits:
+            out.append(f"resources.limits.{name}: Limit must be set for non overcommitable resources "
+                       f"(requested {raw})")
+            continue
+        req, lim = parse_quantity(raw), parse_quantity(limits[name])
+        if req is not None and lim is not None and req != lim:
+            out.append(f"resources.requests.{name}: {raw}: must be equal to {name} limit of {limits[name]}")
+    return out
+
+
+def check_request_within_limit(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+    """validateResourceRequirements, overcommittable resources (cpu, memory, ephemeral-storage):
+    "must be less than or equal to <name> limit of ..."."""
+    out = []
+    limits = _map(_map(c.get("resources")).get("limits"))
+    for name, raw in defaulted_requests(c).items():
+        if not overcommit_allowed(name) or name not in limits:
+            continue
+        req, lim = parse_quantity(raw), parse_quantity(limits[name])
+        if req is not None and lim is not None and req > lim:
+            out.append(f"resources.requests.{name}: {raw}: must be less than or equal to {name} limit of "
+                       f"{limits[name]}")
+    return out
+
+
+def check_hugepages_need_cpu_or_memory(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+    """validateResourceRequirements: a container with hugepages in its limits or requests and neither cpu
+    nor memory in either is Forbidden: "HugePages require cpu or memory"."""
+    res = _map(c.get("resources"))
+    names = set(_map(res.get("limits"))) | set(_map(res.get("requests")))
+    huge = sorted(n for n in names if is_hugepages(n))
+    if huge and not names & {"cpu", "memory"}:
+        return [f"resources: HugePages require cpu or memory (it requests {', '.join(huge)} and neither cpu "
+                f"nor memory)"]
+    return []
+
+
+def check_unique_port_names(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+    """validateContainerPorts: a named port appears once per container (field.Duplicate)."""
+    seen, out = set(), []
+    for p in _list(c.get("ports")):
+        name = p.get("name")
+        if name:
+            if name in seen:
+                out.append(f"ports: Duplicate value: port name {name!r}")
+            seen.add(name)
+    return out
+
+
+def check_mounts_name_a_volume(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+    """ValidateVolumeMounts: every volumeMounts[].name must name one of the pod's volumes (IsMatchedVolume;
+    field.NotFound)."""
+    volumes = {v.get("name") for v in _list(spec.get("volumes"))}
+    return [f"volumeMounts: Not found: {m.get('name')!r} (mounted at {m.get('mountPath')}) is not one of the "
+            f"pod's volumes {sorted(str(v) for v in volumes)}"
+            for m in _list(c.get("volumeMounts")) if m.get("name") not in volumes]
+
+
+def check_unique_mount_paths(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+    """ValidateVolumeMounts: each mountPath once per container ("must be unique")."""
+    seen, out = set(), []
+    for m in _list(c.get("volumeMounts")):
+        path = m.get("mountPath")
+        if path in seen:
+            out.append(f"volumeMounts: mountPath {path!r}: must be unique")
+        seen.add(path)
+    return out
+
+
+def check_env_set_once(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+    """Ours, stricter than upstream: pkg/api/pod/warnings.go only warns ("hides previous definition of
+    ...") and the kubelet keeps the last value, so a duplicated NCCL_NET or FI_PROVIDER silently overrides
+    the fabric's. Refused here so the value a pod runs with is the one it states once."""
+    seen, out = set(), []
+    for e in _list(c.get("env")):
+        name = e.get("name")
+        if name in seen:
+            out.append(f"env: {name!r} is set more than once (the API server only warns; the last value wins)")
+        seen.add(name)
+    return out
+
+
+CONTAINER_RULES: Dict[str, ContainerRule] = {
+    RESOURCE_NAME: check_resource_names,
+    RESOURCE_QUANTITY: check_resource_quantities,
+    EXTENDED_REQUEST_EQUALS_LIMIT: check_extended_request_equals_limit,
+    REQUEST_WITHIN_LIMIT: check_request_within_limit,
+    HUGEPAGES_NEED_CPU_OR_MEMORY: check_hugepages_need_cpu_or_memory,
+    UNIQUE_PORT_NAMES: check_unique_port_names,
+    MOUNT_NAMES_A_VOLUME: check_mounts_name_a_volume,
+    UNIQUE_MOUNT_PATHS: check_unique_mount_paths,
+    ENV_VAR_SET_ONCE: check_env_set_once,
+}
+
+
+# --------------------------------------------------------------------------------- pod rules
+# Each takes the pod spec and returns (container name or "", problem) pairs.
+PodRule = Callable[[Dict[str, Any]], List[Tuple[str, str]]]
+
+
+def check_containers_required(spec: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """validateContainers: an empty containers list is Required."""
+    return [] if _list(spec.get("containers")) else [("", "containers: Required value")]
+
+
+def check_unique_container_names(spec: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """validateContainers and validateInitContainers: names unique across containers and initContainers
+    (native sidecars included; field.Duplicate)."""
+    seen, out = set(), []
+    for c in _list(spec.get("containers")) + _list(spec.get("initContainers")):
+        name = c.get("name")
+        if name in seen:
+            out.append((str(name), f"name: Duplicate value: {name!r} (containers and initContainers share names)"))
+        seen.add(name)
+    return out
+
+
+def check_unique_volume_names(spec: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """ValidateVolumes: each volume name once (field.Duplicate)."""
+    seen, out = set(), []
+    for v in _list(spec.get("volumes")):
+        name = v.get("name")
+        if name in seen:
+            out.append(("", f"volumes: Duplicate value: {name!r}"))
+        seen.add(name)
+    return out
+
+
+POD_RULES: Dict[str, PodRule] = {
+    CONTAINERS_REQUIRED: check_containers_required,
+    UNIQUE_CONTAINER_NAMES: check_unique_container_names,
+    UNIQUE_VOLUME_NAMES: check_unique_volume_names,
+}
+
+RULES = tuple(POD_RULES) + tuple(CONTAINER_RULES)
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    container: str     # "" for a pod-level rule
+    detail: str
+
+
+def check_pod_spec(spec: Dict[str, Any]) -> List[Finding]:
+    """Every rule on one pod spec (containers and initContainers)."""
+    out: List[Finding] = []
+    for rule, fn in POD_RULES.items():
+        out += [Finding(rule, c, d) for c, d in fn(spec)]
+    for c in all_containers(spec):
+        for rule, fn in CONTAINER_RULES.items():
+            out += [Finding(rule, str(c.get("name", "?")), d) for d in fn(c, spec)]
+    return out
+
+
+# --------------------------------------------------------------------------------- finding pod specs
+# Objects whose nested `spec.containers` are patches, not pods (Kyverno's patchStrategicMerge).
+_NOT_PODS = ("kyverno.io/", "policies.kyverno.io/")
+
+
+@dataclass
+class PodSpecRef:
+    where: str                   # path of the pod spec inside the object, e.g. spec.leaderWorkerTemplate.workerTemplate
+    metadata: Dict[str, Any]     # labels / annotations the pods get (what the fabric policies match)
+    spec: Dict[str, Any]
+
+
+def pod_specs(obj: Dict[str, Any]) -> Iterator[PodSpecRef]:
+    """Every pod spec inside a rendered object: a Pod; pod templates ({metadata, spec.containers}) of
+    Deployments, StatefulSets, DaemonSets, Jobs, LWS leader/worker, Volcano Job tasks, MPIJob /
+    PyTorchJob replicas, Dynamo DGD v1beta1 components[].podTemplate; Grove PodCliqueSet cliques
+    (labels + spec.podSpec); Dynamo DGD v1alpha1 services (extraPodSpec with its mainContainer, which
+    the operator makes the pod's main container)."""
+    if str(obj.get("apiVersion", "")).startswith(_NOT_PODS):
+        return
+    yield from _walk(obj, "")
+
+
+def _walk(node: Any, path: str) -> Iterator[PodSpecRef]:
+    if isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _walk(v, f"{path}[{i}]")
+        return
+    if not isinstance(node, dict):
+        return
+    spec = node.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
+        yield PodSpecRef(path or "(object)", _map(node.get("metadata")), spec)
+        return
+    if isinstance(spec, dict) and isinstance(spec.get("podSpec"), dict):          # Grove clique
+        meta = {k: node[k] for k in ("labels", "annotations") if isinstance(node.get(k), dict)}
+        yield PodSpecRef(f"{path}.spec.podSpec", meta, spec["podSpec"])
+        return
+    extra = node.get("extraPodSpec")
+    if isinstance(extra, dict):                                                   # DGD v1alpha1 service
+        pod = dict(extra)
+        main = extra.get("mainContainer")
+        containers = _list(extra.get("containers"))
+        if isinstance(main, dict):
+            containers = [{"name": "main", **main}] + containers
+        pod["containers"] = containers
+        pod.pop("mainContainer", None)
+        meta = {k: node[k] for k in ("labels", "annotations") if isinstance(node.get(k), dict)}
+        yield PodSpecRef(f"{path}.extraPodSpec", meta, pod)
+        return
+    for k, v in node.items():
+        yield from _walk(v, f"{path}.{k}" if path else k)
+
+
+def _fabric_policies(objects: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The Kyverno ClusterPolicies the stack renders (the fabric injection), in apply order."""
+    return [o for o in objects if o.get("kind") == "ClusterPolicy"
+            and str(o.get("apiVersion", "")).startswith("kyverno.io/")]
+
+
+def effective_spec(ref: PodSpecRef, policies: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The pod spec after the rendered fabric policies mutate the Pod (None when none applies): computed
+    by evaluating the policies themselves (manifests.effective_pod), not a copy of their logic."""
+    from .manifests.effective_pod import apply_policy_to_pod
+    spec = copy.deepcopy(ref.spec)
+    for c in all_containers(spec):      # the webhook sees the Pod after SetDefaults_Pod (requests from limits)
+        if isinstance(c.get("resources"), dict) and _map(c["resources"].get("limits")):
+            c["resources"]["requests"] = defaulted_requests(c)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": copy.deepcopy(ref.metadata), "spec": spec}
+    out = pod
+    for policy in policies:
+        out = apply_policy_to_pod(out, policy)
+    return out["spec"] if out["spec"] != spec else None
+
+
+def object_label(obj: Dict[str, Any]) -> str:
+    meta = _map(obj.get("metadata"))
+    ns = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{obj.get('kind', '?')} {ns}{meta.get('name', '?')}"
+
+
+def findings(objects: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Mandatory violations for every pod spec of the rendered objects and for each pod after the fabric
+    policies: one per (object, pod spec, container, rule, problem)."""
+    policies = _fabric_policies(objects)
+    out: List[Dict[str, Any]] = []
+    for obj in objects:
+        for ref in pod_specs(obj):
+            variants = [("", ref.spec)]
+            eff = effective_spec(ref, policies)
+            if eff is not None:
+                variants.append((" after the fabric policy", eff))
+            seen = set()
+            for suffix, spec in variants:
+                for f in check_pod_spec(spec):
+                    if (f.rule, f.container, f.detail) in seen:
+                        continue          # the same problem before and after injection: report it once
+                    seen.add((f.rule, f.container, f.detail))
+                    who = f"container {f.container!r}" if f.container else "pod"
+                    out.append({
+                        "policy": f"pod-admission/{f.rule}", "enforcementLevel": "mandatory",
+                        "resource": object_label(obj), "type": obj.get("kind", ""), "urn": "",
+                        "rule": f.rule, "container": f.container, "podSpec": ref.where + suffix,
+                        "message": (f"{ref.where}{suffix}, {who}: {f.detail}. The API server would refuse "
+                                    f"this pod (rule {f.rule}; {VALIDATION_GO})"
+                                    if f.rule != ENV_VAR_SET_ONCE else
+                                    f"{ref.where}{suffix}, {who}: {f.detail} (rule {f.rule})"),
+                    })
+    return out
