@@ -109,6 +109,8 @@ class MachineSpec(_Model):
     fabric: Literal["efa", "infiniband", "tcpx", "tcpxo", "gcp-rdma", "roce", "none"] = "none"
     fabric_nics: Optional[int] = Field(default=None, ge=0)
     bandwidth_gbps: Optional[int] = Field(default=None, ge=0)
+    vcpus: Optional[int] = Field(default=None, ge=1)           # node resources for the placement check
+    memory_gib: Optional[int] = Field(default=None, ge=1)
 
 
 class CapacityReservation(_Model):
@@ -291,7 +293,8 @@ def resolve_machine(pool: NodePool, cloud: str) -> catalog.Machine:
     if pool.machine_spec is not None:
         s = pool.machine_spec
         return catalog.Machine(s.name, cloud, s.gpu_model, s.gpus, s.gpu_memory_gb, s.fabric, s.fabric_nics,
-                               s.bandwidth_gbps, "described in the stack (machineSpec)")
+                               s.bandwidth_gbps, "described in the stack (machineSpec)", vcpus=s.vcpus,
+                               memory_gib=s.memory_gib)
     return catalog.lookup(pool.machine or "", cloud)
 
 
