@@ -117,6 +117,7 @@ class CapacityReservation(_Model):
     id: str
     type: Literal["reservation", "capacityBlock"] = "reservation"
     nodes: Optional[int] = Field(default=None, ge=1, le=100000)   # how many nodes it holds, when known
+    zone: Optional[str] = None     # where it holds them (AWS AZ, GCP zone, OCI AD), checked against the pool's
 
 
 class NodePool(_Model):
@@ -557,6 +558,9 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
     # what the AWS / Azure services accept (fabric on the machine, storage sizes and tiers)
     from . import service_limits
     p.extend(service_limits.problems(cfg, machines))
+    # numbers several keys must agree on: DeepSpeed batch, reservation location, /dev/shm in node memory
+    from . import numbers
+    p.extend(numbers.problems(cfg, machines))
     # fabric device / network counts the fabric profile needs (multinode/fabric.py)
     from . import fabric
     p.extend(fabric.config_problems(cfg))
@@ -672,6 +676,10 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
         p.append(Problem(f"{at}.networkTopology", "only volcano-training places by network topology"))
     if w.kind in ("volcano-training",) and not cfg.addons.volcano.enabled:
         p.append(Problem(f"{at}.kind", "volcano-training needs addons.volcano.enabled true"))
+    if w.kind == "indexed-job" and w.nodes > 1 and not (cfg.addons.volcano.enabled or cfg.addons.kai.enabled):
+        p.append(Problem(f"{at}.kind", f"indexed-job over {w.nodes} nodes needs a gang scheduler (one rank would hold "
+                                       f"{cfg.gpus_per_node(w)} GPUs while the others wait); set addons.volcano.enabled "
+                                       f"or addons.kai.enabled true"))
     if w.kind == "lws-inference" and not cfg.addons.lws.enabled:
         p.append(Problem(f"{at}.kind", "lws-inference needs addons.lws.enabled true"))
     if w.kind == "grove-inference" and not cfg.addons.grove.enabled:
