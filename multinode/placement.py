@@ -505,6 +505,8 @@ class Simulation:
         self.by_name = {p.name: p for p in pools}
         self.nodes, self.estimates = build_nodes(pools)
         self._effective: Dict[Tuple[int, str], Dict[str, Any]] = {}
+        self._requests: Dict[Tuple[Any, ...], Dict[str, float]] = {}
+        self._selects: Dict[Tuple[int, str], bool] = {}     # (id of a pod spec, node name): node labels never change
 
     # effective pods: the fabric policy of the pool the pod lands on
     def effective(self, tmpl: Dict[str, Any], pool: str) -> Dict[str, Any]:
@@ -522,11 +524,34 @@ class Simulation:
             self._effective[key] = out
         return self._effective[key]
 
+    def requests(self, tmpl: Dict[str, Any], pool: Optional[str], extra_shm: float) -> Dict[str, float]:
+        """The effective pod's requests, memoised on what they depend on: the pool (its fabric policy), the
+        fabric label / annotation that policy matches, and the containers' resources, volumes and overhead.
+        (Templates of many workloads differ only in names, commands and env: one policy evaluation serves
+        them all.)"""
+        import json
+        from . import pools as mpools
+        meta, spec = tmpl.get("metadata") or {}, tmpl.get("spec") or {}
+        key = (pool, extra_shm, (meta.get("labels") or {}).get(mpools.FABRIC_POD_LABEL),
+               (meta.get("annotations") or {}).get(mpools.NEMO_ANNOTATION),
+               json.dumps([[(c.get("name"), c.get("resources"), c.get("restartPolicy"))
+                            for c in spec.get(k) or [] if isinstance(c, dict)] for k in ("containers", "initContainers")]
+                          + [spec.get("volumes"), spec.get("overhead")], sort_keys=True, default=str))
+        if key not in self._requests:
+            eff = self.effective(tmpl, pool) if pool else tmpl
+            self._requests[key] = pod_requests(eff.get("spec") or {}, extra_shm)
+        return self._requests[key]
+
+    def selects(self, spec: Dict[str, Any], node: Node) -> bool:
+        key = (id(spec), node.name)
+        if key not in self._selects:
+            self._selects[key] = selects(spec, node)
+        return self._selects[key]
+
     def plan_pod(self, pod: Pod, nodes: List[Node]) -> PodPlan:
-        cands = [n for n in nodes if selects(pod.spec, n)]
+        cands = [n for n in nodes if self.selects(pod.spec, n)]
         pool = cands[0].pool if cands else None
-        tmpl = self.effective(pod.template, pool) if pool else pod.template
-        return PodPlan(pod, pod_requests(tmpl.get("spec") or {}, pod.extra_shm), cands)
+        return PodPlan(pod, dict(self.requests(pod.template, pool, pod.extra_shm)), cands)
 
     def place(self, gang: Gang, nodes: List[Node]) -> Outcome:
         """Place one gang on `nodes` (mutated only when the whole gang fits)."""
@@ -561,7 +586,7 @@ class Simulation:
         for n in nodes:
             if not selects(pod.spec, n):
                 continue
-            req = pod_requests(self.effective(pod.template, n.pool).get("spec") or {}, pod.extra_shm)
+            req = self.requests(pod.template, n.pool, pod.extra_shm)
             out.pools = sorted(set(out.pools) | {n.pool})
             if _fits(req, n):
                 for r, v in req.items():
@@ -627,7 +652,7 @@ def _nodes_needed(sim: Simulation, gangs: List[Gang], pool: PoolSpec) -> int:
     big = PoolSpec(pool.name, sum(len(g.pods) for g in gangs) + 1, pool.machine, pool.labels, pool.taints,
                    pool.profile, pool.cloud, pool.webhook_timeout_seconds)
     s2 = Simulation([big])
-    s2._effective = sim._effective
+    s2._effective, s2._requests = sim._effective, sim._requests
     for g in sorted(gangs, key=lambda g: (g.daemon, -_demand(sim, g))):
         if g.daemon:
             continue
