@@ -559,8 +559,9 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
     from . import service_limits
     p.extend(service_limits.problems(cfg, machines))
     # numbers several keys must agree on: DeepSpeed batch, reservation location, /dev/shm in node memory
-    from . import numbers
+    from . import numbers, overrides
     p.extend(numbers.problems(cfg, machines))
+    p.extend(overrides.devices_per_gpu_problems(cfg))
     # fabric device / network counts the fabric profile needs (multinode/fabric.py)
     from . import fabric
     p.extend(fabric.config_problems(cfg))
@@ -606,6 +607,8 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
         if w.name in wnames:
             p.append(Problem(f"workloads[{i}].name", f"{w.name!r} is already used by workloads[{wnames[w.name]}]"))
         wnames.setdefault(w.name, i)
+    if not p:      # user env against what the renderer sets: needs a config the builders accept
+        p.extend(overrides.env_problems(cfg))
     return p
 
 

@@ -160,3 +160,51 @@ def test_shm_above_the_nodes_memory_is_a_config_error():
     assert shm == ["workloads[0].shmSizeGi: 64 GiB of memory-backed /dev/shm x 2 pods per node (4 of 8 GPUs each) = "
                    "128 GiB, but small (pool 'gpu') has 100 GiB, about 100 GiB allocatable after the system reserve; "
                    "use shmSizeGi 49 or less"], ps
+
+
+# ------------------------------------------------------------------ overrides
+def _aws(**extra):
+    from multinode import stackfile
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path("aws-dev"))
+    raw = {k: mconfig.parse_raw_value(v) if k not in mconfig.SECRET_KEYS else v for k, v in raw.items()}
+    raw.update(extra)
+    return raw, secrets
+
+
+def test_devices_per_gpu_contradicting_the_catalog_is_refused_unless_machine_spec():
+    raw, secrets = _aws(fabric={"devicesPerGpu": 2})
+    with pytest.raises(mconfig.ConfigError) as e:
+        mconfig.load(raw, secrets)
+    (p,) = [p for p in e.value.problems if p.path == "fabric.devicesPerGpu"]
+    assert p.message.startswith("2 per GPU x 8 GPUs = 16 EFA interfaces per node, but p5.48xlarge (pool 'gpu') has 32")
+    raw, secrets = _aws(fabric={"devicesPerGpu": 4})                      # = the catalog: accepted
+    mconfig.load(raw, secrets)
+    raw, secrets = _aws(fabric={"devicesPerGpu": 2})
+    pool = raw["nodePools"][0]
+    pool.pop("machine")
+    pool["machineSpec"] = {"name": "p5-lab", "gpus": 8, "fabric": "efa", "fabricNics": 32}
+    from multinode import overrides
+    c = mconfig.StackConfig.model_validate(raw)
+    assert overrides.devices_per_gpu_problems(c) == []                   # the spec is the fact
+
+
+def test_user_env_may_not_redefine_what_the_renderer_or_fabric_sets():
+    raw, secrets = _aws()
+    raw["workloads"][0]["env"] = {"FI_PROVIDER": "tcp", "MY_FLAG": "1"}
+    with pytest.raises(mconfig.ConfigError) as e:
+        mconfig.load(raw, secrets)
+    (p,) = e.value.problems
+    assert p.path == "workloads[0].env.FI_PROVIDER"
+    assert "set by the fabric policy of pool 'gpu'" in p.message and "remove it" in p.message
+    raw["workloads"][0]["env"] = {"MY_FLAG": "1"}
+    mconfig.load(raw, secrets)
+
+
+def test_policy_refuses_a_container_that_sets_one_variable_twice():
+    job = F.indexed_job()
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    c["env"] = [{"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}, {"name": "NCCL_SOCKET_IFNAME", "value": "ens5"}]
+    (msg,) = only([job], "env-defined-once")
+    assert "container trainer: env NCCL_SOCKET_IFNAME (2 times)" in msg and "remove the duplicates" in msg
+    c["env"] = c["env"][:1]
+    assert only([job], "env-defined-once") == []

@@ -118,6 +118,10 @@ CASES = {
                                        "kai.scheduler/batch-min-member", "1"))]),
     "indexed-job-no-gang-scheduler": ("indexed-job-gang-scheduled", "a 2-node Indexed Job on the default scheduler",
                                       [F.indexed_job(gang=None)]),
+    "env-set-twice": ("env-defined-once", "NCCL_SOCKET_IFNAME twice in one container (the last wins)",
+                      [edit(F.indexed_job(), lambda o: o["spec"]["template"]["spec"]["containers"][0].__setitem__(
+                          "env", [{"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
+                                  {"name": "NCCL_SOCKET_IFNAME", "value": "ens5"}]))]),
 }
 # pools larger than 2 nodes, where the breakage needs them (everything else: 2 x p5.48xlarge)
 NODES = {"grove-min-available-1": 4, "grove-base-gang-larger-than-pool": 3}
