@@ -73,9 +73,17 @@ def _gib(n: float) -> str:
 
 
 # ------------------------------------------------------------------ pod requests
+def _dict(v: Any) -> Dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: Any) -> List[Any]:
+    return v if isinstance(v, list) else []
+
+
 def _container_requests(c: Dict[str, Any]) -> Dict[str, float]:
-    res = c.get("resources") or {}
-    req, lim = res.get("requests") or {}, res.get("limits") or {}
+    res = _dict(c.get("resources"))
+    req, lim = _dict(res.get("requests")), _dict(res.get("limits"))
     out: Dict[str, float] = {}
     for name in set(req) | set(lim):
         q = quantity(req.get(name, lim.get(name)))
@@ -98,13 +106,13 @@ def _max(a: Dict[str, float], b: Dict[str, float]) -> Dict[str, float]:
 def pod_requests(spec: Dict[str, Any], extra_shm_bytes: float = 0.0) -> Dict[str, float]:
     """What the pod takes from a node: scheduler requests (native sidecars = initContainers with
     restartPolicy Always run beside the containers) + memory-backed emptyDir sizeLimits + overhead."""
-    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    containers = [c for c in _list(spec.get("containers")) if isinstance(c, dict)]
     main: Dict[str, float] = {}
     for c in containers:
         main = _add(main, _container_requests(c))
     sidecars: Dict[str, float] = {}
     init_peak: Dict[str, float] = {}
-    for c in spec.get("initContainers") or []:
+    for c in _list(spec.get("initContainers")):
         if not isinstance(c, dict):
             continue
         r = _container_requests(c)
@@ -114,10 +122,10 @@ def pod_requests(spec: Dict[str, Any], extra_shm_bytes: float = 0.0) -> Dict[str
         else:
             init_peak = _max(init_peak, _add(r, sidecars))
     total = _max(_add(main, sidecars), init_peak)
-    total = _add(total, {k: q for k, v in (spec.get("overhead") or {}).items() if (q := quantity(v))})
+    total = _add(total, {k: q for k, v in _dict(spec.get("overhead")).items() if (q := quantity(v))})
     shm = extra_shm_bytes
-    for v in spec.get("volumes") or []:
-        ed = (v or {}).get("emptyDir") if isinstance(v, dict) else None
+    for v in _list(spec.get("volumes")):
+        ed = v.get("emptyDir") if isinstance(v, dict) else None
         if isinstance(ed, dict) and ed.get("medium") == "Memory":
             shm += quantity(ed.get("sizeLimit")) or 0.0
     if shm:
@@ -211,7 +219,7 @@ class Pod:
 
     @property
     def labels(self) -> Dict[str, str]:
-        return {str(k): str(v) for k, v in ((self.template.get("metadata") or {}).get("labels") or {}).items()}
+        return {str(k): str(v) for k, v in _dict(_dict(self.template.get("metadata")).get("labels")).items()}
 
 
 @dataclass
@@ -402,10 +410,23 @@ def gangs_of(obj: Dict[str, Any]) -> List[Gang]:
     reader = READERS.get((group, str(obj.get("kind") or "")))
     if reader is None:
         return []
-    meta = obj.get("metadata") or {}
+    meta = _dict(obj.get("metadata"))
     name = str(meta.get("name") or obj.get("kind"))
-    owner = f"{obj.get('kind')} {meta.get('namespace') + '/' if meta.get('namespace') else ''}{name}"
-    return reader(obj, name, owner)
+    owner = f"{obj.get('kind')} {str(meta['namespace']) + '/' if meta.get('namespace') else ''}{name}"
+    try:
+        gangs = reader(obj, name, owner)
+    except (AttributeError, TypeError, ValueError):
+        # a field of the wrong type (a list where the CRD has an object...): the API server refuses such an
+        # object, and the schema checks name the field; it runs no pods we can count
+        return []
+    clean: Dict[int, Dict[str, Any]] = {}          # one checked copy per template: pods keep sharing it
+    for g in gangs:
+        for p in g.pods:
+            t = p.template if isinstance(p.template, dict) else {}
+            if id(p.template) not in clean:
+                clean[id(p.template)] = {"metadata": _dict(t.get("metadata")), "spec": _dict(t.get("spec"))}
+            p.template = clean[id(p.template)]
+    return gangs
 
 
 # ------------------------------------------------------------------ where a pod may go
@@ -425,16 +446,17 @@ def _expr_holds(e: Dict[str, Any], labels: Dict[str, str]) -> bool:
 
 
 def _node_affinity_terms(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
-    return ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
-             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    return _list(_dict(_dict(_dict(spec.get("affinity")).get("nodeAffinity"))
+                       .get("requiredDuringSchedulingIgnoredDuringExecution")).get("nodeSelectorTerms"))
 
 
 def _labels_match(spec: Dict[str, Any], labels: Dict[str, str]) -> bool:
     """nodeSelector (all of it) and the required node affinity (any term, every expression of it)."""
-    if not all(labels.get(str(k)) == str(v) for k, v in (spec.get("nodeSelector") or {}).items()):
+    if not all(labels.get(str(k)) == str(v) for k, v in _dict(spec.get("nodeSelector")).items()):
         return False
     terms = [t for t in _node_affinity_terms(spec) if isinstance(t, dict)]
-    return not terms or any(all(_expr_holds(e, labels) for e in t.get("matchExpressions") or []) for t in terms)
+    return not terms or any(all(_expr_holds(e, labels) for e in _list(t.get("matchExpressions")) if isinstance(e, dict))
+                            for t in terms)
 
 
 def _tolerates(tolerations: List[Dict[str, Any]], taint: Dict[str, Any]) -> bool:
@@ -453,20 +475,20 @@ def _tolerates(tolerations: List[Dict[str, Any]], taint: Dict[str, Any]) -> bool
 def selects(spec: Dict[str, Any], node: Node) -> bool:
     if not _labels_match(spec, node.labels):
         return False
-    return all(_tolerates(spec.get("tolerations") or [], t) for t in node.taints
+    return all(_tolerates(_list(spec.get("tolerations")), t) for t in node.taints
                if t.get("effect") in ("NoSchedule", "NoExecute"))
 
 
 def _anti_affinity_blocks(spec: Dict[str, Any], labels: Dict[str, str], node: Node) -> bool:
     """Required pod anti-affinity on the host: the node already runs a pod its selector matches (or the
     pod would be matched by a term of a pod already there: the scheduler checks both ways, we check ours)."""
-    terms = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution") or []
+    terms = _list(_dict(_dict(spec.get("affinity")).get("podAntiAffinity")).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"))
     for term in terms:
         if not isinstance(term, dict) or term.get("topologyKey") != HOSTNAME:
             continue
-        sel = (term.get("labelSelector") or {}).get("matchLabels") or {}
-        exprs = (term.get("labelSelector") or {}).get("matchExpressions") or []
+        sel = _dict(_dict(term.get("labelSelector")).get("matchLabels"))
+        exprs = [e for e in _list(_dict(term.get("labelSelector")).get("matchExpressions")) if isinstance(e, dict)]
         for _, other in node.pods:
             if all(other.get(k) == str(v) for k, v in sel.items()) and all(
                     (e.get("operator") == "In" and other.get(e.get("key")) in (e.get("values") or []))
@@ -513,14 +535,18 @@ class Simulation:
         from . import pools as mpools
         key = (id(tmpl), pool)
         if key not in self._effective:
-            meta = tmpl.get("metadata") or {}
-            labelled = (meta.get("labels") or {}).get(mpools.FABRIC_POD_LABEL) == mpools.FABRIC_POD_LABEL_VALUE \
-                or (meta.get("annotations") or {}).get(mpools.NEMO_ANNOTATION) == "true"
+            meta = _dict(tmpl.get("metadata"))
+            labelled = _dict(meta.get("labels")).get(mpools.FABRIC_POD_LABEL) == mpools.FABRIC_POD_LABEL_VALUE \
+                or _dict(meta.get("annotations")).get(mpools.NEMO_ANNOTATION) == "true"
             prof = self.by_name[pool].profile
             out = tmpl
             if labelled and prof is not None and getattr(prof, "enabled", False):
                 from .manifests.effective_pod import apply_profile_to_template
-                out = apply_profile_to_template(tmpl, prof, self.by_name[pool].webhook_timeout_seconds)
+                try:
+                    out = apply_profile_to_template(tmpl, prof, self.by_name[pool].webhook_timeout_seconds)
+                except (AttributeError, TypeError, ValueError):
+                    out = tmpl     # a malformed pod (a list for a name...): the schema checks name the field
+
             self._effective[key] = out
         return self._effective[key]
 
@@ -531,15 +557,15 @@ class Simulation:
         them all.)"""
         import json
         from . import pools as mpools
-        meta, spec = tmpl.get("metadata") or {}, tmpl.get("spec") or {}
-        key = (pool, extra_shm, (meta.get("labels") or {}).get(mpools.FABRIC_POD_LABEL),
-               (meta.get("annotations") or {}).get(mpools.NEMO_ANNOTATION),
+        meta, spec = _dict(tmpl.get("metadata")), _dict(tmpl.get("spec"))
+        key = (pool, extra_shm, str(_dict(meta.get("labels")).get(mpools.FABRIC_POD_LABEL)),
+               str(_dict(meta.get("annotations")).get(mpools.NEMO_ANNOTATION)),
                json.dumps([[(c.get("name"), c.get("resources"), c.get("restartPolicy"))
-                            for c in spec.get(k) or [] if isinstance(c, dict)] for k in ("containers", "initContainers")]
+                            for c in _list(spec.get(k)) if isinstance(c, dict)] for k in ("containers", "initContainers")]
                           + [spec.get("volumes"), spec.get("overhead")], sort_keys=True, default=str))
         if key not in self._requests:
             eff = self.effective(tmpl, pool) if pool else tmpl
-            self._requests[key] = pod_requests(eff.get("spec") or {}, extra_shm)
+            self._requests[key] = pod_requests(_dict(eff.get("spec")), extra_shm)
         return self._requests[key]
 
     def selects(self, spec: Dict[str, Any], node: Node) -> bool:

@@ -97,7 +97,8 @@ def check_indexed_job_gang(resources: List[Resource], ctx: Context) -> Iterator[
         if not (r.is_k8s and r.kind == ("batch", "Job")) or objects.get(r.props, "spec", "completionMode") != "Indexed":
             continue
         pods = objects.as_int(objects.get(r.props, "spec", "parallelism"))
-        gpus = objects.gpus_of(objects.get(r.props, "spec", "template", "spec") or {})
+        spec = objects.get(r.props, "spec", "template", "spec")
+        gpus = int(placement.pod_requests(spec if isinstance(spec, dict) else {}).get(placement.GPU, 0))
         if pods is None or pods <= 1 or gpus <= 0 or _gang_scheduled(r.props):
             continue
         scheduler = objects.get(r.props, "spec", "template", "spec", "schedulerName") or "default-scheduler"
