@@ -857,6 +857,9 @@ def table(res: Result) -> List[str]:
         lines.append(f"  {p.name:<12}{p.node_count:>6}  {cell(GPU):<16}{fabric_cell:<34}{cell(CPU):<16}{cell(MEMORY):<18}")
         for why in res.estimates[p.name].skipped:
             lines.append(f"    advisory: {why}")
+    placed = sum(1 for o in res.services if o.ok)
+    lines.append(f"  services: {placed} of {len(res.services)} gangs placed"
+                 + ("" if placed == len(res.services) else " (the table shows the ones placed)"))
     for o in res.batch:
         lines.append(f"  batch {o.gang.name}: {'fits' if o.ok else 'does not fit'} beside the services")
     if res.unpinned:
