@@ -259,3 +259,19 @@ def test_property_never_overfills_a_node_and_accepted_stacks_place_every_gang_wh
         nodes = placement._copy_nodes(res.nodes)
         sim.place(g, nodes)
         _within_capacity(nodes)
+
+
+def test_rule_under_preview_reads_the_pools_from_the_node_group_resources():
+    """No stack config (pulumi preview): the pools come from the cloud node-pool resources."""
+    from policy.engine import Resource, build_context
+    from policy.rules.placement import check_stack_fits
+    ng = Resource("aws:eks/nodeGroup:NodeGroup", "gpu", "urn:ng", {
+        "instanceTypes": ["p5.48xlarge"], "labels": {"multinode.dev/node-pool": "gpu"},
+        "scalingConfig": {"desiredSize": 2}})
+    objs = [Resource("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", n, f"urn:{n}", lws(n))
+            for n in ("a", "b")]
+    ctx = build_context(None, [ng] + objs)
+    out = list(check_stack_fits([ng] + objs, ctx))
+    assert len(out) == 1 and out[0][0] is objs[1]
+    assert "pool gpu: 2 nodes of p5.48xlarge (16 GPUs); the long-running services a (2) + b (2) need 4 nodes" in out[0][1]
+    assert list(check_stack_fits([ng] + objs[:1], ctx)) == []
