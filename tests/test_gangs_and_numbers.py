@@ -208,3 +208,17 @@ def test_policy_refuses_a_container_that_sets_one_variable_twice():
     assert "container trainer: env NCCL_SOCKET_IFNAME (2 times)" in msg and "remove the duplicates" in msg
     c["env"] = c["env"][:1]
     assert only([job], "env-defined-once") == []
+
+
+def test_user_env_may_not_redefine_the_nim_parallel_size_the_renderer_sets():
+    raw, secrets = _aws()
+    w = raw["workloads"][0]
+    w.update(engine="nim", image="nvcr.io/nim/meta/llama-3.1-405b-instruct:1.0.0",
+             env={"NIM_TENSOR_PARALLEL_SIZE": "4"})
+    raw["ngcApiKey"] = "nvapi-placeholder"
+    secrets = set(secrets) | {"ngcApiKey"}
+    with pytest.raises(mconfig.ConfigError) as e:
+        mconfig.load(raw, secrets)
+    (p,) = e.value.problems
+    assert p.path == "workloads[0].env.NIM_TENSOR_PARALLEL_SIZE"
+    assert "set by the lws-inference renderer (from nodes, gpusPerNode, tensorParallel and pipelineParallel)" in p.message
