@@ -4,6 +4,9 @@
             (pulumi, pulumi_kubernetes.*, and that one cloud's SDK submodules), and nothing else
   all-SDKs  a process that imports all four cloud SDK packages
   synthetic a generated stack with 8 pools and 40 workloads, to show the cost per added workload
+  placement the share of `plan` the placement simulation takes on that stack (in process, after one plan:
+            multinode.placement.for_stack; `plan` runs it twice, once for placement.json and once in the
+            policy rule stack-fits-node-pools)
 
 Each number is the median of --runs fresh processes (cold start, as a user or CI runs `plan`),
 after one warm-up run so bytecode caches exist. Prints plan/floor ratios (target <= 1.5x).
@@ -47,6 +50,24 @@ print("MODULES", json.dumps(sorted(m for m in sys.modules if m.startswith(("pulu
 """
 
 
+PLACEMENT_BODY = PLAN_BODY + """
+from multinode import placement
+t1 = time.perf_counter()
+res = placement.for_stack(r.config, r.k8s_objects)
+print("PLACEMENT", time.perf_counter() - t1, len(res.services) + len(res.batch), res.fits)
+"""
+
+
+def placement_share(path: Path, stack: str, runs: int):
+    """(median seconds of one placement simulation, gangs placed, fits) on a planned stack."""
+    samples = []
+    for _ in range(runs):
+        out = run_once(PLACEMENT_BODY.format(stack=stack, path=str(path)))[3]
+        line = [l for l in out.splitlines() if l.startswith("PLACEMENT ")][-1].split()
+        samples.append((float(line[1]), int(line[2]), line[3] == "True"))
+    return statistics.median(s[0] for s in samples), samples[0][1], samples[0][2]
+
+
 def _env():
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)   # measure with bytecode caches, as users run it
@@ -85,9 +106,11 @@ def floor_body(modules):
 
 
 def synthetic_stack(workloads: int, pools: int = 8) -> Path:
-    """An `existing` stack with `pools` pools and `workloads` LWS inference workloads."""
+    """An `existing` stack with `pools` pools and `workloads` LWS inference workloads (2 nodes each), with
+    pools just large enough that every workload fits at once (the placement check accepts it)."""
     import yaml
-    pool_list = [{"name": f"pool-{i}", "machine": "p5.48xlarge", "nodeCount": 4,
+    per_pool = -(-workloads // pools)
+    pool_list = [{"name": f"pool-{i}", "machine": "p5.48xlarge", "nodeCount": max(4, 2 * per_pool),
                   "nodeSelector": {"multinode.dev/node-pool": f"pool-{i}"}} for i in range(pools)]
     wl = [{"name": f"llm-{j}", "kind": "lws-inference", "engine": "vllm",
            "model": "meta-llama/Llama-3.1-70B-Instruct", "image": "vllm/vllm-openai:v0.11.0",
@@ -135,10 +158,13 @@ def main(argv=None) -> int:
     t1, r1 = measure(PLAN_BODY.format(stack="synthetic-1", path=str(small)), args.runs)
     t40, r40 = measure(PLAN_BODY.format(stack="synthetic-40", path=str(big)), args.runs)
     per = (t40 - t1) / 39
+    share, gangs, fits = placement_share(big, "synthetic-40", args.runs)
     report["synthetic"] = {"pools": 8, "oneWorkload": t1, "fortyWorkloads": t40, "perWorkload": per,
-                           "rss40MiB": r40}
+                           "rss40MiB": r40, "placementSeconds": share, "placementShareOfPlan": 2 * share / t40}
     print(f"synthetic 8 pools: 1 workload {t1:.2f} s, 40 workloads {t40:.2f} s "
           f"-> {per * 1000:.1f} ms per added workload (peak {r40:.0f} MiB)")
+    print(f"placement on synthetic-40: {share * 1000:.0f} ms per simulation ({gangs} gangs, fits {fits}); plan runs "
+          f"it twice = {2 * share / t40:.1%} of plan")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

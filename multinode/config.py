@@ -109,12 +109,15 @@ class MachineSpec(_Model):
     fabric: Literal["efa", "infiniband", "tcpx", "tcpxo", "gcp-rdma", "roce", "none"] = "none"
     fabric_nics: Optional[int] = Field(default=None, ge=0)
     bandwidth_gbps: Optional[int] = Field(default=None, ge=0)
+    vcpus: Optional[int] = Field(default=None, ge=1)           # node resources for the placement check
+    memory_gib: Optional[int] = Field(default=None, ge=1)
 
 
 class CapacityReservation(_Model):
     id: str
     type: Literal["reservation", "capacityBlock"] = "reservation"
     nodes: Optional[int] = Field(default=None, ge=1, le=100000)   # how many nodes it holds, when known
+    zone: Optional[str] = None     # where it holds them (AWS AZ, GCP zone, OCI AD), checked against the pool's
 
 
 class NodePool(_Model):
@@ -292,7 +295,8 @@ def resolve_machine(pool: NodePool, cloud: str) -> catalog.Machine:
     if pool.machine_spec is not None:
         s = pool.machine_spec
         return catalog.Machine(s.name, cloud, s.gpu_model, s.gpus, s.gpu_memory_gb, s.fabric, s.fabric_nics,
-                               s.bandwidth_gbps, "described in the stack (machineSpec)")
+                               s.bandwidth_gbps, "described in the stack (machineSpec)", vcpus=s.vcpus,
+                               memory_gib=s.memory_gib)
     return catalog.lookup(pool.machine or "", cloud)
 
 
@@ -562,6 +566,10 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
     # what the AWS / Azure services accept (fabric on the machine, storage sizes and tiers)
     from . import service_limits
     p.extend(service_limits.problems(cfg, machines))
+    # numbers several keys must agree on: DeepSpeed batch, reservation location, /dev/shm in node memory
+    from . import numbers, overrides
+    p.extend(numbers.problems(cfg, machines))
+    p.extend(overrides.devices_per_gpu_problems(cfg))
     # fabric device / network counts the fabric profile needs (multinode/fabric.py)
     from . import fabric
     p.extend(fabric.config_problems(cfg))
@@ -609,6 +617,8 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
         if w.name in wnames:
             p.append(Problem(f"workloads[{i}].name", f"{w.name!r} is already used by workloads[{wnames[w.name]}]"))
         wnames.setdefault(w.name, i)
+    if not p:      # user env against what the renderer sets: needs a config the builders accept
+        p.extend(overrides.env_problems(cfg))
     return p
 
 
@@ -679,6 +689,10 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
         p.append(Problem(f"{at}.networkTopology", "only volcano-training places by network topology"))
     if w.kind in ("volcano-training",) and not cfg.addons.volcano.enabled:
         p.append(Problem(f"{at}.kind", "volcano-training needs addons.volcano.enabled true"))
+    if w.kind == "indexed-job" and w.nodes > 1 and not (cfg.addons.volcano.enabled or cfg.addons.kai.enabled):
+        p.append(Problem(f"{at}.kind", f"indexed-job over {w.nodes} nodes needs a gang scheduler (one rank would hold "
+                                       f"{cfg.gpus_per_node(w)} GPUs while the others wait); set addons.volcano.enabled "
+                                       f"or addons.kai.enabled true"))
     if w.kind == "lws-inference" and not cfg.addons.lws.enabled:
         p.append(Problem(f"{at}.kind", "lws-inference needs addons.lws.enabled true"))
     if w.kind == "grove-inference" and not cfg.addons.grove.enabled:

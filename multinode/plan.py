@@ -10,6 +10,7 @@ monitor, and writes to build/<stack>/:
                                dependencies, provider); secrets appear as "[secret]"
   graph.mmd                    a Mermaid graph of components, resources and dependencies
   policy.json                  the policy pack's findings on the recorded resources
+  placement.json               every gang placed on the pools' nodes (multinode.placement), per-pool use
 Exit status: 0 clean, 1 a mandatory policy violation, 2 bad config, 3 an internal error (a bug:
 please report it with the traceback printed).
 """
@@ -29,7 +30,7 @@ import yaml
 
 from . import admission
 from . import config as mconfig
-from . import stackfile
+from . import placement, stackfile
 from .errors import ConfigError
 from .recording import Registration, run_program
 
@@ -48,6 +49,7 @@ class PlanResult:
     out_dir: Optional[Path] = None
     exit_code: int = EXIT_OK
     error: str = ""
+    placement: Any = None                                               # multinode.placement.Result
 
 
 def is_k8s_object(reg: Registration) -> bool:
@@ -124,6 +126,7 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: Dict[str, str], secr
     result.registrations = run.registrations
     result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
     result.violations = run_policies(run.registrations, cfg) + admission.findings(result.k8s_objects)
+    result.placement = placement.for_stack(cfg, result.k8s_objects)   # findings: rule stack-fits-node-pools
     if any(v.get("enforcementLevel") == "mandatory" for v in result.violations):
         result.exit_code = EXIT_POLICY
     if out_root is not None:
@@ -150,6 +153,8 @@ def write_outputs(result: PlanResult, ordered: List[Registration], out: Path) ->
     (out / "resources.json").write_text(json.dumps([r.as_dict() for r in result.registrations], indent=1))
     (out / "graph.mmd").write_text(mermaid(result.registrations))
     (out / "policy.json").write_text(json.dumps(result.violations, indent=1))
+    if result.placement is not None:
+        (out / "placement.json").write_text(json.dumps(placement.as_json(result.placement), indent=1))
     return out
 
 
@@ -236,6 +241,8 @@ def summary(result: PlanResult) -> str:
             continue
         lines.append(f"workload {w.name}: {w.kind} {w.engine or ''} on {w.node_pool}, {w.nodes} nodes x "
                      f"{cfg.gpus_per_node(w)} GPUs, tp {cfg.tensor_parallel(w)} x pp {w.pipeline_parallel}")
+    if result.placement is not None:
+        lines += placement.table(result.placement)
     for a in result.advisories:
         lines.append(f"advisory: {a}")
     mandatory = [v for v in result.violations if v.get("enforcementLevel") == "mandatory"]

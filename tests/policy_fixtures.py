@@ -101,14 +101,32 @@ def volcano_job(name: str = "byo-train", cmd: str = TORCHRUN, min_available: Opt
             "metadata": {"name": name, "namespace": NS}, "spec": spec}
 
 
-def indexed_job(name: str = "byo-indexed", cmd: str = TORCHRUN, pods: int = 2) -> Dict[str, Any]:
+def indexed_job(name: str = "byo-indexed", cmd: str = TORCHRUN, pods: int = 2,
+                gang: Optional[str] = "kai") -> Dict[str, Any]:
+    """gang: "kai" (kai-scheduler + kai.scheduler/batch-min-member), "volcano" (joins the PodGroup `name` by
+    scheduling.k8s.io/group-name; see pod_group), or None (no gang scheduler)."""
+    scheduler = {"kai": "kai-scheduler", "volcano": "volcano"}.get(gang or "")
     t = template(pod_spec([container("trainer", ["bash", "-c", cmd], 8, image="nvcr.io/nvidia/pytorch:25.01-py3")],
-                          scheduler=None))
+                          scheduler=scheduler))
     t["spec"]["restartPolicy"] = "Never"
     t["spec"]["subdomain"] = name
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NS},
+    meta: Dict[str, Any] = {"name": name, "namespace": NS}
+    if gang == "kai":
+        meta["annotations"] = {"kai.scheduler/batch-min-member": str(pods)}
+    if gang == "volcano":
+        t["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": name}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
             "spec": {"completionMode": "Indexed", "completions": pods, "parallelism": pods,
                      "backoffLimit": 0, "template": t}}
+
+
+def pod_group(name: str = "byo-indexed", min_member: int = 2, kai: bool = False) -> Dict[str, Any]:
+    """A Volcano (or KAI) PodGroup that pods join by annotation."""
+    if kai:
+        return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name, "namespace": NS},
+                "spec": {"minMember": min_member, "queue": "default"}}
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": name, "namespace": NS},
+            "spec": {"minMember": min_member, "queue": "default"}}
 
 
 def mpijob(name: str = "byo-nccl", slots: int = 8, np: int = 16) -> Dict[str, Any]:

@@ -104,7 +104,7 @@ def test_node_group_ami_subnet_size_labels_and_taint(dev):
     assert ng["amiType"] == "AL2023_x86_64_NVIDIA"
     assert ng["subnetIds"] == ["subnet-0a1b2c3d4e5f60718"]
     assert ng["instanceTypes"] == ["p5.48xlarge"]
-    assert ng["scalingConfig"] == {"desiredSize": 2, "minSize": 2, "maxSize": 2}
+    assert ng["scalingConfig"] == {"desiredSize": 4, "minSize": 4, "maxSize": 4}
     assert ng["labels"]["vpc.amazonaws.com/efa.present"] == "true"
     assert ng["labels"]["multinode.dev/node-pool"] == "gpu"
     assert ng["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
@@ -125,7 +125,7 @@ def test_pool_resources_are_children_of_the_pool_component(dev):
 
 
 def test_capacity_reservation_is_targeted_and_replaces_the_placement_group(tmp_path):
-    run = run_variant(tmp_path, "aws-dev", pool_edit(capacityReservation={"id": "cr-0123456789abcdef0", "nodes": 2}))
+    run = run_variant(tmp_path, "aws-dev", pool_edit(capacityReservation={"id": "cr-0123456789abcdef0", "nodes": 4}))
     lt = one(run, LT).inputs
     assert lt["capacityReservationSpecification"] == {
         "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}}

@@ -82,7 +82,7 @@ def test_node_pool_accelerator_gvnic_networks_compact_placement_labels_taints(me
     assert np_.inputs["management"] == {"autoRepair": True, "autoUpgrade": True}
     assert "reservationAffinity" not in nc
     assert np_.inputs["placementPolicy"] == {"type": "COMPACT"}
-    assert np_.inputs["nodeLocations"] == ["us-central1-c"] and np_.inputs["nodeCount"] == 2
+    assert np_.inputs["nodeLocations"] == ["us-central1-c"] and np_.inputs["nodeCount"] == 6
     assert np_.inputs["cluster"] == "projects/my-gpu-project/locations/us-central1/clusters/dev-gke"
     extra = np_.inputs["networkConfig"]["additionalNodeNetworkConfigs"]
     plan = gke.network_plan(cfg, pool)
@@ -115,7 +115,7 @@ def test_gke_network_objects_match_the_vpcs_and_the_fabric_names(mega):
 
 def test_capacity_reservation_becomes_specific_reservation_affinity():
     raw, secrets = _raw()
-    raw["nodePools"][0]["capacityReservation"] = {"id": "a3mega-res", "nodes": 2}
+    raw["nodePools"][0]["capacityReservation"] = {"id": "a3mega-res", "nodes": 6}
     nc = one(run(raw, secrets, "gcp-dev"), POOL).inputs["nodeConfig"]
     assert nc["reservationAffinity"] == {"consumeReservationType": "SPECIFIC_RESERVATION",
                                          "key": "compute.googleapis.com/reservation-name",

@@ -54,11 +54,11 @@ BAD = [
     ("aws-dev", [("nodePools.0.nodeCount", "two")], "nodePools[0].nodeCount", "valid integer"),
     ("aws-dev", [("workloads.0.gpusPerNode", 16)], "workloads[0].gpusPerNode",
      "16 GPUs per pod, but p5.48xlarge has 8"),
-    ("aws-dev", [("workloads.0.nodes", 3)], "workloads[0].nodes", "3 nodes, but node pool 'gpu' has 2"),
+    ("aws-dev", [("workloads.0.nodes", 5)], "workloads[0].nodes", "5 nodes, but node pool 'gpu' has 4"),
     ("aws-dev", [("nodePools.0.subnetId", None)], "nodePools[0].subnetId", "set subnetId"),
     ("aws-dev", [("cluster.name", None)], "cluster.name", "required on cloud 'aws'"),
     ("aws-dev", [("nodePools.0.capacityReservation", {"id": "cr-1", "nodes": 1})], "nodePools[0].nodeCount",
-     "2 nodes, but capacity reservation cr-1 holds 1"),
+     "4 nodes, but capacity reservation cr-1 holds 1"),
     ("aws-dev", [("storage.kind", "filestore")], "storage.kind", "'filestore' is not available on aws"),
     ("aws-dev", [("workloads.0.engine", "torchrun")], "workloads[0].engine", "does not run as lws-inference"),
     ("aws-dev", [("workloads.0.model", "meta-llama/Llama-3.1-405B-Instruct"), ("workloads.0.nodes", 1),
@@ -128,7 +128,7 @@ def test_structured_values_arrive_as_json_text():
     raw, secrets = example_raw("aws-dev")
     wire = {k: (json.dumps(v) if not isinstance(v, str) else v) for k, v in raw.items()}
     cfg = _load(wire, secrets)
-    assert cfg.node_pools[0].node_count == 2
+    assert cfg.node_pools[0].node_count == 4
 
 
 def test_defaults_come_from_the_catalog():

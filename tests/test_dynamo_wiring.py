@@ -123,6 +123,7 @@ def test_hand_written_dgd_with_wrong_tensor_parallel_fails_plan(dev, tmp_path):
     args[args.index("--tensor-parallel-size") + 1] = "4"
     doc = yaml.safe_load(stackfile.stack_path("dynamo-dev").read_text())
     doc["config"]["multinode:manifests"] = [bad]
+    doc["config"]["multinode:nodePools"][0]["nodeCount"] = 6    # room for both DGDs (else stack-fits-node-pools)
     path = tmp_path / "Pulumi.dynamo-bad.yaml"
     path.write_text(yaml.safe_dump(doc))
     result = mplan.plan("dynamo-bad", tmp_path, path)

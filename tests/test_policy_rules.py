@@ -49,7 +49,18 @@ def test_every_rule_has_name_description_level():
 
 
 def test_good_objects_pass_every_rule():
-    assert run(F.good_objects()) == []
+    # services: LWS 2 + Grove 2 + DGD prefill 1 + decode 2 = 7 nodes at once; each 2-node batch job beside them
+    assert run(F.good_objects(), node_count=9) == []
+
+
+def test_good_objects_do_not_fit_together_on_two_nodes():
+    out = run(F.good_objects(), node_count=2)
+    assert {v["policy"] for v in out} == {"stack-fits-node-pools"}
+    services = [v for v in out if v["resource"] == "PodCliqueSet research/byo-grove"]
+    assert len(services) == 1 and "need 7 nodes (56 GPUs) at once; add 5 nodes (nodeCount 7)" in services[0]["message"]
+    batch = {v["resource"] for v in out if "batch job" in v["message"]}
+    assert batch == {"Job research/byo-train", "Job research/byo-indexed", "MPIJob research/byo-nccl",
+                     "PyTorchJob research/byo-ptj"}
 
 
 # ------------------------------------------------------------------ argument parsing

@@ -66,15 +66,20 @@ def test_recorded_example_stack_plus_hand_written_objects():
     extra = [{"type": f"kubernetes:{o['apiVersion']}:{o['kind']}", "name": o["metadata"]["name"],
               "urn": f"urn:x::{o['metadata']['name']}", "inputs": o, "protect": False, "retainOnDelete": False}
              for o in hand]
-    out = evaluate(records + extra, cfg)
+    # two more 2-node services: 4 more nodes than existing-dev's 8 (else stack-fits-node-pools says so)
+    roomy = cfg.model_copy(deep=True)
+    roomy.node_pools[0].node_count = 12
+    out = evaluate(records + extra, roomy)
     assert [(v["policy"], v["resource"]) for v in out] == [
         ("parallelism-matches-gpus", "LeaderWorkerSet research/broken")]
+    crowded = evaluate(records + extra, cfg)
+    assert ("stack-fits-node-pools", "LeaderWorkerSet research/broken") in [(v["policy"], v["resource"]) for v in crowded]
     # the recorded claim is ReadWriteMany and retained: break it and the storage rules see it
     for r in records:
         if r["type"] == "kubernetes:core/v1:PersistentVolumeClaim":
             r["inputs"]["spec"]["accessModes"] = ["ReadWriteOnce"]
             r["retainOnDelete"] = r["protect"] = False
-    names = {v["policy"] for v in evaluate(records + extra[:1], cfg)}
+    names = {v["policy"] for v in evaluate(records + extra[:1], roomy)}
     assert names == {"checkpoint-storage-rwx", "checkpoint-storage-retained"}
 
 

@@ -214,6 +214,8 @@ def fabric_releases(cfg: StackConfig) -> List[ReleaseSpec]:
 # the chart itself uses (values.yaml: rdma-cni:network-operator-v26.4.1, init container
 # version network-operator-v26.4.1).
 _MELLANOX_REPO = "nvcr.io/nvidia/mellanox"
+# rdma/shared_ib a node advertises: the shared device plugin's rdmaHcaMax (pods sharing the HCAs; placement reads it)
+SHARED_IB_HCA_MAX = 63
 
 
 def _component(image: str, version: str) -> Dict[str, Any]:
@@ -233,7 +235,7 @@ def nic_cluster_policy(cfg: StackConfig) -> Optional[Dict[str, Any]]:
         # (vendor 15b3, link type infiniband) shared by up to 63 pods (hardware.md section 2, Z3/Z5).
         import json
         spec["rdmaSharedDevicePlugin"] = {**_component("k8s-rdma-shared-dev-plugin", version), "config": json.dumps({
-            "configList": [{"resourceName": IB_SHARED_RESOURCE.split("/")[1], "rdmaHcaMax": 63,
+            "configList": [{"resourceName": IB_SHARED_RESOURCE.split("/")[1], "rdmaHcaMax": SHARED_IB_HCA_MAX,
                             "selectors": {"vendors": ["15b3"], "linkTypes": ["infiniband"]}}]})}
     elif kinds & {"infiniband", "roce"}:
         import json

@@ -102,7 +102,29 @@ CASES = {
     "dynamo-dgd-no-fabric-label": ("dynamo-multinode-fabric-label",
                                    "DGD decode spans 2 nodes but its pods lack multinode.dev/fabric",
                                    [F.dgd(decode_labels={})]),
+    "pool-shared-by-two-services": ("stack-fits-node-pools", "two 2-node LWS services on one 2-node pool",
+                                    [F.lws(name="llama-a"), F.lws(name="llama-b")]),
+    "batch-job-beside-service": ("stack-fits-node-pools", "a 2-node Volcano job beside a 2-node LWS on 2 nodes",
+                                 [F.lws(), F.volcano_job()]),
+    "grove-base-gang-larger-than-pool": ("stack-fits-node-pools",
+                                         "scaling group minAvailable 2 x 2 pods = a base gang of 4 on 3 nodes",
+                                         [edit(F.grove(), lambda o: o["spec"]["template"]["podCliqueScalingGroups"][0]
+                                               .update(replicas=2, minAvailable=2))]),
+    "podgroup-min-member-below-group": ("pod-group-min-member",
+                                        "Volcano PodGroup minMember 1 joined by 2 indexed pods (group-name annotation)",
+                                        [F.indexed_job(gang="volcano"), F.pod_group(min_member=1)]),
+    "kai-batch-min-member-below": ("pod-group-min-member", "kai.scheduler/batch-min-member 1 on a 2-pod Indexed Job",
+                                   [edit(F.indexed_job(), lambda o: o["metadata"]["annotations"].__setitem__(
+                                       "kai.scheduler/batch-min-member", "1"))]),
+    "indexed-job-no-gang-scheduler": ("indexed-job-gang-scheduled", "a 2-node Indexed Job on the default scheduler",
+                                      [F.indexed_job(gang=None)]),
+    "env-set-twice": ("env-defined-once", "NCCL_SOCKET_IFNAME twice in one container (the last wins)",
+                      [edit(F.indexed_job(), lambda o: o["spec"]["template"]["spec"]["containers"][0].__setitem__(
+                          "env", [{"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
+                                  {"name": "NCCL_SOCKET_IFNAME", "value": "ens5"}]))]),
 }
+# pools larger than 2 nodes, where the breakage needs them (everything else: 2 x p5.48xlarge)
+NODES = {"grove-min-available-1": 4, "grove-base-gang-larger-than-pool": 3}
 
 
 def main() -> None:
@@ -110,7 +132,7 @@ def main() -> None:
         old.unlink()
     for name, (rule, why, manifests) in CASES.items():
         dynamo = name.startswith("dynamo-")      # prefill (1 node) + decode (2 nodes) need 3 nodes
-        doc = F.existing_stack(manifests, node_count=4 if name == "grove-min-available-1" else 3 if dynamo else 2,
+        doc = F.existing_stack(manifests, node_count=NODES.get(name, 3 if dynamo else 2),
                                addons=F.DYNAMO_ADDONS if dynamo else None)
         text = f"# expect: {rule}\n# {why}\n" + yaml.safe_dump(doc, sort_keys=False, width=120)
         (HERE / f"{name}.yaml").write_text(text)

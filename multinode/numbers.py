@@ -1,0 +1,119 @@
+"""Numbers that only fail after the model download: config checks on values several keys must agree on.
+
+- DeepSpeed: train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x data-parallel
+  world size, when all three are given (DeepSpeed asserts it at start, deepspeed/runtime/config.py
+  `_batch_assertion`). The data-parallel size is the world size (nodes x GPUs per node) divided by the model
+  parallel size (tensorParallel x pipelineParallel) -- what DeepSpeed reads from its mpu.
+- A capacity reservation holds its capacity in one zone (AWS AZ, GCP zone, OCI availability domain) of one
+  region: a pool in another zone, or a cluster in another region, never consumes it. Where the reservation
+  is, is read from capacityReservation.zone, or from a GCP reservation path projects/P/zones/Z/reservations/N.
+- A memory-backed /dev/shm (shmSizeGi, a tmpfs charged to the pod's memory) of every pod a node holds must fit
+  in that node's allocatable memory (multinode.allocatable); machines without a memory fact are skipped.
+Pure: returns Problems, never raises.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, List, Optional
+
+from . import allocatable, catalog
+from .errors import Problem
+
+_GCP_RESERVATION_ZONE = re.compile(r"(?:^|/)zones/([a-z0-9-]+)/reservations/")
+
+
+def _int(v: Any) -> Optional[int]:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v)
+    return None
+
+
+def deepspeed_problems(cfg: Any, i: int, w: Any) -> List[Problem]:
+    ds = w.deepspeed_config
+    if not isinstance(ds, dict):
+        return []
+    total, micro, accum = (_int(ds.get(k)) for k in
+                           ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
+    if None in (total, micro, accum):
+        return []
+    world = w.nodes * cfg.gpus_per_node(w)
+    model_parallel = (w.tensor_parallel or 1) * w.pipeline_parallel
+    if world % model_parallel:
+        return []            # topology.check_training reports a world size the model parallel size does not divide
+    dp = world // model_parallel
+    if total == micro * accum * dp:
+        return []
+    mp = f" / model parallel {model_parallel}" if model_parallel > 1 else ""
+    return [Problem(f"workloads[{i}].deepspeedConfig.train_batch_size",
+                    f"{total}, but train_micro_batch_size_per_gpu {micro} x gradient_accumulation_steps {accum} x "
+                    f"data-parallel size {dp} ({w.nodes} nodes x {cfg.gpus_per_node(w)} GPUs{mp}) = "
+                    f"{micro * accum * dp}; DeepSpeed refuses to start: set train_batch_size {micro * accum * dp}")]
+
+
+def reservation_zone(cr: Any) -> Optional[str]:
+    if getattr(cr, "zone", None):
+        return str(cr.zone)
+    m = _GCP_RESERVATION_ZONE.search(str(cr.id))
+    return m.group(1) if m else None
+
+
+def _region(cfg: Any) -> Optional[str]:
+    return cfg.cluster.region if cfg.cloud in ("aws", "oci") else cfg.cluster.location
+
+
+def reservation_problems(cfg: Any) -> List[Problem]:
+    out: List[Problem] = []
+    region = _region(cfg)
+    for i, pool in enumerate(cfg.node_pools):
+        cr = pool.capacity_reservation
+        where = reservation_zone(cr) if cr else None
+        if not where:
+            continue
+        at = f"nodePools[{i}].capacityReservation"
+        if pool.zone and pool.zone.lower() != where.lower():
+            out.append(Problem(f"{at}.zone", f"reservation {cr.id} holds its capacity in {where}, but node pool "
+                                             f"{pool.name!r} runs in zone {pool.zone}; the pool never consumes it: put "
+                                             f"the pool in {where} (zone) or use a reservation in {pool.zone}"))
+        elif cfg.cloud in ("aws", "gcp") and region and not where.lower().startswith(region.lower()):
+            # AWS AZs and GCP zones are <region><suffix>; an OCI availability domain names its region differently
+            out.append(Problem(f"{at}.zone", f"reservation {cr.id} holds its capacity in {where}, which is not in the "
+                                             f"cluster's region {region}; use a reservation in {region}"))
+    return out
+
+
+def shm_problems(cfg: Any, machines: dict) -> List[Problem]:
+    out: List[Problem] = []
+    for i, w in enumerate(cfg.workloads):
+        m: Optional[catalog.Machine] = machines.get(w.node_pool)
+        if m is None or m.memory_gib is None:
+            continue
+        a = allocatable.estimate(m, cfg.cloud)
+        if a.memory_mib is None:
+            continue
+        gpn = w.gpus_per_node or m.gpus
+        pods_per_node = max(1, m.gpus // max(1, gpn))
+        have_gib = a.memory_mib / 1024
+        need_gib = w.shm_size_gi * pods_per_node
+        if need_gib <= have_gib:
+            continue
+        per = f" x {pods_per_node} pods per node ({gpn} of {m.gpus} GPUs each)" if pods_per_node > 1 else ""
+        fit = int(have_gib // pods_per_node)
+        out.append(Problem(f"workloads[{i}].shmSizeGi",
+                           f"{w.shm_size_gi} GiB of memory-backed /dev/shm{per} = {need_gib} GiB, but {m.name} "
+                           f"(pool {w.node_pool!r}) has {m.memory_gib} GiB, about {have_gib:.0f} GiB allocatable after "
+                           f"the system reserve; use shmSizeGi {fit} or less"))
+    return out
+
+
+def problems(cfg: Any, machines: dict) -> List[Problem]:
+    out = reservation_problems(cfg) + shm_problems(cfg, machines)
+    for i, w in enumerate(cfg.workloads):
+        if w.node_pool in machines:
+            out += deepspeed_problems(cfg, i, w)
+    return out

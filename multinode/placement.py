@@ -1,0 +1,872 @@
+"""Does the whole stack fit? A placement simulation of every pod of every workload on the stack's nodes.
+
+Input: the Kubernetes objects a stack renders (plan's records, or any hand-written objects) and the node
+pools (count x machine). Every pod is enumerated the way its controller creates it:
+  LeaderWorkerSet      replicas gangs of `size` pods (leader template + size-1 worker templates)
+  Grove PodCliqueSet   per replica one base gang: every stand-alone clique's minAvailable pods and the
+                       minAvailable replicas of every scaling group (each replica = all its cliques' pods);
+                       the scaling-group replicas above minAvailable are gangs of their own; clique pods
+                       above minAvailable are single pods
+  Dynamo DGD           per component replica one gang of multinode.nodeCount pods (v1alpha1 services and
+                       v1beta1 components; sharedMemorySize counts as a memory-backed /dev/shm)
+  Volcano Job          one gang of every task's replicas
+  MPIJob / PyTorchJob  one gang of the launcher (master) and the workers
+  batch/v1 Job         Indexed: one gang of `parallelism` pods (torchrun waits for every rank);
+                       otherwise `parallelism` single pods
+  Deployment / StatefulSet / ReplicaSet / Pod   single pods;  DaemonSet   one pod per matching node
+Pod requests follow the scheduler (k8s.io/component-helpers resource.PodRequests): the larger of
+(containers + native sidecars) and (each init container + the sidecars started before it); a request
+defaults to its limit. Memory-backed emptyDir sizeLimits are added to the pod's memory: the scheduler does
+not count them, but their pages are charged to the pod and come out of the node's memory.
+Pods that carry the fabric label are placed as the fabric policy mutates them (effective_pod), so the
+fabric devices they will request are counted.
+
+Placement: long-running services (LWS, Grove, DGD, Deployments, StatefulSets, DaemonSets) must all fit at
+once; each batch job (Jobs, Volcano Jobs, MPIJobs, PyTorchJobs) must fit beside them. A gang is placed
+all-or-nothing on the nodes whose labels hold its nodeSelector (and required node-affinity `In` terms)
+and whose taints it tolerates, honouring required pod anti-affinity on kubernetes.io/hostname. Greedy
+best-fit by GPUs (largest gangs first): a stack it accepts can be placed (the placement is the proof);
+a stack it refuses could in rare mixed-size cases be placeable by a smarter packer.
+Pure: no Pulumi, no I/O.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from . import allocatable as alloc
+from .catalog import Machine
+
+GPU = "nvidia.com/gpu"
+CPU, MEMORY = "cpu", "memory"
+FABRIC_DEVICE_RESOURCES = ("vpc.amazonaws.com/efa", "rdma/shared_ib", "rdma/ib", "nvidia.com/rdma-vf")
+HOSTNAME = "kubernetes.io/hostname"
+SERVICE, BATCH = "service", "batch"
+
+# ------------------------------------------------------------------ quantities
+_SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
+           "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+           "P": 1e15, "E": 1e18}
+_QUANTITY = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)(?:[eE]([+-]?\d+))?\s*(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|K|M|G|T|P|E|)\s*$")
+
+
+def quantity(value: Any) -> Optional[float]:
+    """A Kubernetes quantity ("500m", "64Gi", 8, "1e3") as a float in base units; None if unreadable."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    m = _QUANTITY.match(value)
+    if not m:
+        return None
+    n = float(m.group(1)) * (10 ** int(m.group(2)) if m.group(2) else 1)
+    return n * _SUFFIX[m.group(3)]
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2 ** 30:.0f}Gi" if n >= 2 ** 30 or n == 0 else f"{n / 2 ** 20:.0f}Mi"
+
+
+# ------------------------------------------------------------------ pod requests
+def _dict(v: Any) -> Dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: Any) -> List[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _container_requests(c: Dict[str, Any]) -> Dict[str, float]:
+    res = _dict(c.get("resources"))
+    req, lim = _dict(res.get("requests")), _dict(res.get("limits"))
+    out: Dict[str, float] = {}
+    for name in set(req) | set(lim):
+        q = quantity(req.get(name, lim.get(name)))
+        if q:
+            out[str(name)] = q
+    return out
+
+
+def _add(a: Dict[str, float], b: Dict[str, float]) -> Dict[str, float]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def _max(a: Dict[str, float], b: Dict[str, float]) -> Dict[str, float]:
+    return {k: max(a.get(k, 0.0), b.get(k, 0.0)) for k in set(a) | set(b)}
+
+
+def pod_requests(spec: Dict[str, Any], extra_shm_bytes: float = 0.0) -> Dict[str, float]:
+    """What the pod takes from a node: scheduler requests (native sidecars = initContainers with
+    restartPolicy Always run beside the containers) + memory-backed emptyDir sizeLimits + overhead."""
+    containers = [c for c in _list(spec.get("containers")) if isinstance(c, dict)]
+    main: Dict[str, float] = {}
+    for c in containers:
+        main = _add(main, _container_requests(c))
+    sidecars: Dict[str, float] = {}
+    init_peak: Dict[str, float] = {}
+    for c in _list(spec.get("initContainers")):
+        if not isinstance(c, dict):
+            continue
+        r = _container_requests(c)
+        if c.get("restartPolicy") == "Always":
+            sidecars = _add(sidecars, r)
+            init_peak = _max(init_peak, sidecars)
+        else:
+            init_peak = _max(init_peak, _add(r, sidecars))
+    total = _max(_add(main, sidecars), init_peak)
+    total = _add(total, {k: q for k, v in _dict(spec.get("overhead")).items() if (q := quantity(v))})
+    shm = extra_shm_bytes
+    for v in _list(spec.get("volumes")):
+        ed = v.get("emptyDir") if isinstance(v, dict) else None
+        if isinstance(ed, dict) and ed.get("medium") == "Memory":
+            shm += quantity(ed.get("sizeLimit")) or 0.0
+    if shm:
+        total[MEMORY] = total.get(MEMORY, 0.0) + shm
+        total["shm"] = shm
+    return total
+
+
+# ------------------------------------------------------------------ pools and nodes
+@dataclass
+class PoolSpec:
+    name: str
+    node_count: int
+    machine: Machine
+    labels: Dict[str, str]                       # labels every node of the pool carries
+    taints: List[Dict[str, Any]] = field(default_factory=list)
+    profile: Any = None                          # multinode.fabric.FabricProfile (None: no injection)
+    cloud: str = "existing"
+    webhook_timeout_seconds: int = 15
+
+    def capacity(self) -> Tuple[Dict[str, float], alloc.Allocatable]:
+        a = alloc.estimate(self.machine, self.cloud)
+        cap: Dict[str, float] = {GPU: float(self.machine.gpus)}
+        res = getattr(self.profile, "device_resource", None) if self.profile is not None else None
+        if res == "rdma/shared_ib":
+            # the shared RDMA device plugin advertises its rdmaHcaMax per node, not one device per HCA
+            from .manifests.addons import SHARED_IB_HCA_MAX
+            cap[res] = float(SHARED_IB_HCA_MAX)
+        elif res:
+            cap[res] = float(self.profile.devices_per_node)
+        if a.cpu_millis is not None:
+            cap[CPU] = a.cpu_millis / 1000.0
+        if a.memory_mib is not None:
+            cap[MEMORY] = a.memory_mib * 2.0 ** 20
+        return cap, a
+
+
+@dataclass
+class Node:
+    name: str
+    pool: str
+    labels: Dict[str, str]
+    taints: List[Dict[str, Any]]
+    capacity: Dict[str, float]          # only the resources we know; others are unconstrained
+    used: Dict[str, float] = field(default_factory=dict)
+    pods: List[Tuple[str, Dict[str, str]]] = field(default_factory=list)   # (pod name, its labels)
+
+    def free(self, r: str) -> float:
+        return self.capacity.get(r, math.inf) - self.used.get(r, 0.0)
+
+
+def build_nodes(pools: List[PoolSpec]) -> Tuple[List[Node], Dict[str, alloc.Allocatable]]:
+    nodes: List[Node] = []
+    estimates: Dict[str, alloc.Allocatable] = {}
+    for p in pools:
+        cap, a = p.capacity()
+        estimates[p.name] = a
+        for i in range(p.node_count):
+            nodes.append(Node(f"{p.name}-{i}", p.name, {**p.labels, HOSTNAME: f"{p.name}-{i}"},
+                              list(p.taints), dict(cap)))
+    return nodes, estimates
+
+
+def pools_from_config(cfg: Any) -> List[PoolSpec]:
+    """The stack's pools as the simulation sees them (labels, taints and fabric profile from the same
+    functions the node pools and policies are built with)."""
+    from . import catalog, fabric, pools as mpools
+    out = []
+    for p in cfg.node_pools:
+        try:
+            m = cfg.machine(p)
+        except (KeyError, catalog.UnknownMachine):
+            continue
+        out.append(PoolSpec(p.name, p.node_count, m, {**mpools.node_labels(cfg, p, m), **mpools.node_selector(cfg, p)},
+                            mpools.node_taints(cfg), fabric.profile_for(cfg, p), cfg.cloud,
+                            cfg.fabric.webhook_timeout_seconds))
+    return out
+
+
+# ------------------------------------------------------------------ pods and gangs
+@dataclass
+class Pod:
+    name: str
+    template: Dict[str, Any]           # {"metadata": {...}, "spec": {...}}
+    extra_shm: float = 0.0
+    part: str = ""                     # the gang's part it belongs to (a Grove scaling group or clique)
+
+    @property
+    def spec(self) -> Dict[str, Any]:
+        return self.template.get("spec") or {}
+
+    @property
+    def labels(self) -> Dict[str, str]:
+        return {str(k): str(v) for k, v in _dict(_dict(self.template.get("metadata")).get("labels")).items()}
+
+
+@dataclass
+class Gang:
+    name: str                          # "llama-405b", "r1-disagg prefill", "train (job)"
+    owner: str                         # "LeaderWorkerSet multinode/llama-405b"
+    kind: str                          # service | batch
+    pods: List[Pod]
+    whole: bool = True                 # all-or-nothing (False: pods are independent)
+    daemon: bool = False               # one pod per matching node
+
+    @property
+    def detail(self) -> str:
+        """What the pods are when the gang has parts, e.g. "prefill 2 + decode 2"."""
+        parts: Dict[str, int] = {}
+        for p in self.pods:
+            parts[p.part] = parts.get(p.part, 0) + 1
+        return " + ".join(f"{k} {v}" for k, v in parts.items()) if len(parts) > 1 else ""
+
+
+def _t(meta: Any, spec: Any) -> Dict[str, Any]:
+    return {"metadata": meta if isinstance(meta, dict) else {}, "spec": spec if isinstance(spec, dict) else {}}
+
+
+def _int(v: Any, default: int) -> int:
+    if isinstance(v, bool):
+        return default
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return default
+
+
+def _pods(prefix: str, n: int, template: Dict[str, Any], shm: float = 0.0, part: str = "") -> List[Pod]:
+    return [Pod(f"{prefix}-{i}", template, shm, part) for i in range(max(0, n))]
+
+
+def _lws(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+    lwt = (o.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    size = _int(lwt.get("size"), 1)
+    worker = lwt.get("workerTemplate") or {}
+    leader = lwt.get("leaderTemplate") or worker
+    out = []
+    for r in range(_int((o.get("spec") or {}).get("replicas"), 1)):
+        pods = _pods(f"{name}-{r}-leader", 1, leader) + _pods(f"{name}-{r}-worker", size - 1, worker)
+        out.append(Gang(f"{name}" + (f" replica {r}" if r else ""), owner, SERVICE, pods))
+    return out
+
+
+def _grove(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+    tmpl = (o.get("spec") or {}).get("template") or {}
+    cliques = {c.get("name"): c for c in tmpl.get("cliques") or [] if isinstance(c, dict)}
+
+    def clique_pods(c: Dict[str, Any], prefix: str, n: Optional[int] = None, part: str = "") -> List[Pod]:
+        spec = c.get("spec") or {}
+        t = _t({"labels": c.get("labels") or {}, "annotations": c.get("annotations") or {}}, spec.get("podSpec"))
+        return _pods(f"{prefix}-{c.get('name')}", _int(spec.get("replicas"), 1) if n is None else n, t,
+                     part=part or str(c.get("name")))
+
+    out: List[Gang] = []
+    grouped = set()
+    for rep in range(_int((o.get("spec") or {}).get("replicas"), 1)):
+        base: List[Pod] = []
+        extra: List[Gang] = []
+        for sg in tmpl.get("podCliqueScalingGroups") or []:
+            members = [cliques[n] for n in sg.get("cliqueNames") or [] if n in cliques]
+            grouped.update(sg.get("cliqueNames") or [])
+            reps = _int(sg.get("replicas"), 1)
+            floor = min(reps, _int(sg.get("minAvailable"), 1))
+            for i in range(reps):
+                pods = [p for c in members
+                        for p in clique_pods(c, f"{name}-{rep}-{sg.get('name')}-{i}", part=str(sg.get("name")))]
+                if i < floor:
+                    base += pods
+                else:
+                    extra.append(Gang(f"{name} {sg.get('name')} replica {i}", owner, SERVICE, pods))
+        for cname, c in cliques.items():
+            if cname in grouped:
+                continue
+            spec = c.get("spec") or {}
+            reps = _int(spec.get("replicas"), 1)
+            floor = min(reps, _int(spec.get("minAvailable"), reps))
+            base += clique_pods(c, f"{name}-{rep}", floor)
+            extra += [Gang(f"{name} {cname} pod {i}", owner, SERVICE, [p], whole=False)
+                      for i, p in enumerate(clique_pods(c, f"{name}-{rep}-extra", reps - floor))]
+        out.append(Gang(name + (f" replica {rep}" if rep else ""), owner, SERVICE, base))
+        out += extra
+    return out
+
+
+def _dgd(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+    spec = o.get("spec") or {}
+    comps: List[Tuple[str, Dict[str, Any], Dict[str, Any], Dict[str, Any]]] = []
+    for i, c in enumerate(spec.get("components") or []):          # v1beta1
+        if isinstance(c, dict):
+            comps.append((str(c.get("name") or i), c, c.get("podTemplate") or {}, {}))
+    for cname, svc in (spec.get("services") or {}).items():       # v1alpha1
+        if not isinstance(svc, dict):
+            continue
+        eps = dict(svc.get("extraPodSpec") or {})
+        main = dict(eps.pop("mainContainer", None) or {"name": "main"})
+        res = dict(main.get("resources") or {})
+        for part in ("limits", "requests"):                         # resources.limits.gpu -> nvidia.com/gpu
+            g = ((svc.get("resources") or {}).get(part) or {}).get("gpu")
+            if g is not None:
+                res.setdefault(part, {})
+                res[part] = {**res[part], GPU: g}
+        main["resources"] = res
+        eps["containers"] = [main] + list(eps.get("containers") or [])
+        comps.append((str(cname), svc, {"metadata": svc.get("extraPodMetadata") or {}, "spec": eps}, {}))
+    out = []
+    for cname, c, tmpl, _ in comps:
+        mn = c.get("multinode")
+        nodes = _int(mn.get("nodeCount"), 2) if isinstance(mn, dict) else 1     # CRD default nodeCount 2
+        shm = quantity(c.get("sharedMemorySize")) or 0.0
+        for r in range(_int(c.get("replicas"), 1)):
+            pods = _pods(f"{name}-{cname}-{r}", nodes, _t(tmpl.get("metadata"), tmpl.get("spec")), shm)
+            out.append(Gang(f"{name} {cname}" + (f" replica {r}" if r else ""), owner, SERVICE, pods))
+    return out
+
+
+def _volcano(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+    pods: List[Pod] = []
+    for t in (o.get("spec") or {}).get("tasks") or []:
+        pods += _pods(f"{name}-{t.get('name')}", _int(t.get("replicas"), 1), t.get("template") or {})
+    return [Gang(name, owner, BATCH, pods)]
+
+
+def _replica_specs(key: str, order: Tuple[str, ...]) -> Callable[[Dict[str, Any], str, str], List[Gang]]:
+    def read(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+        specs = (o.get("spec") or {}).get(key) or {}
+        pods: List[Pod] = []
+        for role in order:
+            rs = specs.get(role)
+            if isinstance(rs, dict):
+                pods += _pods(f"{name}-{role.lower()}", _int(rs.get("replicas"), 1), rs.get("template") or {})
+        return [Gang(name, owner, BATCH, pods)]
+    return read
+
+
+def _job(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+    spec = o.get("spec") or {}
+    n = _int(spec.get("parallelism"), _int(spec.get("completions"), 1))
+    pods = _pods(name, n, spec.get("template") or {})
+    if spec.get("completionMode") == "Indexed":
+        return [Gang(name, owner, BATCH, pods)]
+    return [Gang(f"{name} pod {i}", owner, BATCH, [p], whole=False) for i, p in enumerate(pods)]
+
+
+def _replicated(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+    spec = o.get("spec") or {}
+    pods = _pods(name, _int(spec.get("replicas"), 1), spec.get("template") or {})
+    return [Gang(f"{name} pod {i}", owner, SERVICE, [p], whole=False) for i, p in enumerate(pods)]
+
+
+def _daemonset(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+    return [Gang(name, owner, SERVICE, _pods(name, 1, (o.get("spec") or {}).get("template") or {}), daemon=True)]
+
+
+def _pod(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+    return [Gang(name, owner, SERVICE, [Pod(name, _t(o.get("metadata"), o.get("spec")))], whole=False)]
+
+
+READERS: Dict[Tuple[str, str], Callable[[Dict[str, Any], str, str], List[Gang]]] = {
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): _lws,
+    ("grove.io", "PodCliqueSet"): _grove,
+    ("nvidia.com", "DynamoGraphDeployment"): _dgd,
+    ("batch.volcano.sh", "Job"): _volcano,
+    ("kubeflow.org", "MPIJob"): _replica_specs("mpiReplicaSpecs", ("Launcher", "Worker")),
+    ("kubeflow.org", "PyTorchJob"): _replica_specs("pytorchReplicaSpecs", ("Master", "Worker")),
+    ("batch", "Job"): _job,
+    ("apps", "Deployment"): _replicated,
+    ("apps", "StatefulSet"): _replicated,
+    ("apps", "ReplicaSet"): _replicated,
+    ("apps", "DaemonSet"): _daemonset,
+    ("", "Pod"): _pod,
+}
+
+
+def gangs_of(obj: Dict[str, Any]) -> List[Gang]:
+    """Every gang (or single pod) an object runs; [] for objects that run no pods."""
+    if not isinstance(obj, dict):
+        return []
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    reader = READERS.get((group, str(obj.get("kind") or "")))
+    if reader is None:
+        return []
+    meta = _dict(obj.get("metadata"))
+    name = str(meta.get("name") or obj.get("kind"))
+    owner = f"{obj.get('kind')} {str(meta['namespace']) + '/' if meta.get('namespace') else ''}{name}"
+    try:
+        gangs = reader(obj, name, owner)
+    except (AttributeError, TypeError, ValueError):
+        # a field of the wrong type (a list where the CRD has an object...): the API server refuses such an
+        # object, and the schema checks name the field; it runs no pods we can count
+        return []
+    clean: Dict[int, Dict[str, Any]] = {}          # one checked copy per template: pods keep sharing it
+    for g in gangs:
+        for p in g.pods:
+            t = p.template if isinstance(p.template, dict) else {}
+            if id(p.template) not in clean:
+                clean[id(p.template)] = {"metadata": _dict(t.get("metadata")), "spec": _dict(t.get("spec"))}
+            p.template = clean[id(p.template)]
+    return gangs
+
+
+# ------------------------------------------------------------------ where a pod may go
+def _expr_holds(e: Dict[str, Any], labels: Dict[str, str]) -> bool:
+    key, op, values = str(e.get("key")), e.get("operator"), [str(v) for v in e.get("values") or []]
+    if op == "In":
+        return labels.get(key) in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and values and str(labels.get(key, "")).lstrip("-").isdigit():
+        return int(labels[key]) > int(values[0]) if op == "Gt" else int(labels[key]) < int(values[0])
+    return False
+
+
+def _node_affinity_terms(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return _list(_dict(_dict(_dict(spec.get("affinity")).get("nodeAffinity"))
+                       .get("requiredDuringSchedulingIgnoredDuringExecution")).get("nodeSelectorTerms"))
+
+
+def _labels_match(spec: Dict[str, Any], labels: Dict[str, str]) -> bool:
+    """nodeSelector (all of it) and the required node affinity (any term, every expression of it)."""
+    if not all(labels.get(str(k)) == str(v) for k, v in _dict(spec.get("nodeSelector")).items()):
+        return False
+    terms = [t for t in _node_affinity_terms(spec) if isinstance(t, dict)]
+    return not terms or any(all(_expr_holds(e, labels) for e in _list(t.get("matchExpressions")) if isinstance(e, dict))
+                            for t in terms)
+
+
+def _tolerates(tolerations: List[Dict[str, Any]], taint: Dict[str, Any]) -> bool:
+    for t in tolerations or []:
+        if not isinstance(t, dict):
+            continue
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists" and (not t.get("key") or t.get("key") == taint.get("key")):
+            return True
+        if t.get("key") == taint.get("key") and str(t.get("value", "")) == str(taint.get("value", "")):
+            return True
+    return False
+
+
+def selects(spec: Dict[str, Any], node: Node) -> bool:
+    if not _labels_match(spec, node.labels):
+        return False
+    return all(_tolerates(_list(spec.get("tolerations")), t) for t in node.taints
+               if t.get("effect") in ("NoSchedule", "NoExecute"))
+
+
+def _anti_affinity_blocks(spec: Dict[str, Any], labels: Dict[str, str], node: Node) -> bool:
+    """Required pod anti-affinity on the host: the node already runs a pod its selector matches (or the
+    pod would be matched by a term of a pod already there: the scheduler checks both ways, we check ours)."""
+    terms = _list(_dict(_dict(spec.get("affinity")).get("podAntiAffinity")).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"))
+    for term in terms:
+        if not isinstance(term, dict) or term.get("topologyKey") != HOSTNAME:
+            continue
+        sel = _dict(_dict(term.get("labelSelector")).get("matchLabels"))
+        exprs = [e for e in _list(_dict(term.get("labelSelector")).get("matchExpressions")) if isinstance(e, dict)]
+        for _, other in node.pods:
+            if all(other.get(k) == str(v) for k, v in sel.items()) and all(
+                    (e.get("operator") == "In" and other.get(e.get("key")) in (e.get("values") or []))
+                    or (e.get("operator") == "Exists" and e.get("key") in other)
+                    for e in exprs):
+                return True
+    return False
+
+
+def _fits(req: Dict[str, float], node: Node) -> bool:
+    """Every request within what the node has free; resources the node's capacity does not list (a fabric
+    device of another pool, hugepages, cpu / memory of a machine without those facts) are not judged here."""
+    return all(node.free(r) + 1e-9 >= v for r, v in req.items())
+
+
+# ------------------------------------------------------------------ the simulation
+@dataclass
+class PodPlan:
+    pod: Pod
+    requests: Dict[str, float]
+    candidates: List[Node]
+
+
+@dataclass
+class Outcome:
+    gang: Gang
+    placed: Dict[str, str] = field(default_factory=dict)      # pod name -> node name
+    ok: bool = True
+    pools: List[str] = field(default_factory=list)             # pools its pods may land on
+    alone_ok: bool = True                                      # fits an empty cluster on its own
+
+
+class Simulation:
+    def __init__(self, pools: List[PoolSpec]):
+        self.pools = pools
+        self.by_name = {p.name: p for p in pools}
+        self.nodes, self.estimates = build_nodes(pools)
+        self._effective: Dict[Tuple[int, str], Dict[str, Any]] = {}
+        self._requests: Dict[Tuple[Any, ...], Dict[str, float]] = {}
+        self._selects: Dict[Tuple[int, str], bool] = {}     # (id of a pod spec, node name): node labels never change
+
+    # effective pods: the fabric policy of the pool the pod lands on
+    def effective(self, tmpl: Dict[str, Any], pool: str) -> Dict[str, Any]:
+        from . import pools as mpools
+        key = (id(tmpl), pool)
+        if key not in self._effective:
+            meta = _dict(tmpl.get("metadata"))
+            labelled = _dict(meta.get("labels")).get(mpools.FABRIC_POD_LABEL) == mpools.FABRIC_POD_LABEL_VALUE \
+                or _dict(meta.get("annotations")).get(mpools.NEMO_ANNOTATION) == "true"
+            prof = self.by_name[pool].profile
+            out = tmpl
+            if labelled and prof is not None and getattr(prof, "enabled", False):
+                from .manifests.effective_pod import apply_profile_to_template
+                try:
+                    out = apply_profile_to_template(tmpl, prof, self.by_name[pool].webhook_timeout_seconds)
+                except (AttributeError, TypeError, ValueError):
+                    out = tmpl     # a malformed pod (a list for a name...): the schema checks name the field
+
+            self._effective[key] = out
+        return self._effective[key]
+
+    def requests(self, tmpl: Dict[str, Any], pool: Optional[str], extra_shm: float) -> Dict[str, float]:
+        """The effective pod's requests, memoised on what they depend on: the pool (its fabric policy), the
+        fabric label / annotation that policy matches, and the containers' resources, volumes and overhead.
+        (Templates of many workloads differ only in names, commands and env: one policy evaluation serves
+        them all.)"""
+        import json
+        from . import pools as mpools
+        meta, spec = _dict(tmpl.get("metadata")), _dict(tmpl.get("spec"))
+        key = (pool, extra_shm, str(_dict(meta.get("labels")).get(mpools.FABRIC_POD_LABEL)),
+               str(_dict(meta.get("annotations")).get(mpools.NEMO_ANNOTATION)),
+               json.dumps([[(c.get("name"), c.get("resources"), c.get("restartPolicy"))
+                            for c in _list(spec.get(k)) if isinstance(c, dict)] for k in ("containers", "initContainers")]
+                          + [spec.get("volumes"), spec.get("overhead")], sort_keys=True, default=str))
+        if key not in self._requests:
+            eff = self.effective(tmpl, pool) if pool else tmpl
+            self._requests[key] = pod_requests(_dict(eff.get("spec")), extra_shm)
+        return self._requests[key]
+
+    def selects(self, spec: Dict[str, Any], node: Node) -> bool:
+        key = (id(spec), node.name)
+        if key not in self._selects:
+            self._selects[key] = selects(spec, node)
+        return self._selects[key]
+
+    def plan_pod(self, pod: Pod, nodes: List[Node]) -> PodPlan:
+        cands = [n for n in nodes if self.selects(pod.spec, n)]
+        pool = cands[0].pool if cands else None
+        return PodPlan(pod, dict(self.requests(pod.template, pool, pod.extra_shm)), cands)
+
+    def place(self, gang: Gang, nodes: List[Node]) -> Outcome:
+        """Place one gang on `nodes` (mutated only when the whole gang fits)."""
+        plans = [self.plan_pod(p, nodes) for p in gang.pods]
+        out = Outcome(gang, pools=sorted({n.pool for pl in plans for n in pl.candidates}))
+        trial = {n.name: (dict(n.used), list(n.pods)) for n in nodes}
+        order = sorted(plans, key=lambda pl: -pl.requests.get(GPU, 0.0))
+        for pl in order:
+            best = None
+            for n in pl.candidates:
+                if not _fits(pl.requests, n) or _anti_affinity_blocks(pl.pod.spec, pl.pod.labels, n):
+                    continue
+                # best fit: the node with the fewest free GPUs left that still holds the pod
+                if best is None or n.free(GPU) < best.free(GPU):
+                    best = n
+            if best is None:
+                out.ok = False
+                break
+            for r, v in pl.requests.items():
+                best.used[r] = best.used.get(r, 0.0) + v
+            best.pods.append((pl.pod.name, pl.pod.labels))
+            out.placed[pl.pod.name] = best.name
+        if not out.ok and gang.whole:
+            for n in nodes:
+                n.used, n.pods = dict(trial[n.name][0]), list(trial[n.name][1])
+            out.placed = {}
+        return out
+
+    def place_daemon(self, gang: Gang, nodes: List[Node]) -> Outcome:
+        pod = gang.pods[0]
+        out = Outcome(gang)
+        for n in nodes:
+            if not selects(pod.spec, n):
+                continue
+            req = self.requests(pod.template, n.pool, pod.extra_shm)
+            out.pools = sorted(set(out.pools) | {n.pool})
+            if _fits(req, n):
+                for r, v in req.items():
+                    n.used[r] = n.used.get(r, 0.0) + v
+                n.pods.append((f"{pod.name}-{n.name}", pod.labels))
+                out.placed[f"{pod.name}-{n.name}"] = n.name
+            else:
+                out.ok = False
+        return out
+
+
+def _demand(sim: Simulation, g: Gang) -> float:
+    return sum(pod_requests(p.spec).get(GPU, 0.0) for p in g.pods)
+
+
+def _pinned(sim: Simulation, pod: Pod) -> bool:
+    """A pod takes part when it chooses its nodes (a node selector or affinity, or GPUs) and one of the
+    stack's nodes takes it. The rest run on other nodes (system pools: not ours to size), or select no pool
+    at all (the rule workload-matches-node-pool reports those)."""
+    chooses = bool(pod.spec.get("nodeSelector") or _node_affinity_terms(pod.spec) or pod_requests(pod.spec).get(GPU))
+    return chooses and any(selects(pod.spec, n) for n in sim.nodes)
+
+
+# Finding kinds: a shortage of nodes when the gangs share a pool; one gang larger than its pool; a pod larger
+# than any node; a DaemonSet pod that does not fit a node it selects.
+SHORTAGE, GANG_TOO_LARGE, POD_TOO_LARGE, DAEMON = "shortage", "gang-larger-than-pool", "pod-larger-than-node", "daemon"
+
+
+@dataclass(frozen=True)
+class Finding:
+    owner: str                               # the Kubernetes object, e.g. "LeaderWorkerSet ns/name"
+    message: str
+    kind: str = SHORTAGE
+    resources: Tuple[str, ...] = ()          # pod-larger-than-node: the resources a pod asks too much of
+
+
+@dataclass
+class Result:
+    pools: List[PoolSpec]
+    nodes: List[Node]                        # after services
+    estimates: Dict[str, alloc.Allocatable]
+    services: List[Outcome]
+    batch: List[Outcome]
+    unpinned: List[str]
+    findings: List[Finding]
+
+    @property
+    def fits(self) -> bool:
+        return not self.findings
+
+
+def _copy_nodes(nodes: List[Node]) -> List[Node]:
+    return [Node(n.name, n.pool, n.labels, n.taints, n.capacity, dict(n.used), list(n.pods)) for n in nodes]
+
+
+def _label(o: Outcome) -> str:
+    n = len(o.gang.pods)
+    return f"{o.gang.name} ({o.gang.detail})" if o.gang.detail and " + " in o.gang.detail else f"{o.gang.name} ({n})"
+
+
+def _nodes_needed(sim: Simulation, gangs: List[Gang], pool: PoolSpec) -> int:
+    """Nodes of `pool` the gangs take when the pool is as large as they need (same packing)."""
+    big = PoolSpec(pool.name, sum(len(g.pods) for g in gangs) + 1, pool.machine, pool.labels, pool.taints,
+                   pool.profile, pool.cloud, pool.webhook_timeout_seconds)
+    s2 = Simulation([big])
+    s2._effective, s2._requests = sim._effective, sim._requests
+    for g in sorted(gangs, key=lambda g: (g.daemon, -_demand(sim, g))):
+        if g.daemon:
+            continue
+        s2.place(g, s2.nodes)
+    return sum(1 for n in s2.nodes if n.pods)
+
+
+def _usage(nodes: List[Node], pool: str) -> Dict[str, Tuple[float, Optional[float]]]:
+    """resource -> (used, capacity or None when unknown) over the pool's nodes."""
+    mine = [n for n in nodes if n.pool == pool]
+    keys = sorted({k for n in mine for k in list(n.capacity) + list(n.used)})
+    out = {}
+    for k in keys:
+        used = sum(n.used.get(k, 0.0) for n in mine)
+        cap = sum(n.capacity[k] for n in mine) if all(k in n.capacity for n in mine) and mine else None
+        out[k] = (used, cap)
+    return out
+
+
+def simulate(objects: Iterable[Dict[str, Any]], pools: List[PoolSpec]) -> Result:
+    sim = Simulation(pools)
+    gangs: List[Gang] = []
+    unpinned: List[str] = []
+    for g in (g for o in objects for g in gangs_of(o)):
+        keep = [p for p in g.pods if _pinned(sim, p)]
+        if len(keep) < len(g.pods):
+            unpinned.append(f"{g.name} ({len(g.pods) - len(keep)} pod{'s' if len(g.pods) - len(keep) != 1 else ''})")
+        if keep:
+            g.pods = keep
+            gangs.append(g)
+    services = [g for g in gangs if g.kind == SERVICE]
+    batch = [g for g in gangs if g.kind == BATCH]
+    findings: List[Finding] = []
+
+    # Which gangs could never fit, even alone on empty nodes (reported once, not as a shortage).
+    alone: Dict[int, bool] = {}
+    for g in gangs:
+        if not g.daemon:
+            alone[id(g)] = sim.place(g, _copy_nodes(sim.nodes)).ok
+
+    outcomes: List[Outcome] = []
+    for g in [g for g in services if g.daemon]:
+        outcomes.append(sim.place_daemon(g, sim.nodes))
+    for g in sorted([g for g in services if not g.daemon], key=lambda g: -_demand(sim, g)):
+        o = sim.place(g, sim.nodes)
+        o.alone_ok = alone[id(g)]
+        outcomes.append(o)
+    order = {id(g): i for i, g in enumerate(services)}
+    outcomes.sort(key=lambda o: order[id(o.gang)])
+
+    failed = [o for o in outcomes if not o.ok and not o.gang.daemon]
+    for pool in sorted({o.pools[0] for o in failed if o.pools}):
+        spec = sim.by_name[pool]
+        here = [o for o in outcomes if o.pools[:1] == [pool] and not o.gang.daemon]
+        too_big = [o for o in here if not o.ok and not o.alone_ok
+                   and _nodes_needed(sim, [o.gang], spec) <= spec.node_count]     # a pod larger than any node
+        findings += [_alone_finding(sim, o) for o in too_big]
+        on_pool = [o for o in here if o not in too_big]
+        if len(on_pool) == 1:
+            if not on_pool[0].ok:
+                findings.append(_alone_finding(sim, on_pool[0]))
+            continue
+        if all(o.ok for o in on_pool):
+            continue
+        need = _nodes_needed(sim, [o.gang for o in on_pool], spec)
+        parts = " + ".join(_label(o) for o in on_pool)
+        gpu_need = sum(_demand(sim, o.gang) for o in on_pool)
+        add = max(1, need - spec.node_count)
+        findings.append(Finding(next(o for o in on_pool if not o.ok).gang.owner, (
+            f"pool {pool}: {spec.node_count} nodes of {spec.machine.name} ({spec.node_count * spec.machine.gpus} GPUs); "
+            f"the long-running services {parts} need {need} nodes ({gpu_need:.0f} GPUs) at once; add {add} "
+            f"node{'s' if add != 1 else ''} (nodeCount {spec.node_count + add}) or move a workload to another pool")))
+    for o in outcomes:
+        if o.gang.daemon and not o.ok:
+            findings.append(Finding(o.gang.owner, f"{o.gang.owner}: its pod does not fit on every node it selects "
+                                                  f"(pools {', '.join(o.pools)}); lower its requests", DAEMON))
+
+    batch_out: List[Outcome] = []
+    for g in batch:
+        o = sim.place(g, _copy_nodes(sim.nodes))
+        o.alone_ok = alone[id(g)]
+        batch_out.append(o)
+        if o.ok:
+            continue
+        if not o.alone_ok:
+            findings.append(_alone_finding(sim, o))
+            continue
+        pool = o.pools[0] if o.pools else "?"
+        spec = sim.by_name[pool]
+        free_nodes = [n for n in sim.nodes if n.pool == pool and not n.pods]
+        gpus_free = sum(n.free(GPU) for n in sim.nodes if n.pool == pool)
+        beside = [x for x in outcomes if x.pools[:1] == [pool] and not x.gang.daemon]
+        busy = " + ".join(_label(x) for x in beside) or "nothing"
+        need = _nodes_needed(sim, [g], spec)
+        total = _nodes_needed(sim, [x.gang for x in beside] + [g], spec)
+        add = max(1, total - spec.node_count)
+        findings.append(Finding(g.owner, (
+            f"pool {pool}: {spec.node_count} nodes of {spec.machine.name}; the services {busy} leave "
+            f"{len(free_nodes)} free nodes ({gpus_free:.0f} GPUs), but batch job {_label(o)} needs {need} nodes "
+            f"({_demand(sim, g):.0f} GPUs) beside them; add {add} node{'s' if add != 1 else ''} "
+            f"(nodeCount {spec.node_count + add}) or run it on another pool")))
+    return Result(pools, sim.nodes, sim.estimates, outcomes, batch_out, unpinned, findings)
+
+
+def _alone_finding(sim: Simulation, o: Outcome) -> Finding:
+    pool = o.pools[0] if o.pools else "?"
+    spec = sim.by_name[pool]
+    need = _nodes_needed(sim, [o.gang], spec)
+    if need > spec.node_count:
+        add = need - spec.node_count
+        return Finding(o.gang.owner, (
+            f"pool {pool}: {spec.node_count} nodes of {spec.machine.name}; one gang {_label(o)} needs {need} nodes "
+            f"at once, so it can never be scheduled whole; add {add} node{'s' if add != 1 else ''} "
+            f"(nodeCount {need}) or shrink the gang"), GANG_TOO_LARGE)
+    plans = [sim.plan_pod(p, sim.nodes) for p in o.gang.pods]
+    cap = spec.capacity()[0]
+    over: List[str] = []
+    names: Tuple[str, ...] = ()
+    for pl in plans:
+        big = [(r, v) for r, v in pl.requests.items() if r in cap and v > cap[r] + 1e-9]
+        if big:
+            over = [f"{r} {_fmt(r, v)} > {_fmt(r, cap[r])}" for r, v in big]
+            names = tuple(r for r, _ in big)
+            break
+    why = f": one pod asks {', '.join(over)} (allocatable per node)" if over else ""
+    return Finding(o.gang.owner, (
+        f"pool {pool}: {spec.node_count} nodes of {spec.machine.name}; {_label(o)} cannot be placed even on empty "
+        f"nodes{why}; lower its requests or use a larger machine"), POD_TOO_LARGE, names)
+
+
+def _fmt(r: str, v: float) -> str:
+    if r in (MEMORY, "shm") or r.startswith("hugepages"):
+        return _gib(v)
+    if r == CPU:
+        return f"{v:g}"
+    return f"{v:.0f}"
+
+
+# ------------------------------------------------------------------ output
+def as_json(res: Result) -> Dict[str, Any]:
+    pools = []
+    for p in res.pools:
+        a = res.estimates[p.name]
+        usage = _usage(res.nodes, p.name)
+        pools.append({
+            "pool": p.name, "machine": p.machine.name, "nodes": p.node_count,
+            "allocatablePerNode": {"cpu": a.cpu_millis / 1000 if a.cpu_millis is not None else None,
+                                   "memoryMiB": a.memory_mib, "source": a.source, "skipped": list(a.skipped)},
+            "resources": {k: {"used": round(u, 3), "capacity": None if c is None else round(c, 3),
+                              "free": None if c is None else round(c - u, 3)} for k, (u, c) in usage.items()},
+            "nodesUsed": {n.name: [name for name, _ in n.pods] for n in res.nodes if n.pool == p.name},
+        })
+
+    def outcome(o: Outcome) -> Dict[str, Any]:
+        return {"gang": o.gang.name, "owner": o.gang.owner, "pods": len(o.gang.pods), "whole": o.gang.whole,
+                "placed": o.ok, "pools": o.pools, "nodes": o.placed}
+    return {"fits": res.fits, "pools": pools, "services": [outcome(o) for o in res.services],
+            "batchEachBesideServices": [outcome(o) for o in res.batch],
+            "notOnStackPools": res.unpinned,
+            "findings": [{"resource": f.owner, "kind": f.kind, "message": f.message} for f in res.findings]}
+
+
+def table(res: Result) -> List[str]:
+    """Per pool: nodes, GPUs, fabric devices, cpu, memory as used / free after the services."""
+    lines = ["placement (long-running services at once; each batch job beside them):",
+             f"  {'pool':<12}{'nodes':>6}  {'GPUs used/free':<16}{'fabric used/free':<34}{'cpu used/free':<16}"
+             f"{'memory used/free':<18}"]
+    for p in res.pools:
+        u = _usage(res.nodes, p.name)
+
+        def cell(r: str) -> str:
+            used, cap = u.get(r, (0.0, None))
+            return f"{_fmt(r, used)}/{'?' if cap is None else _fmt(r, cap - used)}"
+        fab = next((r for r in FABRIC_DEVICE_RESOURCES if r in u), None)
+        fabric_cell = f"{fab} {cell(fab)}" if fab else "-"
+        lines.append(f"  {p.name:<12}{p.node_count:>6}  {cell(GPU):<16}{fabric_cell:<34}{cell(CPU):<16}{cell(MEMORY):<18}")
+        for why in res.estimates[p.name].skipped:
+            lines.append(f"    advisory: {why}")
+    placed = sum(1 for o in res.services if o.ok)
+    lines.append(f"  services: {placed} of {len(res.services)} gangs placed"
+                 + ("" if placed == len(res.services) else " (the table shows the ones placed)"))
+    for o in res.batch:
+        lines.append(f"  batch {o.gang.name}: {'fits' if o.ok else 'does not fit'} beside the services")
+    if res.unpinned:
+        lines.append(f"  not on the stack's pools (no GPU, no pool selected): {', '.join(res.unpinned)}")
+    return lines
+
+
+def for_stack(cfg: Any, objects: Iterable[Dict[str, Any]]) -> Result:
+    """What `plan` runs: the stack's rendered objects on the stack's pools."""
+    return simulate(list(objects), pools_from_config(cfg))

@@ -1,0 +1,120 @@
+"""Gang rules for the gang forms the workload readers do not see: pod groups joined by annotation, and Indexed
+Jobs that need a gang scheduler.
+
+- A Volcano PodGroup (scheduling.volcano.sh) is joined by pods annotated scheduling.k8s.io/group-name: <name>
+  (Volcano's KubeGroupNameAnnotationKey); a KAI PodGroup (scheduling.run.ai) by pods annotated
+  pod-group-name: <name> (KAI's PodGroupAnnotationForPod, pkg/common/constants). The pods of every template
+  that joins one are counted the way their controller creates them (multinode.placement.gangs_of: one
+  source for pod counts). minMember below that count lets a partial gang start and hold GPUs; above it, the
+  gang never starts.
+- KAI gives a plain batch/v1 Job a PodGroup with minMember 1 unless the Job carries
+  kai.scheduler/batch-min-member (KAI docs/batch/README.md; KAI-Scheduler PR #1308).
+- A multi-node Indexed Job (parallelism > 1 GPU pods) is refused unless it is gang-scheduled: Volcano with
+  a group-name annotation, or KAI with a pod group annotation or batch-min-member.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from multinode import placement
+
+from .. import objects
+from ..engine import MANDATORY, Context, Resource, Rule
+
+VOLCANO_GROUP = "scheduling.k8s.io/group-name"
+KAI_GROUP = "pod-group-name"
+KAI_MIN_MEMBER = "kai.scheduler/batch-min-member"
+POD_GROUP_KINDS = {("scheduling.volcano.sh", "PodGroup"): VOLCANO_GROUP, ("scheduling.run.ai", "PodGroup"): KAI_GROUP}
+
+
+def _ns(props: Dict) -> str:
+    return str(objects.get(props, "metadata", "namespace") or "default")
+
+
+def _members(resources: List[Resource]) -> Dict[Tuple[str, str, str], List[Tuple[str, int]]]:
+    """(annotation key, namespace, group name) -> [(object label, pods of it that join)]."""
+    out: Dict[Tuple[str, str, str], List[Tuple[str, int]]] = defaultdict(list)
+    for r in resources:
+        if not r.is_k8s or r.kind in POD_GROUP_KINDS:
+            continue
+        counts: Dict[Tuple[str, str], int] = defaultdict(int)
+        for g in placement.gangs_of(r.props):
+            for pod in g.pods:
+                ann = (pod.template.get("metadata") or {}).get("annotations") or {}
+                for key in (VOLCANO_GROUP, KAI_GROUP):
+                    if isinstance(ann.get(key), str) and ann[key]:
+                        counts[(key, ann[key])] += 1
+        for (key, name), n in counts.items():
+            out[(key, _ns(r.props), name)].append((r.label, n))
+    return out
+
+
+def check_pod_group_size(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Optional[Resource], str]]:
+    members = _members(resources)
+    for r in resources:
+        key = POD_GROUP_KINDS.get(r.kind) if r.is_k8s else None
+        if key is None:
+            continue
+        name = str(objects.get(r.props, "metadata", "name") or "")
+        joined = members.get((key, _ns(r.props), name))
+        min_member = objects.as_int(objects.get(r.props, "spec", "minMember"))
+        if not joined or min_member is None:
+            continue
+        size = sum(n for _, n in joined)
+        if min_member == size:
+            continue
+        who = " + ".join(f"{label} ({n})" for label, n in joined)
+        if min_member < size:
+            yield r, (f"{r.label}: minMember {min_member}, but the pods that join it by {key} ({who}) are {size}; "
+                      f"a partial gang starts and holds its GPUs while the rest wait: set minMember {size}")
+        else:
+            yield r, (f"{r.label}: minMember {min_member}, but only {size} pods join it by {key} ({who}); the gang "
+                      f"can never start: set minMember {size}")
+    for r in resources:
+        if not (r.is_k8s and r.kind == ("batch", "Job")):
+            continue
+        declared = objects.as_int(objects.get(r.props, "metadata", "annotations", KAI_MIN_MEMBER))
+        pods = objects.as_int(objects.get(r.props, "spec", "parallelism"))
+        if declared is not None and pods is not None and declared != pods and pods > 1:
+            yield r, (f"{r.label}: {KAI_MIN_MEMBER} {declared}, but the Job runs {pods} pods at once (parallelism); "
+                      f"set it to \"{pods}\"")
+
+
+def _gang_scheduled(job: Dict) -> bool:
+    tmpl = objects.get(job, "spec", "template") or {}
+    scheduler = objects.get(tmpl, "spec", "schedulerName") or "default-scheduler"
+    ann = objects.get(tmpl, "metadata", "annotations") or {}
+    if scheduler == "volcano":
+        return bool(ann.get(VOLCANO_GROUP))
+    if scheduler == "kai-scheduler":
+        return bool(ann.get(KAI_GROUP)) or objects.get(job, "metadata", "annotations", KAI_MIN_MEMBER) is not None
+    return False
+
+
+def check_indexed_job_gang(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Optional[Resource], str]]:
+    for r in resources:
+        if not (r.is_k8s and r.kind == ("batch", "Job")) or objects.get(r.props, "spec", "completionMode") != "Indexed":
+            continue
+        pods = objects.as_int(objects.get(r.props, "spec", "parallelism"))
+        spec = objects.get(r.props, "spec", "template", "spec")
+        gpus = int(placement.pod_requests(spec if isinstance(spec, dict) else {}).get(placement.GPU, 0))
+        if pods is None or pods <= 1 or gpus <= 0 or _gang_scheduled(r.props):
+            continue
+        scheduler = objects.get(r.props, "spec", "template", "spec", "schedulerName") or "default-scheduler"
+        yield r, (f"{r.label}: {pods} indexed pods x {gpus} GPUs are not gang-scheduled (schedulerName {scheduler}, "
+                  f"no pod group); one rank can hold its GPUs while the others wait: set schedulerName volcano with a "
+                  f"PodGroup (minMember {pods}) joined by the pod annotation {VOLCANO_GROUP}, or schedulerName "
+                  f"kai-scheduler with the Job annotation {KAI_MIN_MEMBER}: \"{pods}\"")
+
+
+RULES = [
+    Rule("pod-group-min-member",
+         "A Volcano or KAI PodGroup's minMember equals the pods that join it (scheduling.k8s.io/group-name / "
+         "pod-group-name annotations, counted per controller), and kai.scheduler/batch-min-member equals a Job's "
+         "parallelism.",
+         MANDATORY, check_pod_group_size, scope="stack"),
+    Rule("indexed-job-gang-scheduled",
+         "A multi-node Indexed Job with GPUs is gang-scheduled (Volcano pod group or KAI).",
+         MANDATORY, check_indexed_job_gang, scope="stack"),
+]
