@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from multinode import config, fabric, plan as mplan, pools, stackfile, validation
+from multinode import config, fabric, plan as mplan, pools, stackfile
+from tests import schema_validation as validation
 from multinode.manifests import addons, volcano_topology
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]

@@ -11,7 +11,7 @@ import pytest
 from multinode import config as mconfig
 from multinode import gke, pools
 from multinode.recording import CALLS
-from multinode.validation import validate_object
+from tests.schema_validation import validate_object
 
 from .cloudrun import by_urn, of_type, one, problems, refused, run
 from .conftest import ROOT, example_raw

@@ -11,7 +11,7 @@ from components.clouds.base import pool_outputs
 from multinode import config as mconfig
 from multinode import oke, pools
 from multinode.mockdata import oci as mock
-from multinode.validation import validate_object
+from tests.schema_validation import validate_object
 
 from .cloudrun import of_type, one, refused, run
 from .conftest import ROOT, example_raw

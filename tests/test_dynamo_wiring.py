@@ -13,7 +13,7 @@ from pulumi_policy import EnforcementLevel, PolicyResourceOptions, ResourceValid
 
 from multinode import config as mconfig, plan as mplan, pools, stackfile
 from multinode.manifests import addons as am
-from multinode.validation import validate_object, validate_pod_template
+from tests.schema_validation import validate_object, validate_pod_template
 from policy import engine, rules_dynamo as rd
 from policy.rules import RULES
 from policy.rules import dynamo as dyn_rules

@@ -5,7 +5,8 @@ import copy
 
 import pytest
 
-from multinode import catalog, config, fabric, pools, stackfile, validation
+from multinode import catalog, config, fabric, pools, stackfile
+from tests import schema_validation as validation
 from multinode.manifests import effective_pod, kyverno
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
