@@ -16,7 +16,7 @@ from multinode.config import ADDON_VERSIONS, load
 from multinode.manifests import dynamo as dm
 from multinode.manifests.dynamo_platform import dynamo_platform_release
 from tests.schema_validation import validate_object, validate_pod_template
-from policy import rules_dynamo as rd
+from policy.rules import dynamo as rd
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "dynamo"

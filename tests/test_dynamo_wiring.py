@@ -14,9 +14,10 @@ from pulumi_policy import EnforcementLevel, PolicyResourceOptions, ResourceValid
 from multinode import config as mconfig, plan as mplan, pools, stackfile
 from multinode.manifests import addons as am
 from tests.schema_validation import validate_object, validate_pod_template
-from policy import engine, rules_dynamo as rd
+from policy import engine
+from policy.rules import dynamo as rd
 from policy.rules import RULES
-from policy.rules import dynamo as dyn_rules
+from policy.rules import dynamo_adapter as dyn_rules
 from tests import policy_fixtures as F
 
 ROOT = Path(__file__).resolve().parent.parent
