@@ -17,13 +17,13 @@ from tests.schema_validation import validate_object, validate_pod_template
 from policy import engine
 from policy.rules import dynamo as rd
 from policy.rules import RULES
-from policy.rules import dynamo_adapter as dyn_rules
+from policy.rules import dynamo as dyn_rules
 from tests import policy_fixtures as F
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "dynamo"
 RULE = {r.name: r for r in RULES}
-DGD_RULES = [r.name for r in rd.RULES]
+DGD_RULES = [r.name for r in rd.DGD_RULES]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Every rule of the pack, in the order they are reported. Importing this registers nothing."""
-from . import dynamo_adapter, secrets, stack, storage, workloads
+from . import dynamo, secrets, stack, storage, workloads
 
-RULES = workloads.RULES + dynamo_adapter.RULES + secrets.RULES + storage.RULES + stack.RULES
+RULES = workloads.RULES + dynamo.RULES + secrets.RULES + storage.RULES + stack.RULES
 
 assert len({r.name for r in RULES}) == len(RULES), "rule names must be unique"

@@ -29,6 +29,20 @@ shell would) with each backend's flag names, `--flag value` and `--flag=value`:
   `dynamo-parallelism-readable`, not failed.
 
 Everything here is a pure function of the props; no Pulumi import, no side effects.
+
+The checks are pure functions of the DGD props plus the machine's GPUs per node (`DGD_RULES`).
+At the end of this file each is adapted into an engine `Rule` (`RULES`), so `evaluate(records,
+cfg)` (plan) and `policies()` (CrossGuard) run them on any `kubernetes:nvidia.com/<v1alpha1|v1beta1>:DynamoGraphDeployment`.
+
+The machine comes from where the GPU components land, read like the other resource rules do
+(Context.machine_for): the pod's own instance-type / multinode.dev/machine labels, else the one
+stack node pool whose labels its node selector matches (known in plan, not under preview). When
+the GPU components of one DGD land on different machines, or on none the rules can name, the
+machine is None and the per-machine rule is skipped (never guessed).
+
+The fabric-label rule follows the pack's `multinode-pod-fabric-label`: mandatory, only for
+components with multinode.nodeCount > 1 (a multi-node pod without the label gets no fabric and
+NCCL falls back to TCP), and silent when the stack turns the fabric off.
 """
 from __future__ import annotations
 
@@ -36,14 +50,16 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from multinode import pools
 from policy.objects import as_int as _int  # one integer reader for every rule
 
+from .. import objects
+from ..engine import ADVISORY, MANDATORY, Context, Resource, Rule
+
 GROUP = "nvidia.com"
 KIND = "DynamoGraphDeployment"
-MANDATORY, ADVISORY = "mandatory", "advisory"
 
 # flag names per backend: (tensor, pipeline, data)
 FLAGS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...], Tuple[str, ...]]] = {
@@ -427,7 +443,7 @@ class DgdRule:
     remediation: str = ""
 
 
-RULES: List[DgdRule] = [
+DGD_RULES: List[DgdRule] = [
     DgdRule("dynamo-parallelism-matches-gpus",
             "DynamoGraphDeployment (v1alpha1 services / v1beta1 components): tensor x pipeline (x data) parallel "
             "read from the worker's command/args (vLLM, SGLang, TensorRT-LLM flag names) equals "
@@ -451,3 +467,58 @@ RULES: List[DgdRule] = [
             ADVISORY, check_dgd_readable,
             "Pass the parallel sizes as command-line flags too."),
 ]
+
+
+# ------------------------------------------------------------------ engine rules
+FABRIC_RULE = "dynamo-multinode-fabric-label"
+
+
+def dgd_props(res: Resource) -> Optional[Dict[str, Any]]:
+    """The DGD's props, or None for anything else. apiVersion/kind come from the props, else from the
+    type token (kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment) when a provider leaves them out."""
+    props = dict(res.props)
+    if "kind" not in props or "apiVersion" not in props:
+        parts = res.type.split(":")
+        if len(parts) == 3 and parts[0] == "kubernetes":
+            props.setdefault("apiVersion", parts[1])
+            props.setdefault("kind", parts[2])
+    return props if is_dgd(props) else None
+
+
+def _pod_spec(props: Mapping[str, Any], comp: Component) -> Dict[str, Any]:
+    """The pod spec of one component: v1beta1 podTemplate.spec, v1alpha1 extraPodSpec."""
+    spec = props.get("spec") or {}
+    if comp.version == "v1alpha1":
+        svc = objects.get(spec, "services", comp.name, default={}) or {}
+        return (svc.get("extraPodSpec") or {}) if isinstance(svc, dict) else {}
+    index = int(comp.where[comp.where.index("[") + 1:-1])
+    return objects.get(spec, "components", index, "podTemplate", "spec", default={}) or {}
+
+
+def machine_gpus(props: Mapping[str, Any], ctx: Context) -> Optional[int]:
+    """GPUs per node of the one machine every GPU component of the DGD lands on (None: not known)."""
+    found = set()
+    for comp in components(props):
+        if not comp.gpus_per_node:
+            continue
+        for sel in objects.Role(comp.name, 1, {"spec": _pod_spec(props, comp)}).selectors():
+            m, _ = ctx.machine_for(sel)
+            found.add(m.gpus if m is not None else None)
+    if len(found) != 1:
+        return None
+    return next(iter(found))
+
+
+def _adapt(rule: DgdRule) -> Rule:
+    def check(res: Resource, ctx: Context) -> Iterator[str]:
+        props = dgd_props(res)
+        if props is None:
+            return
+        if rule.name == FABRIC_RULE and not ctx.fabric_enabled():
+            return
+        yield from rule.check(props, machine_gpus(props, ctx))
+    check.__name__ = f"check_{rule.name.replace('-', '_')}"
+    return Rule(rule.name, rule.description, rule.enforcement, check, remediation=rule.remediation)
+
+
+RULES = [_adapt(r) for r in DGD_RULES]
