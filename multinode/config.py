@@ -552,13 +552,13 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
             p.append(Problem("storage.mountPath", f"{s.mount_path!r} must be an absolute path like /checkpoints"))
 
     # what the AWS / Azure services accept (fabric on the machine, storage sizes and tiers)
-    from . import service_limits
+    from .clouds import aws as service_limits
     p.extend(service_limits.problems(cfg, machines))
     # fabric device / network counts the fabric profile needs (multinode/fabric.py)
     from . import fabric
     p.extend(fabric.config_problems(cfg))
     # gcp / oci: fabric networks, storage sizes, zones (multinode/gke.py, multinode/oke.py)
-    from . import gke, oke  # noqa: E402 - imported here: both read StackConfig from this module
+    from .clouds import gcp as gke, oci as oke  # noqa: E402 - imported here: both read StackConfig from this module
     p.extend(gke.config_problems(cfg) if cloud == "gcp" else oke.config_problems(cfg) if cloud == "oci" else [])
 
     # queues

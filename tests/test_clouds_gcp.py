@@ -9,7 +9,8 @@ import pulumi
 import pytest
 
 from multinode import config as mconfig
-from multinode import gke, pools
+from multinode import pools
+from multinode.clouds import gcp as gke
 from multinode.recording import CALLS
 from tests.schema_validation import validate_object
 

@@ -9,7 +9,8 @@ import pytest
 
 from components.clouds.base import pool_outputs
 from multinode import config as mconfig
-from multinode import oke, pools
+from multinode import pools
+from multinode.clouds import oci as oke
 from multinode.mockdata import oci as mock
 from tests.schema_validation import validate_object
 

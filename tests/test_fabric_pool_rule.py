@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from multinode import catalog, config, fabric, gke, pools, stackfile
+from multinode import catalog, config, fabric, pools, stackfile
+from multinode.clouds import gcp as gke
 from tests import schema_validation as validation
 from multinode.manifests import effective_pod, kyverno
 

@@ -13,7 +13,7 @@ CheckpointStorage  FSx for Lustre PERSISTENT_2 + the FSx CSI add-on + a static P
                 storage.allowDelete (the group would otherwise fail to delete: the retained file
                 system's interfaces are still in it).
 
-Facts and their sources: multinode/catalog.py (network cards, EFA count), multinode/service_limits.py
+Facts and their sources: multinode/catalog.py (network cards, EFA count), multinode/clouds/aws.py
 (FSx sizes and throughput), ../shared/facts/hardware.md section 3.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ import pulumi_kubernetes as k8s
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
 from components.kubernetes.objects import k8s_object
-from multinode import service_limits as limits
+from multinode.clouds import aws as limits
 from multinode.catalog import Machine
 from multinode.manifests import storage as sm
 from multinode.pools import node_labels, node_taints

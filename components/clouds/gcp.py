@@ -23,7 +23,8 @@ import pulumi_gcp as gcp
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
 from components.kubernetes.objects import k8s_object
-from multinode import gke, pools
+from multinode import pools
+from multinode.clouds import gcp as gke
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 

@@ -25,7 +25,8 @@ import pulumi_oci as oci
 
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, connect, kept, register_claim)
-from multinode import oke, pools
+from multinode import pools
+from multinode.clouds import oci as oke
 
 
 def _private_endpoint(endpoints) -> str:

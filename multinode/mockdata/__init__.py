@@ -9,6 +9,7 @@ import importlib.util
 
 
 def load_for(cloud: str) -> None:
-    name = f"{__name__}.{cloud}"
-    if importlib.util.find_spec(name) is not None:
-        importlib.import_module(name)
+    # azure's canned answers moved to multinode.clouds.azure (the per-cloud module)
+    for name in (f"{__name__}.{cloud}", f"multinode.clouds.{cloud}"):
+        if cloud and importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)

@@ -18,9 +18,9 @@ from typing import Dict, List, Optional
 
 import yaml
 
-from . import catalog, fabric, pools
-from .config import NodePool, StackConfig
-from .errors import Problem
+from .. import catalog, fabric, pools
+from ..config import NodePool, StackConfig
+from ..errors import Problem
 
 FSS_CSI = "fss.csi.oraclecloud.com"
 

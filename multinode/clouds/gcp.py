@@ -21,9 +21,9 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from . import catalog, pools
-from .config import NodePool, StackConfig
-from .errors import Problem
+from .. import catalog, pools
+from ..config import NodePool, StackConfig
+from ..errors import Problem
 
 GKE_NETWORK_API = "networking.gke.io/v1"
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from .errors import Problem
+from ..errors import Problem
 
 FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
 FSX_THROUGHPUT = (125, 250, 500, 1000)
