@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from . import config as mconfig
+from . import checks, config as mconfig
 from . import stackfile
 from .errors import ConfigError
 from .recording import Registration, run_program
@@ -98,17 +98,17 @@ def mermaid(regs: List[Registration]) -> str:
 
 def run_policies(regs: List[Registration], cfg: mconfig.StackConfig) -> List[Dict[str, Any]]:
     """The policy pack's rules on the recorded resources (once the pack exists in policy/)."""
-    if importlib.util.find_spec("policy") is None or importlib.util.find_spec("policy.engine") is None:
+    if importlib.util.find_spec("policy") is None or importlib.util.find_spec("policy.pack") is None:
         return []
-    from policy import engine  # type: ignore
-    return [v if isinstance(v, dict) else v.as_dict() for v in engine.evaluate([r.as_dict() for r in regs], cfg)]
+    from policy import pack  # type: ignore
+    return [v if isinstance(v, dict) else v.as_dict() for v in pack.evaluate([r.as_dict() for r in regs], cfg)]
 
 
 def plan(stack: str, out_root: Optional[Path] = Path("build"), path: Optional[Path] = None) -> PlanResult:
     src = Path(path) if path else stackfile.stack_path(stack)
     try:
         raw, secrets, wire = stackfile.read_stack_file(src)
-        cfg = mconfig.load(raw, secrets, source=str(src))
+        cfg = checks.load(raw, secrets, source=str(src))
     except ConfigError as e:
         return PlanResult(stack, None, exit_code=EXIT_CONFIG, error=str(e))
     return plan_config(stack, cfg, wire, secrets, out_root)
@@ -117,7 +117,7 @@ def plan(stack: str, out_root: Optional[Path] = Path("build"), path: Optional[Pa
 def plan_config(stack: str, cfg: mconfig.StackConfig, wire: Dict[str, str], secrets: Any,
                 out_root: Optional[Path] = None) -> PlanResult:
     """Run the program for an already validated config (`wire` = config as Pulumi passes it)."""
-    result = PlanResult(stack, cfg, advisories=[str(p) for p in mconfig.advisories(cfg)])
+    result = PlanResult(stack, cfg, advisories=[str(p) for p in checks.advisories(cfg)])
     run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack)
     ordered = apply_order(run.registrations)
     result.registrations = run.registrations

@@ -12,7 +12,7 @@ CheckpointStorage  Azure Files NFS (a FileStorage Premium_LRS account reachable 
                 (AMLFS in its own subnet, a static PV/PVC on azurelustre.csi.azure.com). Accounts, shares
                 and file systems are protected and retained, PVs `Retain`, unless storage.allowDelete.
 
-Facts and their sources: multinode/catalog.py, multinode/clouds/aws.py, ../shared/facts/hardware.md
+Facts and their sources: multinode/catalog.py, multinode/clouds/azure.py, ../shared/facts/hardware.md
 sections 3 and 4.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pulumi_azure_native as azure_native
 
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
-from multinode.clouds import aws as limits
+from multinode.clouds import azure as limits
 from multinode.pools import node_labels, node_taints
 
 AZURE_FILES_DRIVER = "file.csi.azure.com"

@@ -1,7 +1,11 @@
-"""What the AWS and Azure services accept, and the config-time checks built on it (pure).
+"""cloud: aws, in the pure core (no Pulumi, no SDK): the same sections as every multinode/clouds module.
 
-`config.semantic_problems` calls `problems(cfg)`; the cloud components read the same constants
-(sku names, throughput tiers), so the check and the resource cannot disagree.
+- config rules: `CLUSTER_KEYS`, `STORAGE_KINDS`, `REQUIRED_FABRIC`, `CAPACITY_BLOCKS`, `CREATES_POOLS`
+  (read by multinode/checks.py) and `config_problems(cfg)`;
+- fabric profile: `FABRICS`, `NCCL_NET`, `fabric_settings` (EFA; assembled by multinode/fabric.py);
+- storage limits: FSx for Lustre sizes and throughput tiers (components/clouds/aws.py reads the same
+  constants, so the check and the resource cannot disagree);
+- mock data for `plan`: `MOCK_CALLS`, `MOCK_OUTPUTS` (registered by multinode/recording.py).
 
 Sources (checked 2026-11-22 with the docs search):
 - FSX_SIZES: Amazon FSx API reference, CreateFileSystem.StorageCapacity: "For SCRATCH_2, PERSISTENT_2,
@@ -10,42 +14,27 @@ Sources (checked 2026-11-22 with the docs search):
   FSx file systems with EFA enabled have other steps; we never enable EFA on FSx.
 - FSX_THROUGHPUT: FSx for Lustre guide, "Managing throughput capacity": PERSISTENT_2 SSD takes
   125, 250, 500 and 1000 MB/s/TiB.
-- AZURE_FILES_*: premium (FileStorage) shares have a 100 GiB minimum (kubernetes/kubernetes#99122,
-  hardware.md Z7); Microsoft.Storage FileShare.shareQuota is at most 102400 GiB for large file shares.
-- AMLFS_TIERS: Azure Managed Lustre, "Create a file system in the portal", Throughput configurations
-  table (MicrosoftDocs/azure-stack-docs azure-managed-lustre/create-file-system-portal.md):
-  MB/s per TiB -> (minimum TiB, maximum TiB, increment TiB). Larger sizes need a support request.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+import base64
+from typing import Any, Callable, Dict, List, Optional
 
+from ..catalog import Machine
 from ..errors import Problem
+
+# ---------------------------------------------------------------- config rules
+CLUSTER_KEYS = ("name", "region")
+STORAGE_KINDS = ("fsx-lustre", "efs")
+REQUIRED_FABRIC = "efa"        # node pools wire up EFA: the machine must have it unless fabric.enabled is false
+CAPACITY_BLOCKS = True         # EC2 Capacity Blocks for ML exist only here
+CREATES_POOLS = True
 
 FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
 FSX_THROUGHPUT = (125, 250, 500, 1000)
 FSX_DEFAULT_THROUGHPUT = 250
 FSX_FIRST_SIZES = (1200, 2400)
 FSX_STEP = 2400
-
-AZURE_FILES_MIN_GIB = 100
-AZURE_FILES_MAX_GIB = 102400
-
-AMLFS_TIERS: Dict[int, Tuple[int, int, int]] = {
-    40: (48, 768, 48),
-    125: (16, 128, 16),
-    250: (8, 128, 8),
-    500: (4, 128, 4),
-}
-AMLFS_DEFAULT_THROUGHPUT = 125
-GIB_PER_TIB = 1024
-
-# Fabric each cloud's node pools wire up (the machine must have it unless fabric.enabled is false).
-CLOUD_FABRIC = {"aws": "efa", "azure": "infiniband"}
-
-
-def amlfs_sku(throughput: int) -> str:
-    return f"AMLFS-Durable-Premium-{throughput}"
 
 
 def fsx_size_ok(gib: int) -> bool:
@@ -62,23 +51,11 @@ def fsx_nearest(gib: int) -> List[int]:
     return [lower, lower + FSX_STEP] if lower != gib else [gib]
 
 
-def amlfs_allowed_tib(throughput: int) -> List[int]:
-    lo, hi, step = AMLFS_TIERS[throughput]
-    return list(range(lo, hi + 1, step))
-
-
-def amlfs_nearest_gib(gib: int, throughput: int) -> List[int]:
-    allowed = [t * GIB_PER_TIB for t in amlfs_allowed_tib(throughput)]
-    below = [a for a in allowed if a <= gib]
-    above = [a for a in allowed if a >= gib]
-    return sorted({*(below[-1:]), *(above[:1])})
-
-
 def _sizes(values: List[int]) -> str:
     return " or ".join(f"{v} GiB" for v in values)
 
 
-def storage_problems(cloud: str, storage: Any, node_pools: Any = ()) -> List[Problem]:
+def storage_problems(storage: Any) -> List[Problem]:
     p: List[Problem] = []
     s = storage
     size: Optional[int] = s.size_gib
@@ -93,58 +70,105 @@ def storage_problems(cloud: str, storage: Any, node_pools: Any = ()) -> List[Pro
         if s.throughput is not None:
             p.append(Problem("storage.throughput", "EFS uses elastic throughput (no per-TiB tier); remove "
                                                    "storage.throughput"))
-    elif s.kind == "azure-files":
-        if size is not None and not (AZURE_FILES_MIN_GIB <= size <= AZURE_FILES_MAX_GIB):
-            near = AZURE_FILES_MIN_GIB if size < AZURE_FILES_MIN_GIB else AZURE_FILES_MAX_GIB
-            p.append(Problem("storage.sizeGib", f"{size} GiB is outside what a premium Azure Files NFS share holds "
-                                                f"({AZURE_FILES_MIN_GIB}-{AZURE_FILES_MAX_GIB} GiB); use {near} GiB"))
-        if s.throughput is not None:
-            p.append(Problem("storage.throughput", "premium Azure Files scales throughput with the share size; "
-                                                   "remove storage.throughput"))
-        if not s.subnet_id and not any(pl.subnet_id for pl in node_pools):
-            # the share's account admits only named subnets (private networking); an AKS-managed VNet does
-            # not report its subnet, so it cannot be found at deploy time
-            p.append(Problem("storage.subnetId", "the NFS share admits only the nodes' subnet; set storage.subnetId "
-                                                 "(or nodePools[].subnetId) to the AKS node subnet's resource ID, "
-                                                 "/subscriptions/.../virtualNetworks/<vnet>/subnets/<subnet>"))
-    elif s.kind == "azure-lustre":
-        t = s.throughput if s.throughput is not None else AMLFS_DEFAULT_THROUGHPUT
-        if t not in AMLFS_TIERS:
-            p.append(Problem("storage.throughput", f"{t} MB/s/TiB is not an Azure Managed Lustre tier; use one of "
-                                                   f"{', '.join(map(str, sorted(AMLFS_TIERS)))} "
-                                                   f"(sku AMLFS-Durable-Premium-<tier>)"))
-        elif size is not None:
-            lo, hi, step = AMLFS_TIERS[t]
-            tib_ok = size % GIB_PER_TIB == 0 and size // GIB_PER_TIB in amlfs_allowed_tib(t)
-            if not tib_ok:
-                p.append(Problem("storage.sizeGib", f"{size} GiB is not an Azure Managed Lustre size for "
-                                                    f"{amlfs_sku(t)} ({lo}-{hi} TiB in steps of {step} TiB); use "
-                                                    f"{_sizes(amlfs_nearest_gib(size, t))}"))
-        if not s.subnet_id:
-            p.append(Problem("storage.subnetId", "Azure Managed Lustre lives in its own subnet of the cluster's "
-                                                 "virtual network; set storage.subnetId to that subnet's resource ID"))
     return p
 
 
-def fabric_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
-    """A pool whose machine lacks the cloud's fabric while the stack asks for it."""
-    want = CLOUD_FABRIC.get(cfg.cloud)
-    if want is None or not cfg.fabric.enabled:
-        return []
+def config_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
+    """What only aws refuses: a pool without its one subnet, storage the services do not accept."""
     p: List[Problem] = []
     for i, pool in enumerate(cfg.node_pools):
-        m = machines.get(pool.name)
-        if m is None or m.fabric == want:
-            continue
-        key = "machineSpec.fabric" if pool.machine_spec is not None else "machine"
-        p.append(Problem(f"nodePools[{i}].{key}", f"{m.name} has no {want} (its fabric is {m.fabric}), but "
-                                                  f"{cfg.cloud} multi-node pools use {want}; choose a machine with "
-                                                  f"{want}, or set fabric.enabled false to run without a fabric"))
+        if not pool.subnet_id:
+            p.append(Problem(f"nodePools[{i}].subnetId", "an EFA node pool lives in one subnet (one AZ) of the "
+                                                         "cluster's VPC; set subnetId, e.g. subnet-0abc..."))
+    if cfg.storage is not None:
+        p.extend(storage_problems(cfg.storage))
     return p
 
 
-def problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
-    out = fabric_problems(cfg, machines)
-    if cfg.storage is not None and cfg.cloud in ("aws", "azure"):
-        out += storage_problems(cfg.cloud, cfg.storage, cfg.node_pools)
-    return out
+# ---------------------------------------------------------------- fabric profile
+# Kubernetes extended resource of EFA (hardware.md section 2).
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+FABRICS = ("efa",)
+# NCCL_NET pins the network plugin NCCL must load (see multinode/fabric.py):
+# aws/aws-ofi-nccl src/nccl_ofi_interface_nvidia.cpp: `.name = "AWS Libfabric"` (every ncclNet_vN).
+NCCL_NET = {"efa": "AWS Libfabric"}
+
+
+def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
+    """(device resource, devices per node, what the pod gets) for an EFA pool (multinode/fabric.py)."""
+    return EFA_RESOURCE, count, _efa(machine)
+
+
+def _efa(machine: Machine) -> Dict[str, Any]:
+    # hardware.md section 2 "AWS EKS (EFA)", sources A3/A4 (awsome-distributed-training nccl-tests
+    # manifests). LD_LIBRARY_PATH from the same anchor is NOT injected: it would replace the image's
+    # own library path (vLLM, NeMo images), and the OFI plugin location is the image's business.
+    env = {
+        "FI_PROVIDER": "efa",
+        "FI_EFA_FORK_SAFE": "1",
+        "FI_EFA_USE_HUGE_PAGE": "0",
+        "NCCL_BUFFSIZE": "8388608",
+        "NCCL_P2P_NET_CHUNKSIZE": "524288",
+        "NCCL_TUNER_PLUGIN": "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu/libnccl-ofi-tuner.so",
+    }
+    if machine.gpu_model.startswith("GB"):
+        # GB200 NVL domains (hardware.md section 2: NCCL_NVLS_ENABLE=1, NCCL_MNNVL_ENABLE=1).
+        env.update({"NCCL_NVLS_ENABLE": "1", "NCCL_MNNVL_ENABLE": "1"})
+    return {"env": env, "extra_resources": {"hugepages-2Mi": "5120Mi"}}  # hardware.md: hugepages-2Mi 5120Mi
+
+
+# ---------------------------------------------------------------- mock data for plan
+# Canned AWS answers for offline runs (plan, tests): an EKS cluster as `aws eks describe-cluster`
+# would describe it, and the computed outputs our AWS resources need. multinode/recording.py registers
+# MOCK_CALLS / MOCK_OUTPUTS for stacks of this cloud only.
+FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB-offline-plan\n-----END CERTIFICATE-----\n").decode()
+
+
+def eks_cluster(args: Dict[str, Any]) -> Dict[str, Any]:
+    name = args.get("name") or "cluster"
+    region = args.get("region") or "us-east-1"
+    return {
+        "id": name, "name": name, "region": region, "status": "ACTIVE", "version": "1.33",
+        "arn": f"arn:aws:eks:{region}:123456789012:cluster/{name}",
+        "endpoint": f"https://0123456789ABCDEF0123456789ABCDEF.gr7.{region}.eks.amazonaws.com",
+        "roleArn": "arn:aws:iam::123456789012:role/eks-cluster",
+        "platformVersion": "eks.8", "createdAt": "2026-01-01T00:00:00Z",
+        "certificateAuthorities": [{"data": FAKE_CA}],
+        "vpcConfig": {
+            "clusterSecurityGroupId": "sg-0c1a2b3c4d5e6f708",
+            "controlPlaneEgressMode": "",
+            "endpointPrivateAccess": True, "endpointPublicAccess": False,
+            "publicAccessCidrs": [], "securityGroupIds": [],
+            "subnetIds": ["subnet-0a1b2c3d4e5f60718", "subnet-0b1c2d3e4f5a60718"],
+            "vpcId": "vpc-0f1e2d3c4b5a69788",
+        },
+        "accessConfigs": [], "computeConfigs": [], "controlPlaneScalingConfigs": [],
+        "enabledClusterLogTypes": [], "identities": [], "kubernetesNetworkConfigs": [],
+        "outpostConfigs": [], "remoteNetworkConfigs": [], "storageConfigs": [], "tags": {},
+        "upgradePolicies": [], "zonalShiftConfigs": [], "deletionProtection": False,
+        "clusterId": "", "kubeApiServerConfigs": [], "kubeControllerManagerConfigs": [],
+        "kubeSchedulerConfigs": [],
+    }
+
+
+MOCK_CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {"aws:eks/getCluster:getCluster": eks_cluster}
+MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
+
+MOCK_OUTPUTS["aws:ec2/launchTemplate:LaunchTemplate"] = lambda name, inputs: {"latestVersion": 1, "defaultVersion": 1}
+MOCK_OUTPUTS["aws:fsx/lustreFileSystem:LustreFileSystem"] = lambda name, inputs: {
+    "dnsName": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "mountName": "abcdefgh"}
+MOCK_OUTPUTS["aws:efs/fileSystem:FileSystem"] = lambda name, inputs: {"dnsName": "fs-0123abcd.efs.us-east-1.amazonaws.com"}
+
+
+def _autoname(extra=None):
+    """Pulumi auto-names these (logical name + random suffix); mimic it so references resolve."""
+    def fn(name: str, inputs: Dict[str, Any]) -> Dict[str, Any]:
+        out = {"name": inputs.get("name") or f"{name}-0a1b2c3"}
+        out.update(extra(name, inputs) if extra else {})
+        return out
+    return fn
+
+
+MOCK_OUTPUTS["aws:ec2/placementGroup:PlacementGroup"] = _autoname()
+MOCK_OUTPUTS["aws:ec2/securityGroup:SecurityGroup"] = _autoname()
+MOCK_OUTPUTS["aws:iam/role:Role"] = _autoname(lambda name, inputs: {"arn": f"arn:aws:iam::123456789012:role/{name}-0a1b2c3"})
