@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from multinode import pools
 from multinode import checks
-from multinode.manifests import dynamo
+from multinode.manifests.workloads import dgd as dynamo
 from multinode.manifests.workloads import grove
 
 from .conftest import example_raw

@@ -34,9 +34,9 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .. import pools
-from ..config import ADDON_VERSIONS, Role, StackConfig, Workload
-from .workloads import common as wc
+from ... import pools
+from ...config import ADDON_VERSIONS, Role, StackConfig, Workload
+from . import common as wc
 
 API_VERSION = "nvidia.com/v1beta1"
 KIND = "DynamoGraphDeployment"
