@@ -692,6 +692,10 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
     if key in IMAGE_REQUIRED and not w.image:
         p.append(Problem(f"{at}.image", f"{w.kind} {w.engine or ''} has no default image; set image to "
                                         f"{IMAGE_REQUIRED[key]}".replace("  ", " ")))
+    if w.kind in ("volcano-training", "indexed-job") and w.engine is None and not w.image:
+        # the builders pick their default image by engine (manifests/workloads/common.DEFAULT_IMAGES)
+        p.append(Problem(f"{at}.engine", f"{w.kind} without an engine has no default image; set engine "
+                                         f"(torchrun or deepspeed) or image"))
     if w.engine == "nim" and not cfg.ngc_api_key:
         p.append(Problem("ngcApiKey", f"{at} runs NIM, which downloads its model from NGC; set "
                                       f"`pulumi config set --secret {NAMESPACE}:ngcApiKey ...`"))
