@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from . import catalog, models, topology
+from .resolved import ResolvedWorkload, resolve_workload
 from .errors import ConfigError, Problem
 from .manifests import CORE_API_GROUPS
 
@@ -264,15 +265,15 @@ class StackConfig(_Model):
                 return p
         raise KeyError(name)
 
+    def resolved(self, workload: Workload) -> ResolvedWorkload:
+        """The workload with every default applied (multinode/resolved.py), on its pool's machine."""
+        return resolve_workload(workload, self.machine(self.pool(workload.node_pool)).gpus)
+
     def gpus_per_node(self, workload: Workload) -> int:
-        return workload.gpus_per_node or self.machine(self.pool(workload.node_pool)).gpus
+        return self.resolved(workload).gpus_per_node
 
     def tensor_parallel(self, workload: Workload) -> int:
-        """Default: fill every GPU of the workload with one tensor x pipeline group."""
-        if workload.tensor_parallel:
-            return workload.tensor_parallel
-        total = workload.nodes * self.gpus_per_node(workload)
-        return max(1, total // workload.pipeline_parallel)
+        return self.resolved(workload).tensor_parallel
 
     def fabric_kind(self) -> str:
         if self.cloud == "existing":
@@ -626,15 +627,15 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
     if w.kind in ("dynamo", "grove-inference", "lws-inference") and w.engine is None:
         p.append(Problem(f"{at}.engine", f"choose the inference engine: {', '.join(engines)}"))
 
-    gpn = w.gpus_per_node or m.gpus
+    rw = resolve_workload(w, m.gpus)
+    gpn = rw.gpus_per_node
     for f in topology.check_gpus_per_pod(gpn, m.gpus, m.name):
         p.append(Problem(f"{at}.{f.field}", f.message))
     if w.nodes > pool.node_count and w.kind != "nccl-test":
         p.append(Problem(f"{at}.nodes", f"{w.nodes} nodes, but node pool {pool.name!r} has {pool.node_count}; "
                                         f"use nodes {pool.node_count} or raise nodePools nodeCount"))
     if w.kind in INFERENCE_KINDS and not w.disaggregated:
-        tp = w.tensor_parallel or max(1, (w.nodes * gpn) // w.pipeline_parallel)
-        for f in topology.check_parallelism(tp, w.pipeline_parallel, w.nodes, gpn, m.name):
+        for f in topology.check_parallelism(rw.tensor_parallel, w.pipeline_parallel, w.nodes, gpn, m.name):
             p.append(Problem(f"{at}.{f.field}", f.message))
         if w.model:
             for f in topology.check_model_fit(models.params_b(w.model, w.model_params_b), w.precision,
@@ -643,12 +644,12 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
     if w.disaggregated:
         for role_name in ("prefill", "decode"):
             role: Role = getattr(w.disaggregated, role_name)
-            rgpn = role.gpus_per_node or m.gpus
+            rgpn = rw.roles[role_name].gpus_per_node
             rat = f"{at}.disaggregated.{role_name}"
             for f in topology.check_gpus_per_pod(rgpn, m.gpus, m.name):
                 p.append(Problem(f"{rat}.{f.field}", f.message))
-            tp = role.tensor_parallel or max(1, (role.nodes * rgpn) // role.pipeline_parallel)
-            for f in topology.check_parallelism(tp, role.pipeline_parallel, role.nodes, rgpn, m.name):
+            for f in topology.check_parallelism(rw.roles[role_name].tensor_parallel, role.pipeline_parallel,
+                                                role.nodes, rgpn, m.name):
                 p.append(Problem(f"{rat}.{f.field}", f.message))
             if w.model:  # each role holds a whole copy of the weights
                 for f in topology.check_model_fit(models.params_b(w.model, w.model_params_b), w.precision,

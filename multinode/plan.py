@@ -223,18 +223,14 @@ def summary(result: PlanResult) -> str:
         lines.append(f"pool {pool.name}: {pool.node_count} x {m.name} ({m.gpus} x {m.gpu_model}), fabric {m.fabric}")
     lines.append(f"nodes {sum(p.node_count for p in cfg.node_pools)}, GPUs {total_gpus}, fabric {cfg.fabric_kind()}")
     for w in cfg.workloads:
-        if w.disaggregated is not None:
-            gpn = cfg.machine(cfg.pool(w.node_pool)).gpus
-            roles = []
-            for name in ("prefill", "decode"):
-                r = getattr(w.disaggregated, name)
-                rg = r.gpus_per_node or gpn
-                tp = r.tensor_parallel or max(1, (r.nodes * rg) // r.pipeline_parallel)
-                roles.append(f"{name} {r.nodes} nodes x {rg} GPUs, tp {tp} x pp {r.pipeline_parallel}")
+        rw = cfg.resolved(w)          # every default applied once (multinode/resolved.py)
+        if rw.roles:
+            roles = [f"{name} {g.nodes} nodes x {g.gpus_per_node} GPUs, tp {g.tensor_parallel} x pp "
+                     f"{g.pipeline_parallel}" for name, g in rw.roles.items()]
             lines.append(f"workload {w.name}: {w.kind} {w.engine or ''} on {w.node_pool}, " + "; ".join(roles))
             continue
         lines.append(f"workload {w.name}: {w.kind} {w.engine or ''} on {w.node_pool}, {w.nodes} nodes x "
-                     f"{cfg.gpus_per_node(w)} GPUs, tp {cfg.tensor_parallel(w)} x pp {w.pipeline_parallel}")
+                     f"{rw.gpus_per_node} GPUs, tp {rw.tensor_parallel} x pp {w.pipeline_parallel}")
     for a in result.advisories:
         lines.append(f"advisory: {a}")
     mandatory = [v for v in result.violations if v.get("enforcementLevel") == "mandatory"]
