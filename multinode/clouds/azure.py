@@ -17,10 +17,12 @@ Sources (checked 2026-11-22 with the docs search):
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..catalog import Machine
 from ..errors import Problem
+from ..pools import node_taints
 
 # ---------------------------------------------------------------- config rules
 CLUSTER_KEYS = ("name", "resourceGroup", "location")
@@ -124,6 +126,30 @@ def advisories(cfg: Any) -> List[Problem]:
                                             f"does not ship; create it in each workload namespace from "
                                             f"Azure/azhpc-images topology/ or NCCL guesses the topology"))
     return out
+
+
+# ---------------------------------------------------------------- node bootstrap
+# (read by components/clouds/azure.py: agent pools, storage account names)
+def agent_pool_name(pool_name: str) -> str:
+    """AKS Linux pool names: lowercase letters and digits, at most 12, starting with a letter."""
+    name = re.sub(r"[^a-z0-9]", "", pool_name.lower())
+    if not name or not name[0].isalpha():
+        name = "gpu" + name
+    return name[:12]
+
+
+def storage_account_name(name: str) -> str:
+    """Logical name for an account (Pulumi appends a random suffix): lowercase letters and digits."""
+    return (re.sub(r"[^a-z0-9]", "", name.lower()) or "ckpt")[:16]
+
+
+def aks_taints(cfg) -> List[str]:
+    return [f"{t['key']}={t['value']}:{t['effect']}" for t in node_taints(cfg)]
+
+
+def gpu_driver(cfg) -> str:
+    """AKS installs the NVIDIA driver unless the GPU Operator owns it (then two drivers would fight)."""
+    return "None" if cfg.addons.gpu_operator.enabled else "Install"
 
 
 # ---------------------------------------------------------------- fabric profile
