@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from . import catalog, models, topology
-from .resolved import ResolvedWorkload, resolve_workload
+from .resolved import ResolvedWorkload, nccl_test_nodes, resolve_workload
 from .errors import ConfigError, Problem
 from .manifests import CORE_API_GROUPS
 
@@ -708,7 +708,7 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
     if w.kind == "nccl-test" and not cfg.addons.volcano.enabled:
         p.append(Problem(f"{at}.kind", "nccl-test runs as a Volcano Job (mpi plugin); set addons.volcano.enabled true"))
     if w.kind == "nccl-test":
-        n = w.nodes if w.nodes > 1 else pool.node_count
+        n = nccl_test_nodes(w.nodes, pool.node_count)
         if n < 2:
             p.append(Problem(f"{at}.nodes", f"a bandwidth check across nodes needs 2 or more; node pool "
                                             f"{pool.name!r} has {pool.node_count}"))

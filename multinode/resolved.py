@@ -25,6 +25,11 @@ def default_tensor_parallel(nodes: int, gpus_per_node: int, pipeline_parallel: i
     return max(1, (nodes * gpus_per_node) // pipeline_parallel)
 
 
+def nccl_test_nodes(nodes: int, pool_node_count: int) -> int:
+    """An nccl-test spans `nodes` when set above 1, else every node of its pool."""
+    return nodes if nodes > 1 else pool_node_count
+
+
 @dataclass(frozen=True)
 class Gang:
     """The shape of one gang of pods (a workload, or one role of a disaggregated workload)."""
