@@ -6,7 +6,8 @@ fabric counts the fabric profile needs (multinode/fabric.py), and reports everyt
 ConfigError: `load(raw)` is the entry point of the program (__main__.py), `plan` and the release CLI.
 
 Every cloud module has the same config-rule attributes, read here the same way for every cloud:
-CLUSTER_KEYS, STORAGE_KINDS, REQUIRED_FABRIC, CAPACITY_BLOCKS, CREATES_POOLS, config_problems().
+CLUSTER_KEYS, STORAGE_KINDS, REQUIRED_FABRIC, CAPACITY_BLOCKS, CREATES_POOLS, config_problems(),
+advisories().
 """
 from __future__ import annotations
 
@@ -35,8 +36,7 @@ def problems(cfg: StackConfig) -> List[Problem]:
 def advisories(cfg: StackConfig) -> List[Problem]:
     """Non-fatal findings (printed by `plan`, logged as warnings by the program)."""
     cloud = clouds.module(cfg.cloud)
-    out = list(cloud.advisories(cfg)) if hasattr(cloud, "advisories") else []
-    return out + config.advisories(cfg)
+    return cloud.advisories(cfg) + config.advisories(cfg)
 
 
 def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: Dict[str, Any]) -> List[Problem]:

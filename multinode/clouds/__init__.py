@@ -3,7 +3,7 @@ a cloud, in the same sections on every cloud:
 
 - config rules: `CLUSTER_KEYS` (required cluster.* keys), `STORAGE_KINDS`, `REQUIRED_FABRIC` (the fabric
   its node pools wire up, or None), `CAPACITY_BLOCKS`, `CREATES_POOLS` (read by multinode/checks.py),
-  and `config_problems(cfg, machines)` for what only this cloud refuses; azure adds `advisories(cfg)`;
+  `config_problems(cfg, machines)` for what only this cloud refuses, `advisories(cfg)` for warnings;
 - fabric profile: `FABRICS` (fabric kinds it builds), `NCCL_NET`, and
   `fabric_settings(kind, cfg, pool, machine, count) -> (device resource, devices per node, pod parts)`,
   assembled into a FabricProfile by multinode/fabric.py;

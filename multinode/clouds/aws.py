@@ -87,6 +87,10 @@ def config_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
     return p
 
 
+def advisories(cfg: Any) -> List[Problem]:
+    """Non-fatal findings of this cloud (none so far)."""
+    return []
+
 # ---------------------------------------------------------------- node bootstrap
 # (read by components/clouds/aws.py: launch template, node group, IAM, CSI add-ons)
 # AMI types of EKS managed node groups with the NVIDIA driver (hardware.md section 3).

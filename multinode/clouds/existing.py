@@ -44,6 +44,10 @@ def config_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
     return p
 
 
+def advisories(cfg: Any) -> List[Problem]:
+    """Non-fatal findings of this cloud (none so far)."""
+    return []
+
 # ---------------------------------------------------------------- fabric profile
 FABRICS: tuple = ()
 NCCL_NET: Dict[str, str] = {}

@@ -311,6 +311,10 @@ def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]
     return p
 
 
+def advisories(cfg: Any) -> List[Problem]:
+    """Non-fatal findings of this cloud (none so far)."""
+    return []
+
 # ---------------------------------------------------------------- access
 def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
     """A kubeconfig for a GKE cluster that authenticates with gke-gcloud-auth-plugin (no key in the file)."""

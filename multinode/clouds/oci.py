@@ -125,6 +125,10 @@ def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]
     return p
 
 
+def advisories(cfg: Any) -> List[Problem]:
+    """Non-fatal findings of this cloud (none so far)."""
+    return []
+
 # ---------------------------------------------------------------- fabric profile
 OCI_VF_RESOURCE = "nvidia.com/rdma-vf"     # OCI SR-IOV RDMA virtual functions (hardware.md section 2)
 # The Multus network (NetworkAttachmentDefinition, manifests/addons.rdma_vf_network) that attaches one
