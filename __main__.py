@@ -1,17 +1,17 @@
 """Pulumi program: load the stack config, build the Platform, export what pipelines read."""
 import pulumi
 
-from multinode import config as mconfig, stackfile
+from multinode import checks, stackfile
 from multinode.errors import ConfigError
 
 try:
     raw, secrets = stackfile.read_pulumi_config(stackfile.program_stack_file(pulumi.get_stack()))
-    cfg = mconfig.load(raw, secrets, source=f"stack {pulumi.get_stack()}")
+    cfg = checks.load(raw, secrets, source=f"stack {pulumi.get_stack()}")
 except ConfigError as e:
     # RunError ends the program with this message and no traceback, before any resource exists.
     raise pulumi.RunError(str(e)) from None
 
-for problem in mconfig.advisories(cfg):
+for problem in checks.advisories(cfg):
     pulumi.log.warn(str(problem))
 
 from components.platform import Platform  # noqa: E402 - after config is known to be good

@@ -250,6 +250,8 @@ def check_env_set_once(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
     seen, out = set(), []
     for e in _list(c.get("env")):
         name = e.get("name")
+        if not isinstance(name, str):
+            continue                      # an unreadable name: the schema check refuses it
         if name in seen:
             out.append(f"env: {name!r} is set more than once (the API server only warns; the last value wins)")
         seen.add(name)
@@ -427,6 +429,8 @@ def findings(objects: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
                     if (f.rule, f.container, f.detail) in seen:
                         continue          # the same problem before and after injection: report it once
                     seen.add((f.rule, f.container, f.detail))
+                    if f.rule == ENV_VAR_SET_ONCE and not suffix:
+                        continue          # in the object itself: the pack's env-defined-once reports it
                     who = f"container {f.container!r}" if f.container else "pod"
                     out.append({
                         "policy": f"pod-admission/{f.rule}", "enforcementLevel": "mandatory",

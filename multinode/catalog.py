@@ -114,6 +114,27 @@ def device_share(gpus: int, per_node: int, node_gpus: int) -> int:
 _NODE_FIELDS = ("vcpus", "memory_gib", "local_nvme_gb")
 
 
+# The share of a node's CPUs and memory a GPU container requests, in proportion to its GPUs: 3/4 of the per-GPU
+# share (vCPUs / GPUs, memory / GPUs from the catalog), rounded down. Why request it at all: a Burstable pod that
+# uses far more than it requested is the kubelet's first eviction candidate under node memory pressure, and an
+# NCCL rank dying takes the whole gang with it; a GPU pod loads weights, pins host buffers and runs data loaders,
+# so it should be guaranteed most of its share of the host. Why not all of it: the remaining quarter covers the
+# kubelet's system/kube reserve and eviction threshold, the node's DaemonSets (device plugins, CNI, monitoring)
+# and small non-GPU pods. Requests only, no cpu/memory limits: no CFS throttling of NCCL proxy threads, no OOM
+# kill at an arbitrary line. Allocatable itself is computed by the placement check, not here.
+NODE_SHARE_REQUESTED = Fraction(3, 4)
+
+
+def node_share_per_gpu(machine: Machine) -> Dict[str, Tuple[int, str]]:
+    """cpu and memory a container requests per GPU (NODE_SHARE_REQUESTED of the per-GPU share of the node); {}
+    when the catalog has no confirmed vCPU / memory figure for the machine (nothing is guessed)."""
+    if not machine.vcpus or not machine.memory_gib or machine.gpus <= 0:
+        return {}
+    cpu = int(Fraction(machine.vcpus, machine.gpus) * NODE_SHARE_REQUESTED)
+    mem = int(Fraction(machine.memory_gib, machine.gpus) * NODE_SHARE_REQUESTED)
+    return {"cpu": (cpu, ""), "memory": (mem, "Gi")} if cpu > 0 and mem > 0 else {}
+
+
 def _m(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, unconfirmed=(), note="", cards=None,
        accelerator=None, topology=None, node=(None, None, None)):
     """`node` = (vcpus, memory_gib, local_nvme_gb); a None there is listed in `unconfirmed` automatically."""

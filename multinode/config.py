@@ -9,18 +9,24 @@ Keys are camelCase, as Pulumi users write them in `stacks/Pulumi.<stack>.yaml`:
 `load(raw)` turns the mapping of keys (without the `multinode:` prefix) into a `StackConfig`, or
 raises one `ConfigError` listing every problem with its key path, the bad value and the fix.
 Unknown keys are errors. Nothing here imports Pulumi or registers a resource.
+
+Config knows no cloud's rules: it checks the shape and the cloud-independent contract. What a cloud
+refuses (its cluster keys, storage kinds and limits, fabric networks) is asked of the stack's cloud
+module by multinode/checks.py, whose `checks.load(raw)` is what the program and `plan` call: it runs
+this load with the cloud checks added, so a stack still gets one error listing every problem.
 """
 from __future__ import annotations
 
 import difflib
 import json
 import re
-from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Literal, Mapping, Optional, Set, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from . import catalog, models, topology
+from .resolved import ResolvedWorkload, nccl_test_nodes, resolve_workload
 from .errors import ConfigError, Problem
 from .manifests import CORE_API_GROUPS
 
@@ -72,15 +78,6 @@ ENGINES_BY_KIND = {
     "mpijob": ("mpirun",),
     "nccl-test": ("mpirun",),
 }
-
-STORAGE_BY_CLOUD = {
-    "aws": ("fsx-lustre", "efs"),
-    "azure": ("azure-files", "azure-lustre"),
-    "gcp": ("filestore", "gcp-lustre"),
-    "oci": ("oci-fss",),
-    "existing": ("existing",),
-}
-
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False,
@@ -272,15 +269,15 @@ class StackConfig(_Model):
                 return p
         raise KeyError(name)
 
+    def resolved(self, workload: Workload) -> ResolvedWorkload:
+        """The workload with every default applied (multinode/resolved.py), on its pool's machine."""
+        return resolve_workload(workload, self.machine(self.pool(workload.node_pool)).gpus)
+
     def gpus_per_node(self, workload: Workload) -> int:
-        return workload.gpus_per_node or self.machine(self.pool(workload.node_pool)).gpus
+        return self.resolved(workload).gpus_per_node
 
     def tensor_parallel(self, workload: Workload) -> int:
-        """Default: fill every GPU of the workload with one tensor x pipeline group."""
-        if workload.tensor_parallel:
-            return workload.tensor_parallel
-        total = workload.nodes * self.gpus_per_node(workload)
-        return max(1, total // workload.pipeline_parallel)
+        return self.resolved(workload).tensor_parallel
 
     def fabric_kind(self) -> str:
         if self.cloud == "existing":
@@ -298,6 +295,23 @@ def resolve_machine(pool: NodePool, cloud: str) -> catalog.Machine:
                                s.bandwidth_gbps, "described in the stack (machineSpec)", vcpus=s.vcpus,
                                memory_gib=s.memory_gib)
     return catalog.lookup(pool.machine or "", cloud)
+
+
+def pool_machines(cfg: StackConfig) -> Dict[str, catalog.Machine]:
+    """Pool name -> machine, for every pool whose machine resolves and belongs to the stack's cloud (the
+    same pools semantic_problems accepts; it reports the others)."""
+    out: Dict[str, catalog.Machine] = {}
+    for pool in cfg.node_pools:
+        if (pool.machine is None) == (pool.machine_spec is None):
+            continue
+        try:
+            m = resolve_machine(pool, cfg.cloud)
+        except catalog.UnknownMachine:
+            continue
+        if pool.machine and cfg.cloud != "existing" and m.cloud != cfg.cloud:
+            continue
+        out[pool.name] = m
+    return out
 
 
 # ---------------------------------------------------------------- loading raw config
@@ -382,8 +396,14 @@ def parse_raw_value(value: Any) -> Any:
     return value
 
 
-def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = "stack config") -> StackConfig:
-    """Validate a mapping of config keys (no namespace prefix). Raises ConfigError."""
+def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = "stack config",
+         more_checks: Optional[Callable[["StackConfig"], List[Problem]]] = None,
+         final_checks: Optional[Callable[["StackConfig"], List[Problem]]] = None) -> StackConfig:
+    """Validate a mapping of config keys (no namespace prefix). Raises ConfigError.
+
+    `more_checks(cfg)`: problems a layer above config adds (multinode/checks.py: the cloud's rules),
+    reported in the same one error. `final_checks(cfg)`: checks that need an otherwise valid config
+    (they run the builders), run only when nothing else was found."""
     secrets = set(secret_keys)
     # secrets are opaque strings (an imagePullSecret is a JSON document, and must stay text)
     data = {k: (v if k in SECRET_KEYS else parse_raw_value(v)) for k, v in raw.items()}
@@ -396,29 +416,18 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = 
         raise ConfigError(plain_secrets + [_problem_from_pydantic(err, secrets) for err in e.errors()],
                           source) from None
     problems = plain_secrets + semantic_problems(cfg)
+    if more_checks is not None:
+        problems += more_checks(cfg)
+    if not problems and final_checks is not None:
+        problems += final_checks(cfg)
     if problems:
         raise ConfigError(problems, source)
     return cfg
 
 
 def advisories(cfg: StackConfig) -> List[Problem]:
-    """Non-fatal findings (printed by `plan`, logged as warnings by the program)."""
+    """Non-fatal findings of the cloud-independent contract (checks.advisories adds the cloud's)."""
     out: List[Problem] = []
-    if cfg.cloud == "azure" and cfg.fabric.enabled and cfg.fabric_kind() == "infiniband":
-        if not cfg.addons.gpu_operator.enabled:
-            # Azure/AKS#3507 via hardware.md section 2: ~4 GB/s instead of ~186 GB/s without nvidia_peermem
-            out.append(Problem("addons.gpuOperator.enabled", "AKS-managed GPU drivers do not load nvidia-peermem, "
-                                                             "so NCCL over InfiniBand runs without GPUDirect RDMA "
-                                                             "(~4 GB/s instead of ~186 GB/s); enable addons.gpuOperator "
-                                                             "(the pool then uses driver mode None) or run a peermem "
-                                                             "loader DaemonSet on the GPU nodes"))
-        topologies = sorted({cfg.machine(pl).nccl_topology for pl in cfg.node_pools
-                             if cfg.machine(pl).nccl_topology})
-        if topologies:
-            out.append(Problem("nodePools", f"NCCL_TOPO_FILE points at {', '.join(topologies)} from an optional "
-                                            f"ConfigMap (nccl-topology-ndv4 / nccl-topology-ndv5) that this package "
-                                            f"does not ship; create it in each workload namespace from "
-                                            f"Azure/azhpc-images topology/ or NCCL guesses the topology"))
     for i, w in enumerate(cfg.workloads):
         try:
             m = cfg.machine(cfg.pool(w.node_pool))
@@ -431,8 +440,6 @@ def advisories(cfg: StackConfig) -> List[Problem]:
             out.append(Problem(f"workloads[{i}].nodes", f"{w.nodes} nodes with no GPU fabric "
                                                         f"({'fabric.enabled is false' if not cfg.fabric.enabled else m.name + ' has none'}): "
                                                         f"NCCL will run over the primary network (TCP sockets)"))
-    from . import images  # images imports config-free modules only; late import keeps config first to load
-    out += images.advisories(cfg)
     return out
 
 
@@ -440,21 +447,6 @@ def advisories(cfg: StackConfig) -> List[Problem]:
 def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat list of checks
     p: List[Problem] = []
     cloud = cfg.cloud
-
-    # cluster reference per cloud
-    needed = {
-        "aws": ("name", "region"),
-        "azure": ("name", "resourceGroup", "location"),
-        "gcp": ("name", "project", "location"),
-        "oci": ("clusterId", "compartmentId", "region"),
-        "existing": (),
-    }[cloud]
-    for key in needed:
-        if getattr(cfg.cluster, to_snake(key)) in (None, ""):
-            p.append(Problem(f"cluster.{key}", f"required on cloud {cloud!r}; set multinode:cluster.{key}"))
-    if cloud == "existing" and not cfg.kubeconfig:
-        p.append(Problem("kubeconfig", "cloud 'existing' needs the cluster's kubeconfig; set it with "
-                                       "`pulumi config set --secret multinode:kubeconfig \"$(cat kubeconfig)\"`"))
 
     if cfg.image_pull_secret and cfg.image_pull_secret != SECRET_PLACEHOLDER:
         try:
@@ -498,41 +490,14 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
         if cr and cr.nodes is not None and pool.node_count > cr.nodes:
             p.append(Problem(f"{at}.nodeCount", f"{pool.node_count} nodes, but capacity reservation {cr.id} "
                                                 f"holds {cr.nodes}; use nodeCount {cr.nodes} or a larger reservation"))
-        if cr and cr.type == "capacityBlock" and cloud != "aws":
-            p.append(Problem(f"{at}.capacityReservation.type", f"capacity blocks exist only on aws, not {cloud}; "
-                                                               f"use type 'reservation'"))
-        if cloud == "aws" and not pool.subnet_id:
-            p.append(Problem(f"{at}.subnetId", "an EFA node pool lives in one subnet (one AZ) of the cluster's "
-                                               "VPC; set subnetId, e.g. subnet-0abc..."))
-        if cloud == "gcp" and not pool.zone:
-            p.append(Problem(f"{at}.zone", "GPU node pools with compact placement live in one zone; "
-                                           "set zone, e.g. us-central1-a"))
-        if cloud == "oci" and not pool.zone:
-            p.append(Problem(f"{at}.zone", "set the availability domain, e.g. 'Uocm:US-ASHBURN-AD-1'"))
         for key_name, mapping in (("labels", pool.labels), ("nodeSelector", pool.node_selector)):
             for k, v in mapping.items():
                 bad = _label_problem(k, v)
                 if bad:
                     p.append(Problem(f"{at}.{key_name}", bad))
-        if cloud == "existing" and not pool.node_selector:
-            p.append(Problem(f"{at}.nodeSelector", "on an existing cluster, say which nodes form this pool, "
-                                                   "e.g. nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}"))
-        if cloud != "existing" and pool.node_selector:
-            p.append(Problem(f"{at}.nodeSelector", "only for cloud 'existing'; created pools are selected by "
-                                                   "their own labels (use labels to add more)"))
 
     # fabric: exactly one per stack
     fabrics = sorted({m.fabric for m in machines.values()} - {"none"})
-    if cloud == "existing" and cfg.fabric.kind is None:
-        p.append(Problem("fabric.kind", "on an existing cluster, state the fabric the nodes have: "
-                                        "efa, infiniband, tcpx, tcpxo, gcp-rdma, roce or none"))
-    if cloud == "existing" and cfg.fabric.kind:
-        for name, m in machines.items():
-            if m.fabric not in (cfg.fabric.kind, "none") and cfg.fabric.kind != "none":
-                p.append(Problem("fabric.kind", f"{cfg.fabric.kind!r}, but pool {name!r} runs {m.name} whose "
-                                                f"fabric is {m.fabric}; use fabric.kind {m.fabric!r}"))
-    if cloud != "existing" and cfg.fabric.kind is not None:
-        p.append(Problem("fabric.kind", f"only for cloud 'existing'; on {cloud} the fabric comes from the machine"))
     if len(fabrics) > 1:
         p.append(Problem("nodePools", f"pools use {len(fabrics)} fabrics ({', '.join(fabrics)}); a stack drives "
                                       f"exactly one cloud fabric, so put these pools in separate stacks"))
@@ -549,10 +514,6 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
     # storage
     if cfg.storage is not None:
         s = cfg.storage
-        allowed = STORAGE_BY_CLOUD[cloud]
-        if s.kind not in allowed:
-            p.append(Problem("storage.kind", f"{s.kind!r} is not available on {cloud}; use one of "
-                                             f"{', '.join(allowed)}"))
         if s.kind == "existing" and not (s.existing_claim or s.existing_storage_class):
             p.append(Problem("storage.existingClaim", "set existingClaim (a ReadWriteMany PVC) or "
                                                       "existingStorageClass for kind 'existing'"))
@@ -562,22 +523,6 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
             p.append(Problem("storage.namespace", f"{s.namespace!r} is not a valid namespace name"))
         if not s.mount_path.startswith("/"):
             p.append(Problem("storage.mountPath", f"{s.mount_path!r} must be an absolute path like /checkpoints"))
-
-    # what the AWS / Azure services accept (fabric on the machine, storage sizes and tiers)
-    from . import service_limits
-    p.extend(service_limits.problems(cfg, machines))
-    # numbers several keys must agree on: DeepSpeed batch, reservation location, /dev/shm in node memory
-    from . import numbers, overrides
-    p.extend(numbers.problems(cfg, machines))
-    p.extend(overrides.devices_per_gpu_problems(cfg))
-    # fabric device / network counts the fabric profile needs (multinode/fabric.py)
-    from . import fabric
-    p.extend(fabric.config_problems(cfg))
-    from . import local_nvme  # noqa: E402 - reads StackConfig from this module
-    p.extend(local_nvme.config_problems(cfg))
-    # gcp / oci: fabric networks, storage sizes, zones (multinode/gke.py, multinode/oke.py)
-    from . import gke, oke  # noqa: E402 - imported here: both read StackConfig from this module
-    p.extend(gke.config_problems(cfg) if cloud == "gcp" else oke.config_problems(cfg) if cloud == "oci" else [])
 
     # queues
     qnames = set()
@@ -617,8 +562,6 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
         if w.name in wnames:
             p.append(Problem(f"workloads[{i}].name", f"{w.name!r} is already used by workloads[{wnames[w.name]}]"))
         wnames.setdefault(w.name, i)
-    if not p:      # user env against what the renderer sets: needs a config the builders accept
-        p.extend(overrides.env_problems(cfg))
     return p
 
 
@@ -702,15 +645,15 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
     if w.kind in ("dynamo", "grove-inference", "lws-inference") and w.engine is None:
         p.append(Problem(f"{at}.engine", f"choose the inference engine: {', '.join(engines)}"))
 
-    gpn = w.gpus_per_node or m.gpus
+    rw = resolve_workload(w, m.gpus)
+    gpn = rw.gpus_per_node
     for f in topology.check_gpus_per_pod(gpn, m.gpus, m.name):
         p.append(Problem(f"{at}.{f.field}", f.message))
     if w.nodes > pool.node_count and w.kind != "nccl-test":
         p.append(Problem(f"{at}.nodes", f"{w.nodes} nodes, but node pool {pool.name!r} has {pool.node_count}; "
                                         f"use nodes {pool.node_count} or raise nodePools nodeCount"))
     if w.kind in INFERENCE_KINDS and not w.disaggregated:
-        tp = w.tensor_parallel or max(1, (w.nodes * gpn) // w.pipeline_parallel)
-        for f in topology.check_parallelism(tp, w.pipeline_parallel, w.nodes, gpn, m.name):
+        for f in topology.check_parallelism(rw.tensor_parallel, w.pipeline_parallel, w.nodes, gpn, m.name):
             p.append(Problem(f"{at}.{f.field}", f.message))
         if w.model:
             for f in topology.check_model_fit(models.params_b(w.model, w.model_params_b), w.precision,
@@ -719,12 +662,12 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
     if w.disaggregated:
         for role_name in ("prefill", "decode"):
             role: Role = getattr(w.disaggregated, role_name)
-            rgpn = role.gpus_per_node or m.gpus
+            rgpn = rw.roles[role_name].gpus_per_node
             rat = f"{at}.disaggregated.{role_name}"
             for f in topology.check_gpus_per_pod(rgpn, m.gpus, m.name):
                 p.append(Problem(f"{rat}.{f.field}", f.message))
-            tp = role.tensor_parallel or max(1, (role.nodes * rgpn) // role.pipeline_parallel)
-            for f in topology.check_parallelism(tp, role.pipeline_parallel, role.nodes, rgpn, m.name):
+            for f in topology.check_parallelism(rw.roles[role_name].tensor_parallel, role.pipeline_parallel,
+                                                role.nodes, rgpn, m.name):
                 p.append(Problem(f"{rat}.{f.field}", f.message))
             if w.model:  # each role holds a whole copy of the weights
                 for f in topology.check_model_fit(models.params_b(w.model, w.model_params_b), w.precision,
@@ -768,6 +711,10 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
     if key in IMAGE_REQUIRED and not w.image:
         p.append(Problem(f"{at}.image", f"{w.kind} {w.engine or ''} has no default image; set image to "
                                         f"{IMAGE_REQUIRED[key]}".replace("  ", " ")))
+    if w.kind in ("volcano-training", "indexed-job") and w.engine is None and not w.image:
+        # the builders pick their default image by engine (manifests/workloads/common.DEFAULT_IMAGES)
+        p.append(Problem(f"{at}.engine", f"{w.kind} without an engine has no default image; set engine "
+                                         f"(torchrun or deepspeed) or image"))
     if w.engine == "nim" and not cfg.ngc_api_key:
         p.append(Problem("ngcApiKey", f"{at} runs NIM, which downloads its model from NGC; set "
                                       f"`pulumi config set --secret {NAMESPACE}:ngcApiKey ...`"))
@@ -779,7 +726,7 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
     if w.kind == "nccl-test" and not cfg.addons.volcano.enabled:
         p.append(Problem(f"{at}.kind", "nccl-test runs as a Volcano Job (mpi plugin); set addons.volcano.enabled true"))
     if w.kind == "nccl-test":
-        n = w.nodes if w.nodes > 1 else pool.node_count
+        n = nccl_test_nodes(w.nodes, pool.node_count)
         if n < 2:
             p.append(Problem(f"{at}.nodes", f"a bandwidth check across nodes needs 2 or more; node pool "
                                             f"{pool.name!r} has {pool.node_count}"))

@@ -28,9 +28,8 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from . import admission
+from . import admission, checks, placement, stackfile
 from . import config as mconfig
-from . import placement, stackfile
 from .errors import ConfigError
 from .recording import Registration, run_program
 
@@ -101,17 +100,17 @@ def mermaid(regs: List[Registration]) -> str:
 
 def run_policies(regs: List[Registration], cfg: mconfig.StackConfig) -> List[Dict[str, Any]]:
     """The policy pack's rules on the recorded resources (once the pack exists in policy/)."""
-    if importlib.util.find_spec("policy") is None or importlib.util.find_spec("policy.engine") is None:
+    if importlib.util.find_spec("policy") is None or importlib.util.find_spec("policy.pack") is None:
         return []
-    from policy import engine  # type: ignore
-    return [v if isinstance(v, dict) else v.as_dict() for v in engine.evaluate([r.as_dict() for r in regs], cfg)]
+    from policy import pack  # type: ignore
+    return [v if isinstance(v, dict) else v.as_dict() for v in pack.evaluate([r.as_dict() for r in regs], cfg)]
 
 
 def plan(stack: str, out_root: Optional[Path] = Path("build"), path: Optional[Path] = None) -> PlanResult:
     src = Path(path) if path else stackfile.stack_path(stack)
     try:
         raw, secrets, wire = stackfile.read_stack_file(src)
-        cfg = mconfig.load(raw, secrets, source=str(src))
+        cfg = checks.load(raw, secrets, source=str(src))
     except ConfigError as e:
         return PlanResult(stack, None, exit_code=EXIT_CONFIG, error=str(e))
     return plan_config(stack, cfg, wire, secrets, out_root, stack_file=src)
@@ -120,7 +119,7 @@ def plan(stack: str, out_root: Optional[Path] = Path("build"), path: Optional[Pa
 def plan_config(stack: str, cfg: mconfig.StackConfig, wire: Dict[str, str], secrets: Any,
                 out_root: Optional[Path] = None, stack_file: Path | None = None) -> PlanResult:
     """Run the program for an already validated config (`wire` = config as Pulumi passes it)."""
-    result = PlanResult(stack, cfg, advisories=[str(p) for p in mconfig.advisories(cfg)])
+    result = PlanResult(stack, cfg, advisories=[str(p) for p in checks.advisories(cfg)])
     run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack, stack_file=stack_file)
     ordered = apply_order(run.registrations)
     result.registrations = run.registrations
@@ -229,18 +228,14 @@ def summary(result: PlanResult) -> str:
         lines.append(f"pool {pool.name}: {pool.node_count} x {m.name} ({m.gpus} x {m.gpu_model}), fabric {m.fabric}")
     lines.append(f"nodes {sum(p.node_count for p in cfg.node_pools)}, GPUs {total_gpus}, fabric {cfg.fabric_kind()}")
     for w in cfg.workloads:
-        if w.disaggregated is not None:
-            gpn = cfg.machine(cfg.pool(w.node_pool)).gpus
-            roles = []
-            for name in ("prefill", "decode"):
-                r = getattr(w.disaggregated, name)
-                rg = r.gpus_per_node or gpn
-                tp = r.tensor_parallel or max(1, (r.nodes * rg) // r.pipeline_parallel)
-                roles.append(f"{name} {r.nodes} nodes x {rg} GPUs, tp {tp} x pp {r.pipeline_parallel}")
+        rw = cfg.resolved(w)          # every default applied once (multinode/resolved.py)
+        if rw.roles:
+            roles = [f"{name} {g.nodes} nodes x {g.gpus_per_node} GPUs, tp {g.tensor_parallel} x pp "
+                     f"{g.pipeline_parallel}" for name, g in rw.roles.items()]
             lines.append(f"workload {w.name}: {w.kind} {w.engine or ''} on {w.node_pool}, " + "; ".join(roles))
             continue
         lines.append(f"workload {w.name}: {w.kind} {w.engine or ''} on {w.node_pool}, {w.nodes} nodes x "
-                     f"{cfg.gpus_per_node(w)} GPUs, tp {cfg.tensor_parallel(w)} x pp {w.pipeline_parallel}")
+                     f"{rw.gpus_per_node} GPUs, tp {rw.tensor_parallel} x pp {w.pipeline_parallel}")
     if result.placement is not None:
         lines += placement.table(result.placement)
     for a in result.advisories:
@@ -249,7 +244,7 @@ def summary(result: PlanResult) -> str:
     lines.append(f"policy: {len(mandatory)} mandatory violation(s), "
                  f"{len(result.violations) - len(mandatory)} advisory")
     for v in result.violations:
-        # the message names its object itself (policy.engine.run_rules guarantees it): print it once
+        # the message names its object itself (policy.pack.run_rules guarantees it): print it once
         lines.append(f"  [{v.get('enforcementLevel')}] {v.get('policy')}: {v.get('message')}")
     if result.out_dir:
         lines.append(f"wrote {len(result.k8s_objects)} Kubernetes objects and resources.json to {result.out_dir}")

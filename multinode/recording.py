@@ -142,6 +142,21 @@ class ProgramRun:
     stack_outputs: Dict[str, Any]
 
 
+_MOCKED_CLOUDS: set = set()
+
+
+def _register_mock_data(cloud: str) -> None:
+    """The canned answers of the stack's cloud only (multinode/clouds/<cloud>.py MOCK_CALLS / MOCK_OUTPUTS),
+    so planning one cloud's stack never reads another cloud's module. Registered once per process, so a
+    test may replace one answer in CALLS / OUTPUTS for its run."""
+    from . import clouds
+    if cloud in clouds.MODULES and cloud not in _MOCKED_CLOUDS:
+        module = clouds.module(cloud)
+        CALLS.update(module.MOCK_CALLS)
+        OUTPUTS.update(module.MOCK_OUTPUTS)
+        _MOCKED_CLOUDS.add(cloud)
+
+
 def run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str,
                 program: Path = PROGRAM, stack_file: Path | None = None) -> ProgramRun:
     """Run `program` under mocks with the given config (as Pulumi passes it: key -> string).
@@ -157,8 +172,7 @@ def run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str,
 def _run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str, program: Path) -> ProgramRun:
     asyncio.set_event_loop(asyncio.new_event_loop())   # a fresh loop per run (see DESIGN pitfalls)
     pulumi.runtime.set_all_config(dict(wire_config), list(secret_keys))
-    from . import mockdata
-    mockdata.load_for(str(wire_config.get("multinode:cloud", "")))
+    _register_mock_data(str(wire_config.get("multinode:cloud", "")))
     mocks = PlanMocks()
     monitor = RecordingMonitor(mocks)
     # set_mocks reuses an existing root stack resource; clear it so each run starts clean.

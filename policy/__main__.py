@@ -1,5 +1,5 @@
 """The CrossGuard entry point `pulumi preview --policy-pack policy` runs. It only builds the pack;
-the rules live in policy.rules and run offline through policy.engine.evaluate (`plan`)."""
+the rules live in policy.rules and run offline through policy.pack.evaluate (`plan`)."""
 import sys
 from pathlib import Path
 
@@ -7,7 +7,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the repo roo
 
 from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
 
-from policy.engine import policies  # noqa: E402
+from policy.pack import policies  # noqa: E402
 
 PolicyPack(
     name="multinode",

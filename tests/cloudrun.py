@@ -5,6 +5,7 @@ import json
 from typing import Any, Dict, Iterable, List, Set, Tuple
 
 from multinode import config as mconfig
+from multinode import checks
 from multinode.recording import ProgramRun, Registration, run_program
 
 
@@ -13,7 +14,7 @@ def wire(raw: Dict[str, Any]) -> Dict[str, str]:
 
 
 def run(raw: Dict[str, Any], secrets: Set[str], stack: str) -> ProgramRun:
-    mconfig.load(raw, secrets)   # the same config the program will load (fails loudly if a variant is bad)
+    checks.load(raw, secrets)   # the same config the program will load (fails loudly if a variant is bad)
     return run_program(wire(raw), [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack)
 
 
@@ -34,7 +35,7 @@ def by_urn(run_: ProgramRun) -> Dict[str, Registration]:
 def problems(raw: Dict[str, Any], secrets: Iterable[str]) -> List[Tuple[str, str]]:
     """(key path, message) of every problem config.load reports ([] when the stack loads)."""
     try:
-        mconfig.load(raw, secrets)
+        checks.load(raw, secrets)
     except mconfig.ConfigError as e:
         return [(p.path, p.message) for p in e.problems]
     return []

@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, List, Optional
 import yaml
 
 from multinode import config as mconfig
+from multinode import checks
 from multinode import stackfile
 from multinode.errors import ConfigError
 from multinode.recording import ProgramRun, Registration, run_program
@@ -32,14 +33,14 @@ def write_variant(tmp_path: Path, stack: str, edit: Optional[Callable[[Dict[str,
 
 def run_variant(tmp_path: Path, stack: str, edit=None) -> ProgramRun:
     raw, secrets, wire = stackfile.read_stack_file(write_variant(tmp_path, stack, edit))
-    mconfig.load(raw, secrets)          # a variant must be a valid stack
+    checks.load(raw, secrets)          # a variant must be a valid stack
     return run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack)
 
 
 def config_problems(tmp_path: Path, stack: str, edit) -> List[Any]:
     raw, secrets, _ = stackfile.read_stack_file(write_variant(tmp_path, stack, edit))
     try:
-        mconfig.load(raw, secrets)
+        checks.load(raw, secrets)
     except ConfigError as e:
         return e.problems
     return []

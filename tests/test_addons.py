@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from multinode import config, fabric, plan as mplan, pools, stackfile, validation
+from multinode import config, fabric, plan as mplan, pools, stackfile
+from multinode import checks
+from tests import schema_validation as validation
 from multinode.manifests import addons, volcano_topology
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
@@ -28,7 +30,7 @@ def load(stack: str, **over) -> config.StackConfig:
     raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path(stack))
     raw = dict(raw)
     raw.update(over)
-    return config.load(raw, secrets)
+    return checks.load(raw, secrets)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -315,11 +317,11 @@ def test_plan_writes_effective_pods_for_labelled_templates(tmp_path):
 
 
 _PROGRAM = '''
-from multinode import config as mconfig, stackfile
+from multinode import checks, stackfile
 from components.kubernetes.addons import ClusterAddons
 from components.kubernetes.fabric import FabricPolicies
 raw, secrets = stackfile.read_pulumi_config()
-cfg = mconfig.load(raw, secrets)
+cfg = checks.load(raw, secrets)
 addons = ClusterAddons("addons", cfg)
 FabricPolicies("fabric", cfg, addons)
 '''

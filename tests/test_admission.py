@@ -207,13 +207,13 @@ def test_plan_exits_1_on_an_admission_finding(monkeypatch):
         for o in objects:
             for ref in adm.pod_specs(o):
                 for c in ref.spec["containers"]:
-                    c.setdefault("env", []).extend([{"name": "X", "value": "1"}, {"name": "X", "value": "2"}])
+                    c.setdefault("volumeMounts", []).append({"name": "no-such-volume", "mountPath": "/nowhere"})
         return real(objects)
 
     monkeypatch.setattr(adm, "findings", broken)
     result = mplan.plan("aws-dev", None)
     assert result.exit_code == mplan.EXIT_POLICY
-    assert any(v["policy"] == f"pod-admission/{adm.ENV_VAR_SET_ONCE}" for v in result.violations)
+    assert any(v["policy"] == f"pod-admission/{adm.MOUNT_NAMES_A_VOLUME}" for v in result.violations)
 
 
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)

@@ -8,10 +8,11 @@ import sys
 import pulumi
 import pytest
 
-from multinode import config as mconfig
-from multinode import gke, pools
+from multinode import checks
+from multinode import pools
+from multinode.clouds import gcp as gke
 from multinode.recording import CALLS
-from multinode.validation import validate_object
+from tests.schema_validation import validate_object
 
 from .cloudrun import by_urn, of_type, one, problems, refused, run
 from .conftest import ROOT, example_raw
@@ -68,7 +69,7 @@ def test_firewall_lets_the_nodes_talk_on_every_gpu_vpc(mega):
 
 
 def test_node_pool_accelerator_gvnic_networks_compact_placement_labels_taints(mega):
-    cfg = mconfig.load(*example_raw("gcp-dev"))
+    cfg = checks.load(*example_raw("gcp-dev"))
     pool = cfg.node_pools[0]
     np_ = one(mega, POOL)
     nc = np_.inputs["nodeConfig"]
@@ -94,7 +95,7 @@ def test_node_pool_accelerator_gvnic_networks_compact_placement_labels_taints(me
 
 
 def test_gke_network_objects_match_the_vpcs_and_the_fabric_names(mega):
-    cfg = mconfig.load(*example_raw("gcp-dev"))
+    cfg = checks.load(*example_raw("gcp-dev"))
     pool = cfg.node_pools[0]
     params = {r.inputs["metadata"]["name"]: r for r in of_type(mega, PARAMS)}
     networks = {r.inputs["metadata"]["name"]: r for r in of_type(mega, NETWORK)}
@@ -146,7 +147,7 @@ def test_rdma_machines_get_a_gvnic_vpc_and_a_roce_vpc_with_eight_subnets(machine
     assert [f.inputs["network"] for f in of_type(r, FW)] == ["dev-gke-gpu-gvnic-id"]
     modes = {p.inputs["metadata"]["name"]: p.inputs["spec"]["deviceMode"] for p in of_type(r, PARAMS)}
     assert modes.pop("gpu-gvnic-1") == "NetDevice"
-    assert sorted(modes) == sorted(pools.gcp_network_names(raw_pool := mconfig.load(raw, secrets).node_pools[0], 8))
+    assert sorted(modes) == sorted(pools.gcp_network_names(raw_pool := checks.load(raw, secrets).node_pools[0], 8))
     assert set(modes.values()) == {"RDMA"} and raw_pool.name == "gpu"
     np_ = one(r, POOL).inputs
     assert np_["nodeConfig"]["guestAccelerators"][0]["type"] == accelerator

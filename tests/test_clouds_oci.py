@@ -8,10 +8,11 @@ import sys
 import pytest
 
 from components.clouds.base import pool_outputs
-from multinode import config as mconfig
-from multinode import oke, pools
-from multinode.mockdata import oci as mock
-from multinode.validation import validate_object
+from multinode import checks
+from multinode import fabric, pools
+from multinode.clouds import oci as oke
+from multinode.clouds import oci as mock
+from tests.schema_validation import validate_object
 
 from .cloudrun import of_type, one, refused, run
 from .conftest import ROOT, example_raw
@@ -67,7 +68,7 @@ def test_bare_metal_gpu_nodes_in_an_rdma_cluster_network(h100):
 
 
 def test_node_bootstrap_joins_oke_with_our_labels_and_taints():
-    cfg = mconfig.load(*example_raw("oci-dev"))
+    cfg = checks.load(*example_raw("oci-dev"))
     pool = cfg.node_pools[0]
     labels = pools.node_labels(cfg, pool, cfg.machine(pool))
     kc = mock.kube_config({"clusterId": cfg.cluster.cluster_id})["content"]
@@ -84,9 +85,9 @@ def test_node_bootstrap_joins_oke_with_our_labels_and_taints():
                                          ("BM.GPU.A100-v2.8", 16)])
 def test_rdma_vfs_per_node_come_from_the_catalog(machine, vfs):
     raw, secrets = _raw(machine)
-    cfg = mconfig.load(raw, secrets)
+    cfg = checks.load(raw, secrets)
     pool = cfg.node_pools[0]
-    assert oke.rdma_vfs_per_node(cfg, pool) == vfs
+    assert fabric.profile_for(cfg, pool).devices_per_node == vfs   # what the pool exports as rdmaVfsPerNode
     fab = pool_outputs(cfg, pool)["fabric"]
     assert fab["deviceResource"] == "nvidia.com/rdma-vf" and fab["devicesPerNode"] == vfs
     r = run(raw, secrets, "oci-dev")

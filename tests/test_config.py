@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-from multinode import config
+from multinode import checks
 from multinode.errors import ConfigError
 
 from .conftest import EXAMPLE_STACKS, example_raw
 
 
 def _load(raw, secrets):
-    return config.load(raw, secrets, source="test")
+    return checks.load(raw, secrets, source="test")
 
 
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
@@ -175,14 +175,28 @@ def test_multi_node_without_fabric_is_an_advisory():
     raw, secrets = example_raw("aws-dev")
     raw["fabric"] = {"enabled": False}
     cfg = _load(raw, secrets)
-    assert any("NCCL will run over the primary network" in p.message for p in config.advisories(cfg))
-    assert not any("primary network" in p.message for p in config.advisories(_load(*example_raw("aws-dev"))))
+    assert any("NCCL will run over the primary network" in p.message for p in checks.advisories(cfg))
+    assert not any("primary network" in p.message for p in checks.advisories(_load(*example_raw("aws-dev"))))
 
 
 def test_azure_infiniband_advisories_peermem_and_topology():
     raw, secrets = example_raw("azure-dev")
-    advice = {p.path: p.message for p in config.advisories(_load(raw, secrets))}
+    advice = {p.path: p.message for p in checks.advisories(_load(raw, secrets))}
     assert "nvidia-peermem" in advice["addons.gpuOperator.enabled"]
     assert "ndv5-topo.xml" in advice["nodePools"]
     raw.setdefault("addons", {})["gpuOperator"] = {"enabled": True}
-    assert "addons.gpuOperator.enabled" not in {p.path for p in config.advisories(_load(raw, secrets))}
+    assert "addons.gpuOperator.enabled" not in {p.path for p in checks.advisories(_load(raw, secrets))}
+
+
+def test_config_load_knows_no_cloud_and_checks_load_asks_the_cloud_module():
+    """config.load checks shape and the cloud-independent contract; the cloud's rules (here gcp: a pool
+    needs its zone) come from multinode/clouds/gcp.py through checks.load."""
+    from multinode import config
+
+    raw, secrets = example_raw("gcp-dev")
+    del raw["nodePools"][0]["zone"]
+    cfg = config.load(raw, secrets, source="test")          # no cloud rule ran
+    assert cfg.node_pools[0].zone is None
+    with pytest.raises(ConfigError) as info:
+        checks.load(raw, secrets, source="test")
+    assert "nodePools[0].zone" in {p.path for p in info.value.problems}

@@ -2,8 +2,9 @@
 label, single-node roles included, so the Kyverno policy gives them their fabric."""
 from __future__ import annotations
 
-from multinode import config as mconfig, pools
-from multinode.manifests import dynamo
+from multinode import pools
+from multinode import checks
+from multinode.manifests.workloads import dgd as dynamo
 from multinode.manifests.workloads import grove
 
 from .conftest import example_raw
@@ -16,7 +17,7 @@ def _has_fabric(labels):
 
 
 def test_dynamo_single_node_prefill_gets_the_fabric_label():
-    cfg = mconfig.load(*example_raw("dynamo-dev"))
+    cfg = checks.load(*example_raw("dynamo-dev"))
     (w,) = [w for w in cfg.workloads if w.kind == "dynamo"]
     assert w.disaggregated.prefill.nodes == 1            # the case under test
     dgd = dynamo.dynamo_graph_deployment(cfg, w)
@@ -32,7 +33,7 @@ def test_grove_single_node_prefill_gets_the_fabric_label():
     raw, secrets = example_raw("gcp-dev")
     raw["workloads"][1]["disaggregated"]["prefill"] = {"nodes": 1, "tensorParallel": 8}
     raw["workloads"][1]["model"] = "meta-llama/Llama-3.1-70B-Instruct"
-    cfg = mconfig.load(raw, secrets)
+    cfg = checks.load(raw, secrets)
     out = grove.build(cfg, cfg.workloads[1])
     (pcs,) = [o for o in out.objects if o["kind"] == "PodCliqueSet"]
     cliques = pcs["spec"]["template"]["cliques"]

@@ -13,10 +13,10 @@ import yaml
 
 from multinode import pools
 from multinode.config import ADDON_VERSIONS, load
-from multinode.manifests import dynamo as dm
+from multinode.manifests.workloads import dgd as dm
 from multinode.manifests.dynamo_platform import dynamo_platform_release
-from multinode.validation import validate_object, validate_pod_template
-from policy import rules_dynamo as rd
+from tests.schema_validation import validate_object, validate_pod_template
+from policy.rules import dynamo as rd
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "dynamo"
@@ -216,9 +216,9 @@ def test_not_a_dgd_is_ignored():
 
 
 def test_rules_metadata():
-    names = [r.name for r in rd.RULES]
+    names = [r.name for r in rd.DGD_RULES]
     assert len(set(names)) == len(names) == 4
-    for r in rd.RULES:
+    for r in rd.DGD_RULES:
         assert r.enforcement in (rd.MANDATORY, rd.ADVISORY) and r.description and callable(r.check)
         assert r.check({"kind": "x"}, None) == []
 
@@ -258,7 +258,7 @@ def test_builder_validates_and_passes_the_rules(engine, disagg):
     assert validate_object(dgd) == []
     for comp in dgd["spec"]["components"]:
         assert validate_pod_template(comp["podTemplate"]) == [], comp["name"]
-    for rule in rd.RULES:
+    for rule in rd.DGD_RULES:
         assert rule.check(dgd, 8) == [], rule.name
     comps = rd.components(dgd)
     assert [c.name for c in comps] == (["frontend", "prefill", "decode"] if disagg else ["frontend", "worker"])

@@ -11,10 +11,12 @@ import pytest
 import yaml
 from pulumi_policy import EnforcementLevel, PolicyResourceOptions, ResourceValidationArgs
 
-from multinode import config as mconfig, plan as mplan, pools, stackfile
+from multinode import plan as mplan, pools, stackfile
+from multinode import checks
 from multinode.manifests import addons as am
-from multinode.validation import validate_object, validate_pod_template
-from policy import engine, rules_dynamo as rd
+from tests.schema_validation import validate_object, validate_pod_template
+from policy import engine, pack
+from policy.rules import dynamo as rd
 from policy.rules import RULES
 from policy.rules import dynamo as dyn_rules
 from tests import policy_fixtures as F
@@ -22,7 +24,7 @@ from tests import policy_fixtures as F
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "dynamo"
 RULE = {r.name: r for r in RULES}
-DGD_RULES = [r.name for r in rd.RULES]
+DGD_RULES = [r.name for r in rd.DGD_RULES]
 
 
 @pytest.fixture(scope="module")
@@ -101,12 +103,12 @@ def test_dgd_depends_on_the_platform_release_and_the_fabric_policy(dev):
 
 def test_platform_release_is_an_addon_spec_with_the_nvidia_crds():
     raw, secrets = _raw("dynamo-dev")
-    cfg = mconfig.load(raw, secrets)
+    cfg = checks.load(raw, secrets)
     (spec,) = [s for s in am.addon_releases(cfg) if s.key == "dynamo"]
     assert spec.installs_crds == ("nvidia.com",) and spec.release_name == "dynamo-platform"
     raw["addons"]["dynamo"] = {"enabled": False}
     raw["workloads"] = []
-    assert "dynamo" not in {s.key for s in am.addon_releases(mconfig.load(raw, secrets))}
+    assert "dynamo" not in {s.key for s in am.addon_releases(checks.load(raw, secrets))}
 
 
 def _raw(stack):
@@ -157,14 +159,14 @@ def test_engine_runs_the_dgd_rules_on_both_served_versions(name, dev):
     (mandatory for their nodeCount 2 workers); labelled they pass; labelled with a wrong tp they fail."""
     obj = yaml.safe_load((DATA / name).read_text())
     obj["metadata"].setdefault("namespace", "multinode")
-    assert _dyn(engine.evaluate([_rec(obj)], dev.config)) == [("dynamo-multinode-fabric-label", "mandatory")] * 2
+    assert _dyn(pack.evaluate([_rec(obj)], dev.config)) == [("dynamo-multinode-fabric-label", "mandatory")] * 2
     obj["spec"]["labels"] = {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}
-    assert _dyn(engine.evaluate([_rec(obj)], dev.config)) == []
+    assert _dyn(pack.evaluate([_rec(obj)], dev.config)) == []
     multi = next(c for c in rd.components(obj) if c.multinode)
     par = rd.parallelism(multi)
     flag = par.tp_flag
     mutated = _set_tp(obj, multi, flag, par.tensor * 2)
-    out = [v for v in engine.evaluate([_rec(mutated)], dev.config) if v["policy"] == "dynamo-parallelism-matches-gpus"]
+    out = [v for v in pack.evaluate([_rec(mutated)], dev.config) if v["policy"] == "dynamo-parallelism-matches-gpus"]
     assert out and all(v["enforcementLevel"] == "mandatory" for v in out)
     assert f"{flag} {par.tensor * 2} x" in out[0]["message"]
     assert out[0]["type"] == f"kubernetes:{obj['apiVersion']}:DynamoGraphDeployment"
@@ -204,19 +206,19 @@ def test_machine_comes_from_the_pool_the_dgd_lands_on(dev):
         args[args.index("--tensor-parallel-size") + 1] = "16"      # prefill 1 x 16, decode 2 x 16 = 16 x pp 2
     props = copy.deepcopy(big)
     assert dyn_rules.machine_gpus(props, engine.build_context(dev.config, [])) == 8
-    out = engine.evaluate([_rec(big)], dev.config)
+    out = pack.evaluate([_rec(big)], dev.config)
     msgs = [v["message"] for v in out if v["policy"] == "dynamo-gpus-per-node-within-machine"]
     assert len(msgs) == 2 and all("machine has 8" in m for m in msgs)
     assert len(out) == 2                   # the generic per-pod rule leaves DGDs to this one (no duplicate)
     # preview: no stack config, the node selector names the instance type
     got = []
-    engine.resource_validator(RULE["dynamo-gpus-per-node-within-machine"])(_args(big), lambda m, urn=None: got.append(m))
+    pack.resource_validator(RULE["dynamo-gpus-per-node-within-machine"])(_args(big), lambda m, urn=None: got.append(m))
     assert len(got) == 2
     # a selector that names no machine and no pool context: unknown machine, no guess
     for c in big["spec"]["components"][1:]:
         c["podTemplate"]["spec"]["nodeSelector"] = {"team": "research"}
     got.clear()
-    engine.resource_validator(RULE["dynamo-gpus-per-node-within-machine"])(_args(big), lambda m, urn=None: got.append(m))
+    pack.resource_validator(RULE["dynamo-gpus-per-node-within-machine"])(_args(big), lambda m, urn=None: got.append(m))
     assert got == []
 
 
@@ -227,7 +229,7 @@ def _args(obj, type_=None, props=None):
 
 
 def test_crossguard_policies_include_the_dgd_rules_with_their_levels():
-    by = {p.name: p for p in engine.policies()}
+    by = {p.name: p for p in pack.policies()}
     want = {"dynamo-parallelism-matches-gpus": EnforcementLevel.MANDATORY,
             "dynamo-gpus-per-node-within-machine": EnforcementLevel.MANDATORY,
             "dynamo-multinode-fabric-label": EnforcementLevel.MANDATORY,
@@ -256,7 +258,7 @@ def test_crossguard_adapter_reports_a_wrong_dgd_of_either_type_token(api_version
     good = F.dgd() if api_version.endswith("v1beta1") else _v1alpha1_dgd(8)
     assert validate_object(bad) == [] and validate_object(good) == []
     got = []
-    validate = engine.resource_validator(RULE["dynamo-parallelism-matches-gpus"])
+    validate = pack.resource_validator(RULE["dynamo-parallelism-matches-gpus"])
     validate(_args(good), lambda m, urn=None: got.append(m))
     assert got == []
     validate(_args(bad), lambda m, urn=None: got.append(m))
@@ -276,11 +278,11 @@ def test_crossguard_adapter_reports_a_wrong_dgd_of_either_type_token(api_version
 
 def test_fabric_label_rule_is_silent_when_the_stack_has_no_fabric(dev):
     unlabelled = F.dgd(decode_labels={})
-    assert _dyn(engine.evaluate([_rec(unlabelled)], dev.config)) == [("dynamo-multinode-fabric-label", "mandatory")]
+    assert _dyn(pack.evaluate([_rec(unlabelled)], dev.config)) == [("dynamo-multinode-fabric-label", "mandatory")]
     raw, secrets = _raw("dynamo-dev")
     raw["fabric"] = {"kind": "efa", "enabled": False}
-    off = mconfig.load(raw, secrets)
-    assert _dyn(engine.evaluate([_rec(unlabelled)], off)) == []
+    off = checks.load(raw, secrets)
+    assert _dyn(pack.evaluate([_rec(unlabelled)], off)) == []
 
 
 def test_fixture_dgd_validates_against_the_crd():

@@ -5,7 +5,9 @@ import copy
 
 import pytest
 
-from multinode import catalog, config, fabric, pools, stackfile, validation
+from multinode import catalog, config, fabric, pools, stackfile
+from multinode import checks
+from tests import schema_validation as validation
 from multinode.manifests import effective_pod, kyverno
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
@@ -15,7 +17,7 @@ def load(stack: str, **over) -> config.StackConfig:
     raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path(stack))
     raw = dict(raw)
     raw.update(over)
-    return config.load(raw, secrets)
+    return checks.load(raw, secrets)
 
 
 def gpu_container(name="engine", gpus=8, **extra):

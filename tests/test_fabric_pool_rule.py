@@ -6,7 +6,10 @@ import copy
 
 import pytest
 
-from multinode import catalog, config, fabric, gke, pools, stackfile, validation
+from multinode import catalog, config, fabric, pools, stackfile
+from multinode import checks
+from multinode.clouds import gcp as gke
+from tests import schema_validation as validation
 from multinode.manifests import effective_pod, kyverno
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
@@ -21,7 +24,7 @@ def raw_of(stack: str, **over):
 
 
 def load(stack: str, **over) -> config.StackConfig:
-    return config.load(*raw_of(stack, **over))
+    return checks.load(*raw_of(stack, **over))
 
 
 def unchecked(stack: str, **over) -> config.StackConfig:
@@ -302,4 +305,4 @@ def test_config_load_runs_the_fabric_checks():
     raw, secrets = raw_of("aws-dev", nodePools=_spec_pool("aws-dev", {"name": "lab", "gpus": 8, "fabric": "efa"}),
                           workloads=[])
     with pytest.raises(config.ConfigError, match=r"nodePools\[0\]\.machineSpec\.fabricNics"):
-        config.load(raw, secrets)
+        checks.load(raw, secrets)

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from multinode import checks
 from multinode import config as mconfig
 from multinode.manifests.workloads import indexed_job as ij
 from tests import policy_fixtures as F
@@ -69,14 +70,14 @@ def _indexed_stack(**addons):
 
 
 def test_indexed_job_renders_a_volcano_pod_group_or_the_kai_annotation():
-    c = mconfig.load(_indexed_stack(), {"kubeconfig"})
+    c = checks.load(_indexed_stack(), {"kubeconfig"})
     objs = ij.build(c, c.workloads[0]).objects
     pg = next(o for o in objs if o["kind"] == "PodGroup")
     job = next(o for o in objs if o["kind"] == "Job")
     assert pg["apiVersion"] == "scheduling.volcano.sh/v1beta1" and pg["spec"]["minMember"] == 2
     assert job["spec"]["template"]["metadata"]["annotations"] == {"scheduling.k8s.io/group-name": "tr"}
     assert job["spec"]["template"]["spec"]["schedulerName"] == "volcano"
-    c = mconfig.load(_indexed_stack(volcano={"enabled": False}, kai={"enabled": True}), {"kubeconfig"})
+    c = checks.load(_indexed_stack(volcano={"enabled": False}, kai={"enabled": True}), {"kubeconfig"})
     objs = ij.build(c, c.workloads[0]).objects
     job = next(o for o in objs if o["kind"] == "Job")
     assert not any(o["kind"] == "PodGroup" for o in objs)
@@ -85,15 +86,15 @@ def test_indexed_job_renders_a_volcano_pod_group_or_the_kai_annotation():
 
 
 def test_indexed_job_pod_group_validates_against_the_volcano_crd():
-    from multinode import validation
-    c = mconfig.load(_indexed_stack(), {"kubeconfig"})
+    from tests import schema_validation as validation
+    c = checks.load(_indexed_stack(), {"kubeconfig"})
     for o in ij.build(c, c.workloads[0]).objects:
         assert validation.validate_object(o) == [], o["kind"]
 
 
 def test_multi_node_indexed_job_without_volcano_or_kai_is_a_config_error():
     with pytest.raises(mconfig.ConfigError) as e:
-        mconfig.load(_indexed_stack(volcano={"enabled": False}), {"kubeconfig"})
+        checks.load(_indexed_stack(volcano={"enabled": False}), {"kubeconfig"})
     assert "workloads[0].kind: indexed-job over 2 nodes needs a gang scheduler" in str(e.value)
 
 
@@ -111,7 +112,7 @@ def _training(**extra):
 
 def _problems(raw):
     with pytest.raises(mconfig.ConfigError) as e:
-        mconfig.load(raw, {"kubeconfig"})
+        checks.load(raw, {"kubeconfig"})
     return [str(p) for p in e.value.problems]
 
 
@@ -121,8 +122,8 @@ def test_deepspeed_train_batch_size_identity():
     assert p == ("workloads[0].deepspeedConfig.train_batch_size: 64, but train_micro_batch_size_per_gpu 2 x "
                  "gradient_accumulation_steps 4 x data-parallel size 16 (2 nodes x 8 GPUs) = 128; DeepSpeed refuses "
                  "to start: set train_batch_size 128")
-    mconfig.load(_training(deepspeedConfig={**ds, "train_batch_size": 128}), {"kubeconfig"})
-    mconfig.load(_training(deepspeedConfig={**ds, "train_batch_size": "auto"}), {"kubeconfig"})
+    checks.load(_training(deepspeedConfig={**ds, "train_batch_size": 128}), {"kubeconfig"})
+    checks.load(_training(deepspeedConfig={**ds, "train_batch_size": "auto"}), {"kubeconfig"})
     # model parallel: data-parallel size = 16 / (tp 2 x pp 2) = 4
     (p,) = _problems(_training(deepspeedConfig=ds, tensorParallel=2, pipelineParallel=2))
     assert "data-parallel size 4 (2 nodes x 8 GPUs / model parallel 4) = 32" in p
@@ -174,11 +175,11 @@ def _aws(**extra):
 def test_devices_per_gpu_contradicting_the_catalog_is_refused_unless_machine_spec():
     raw, secrets = _aws(fabric={"devicesPerGpu": 2})
     with pytest.raises(mconfig.ConfigError) as e:
-        mconfig.load(raw, secrets)
+        checks.load(raw, secrets)
     (p,) = [p for p in e.value.problems if p.path == "fabric.devicesPerGpu"]
     assert p.message.startswith("2 per GPU x 8 GPUs = 16 EFA interfaces per node, but p5.48xlarge (pool 'gpu') has 32")
     raw, secrets = _aws(fabric={"devicesPerGpu": 4})                      # = the catalog: accepted
-    mconfig.load(raw, secrets)
+    checks.load(raw, secrets)
     raw, secrets = _aws(fabric={"devicesPerGpu": 2})
     pool = raw["nodePools"][0]
     pool.pop("machine")
@@ -192,12 +193,12 @@ def test_user_env_may_not_redefine_what_the_renderer_or_fabric_sets():
     raw, secrets = _aws()
     raw["workloads"][0]["env"] = {"FI_PROVIDER": "tcp", "MY_FLAG": "1"}
     with pytest.raises(mconfig.ConfigError) as e:
-        mconfig.load(raw, secrets)
+        checks.load(raw, secrets)
     (p,) = e.value.problems
     assert p.path == "workloads[0].env.FI_PROVIDER"
     assert "set by the fabric policy of pool 'gpu'" in p.message and "remove it" in p.message
     raw["workloads"][0]["env"] = {"MY_FLAG": "1"}
-    mconfig.load(raw, secrets)
+    checks.load(raw, secrets)
 
 
 def test_policy_refuses_a_container_that_sets_one_variable_twice():
@@ -205,7 +206,7 @@ def test_policy_refuses_a_container_that_sets_one_variable_twice():
     c = job["spec"]["template"]["spec"]["containers"][0]
     c["env"] = [{"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}, {"name": "NCCL_SOCKET_IFNAME", "value": "ens5"}]
     (msg,) = only([job], "env-defined-once")
-    assert "container trainer: env NCCL_SOCKET_IFNAME (2 times)" in msg and "remove the duplicates" in msg
+    assert "container trainer: env: 'NCCL_SOCKET_IFNAME' is set more than once" in msg and "keep one entry" in msg
     c["env"] = c["env"][:1]
     assert only([job], "env-defined-once") == []
 
@@ -218,7 +219,7 @@ def test_user_env_may_not_redefine_the_nim_parallel_size_the_renderer_sets():
     raw["ngcApiKey"] = "nvapi-placeholder"
     secrets = set(secrets) | {"ngcApiKey"}
     with pytest.raises(mconfig.ConfigError) as e:
-        mconfig.load(raw, secrets)
+        checks.load(raw, secrets)
     (p,) = e.value.problems
     assert p.path == "workloads[0].env.NIM_TENSOR_PARALLEL_SIZE"
     assert "set by the lws-inference renderer (from nodes, gpusPerNode, tensorParallel and pipelineParallel)" in p.message

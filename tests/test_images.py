@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 
-from multinode import config, images, stackfile
+from multinode import checks, config, images, stackfile
 
 
 def load(stack, mutate=None):
@@ -11,11 +11,11 @@ def load(stack, mutate=None):
     raw = copy.deepcopy(dict(raw))
     if mutate:
         mutate(raw)
-    return config.load(raw, secrets)
+    return checks.load(raw, secrets)
 
 
 def image_advisories(cfg):
-    return [p for p in config.advisories(cfg) if p.path.endswith(".image")]
+    return [p for p in checks.advisories(cfg) if p.path.endswith(".image")]
 
 
 def test_aws_example_images_carry_the_plugin():

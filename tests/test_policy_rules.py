@@ -7,9 +7,10 @@ import pytest
 from pulumi_policy import PolicyResource, PolicyResourceOptions, ResourceValidationArgs, StackValidationArgs
 
 from tests import policy_fixtures as F
-from multinode import config as mconfig
-from policy import engine, objects
-from policy.engine import Resource, build_context, evaluate
+from multinode import checks
+from policy import engine, objects, pack
+from policy.engine import Resource, build_context
+from policy.pack import evaluate
 from policy.rules import RULES
 
 RULE = {r.name: r for r in RULES}
@@ -19,7 +20,7 @@ def cfg(node_count: int = 2, **extra):
     raw = {k.split(":", 1)[1]: v for k, v in F.existing_stack([], node_count)["config"].items()}
     raw["kubeconfig"] = "kubeconfig"
     raw.update(extra)
-    return mconfig.load(raw, {"kubeconfig"})
+    return checks.load(raw, {"kubeconfig"})
 
 
 def rec(obj, protect=False, retain=True):
@@ -271,11 +272,11 @@ def test_resource_policy_adapter_reports_through_callback():
     args = ResourceValidationArgs("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", bad, "urn:x", "l",
                                   PolicyResourceOptions(False, [], None, [], None, [], None), None, {}, {})
     got = []
-    engine.resource_validator(RULE["parallelism-matches-gpus"])(args, lambda msg, urn=None: got.append(msg))
+    pack.resource_validator(RULE["parallelism-matches-gpus"])(args, lambda msg, urn=None: got.append(msg))
     assert len(got) == 1 and "--tensor-parallel-size 8" in got[0]
     got.clear()
     args.props = F.lws()
-    engine.resource_validator(RULE["parallelism-matches-gpus"])(args, lambda msg, urn=None: got.append(msg))
+    pack.resource_validator(RULE["parallelism-matches-gpus"])(args, lambda msg, urn=None: got.append(msg))
     assert got == []
 
 
@@ -290,11 +291,11 @@ def test_stack_policy_adapter_with_unknown_values():
                  PolicyResource("aws:eks/nodeGroup:NodeGroup", unknown_checking_proxy(group), "urn:g", "g", opts,
                                 None, None, [], {})]
     got = []
-    engine.stack_validator(RULE["fabric-devices-match-catalog"])(
+    pack.stack_validator(RULE["fabric-devices-match-catalog"])(
         StackValidationArgs(resources, {}), lambda msg, urn=None: got.append((urn, msg)))
     assert got and got[0][0] == "urn:p" and "set it to 32" in got[0][1]
 
 
 def test_policies_build_without_a_pack():
-    ps = engine.policies()
+    ps = pack.policies()
     assert {p.name for p in ps} == set(RULE)

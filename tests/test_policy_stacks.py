@@ -1,5 +1,5 @@
 """The pack on whole stacks: the broken-stack corpus fails `plan` with its rule, every example stack passes,
-and resources recorded from a real example stack under mocks go through engine.evaluate."""
+and resources recorded from a real example stack under mocks go through pack.evaluate."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from multinode import plan as mplan, stackfile
+from multinode import checks
 from multinode import config as mconfig
 from multinode.recording import run_program
-from policy.engine import evaluate
+from policy.pack import evaluate
 from tests import policy_fixtures as F
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -32,7 +33,7 @@ def test_corpus_is_large_enough_and_covers_many_rules():
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_broken_stack_fails_plan_with_its_rule(path, tmp_path):
     raw, secrets, _ = stackfile.read_stack_file(path)
-    mconfig.load(raw, secrets)                      # the breakage is invisible to the config layer
+    checks.load(raw, secrets)                      # the breakage is invisible to the config layer
     result = mplan.plan(path.stem, tmp_path, path)
     rule = expected_rule(path)
     mandatory = [v for v in result.violations if v["enforcementLevel"] == "mandatory"]
@@ -54,7 +55,7 @@ def test_example_stacks_pass_with_no_violation(stack, tmp_path):
 def test_recorded_example_stack_plus_hand_written_objects():
     """existing-dev recorded under mocks (whatever it renders on this branch), plus hand-written objects."""
     raw, secrets, wire = stackfile.read_stack_file(stackfile.stack_path("existing-dev"))
-    cfg = mconfig.load(raw, secrets)
+    cfg = checks.load(raw, secrets)
     run = run_program(wire, [f"multinode:{k}" for k in secrets], "existing-dev")
     records = [r.as_dict() for r in run.registrations]
     assert any(r["type"] == "kubernetes:core/v1:PersistentVolumeClaim" for r in records)
@@ -88,7 +89,7 @@ def test_recorded_fabric_policy_is_read_and_checked():
     per-GPU device count (as a hand edit would make it) fails fabric-devices-match-catalog."""
     import json
     raw, secrets, wire = stackfile.read_stack_file(stackfile.stack_path("existing-dev"))
-    cfg = mconfig.load(raw, secrets)
+    cfg = checks.load(raw, secrets)
     records = [r.as_dict() for r in run_program(wire, [f"multinode:{k}" for k in secrets], "existing-dev").registrations]
     policies = [r for r in records if r["type"] == "kubernetes:kyverno.io/v1:ClusterPolicy"]
     assert policies, "the fabric component renders no Kyverno ClusterPolicy for existing-dev"
@@ -106,7 +107,7 @@ def test_manifests_config_key_is_checked():
            ["config"].items()}
     raw["kubeconfig"] = "k"
     with pytest.raises(mconfig.ConfigError) as e:
-        mconfig.load(raw, {"kubeconfig"})
+        checks.load(raw, {"kubeconfig"})
     assert "manifests[0]" in str(e.value) and "metadata.name" in str(e.value)
 
 

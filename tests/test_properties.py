@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from multinode import catalog, config, plan
+from multinode import checks
 from multinode.errors import ConfigError
 
 from .conftest import EXAMPLE_STACKS, example_raw
@@ -132,7 +133,7 @@ def test_any_config_plans_or_fails_cleanly():
     def check(case):
         raw, secrets = case
         try:
-            cfg = config.load(raw, secrets, source="generated")
+            cfg = checks.load(raw, secrets, source="generated")
         except ConfigError as e:
             assert e.problems and all(p.message for p in e.problems)
             seen["config_error"] += 1

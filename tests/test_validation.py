@@ -1,4 +1,4 @@
-"""Tests for multinode.validation: each schema gets a valid object and a broken one."""
+"""Tests for tests/schema_validation.py: each schema gets a valid object and a broken one."""
 from __future__ import annotations
 
 import copy
@@ -6,8 +6,8 @@ import copy
 import pytest
 import yaml
 
-from multinode import validation as v
-from multinode.validation import (
+from tests import schema_validation as v
+from tests.schema_validation import (
     SCHEMA_DIR,
     CrdIndex,
     UnknownKindError,

@@ -17,7 +17,7 @@ from multinode import pools  # noqa: E402
 from multinode.errors import ConfigError  # noqa: E402
 from multinode.manifests import workloads as W  # noqa: E402
 from multinode.manifests.workloads import common, grove, lws, training  # noqa: E402
-from multinode.validation import validate_object, validate_pod_template  # noqa: E402
+from tests.schema_validation import validate_object, validate_pod_template  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +147,7 @@ def test_lws_leader_and_workers_match(cfg, built):
 def test_lws_without_volcano_uses_the_default_scheduler():
     raw = F.raw_config([F.WORKLOADS[0]])
     raw["addons"]["volcano"] = {"enabled": False}
-    c2 = F.config.load(raw, F.SECRET_KEYS)
+    c2 = F.checks.load(raw, F.SECRET_KEYS)
     o = obj(W.build(c2, c2.workloads[0]), "LeaderWorkerSet")
     assert "annotations" not in o["metadata"]
     assert "schedulerName" not in o["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
@@ -359,7 +359,7 @@ def test_nim_needs_an_ngc_key_and_an_image():
     raw = F.raw_config([dict(F.WORKLOADS[2], image=None)])
     del raw["ngcApiKey"]
     with pytest.raises(ConfigError) as e:
-        F.config.load(raw, F.SECRET_KEYS)
+        F.checks.load(raw, F.SECRET_KEYS)
     assert "ngcApiKey" in str(e.value) and "workloads[0].image" in str(e.value)
 
 

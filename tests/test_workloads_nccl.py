@@ -53,10 +53,10 @@ def test_unconfirmed_catalog_bandwidth_is_refused_at_config_time():
     raw["nodePools"][0]["machine"] = "BM.GPU.H100.8"   # OCI: bandwidth unconfirmed in the catalog
     raw["fabric"] = {"kind": "roce"}
     with pytest.raises(ConfigError) as e:
-        F.config.load(raw, F.SECRET_KEYS)
+        F.checks.load(raw, F.SECRET_KEYS)
     assert "workloads[0].minBusBandwidthGbps" in str(e.value) and "BM.GPU.H100.8" in str(e.value)
     raw["workloads"][0]["minBusBandwidthGbps"] = 1200
-    cfg = F.config.load(raw, F.SECRET_KEYS)
+    cfg = F.checks.load(raw, F.SECRET_KEYS)
     assert nccl_test.threshold_gbytes(cfg, cfg.workloads[0])[0] == 150.0
 
 
@@ -65,7 +65,7 @@ def test_the_check_needs_volcano_and_two_nodes():
     raw["addons"]["volcano"] = {"enabled": False}
     raw["nodePools"][0]["nodeCount"] = 1
     with pytest.raises(ConfigError) as e:
-        F.config.load(raw, F.SECRET_KEYS)
+        F.checks.load(raw, F.SECRET_KEYS)
     assert "addons.volcano.enabled" in str(e.value) and "workloads[0].nodes" in str(e.value)
 
 

@@ -5,6 +5,7 @@ import copy
 from typing import Any, Dict, List
 
 from multinode import config
+from multinode import checks
 
 HF = "hf_SECRET_token_value_1234567890"
 NGC = "nvapi-SECRET-ngc-key-0987654321"
@@ -63,4 +64,4 @@ SECRET_KEYS = ("kubeconfig", "hfToken", "ngcApiKey", "imagePullSecret")
 
 
 def load(workloads: List[Dict[str, Any]] = None, **over: Any) -> config.StackConfig:
-    return config.load(raw_config(workloads, **over), SECRET_KEYS)
+    return checks.load(raw_config(workloads, **over), SECRET_KEYS)

@@ -13,12 +13,11 @@ CheckpointStorage  FSx for Lustre PERSISTENT_2 + the FSx CSI add-on + a static P
                 storage.allowDelete (the group would otherwise fail to delete: the retained file
                 system's interfaces are still in it).
 
-Facts and their sources: multinode/catalog.py (network cards, EFA count), multinode/service_limits.py
+Facts and their sources: multinode/catalog.py (network cards, EFA count), multinode/clouds/aws.py
 (FSx sizes and throughput), ../shared/facts/hardware.md section 3.
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, List, Optional
 
 import pulumi
@@ -29,89 +28,13 @@ from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterA
                                     PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
 from components.kubernetes.objects import k8s_object
 from multinode import local_nvme
-from multinode import service_limits as limits
-from multinode.catalog import Machine
+from multinode.clouds import aws as limits
+# node bootstrap facts and helpers of the pure cloud module (tests read them through this module too)
+from multinode.clouds.aws import (EFS_CSI, FSX_CSI, LUSTRE_PORTS, NFS_PORT, NODE_POLICIES, ami_type,  # noqa: F401
+                                  efa_interface_count, eks_taints, kubeconfig_for, network_interfaces, node_trust,
+                                  pod_identity_trust)
 from multinode.manifests import storage as sm
-from multinode.pools import node_labels, node_taints
-
-# AMI types of EKS managed node groups with the NVIDIA driver (hardware.md section 3).
-AMI_X86 = "AL2023_x86_64_NVIDIA"
-AMI_ARM = "AL2023_ARM_64_NVIDIA"      # Grace-based GB200 instances are arm64
-NODE_POLICIES = (
-    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
-    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
-)
-FSX_CSI = {"addon": "aws-fsx-csi-driver", "driver": "fsx.csi.aws.com", "service_account": "fsx-csi-controller-sa",
-           "policy": "arn:aws:iam::aws:policy/AmazonFSxFullAccess"}
-EFS_CSI = {"addon": "aws-efs-csi-driver", "driver": "efs.csi.aws.com", "service_account": "efs-csi-controller-sa",
-           "policy": "arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"}
-# Lustre client ports (FSx for Lustre guide, "File system access control with Amazon VPC").
-LUSTRE_PORTS = ((988, 988), (1018, 1023))
-NFS_PORT = 2049
-TAINT_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
-
-
-# ---------------------------------------------------------------- pure helpers (tested directly)
-def ami_type(machine: Machine) -> str:
-    return AMI_ARM if machine.gpu_model.upper().startswith("GB") else AMI_X86
-
-
-def efa_interface_count(machine: Machine, fabric_enabled: bool) -> int:
-    """One EFA interface per network card (at most one EFA per card); the catalog's EFA count when
-    the card layout is unconfirmed. 0 = no EFA (a single ENA primary interface)."""
-    if not fabric_enabled or machine.fabric != "efa":
-        return 0
-    return machine.network_cards or machine.fabric_nics or 0
-
-
-def network_interfaces(machine: Machine, fabric_enabled: bool, security_groups: List[Any]) -> List[Dict[str, Any]]:
-    """Launch template interfaces: card 0 device 0 is EFA with ENA (the primary interface cannot be
-    EFA-only); every further card gets one EFA-only interface at device index 1 (EC2 user guide,
-    efa-acc-inst-types: "use the next unused network card index, device index 1, and either EFA or
-    EFA-only"). EFA-only interfaces take no IP address, so the pool does not drain the subnet.
-    No public IPs: one interface is set to associate none; EC2 never auto-assigns a public IPv4
-    address when an instance launches with several interfaces (and refuses the flag then)."""
-    n = efa_interface_count(machine, fabric_enabled)
-    base = {"security_groups": security_groups, "delete_on_termination": "true"}
-    if n <= 1:
-        primary = {"network_card_index": 0, "device_index": 0, "associate_public_ip_address": "false", **base}
-        if n == 1:
-            primary["interface_type"] = "efa"
-        return [primary]
-    out = [{"network_card_index": 0, "device_index": 0, "interface_type": "efa", **base}]
-    out += [{"network_card_index": card, "device_index": 1, "interface_type": "efa-only", **base}
-            for card in range(1, n)]
-    return out
-
-
-def eks_taints(cfg) -> List[Dict[str, str]]:
-    return [{"key": t["key"], "value": t["value"], "effect": TAINT_EFFECT[t["effect"]]} for t in node_taints(cfg)]
-
-
-def kubeconfig_for(name: str, region: str, endpoint: str, ca_data: str) -> str:
-    """A kubeconfig that asks `aws eks get-token` for a short-lived token (no token in the state)."""
-    return json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": name, "preferences": {},
-        "clusters": [{"name": name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
-        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
-        "users": [{"name": name, "user": {"exec": {
-            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
-            "args": ["eks", "get-token", "--cluster-name", name, "--region", region, "--output", "json"],
-            "interactiveMode": "Never"}}}],
-    })
-
-
-def pod_identity_trust() -> str:
-    """Trust policy for an EKS Pod Identity role (EKS user guide, pod-id-role)."""
-    return json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
-        "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
-
-
-def node_trust() -> str:
-    return json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
+from multinode.pools import node_labels
 
 
 def _field(obj: Any, key: str) -> Any:

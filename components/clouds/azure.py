@@ -12,13 +12,12 @@ CheckpointStorage  Azure Files NFS (a FileStorage Premium_LRS account reachable 
                 (AMLFS in its own subnet, a static PV/PVC on azurelustre.csi.azure.com). Accounts, shares
                 and file systems are protected and retained, PVs `Retain`, unless storage.allowDelete.
 
-Facts and their sources: multinode/catalog.py, multinode/service_limits.py, ../shared/facts/hardware.md
+Facts and their sources: multinode/catalog.py, multinode/clouds/azure.py, ../shared/facts/hardware.md
 sections 3 and 4.
 """
 from __future__ import annotations
 
 import base64
-import re
 from typing import Any, List, Optional
 
 import pulumi
@@ -26,8 +25,10 @@ import pulumi_azure_native as azure_native
 
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
-from multinode import service_limits as limits
-from multinode.pools import node_labels, node_taints
+from multinode.clouds import azure as limits
+# node bootstrap facts and helpers of the pure cloud module (tests read them through this module too)
+from multinode.clouds.azure import agent_pool_name, aks_taints, gpu_driver, storage_account_name  # noqa: F401
+from multinode.pools import node_labels
 
 AZURE_FILES_DRIVER = "file.csi.azure.com"
 AZURE_LUSTRE_DRIVER = "azurelustre.csi.azure.com"
@@ -35,29 +36,6 @@ AMLFS_FS_NAME = "lustrefs"          # the Lustre file system name AMLFS always s
 # NFS client options the Azure Files docs recommend for throughput (nconnect) and failover (noresvport).
 NFS_MOUNT_OPTIONS = ["nconnect=4", "noresvport", "actimeo=30"]
 LUSTRE_MOUNT_OPTIONS = ["noatime", "flock"]
-
-
-# ---------------------------------------------------------------- pure helpers (tested directly)
-def agent_pool_name(pool_name: str) -> str:
-    """AKS Linux pool names: lowercase letters and digits, at most 12, starting with a letter."""
-    name = re.sub(r"[^a-z0-9]", "", pool_name.lower())
-    if not name or not name[0].isalpha():
-        name = "gpu" + name
-    return name[:12]
-
-
-def storage_account_name(name: str) -> str:
-    """Logical name for an account (Pulumi appends a random suffix): lowercase letters and digits."""
-    return (re.sub(r"[^a-z0-9]", "", name.lower()) or "ckpt")[:16]
-
-
-def aks_taints(cfg) -> List[str]:
-    return [f"{t['key']}={t['value']}:{t['effect']}" for t in node_taints(cfg)]
-
-
-def gpu_driver(cfg) -> str:
-    """AKS installs the NVIDIA driver unless the GPU Operator owns it (then two drivers would fight)."""
-    return "None" if cfg.addons.gpu_operator.enabled else "Install"
 
 
 def _field(obj: Any, key: str, wire: str) -> Any:

@@ -9,7 +9,7 @@
   reservation affinity, labels, taints) and the GKE Network / GKENetworkParamSet objects.
 - CheckpointStorage: Filestore (ZONAL / ENTERPRISE) or Managed Lustre as a protected instance and a
   static PV (Retain) + PVC, ReadWriteMany.
-Network names come from multinode.gke.network_plan (built on pools.gcp_network_names), the same
+Network names come from multinode.clouds.gcp.network_plan (built on pools.gcp_network_names), the same
 names the fabric profile gives pods.
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ import pulumi_gcp as gcp
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
 from components.kubernetes.objects import k8s_object
-from multinode import gke, pools
+from multinode import pools
+from multinode.clouds import gcp as gke
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
@@ -104,7 +105,7 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
                 net.subnet, name=net.subnet, project=project, region=region, network=vpcs[net.vpc].id,
                 ip_cidr_range=net.cidr, opts=child)
         # Node-to-node traffic on each GPU VPC. RoCE VPCs take no VPC firewall rules: they allow ingress
-        # and egress implicitly (multinode/gke.py G7), so none is created there.
+        # and egress implicitly (multinode/clouds/gcp.py G7), so none is created there.
         for vpc_name, vpc in vpcs.items():
             cidrs = [n.cidr for n in self.networks if n.vpc == vpc_name]
             if any(n.rdma for n in self.networks if n.vpc == vpc_name):

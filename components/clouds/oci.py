@@ -25,7 +25,8 @@ import pulumi_oci as oci
 
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, connect, kept, register_claim)
-from multinode import oke, pools
+from multinode import fabric, pools
+from multinode.clouds import oci as oke
 
 
 def _private_endpoint(endpoints) -> str:
@@ -65,7 +66,8 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
         child = pulumi.ResourceOptions(parent=self)
         labels = pools.node_labels(cfg, pool, m)
         taints = pools.node_taints(cfg)
-        self.rdma_vfs_per_node = oke.rdma_vfs_per_node(cfg, pool)
+        # RDMA virtual functions a full node offers: the fabric profile's count, from the catalog
+        self.rdma_vfs_per_node = fabric.profile_for(cfg, pool).devices_per_node
         # The bootstrap script carries the cluster CA: keep it secret like the kubeconfig it comes from.
         user_data = pulumi.Output.secret(pulumi.Output.all(cluster.api_endpoint, cluster.kubeconfig).apply(
             lambda a: oke.user_data_b64(oke.node_user_data(a[0], oke.ca_from_kubeconfig(a[1]), labels, taints))))

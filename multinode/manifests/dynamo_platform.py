@@ -21,7 +21,7 @@ Where things come from (ai-dynamo/dynamo, read with the code search tool; not in
   check these keys here.
 - the orchestrator choice (docs/kubernetes/deployment/multinode-deployment.md, docs/kubernetes/lws.md):
   Grove (+ KAI for gang scheduling) is the default; LWS + Volcano when Grove is absent or the DGD
-  carries `nvidia.com/enable-grove: "false"` (multinode/manifests/dynamo.py sets that annotation
+  carries `nvidia.com/enable-grove: "false"` (multinode/manifests/workloads/dgd.py sets that annotation
   when addons.grove is disabled). The LWS path has no Volcano switch in the chart values: the
   operator uses Volcano for LWS gangs when it is installed.
 """

@@ -228,10 +228,10 @@ def checks_for_stack(stack: str) -> List[CheckSpec]:
     """The nccl-test workloads of stacks/Pulumi.<stack>.yaml (validated like `plan` does).
 
     Raises ConfigError for a bad stack file."""
-    from .. import config as mconfig, stackfile
+    from .. import checks, stackfile
 
     raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path(stack))
-    cfg = mconfig.load(raw, secrets, source=f"stack {stack}")
+    cfg = checks.load(raw, secrets, source=f"stack {stack}")
     specs = []
     for w in cfg.workloads:
         if w.kind != NCCL_KIND:

@@ -5,14 +5,17 @@ a variable given twice -- ours, then a user's copy -- runs with a value no check
 """
 from __future__ import annotations
 
-from collections import Counter
 from typing import Iterator
+
+from multinode.admission import check_env_set_once
 
 from .. import objects
 from ..engine import MANDATORY, Context, Resource, Rule
 
 
 def check_env_once(res: Resource, ctx: Context) -> Iterator[str]:
+    """The admission module's env rule (one implementation) on every container of every pod spec the object
+    holds; `plan` runs the same rule on the pods after the fabric policy mutates them."""
     if not res.is_k8s:
         return
     for spec in objects.pod_specs_anywhere(res.props):
@@ -20,13 +23,9 @@ def check_env_once(res: Resource, ctx: Context) -> Iterator[str]:
             for c in spec.get(key) or []:
                 if not isinstance(c, dict):
                     continue
-                names = Counter(e.get("name") for e in c.get("env") or [] if isinstance(e, dict) and e.get("name"))
-                twice = sorted(n for n, k in names.items() if k > 1)
-                if twice:
-                    yield (f"{res.label} container {c.get('name', '?')}: env "
-                           + ", ".join(f"{n} ({names[n]} times)" for n in twice)
-                           + "; Kubernetes uses the last one, so the value that was checked may not be the one that "
-                             "runs: remove the duplicates and keep one entry each")
+                for problem in check_env_set_once(c, spec):
+                    yield (f"{res.label} container {c.get('name', '?')}: {problem}; Kubernetes uses the last one, "
+                           "so the value that was checked may not be the one that runs: keep one entry each")
 
 
 RULES = [

@@ -41,7 +41,9 @@ def _members(resources: List[Resource]) -> Dict[Tuple[str, str, str], List[Tuple
         counts: Dict[Tuple[str, str], int] = defaultdict(int)
         for g in placement.gangs_of(r.props):
             for pod in g.pods:
-                ann = (pod.template.get("metadata") or {}).get("annotations") or {}
+                meta = pod.template.get("metadata")
+                ann = meta.get("annotations") if isinstance(meta, dict) else None
+                ann = ann if isinstance(ann, dict) else {}
                 for key in (VOLCANO_GROUP, KAI_GROUP):
                     if isinstance(ann.get(key), str) and ann[key]:
                         counts[(key, ann[key])] += 1
@@ -84,7 +86,8 @@ def check_pod_group_size(resources: List[Resource], ctx: Context) -> Iterator[Tu
 def _gang_scheduled(job: Dict) -> bool:
     tmpl = objects.get(job, "spec", "template") or {}
     scheduler = objects.get(tmpl, "spec", "schedulerName") or "default-scheduler"
-    ann = objects.get(tmpl, "metadata", "annotations") or {}
+    ann = objects.get(tmpl, "metadata", "annotations")
+    ann = ann if isinstance(ann, dict) else {}
     if scheduler == "volcano":
         return bool(ann.get(VOLCANO_GROUP))
     if scheduler == "kai-scheduler":

@@ -5,7 +5,8 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 from multinode import pools, topology
 
-from .. import objects, rules_dynamo
+from .. import objects
+from . import dynamo as rules_dynamo
 from ..engine import MANDATORY, Context, Resource, Rule
 from ..objects import Gang, Role
 

@@ -1,5 +1,5 @@
 """A `dynamo` workload: one DynamoGraphDeployment (nvidia.com/v1beta1), built by
-multinode.manifests.dynamo, with the checkpoint claim and the Secrets of the shared workload path.
+multinode.manifests.workloads.dgd, with the checkpoint claim and the Secrets of the shared workload path.
 
 The DGD builder only names its claim and its Secrets; here both come from `common`, the same helpers
 every other kind uses (claim: storage.existingClaim, else storage.name; Secrets: "<workload>-hf-token"
@@ -14,7 +14,7 @@ Grove PodCliqueSets (or LWS + Volcano PodGroups) and the frontend Service itself
 from __future__ import annotations
 
 from ...config import StackConfig, Workload
-from .. import dynamo as dm
+from . import dgd as dm
 from . import common as c
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ...config import Role, StackConfig, Workload
+from ...resolved import gang
 from . import common as c
 
 KAI_SCHEDULER = "kai-scheduler"
@@ -81,9 +82,8 @@ def roles(cfg: StackConfig, w: Workload) -> Dict[str, Role]:
 
 
 def role_parallelism(cfg: StackConfig, w: Workload, role: Role) -> Dict[str, int]:
-    gpn = role.gpus_per_node or cfg.machine(cfg.pool(w.node_pool)).gpus
-    tp = role.tensor_parallel or max(1, (role.nodes * gpn) // role.pipeline_parallel)
-    return {"gpus": gpn, "tp": tp, "pp": role.pipeline_parallel, "nodes": role.nodes}
+    g = gang("", role, cfg.machine(cfg.pool(w.node_pool)).gpus)     # the defaults: multinode/resolved.py
+    return {"gpus": g.gpus_per_node, "tp": g.tensor_parallel, "pp": g.pipeline_parallel, "nodes": g.nodes}
 
 
 def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:

@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ... import fabric
 from ...catalog import Machine
 from ...config import StackConfig, Workload
+from ...resolved import nccl_test_nodes
 from . import common as c
 from .mpijob import forward_env_snippet
 
@@ -45,7 +46,7 @@ class ThresholdUnknown(ValueError):
 
 def nodes(cfg: StackConfig, w: Workload) -> int:
     """`nodes` when set above 1, else every node of the pool."""
-    return w.nodes if w.nodes > 1 else cfg.pool(w.node_pool).node_count
+    return nccl_test_nodes(w.nodes, cfg.pool(w.node_pool).node_count)
 
 
 def bandwidth_confirmed(m: Machine) -> bool:

@@ -34,9 +34,9 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .. import pools
-from ..config import ADDON_VERSIONS, Role, StackConfig, Workload
-from .workloads import common as wc
+from ... import pools
+from ...config import ADDON_VERSIONS, StackConfig, Workload
+from . import common as wc
 
 API_VERSION = "nvidia.com/v1beta1"
 KIND = "DynamoGraphDeployment"
@@ -210,20 +210,14 @@ class WorkerRole:
 
 def worker_roles(cfg: StackConfig, workload: Workload) -> List[WorkerRole]:
     """Aggregated: one worker over workload.nodes; disaggregated: prefill + decode from the roles.
-    Defaults follow the config checks: tensor parallel fills nodes x GPUs / pipeline parallel."""
-    machine_gpus = cfg.machine(cfg.pool(workload.node_pool)).gpus
-    if workload.disaggregated is None:
-        gpn = cfg.gpus_per_node(workload)
-        return [WorkerRole("worker", "worker", workload.nodes, gpn, cfg.tensor_parallel(workload),
-                           workload.pipeline_parallel, workload.replicas, None)]
-    out = []
-    for role_name in ("prefill", "decode"):
-        role: Role = getattr(workload.disaggregated, role_name)
-        gpn = role.gpus_per_node or machine_gpus
-        tp = role.tensor_parallel or max(1, (role.nodes * gpn) // role.pipeline_parallel)
-        out.append(WorkerRole(role_name, role_name, role.nodes, gpn, tp, role.pipeline_parallel,
-                              role.replicas, role_name))
-    return out
+    Defaults come from the resolved model (multinode/resolved.py), the one the config checks read."""
+    rw = cfg.resolved(workload)
+    if not rw.roles:
+        g = rw.main
+        return [WorkerRole("worker", "worker", g.nodes, g.gpus_per_node, g.tensor_parallel,
+                           g.pipeline_parallel, g.replicas, None)]
+    return [WorkerRole(name, name, g.nodes, g.gpus_per_node, g.tensor_parallel, g.pipeline_parallel,
+                       g.replicas, name) for name, g in rw.roles.items()]
 
 
 def worker_args(workload: Workload, role: WorkerRole) -> List[str]:

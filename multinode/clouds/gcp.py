@@ -1,4 +1,11 @@
-"""GKE facts and rules the GCP components and the config checks share (pure: no Pulumi, no SDK).
+"""cloud: gcp, in the pure core (no Pulumi, no SDK): the same sections as every multinode/clouds module.
+
+GKE facts and rules the GCP components and the config checks share:
+- config rules: `CLUSTER_KEYS`, `STORAGE_KINDS`, `REQUIRED_FABRIC`, `CAPACITY_BLOCKS`, `CREATES_POOLS`
+  (read by multinode/checks.py) and `config_problems(cfg)`;
+- fabric profile: `FABRICS`, `NCCL_NET`, `fabric_settings` (GPUDirect-TCPX, -TCPXO, RDMA; assembled by
+  multinode/fabric.py);
+- mock data for `plan`: `MOCK_CALLS`, `MOCK_OUTPUTS` (registered by multinode/recording.py);
 
 - the GPU network plan of a pool (extra VPCs / subnets / MTU / GKE Network names) per fabric;
 - the GKE `GKENetworkParamSet` and `Network` objects that expose those networks to pods;
@@ -18,12 +25,21 @@ Sources (cited by key in comments below):
 from __future__ import annotations
 
 import ipaddress
+import json
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import catalog, pools
-from .config import NodePool, StackConfig
-from .errors import Problem
+from .. import catalog, pools
+from ..config import NodePool, StackConfig
+from ..catalog import Machine
+from ..errors import Problem
+
+# ---------------------------------------------------------------- config rules
+CLUSTER_KEYS = ("name", "project", "location")
+STORAGE_KINDS = ("filestore", "gcp-lustre")
+REQUIRED_FABRIC = None         # which GPUDirect fabric follows from the machine; pools without one still run
+CAPACITY_BLOCKS = False
+CREATES_POOLS = True
 
 GKE_NETWORK_API = "networking.gke.io/v1"
 
@@ -215,8 +231,12 @@ def _region_of(location: str) -> str:
     return "-".join(parts[:2]) if len(parts) >= 3 else location
 
 
-def config_problems(cfg: StackConfig) -> List[Problem]:
+def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]:
     p: List[Problem] = []
+    for i, pool in enumerate(cfg.node_pools):
+        if not pool.zone:
+            p.append(Problem(f"nodePools[{i}].zone", "GPU node pools with compact placement live in one zone; "
+                                                     "set zone, e.g. us-central1-a"))
     cidrs: List[Tuple[int, ipaddress.IPv4Network]] = []
     region = _region_of(cfg.cluster.location or "")
     for i, pool in enumerate(cfg.node_pools):
@@ -291,6 +311,10 @@ def config_problems(cfg: StackConfig) -> List[Problem]:
     return p
 
 
+def advisories(cfg: Any) -> List[Problem]:
+    """Non-fatal findings of this cloud (none so far)."""
+    return []
+
 # ---------------------------------------------------------------- access
 def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
     """A kubeconfig for a GKE cluster that authenticates with gke-gcloud-auth-plugin (no key in the file)."""
@@ -310,3 +334,208 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
 
 def region_of(zone_or_region: str) -> str:
     return _region_of(zone_or_region)
+
+
+# ---------------------------------------------------------------- fabric profile
+FABRICS = (catalog.TCPX, catalog.TCPXO, catalog.GCP_RDMA)
+NCCL_NET = {
+    # The GPUDirect-TCPX plugin registers "GPUDirectTCPX_v7": GoogleCloudPlatform/cluster-toolkit
+    # and NVIDIA JAX-Toolbox GCP scripts export NCCL_NET=GPUDirectTCPX_v7 (the old table said
+    # "GPUDirectTCPX", which matches no plugin name).
+    "tcpx": "GPUDirectTCPX_v7",
+    # The TCPXO plugin registers "FasTrak" (GoogleCloudPlatform/container-engine-accelerators
+    # gpudirect-tcpxo docs and users export NCCL_NET=FasTrak).
+    "tcpxo": "FasTrak",
+    # Google's gIB plugin for A3 Ultra / A4 RDMA: NCCL_NET=gIB (hardware.md section 2, G2).
+    "gcp-rdma": "gIB",
+}
+
+# GKE GPUDirect images (hardware.md section 2, source G3 / container-engine-accelerators).
+TCPXO_DAEMON_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21"
+TCPX_DAEMON_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12"
+
+
+def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
+    """(device resource, devices per node, what the pod gets) for a GPUDirect pool (multinode/fabric.py).
+    GKE exposes the GPU NICs as extra pod networks, not as a device resource."""
+    build = {catalog.TCPXO: _tcpxo, catalog.TCPX: _tcpx, catalog.GCP_RDMA: _gcp_rdma}[kind]
+    return None, 0, build(pool, machine, count)
+
+
+def _gke_interfaces(first_eth: int, networks: List[str]) -> str:
+    items = [{"interfaceName": "eth0", "network": "default"}]
+    items += [{"interfaceName": f"eth{first_eth + i}", "network": n} for i, n in enumerate(networks)]
+    return json.dumps(items, separators=(",", ":"))
+
+
+def _gke_daemon_devices(gpus: int) -> str:
+    # devices.gke.io/container.<name>: the NRI device injector hands these to the sidecar
+    # (hardware.md section 2; container-engine-accelerators gpudirect-tcpxo/nccl-test-latest.yaml).
+    paths = [f"/dev/nvidia{i}" for i in range(gpus)] + ["/dev/nvidiactl", "/dev/nvidia-uvm",
+                                                        "/dev/dmabuf_import_helper"]
+    return "".join(f"- path: {p}\n" for p in paths)
+
+
+_GKE_HOST_VOLUMES = [
+    {"name": "fabric-nvidia-lib", "hostPath": {"path": "/home/kubernetes/bin/nvidia/lib64"}},
+    {"name": "fabric-sys", "hostPath": {"path": "/sys"}},
+    {"name": "fabric-proc-sys", "hostPath": {"path": "/proc/sys"}},
+]
+
+
+def _tcpxo(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
+    # hardware.md section 2 "GCP GKE A3 Mega (TCPXO)", source G3.
+    networks = pools.gcp_network_names(pool, nics)
+    lib = "/usr/local/nvidia/lib64"
+    env = {
+        "LD_LIBRARY_PATH": lib,
+        "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices",
+        "NCCL_FASTRAK_CTRL_DEV": "eth0",
+        "NCCL_FASTRAK_IFNAME": ",".join(f"eth{i}" for i in range(1, nics + 1)),
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_CROSS_NIC": "0",
+        "NCCL_PROTO": "Simple,LL128",
+        "NCCL_MIN_NCHANNELS": "4",
+        "NCCL_TUNER_PLUGIN": "libnccl-tuner.so",
+        "NCCL_TUNER_CONFIG_PATH": f"{lib}/a3plus_tuner_config.textproto",
+        "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE": f"{lib}/a3plus_guest_config.textproto",
+        "NCCL_NVLSTREE_MAX_CHUNKSIZE": "131072",
+        "NCCL_P2P_NET_CHUNKSIZE": "524288",
+        "NCCL_P2P_PCI_CHUNKSIZE": "524288",
+        "NCCL_P2P_NVL_CHUNKSIZE": "1048576",
+        "NCCL_FASTRAK_NUM_FLOWS": "2",
+        "NCCL_FASTRAK_USE_SNAP": "1",
+        "NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS": "600000",
+        "NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL": "0",
+        "NCCL_BUFFSIZE": "8388608",
+        "NCCL_NET_GDR_LEVEL": "PIX",
+        "NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING": "0",
+        "NCCL_FASTRAK_USE_LLCM": "1",
+        "NCCL_NVLS_ENABLE": "1",
+    }
+    sidecar = {
+        "name": "tcpxo-daemon",
+        "image": TCPXO_DAEMON_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "restartPolicy": "Always",          # native sidecar: ends with the workload (K8s >= 1.29)
+        "command": ["/bin/sh", "-c"],
+        "args": [f"set -ex; chmod 755 /fts/entrypoint_rxdm_container.sh; "
+                 f"/fts/entrypoint_rxdm_container.sh --num_hops=2 --num_nics={nics} --uid= --alsologtostderr"],
+        "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}},
+        "env": [{"name": "LD_LIBRARY_PATH", "value": lib}],
+        "volumeMounts": [{"name": "fabric-nvidia-lib", "mountPath": lib},
+                         {"name": "fabric-sys", "mountPath": "/hostsysfs"},
+                         {"name": "fabric-proc-sys", "mountPath": "/hostprocsysfs"}],
+    }
+    return {
+        "env": env,
+        "annotations": {
+            "networking.gke.io/default-interface": "eth0",
+            "networking.gke.io/interfaces": _gke_interfaces(1, networks),
+            "devices.gke.io/container.tcpxo-daemon": _gke_daemon_devices(machine.gpus),
+        },
+        "volumes": _GKE_HOST_VOLUMES + [
+            {"name": "fabric-aperture-devices", "hostPath": {"path": "/dev/aperture_devices"}}],
+        "volume_mounts": [{"name": "fabric-nvidia-lib", "mountPath": lib},
+                          {"name": "fabric-aperture-devices", "mountPath": "/dev/aperture_devices"}],
+        "pod_volume_names": ["fabric-sys", "fabric-proc-sys"],
+        "init_containers": [sidecar],
+        "networks": networks,
+    }
+
+
+def _tcpx(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
+    # hardware.md section 2 "A3 High TCPX": sidecar tcpgpudmarxd-dev:v2.0.12, eth1-4, /run/tcpx.
+    # The NCCL_GPUDIRECTTCPX_* variable names follow Google's GKE TCPX guide
+    # (cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-tcpx); not in hardware.md.
+    networks = pools.gcp_network_names(pool, nics)
+    lib = "/usr/local/nvidia/lib64"
+    ifnames = ",".join(f"eth{i}" for i in range(1, nics + 1))
+    env = {
+        "LD_LIBRARY_PATH": lib,
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME": ifnames,
+        "NCCL_GPUDIRECTTCPX_CTRL_DEV": "eth0",
+        "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX": "/run/tcpx",
+        "NCCL_CROSS_NIC": "0",
+    }
+    sidecar = {
+        "name": "tcpx-daemon",
+        "image": TCPX_DAEMON_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "restartPolicy": "Always",
+        "command": ["/tcpgpudmarxd/build/app/tcpgpudmarxd", "--gpu_nic_preset", "a3vm",
+                    "--gpu_shmem_type", "fd", "--uds_path", "/run/tcpx"],
+        "securityContext": {"privileged": True},
+        "env": [{"name": "LD_LIBRARY_PATH", "value": lib}],
+        "volumeMounts": [{"name": "fabric-nvidia-lib", "mountPath": lib},
+                         {"name": "fabric-tcpx-socket", "mountPath": "/run/tcpx"},
+                         {"name": "fabric-sys", "mountPath": "/hostsysfs"},
+                         {"name": "fabric-proc-sys", "mountPath": "/hostprocsysfs"}],
+    }
+    return {
+        "env": env,
+        "annotations": {"networking.gke.io/default-interface": "eth0",
+                        "networking.gke.io/interfaces": _gke_interfaces(1, networks)},
+        "volumes": _GKE_HOST_VOLUMES + [{"name": "fabric-tcpx-socket", "emptyDir": {}}],
+        "volume_mounts": [{"name": "fabric-nvidia-lib", "mountPath": lib},
+                          {"name": "fabric-tcpx-socket", "mountPath": "/run/tcpx"}],
+        "pod_volume_names": ["fabric-sys", "fabric-proc-sys"],
+        "init_containers": [sidecar],
+        "networks": networks,
+    }
+
+
+def _gcp_rdma(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
+    # hardware.md section 2 "A3 Ultra/A4 RDMA": eth2-9 on the RDMA networks, hostPath
+    # /home/kubernetes/bin/gib -> /usr/local/gib, NCCL_NET=gIB. (eth1, the second gVNIC, is not a
+    # per-pool GPU network and is left to the cluster's defaults.)
+    networks = pools.gcp_network_names(pool, nics)
+    return {
+        "env": {"LD_LIBRARY_PATH": "/usr/local/gib/lib64:/usr/local/nvidia/lib64"},
+        "annotations": {"networking.gke.io/default-interface": "eth0",
+                        "networking.gke.io/interfaces": _gke_interfaces(2, networks)},
+        "volumes": [{"name": "fabric-gib", "hostPath": {"path": "/home/kubernetes/bin/gib"}}],
+        "volume_mounts": [{"name": "fabric-gib", "mountPath": "/usr/local/gib"}],
+        "networks": networks,
+    }
+
+
+# ---------------------------------------------------------------- mock data for plan
+# Canned GCP lookups for offline runs (registered by multinode/recording.py for cloud gcp only).
+# The GKE cluster looks like one made for GPU networks: multi-networking on Dataplane V2, the Filestore
+# and Lustre CSI add-ons enabled. Results use the provider's wire names (camelCase). Created Filestore
+# and Lustre instances get the addresses the service would assign.
+# A syntactically valid, made-up CA (base64 of a PEM header): never a real credential.
+FAKE_CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMtbW9jay1jYQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="
+
+
+def gke_cluster(args: Dict[str, Any]) -> Dict[str, Any]:
+    name = args.get("name", "cluster")
+    project = args.get("project", "my-project")
+    location = args.get("location", "us-central1")
+    return {
+        "id": f"projects/{project}/locations/{location}/clusters/{name}",
+        "name": name, "project": project, "location": location,
+        "endpoint": "203.0.113.10",
+        "masterAuths": [{"clusterCaCertificate": FAKE_CA, "clientCertificate": "", "clientKey": "",
+                         "clientCertificateConfigs": [{"issueClientCertificate": False}]}],
+        "network": f"projects/{project}/global/networks/{name}-net",
+        "subnetwork": f"projects/{project}/regions/{location}/subnetworks/{name}-subnet",
+        "enableMultiNetworking": True,
+        "datapathProvider": "ADVANCED_DATAPATH",
+        "masterVersion": "1.33.5-gke.1000000",
+        "addonsConfigs": [{"gcpFilestoreCsiDriverConfigs": [{"enabled": True}],
+                           "lustreCsiDriverConfigs": [{"enabled": True, "enableLegacyLustrePort": False}]}],
+    }
+
+
+MOCK_CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {"gcp:container/getCluster:getCluster": gke_cluster}
+MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
+
+MOCK_OUTPUTS["gcp:filestore/instance:Instance"] = lambda name, inputs: {
+    "networks": [dict(n, ipAddresses=["10.20.0.2"]) for n in inputs.get("networks", [])],
+}
+MOCK_OUTPUTS["gcp:lustre/instance:Instance"] = lambda name, inputs: {
+    "mountPoint": f"10.90.0.4@tcp:/{inputs.get('filesystem', 'lustre')}",
+}

@@ -1,0 +1,78 @@
+"""The checks step: above config, below manifests. Pure (no Pulumi).
+
+`config.load` checks the shape and the cloud-independent contract and knows no cloud. This module
+asks the stack's cloud module (multinode/clouds/<cloud>.py) for what that cloud refuses, adds the
+fabric counts the fabric profile needs (multinode/fabric.py), and reports everything in one
+ConfigError: `load(raw)` is the entry point of the program (__main__.py), `plan` and the release CLI.
+
+Every cloud module has the same config-rule attributes, read here the same way for every cloud:
+CLUSTER_KEYS, STORAGE_KINDS, REQUIRED_FABRIC, CAPACITY_BLOCKS, CREATES_POOLS, config_problems(),
+advisories().
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Mapping
+
+from . import clouds, config, fabric, images, local_nvme, numbers, overrides
+from .config import StackConfig, to_snake
+from .errors import Problem
+
+
+def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = "stack config") -> StackConfig:
+    """config.load with the stack's cloud rules added: one ConfigError listing every problem."""
+    return config.load(raw, secret_keys, source, more_checks=problems, final_checks=overrides.env_problems)
+
+
+def problems(cfg: StackConfig) -> List[Problem]:
+    """What the stack's cloud refuses, and the fabric counts the fabric profile needs."""
+    cloud = clouds.module(cfg.cloud)
+    machines = config.pool_machines(cfg)
+    p = _common_cloud_problems(cfg, cloud, machines)
+    p.extend(cloud.config_problems(cfg, machines))
+    p.extend(fabric.config_problems(cfg))
+    # numbers several keys must agree on: DeepSpeed batch, reservation location, /dev/shm in node memory
+    p.extend(numbers.problems(cfg, machines))
+    p.extend(overrides.devices_per_gpu_problems(cfg))
+    p.extend(local_nvme.config_problems(cfg))
+    return p
+
+
+def advisories(cfg: StackConfig) -> List[Problem]:
+    """Non-fatal findings (printed by `plan`, logged as warnings by the program)."""
+    cloud = clouds.module(cfg.cloud)
+    return cloud.advisories(cfg) + config.advisories(cfg) + images.advisories(cfg)
+
+
+def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: Dict[str, Any]) -> List[Problem]:
+    """The rules every cloud states as data (its module's attributes), checked the same way."""
+    p: List[Problem] = []
+    name = cfg.cloud
+    for key in cloud.CLUSTER_KEYS:
+        if getattr(cfg.cluster, to_snake(key)) in (None, ""):
+            p.append(Problem(f"cluster.{key}", f"required on cloud {name!r}; set multinode:cluster.{key}"))
+    for i, pool in enumerate(cfg.node_pools):
+        at = f"nodePools[{i}]"
+        cr = pool.capacity_reservation
+        if cr and cr.type == "capacityBlock" and not cloud.CAPACITY_BLOCKS:
+            p.append(Problem(f"{at}.capacityReservation.type", f"capacity blocks exist only on aws, not {name}; "
+                                                               f"use type 'reservation'"))
+        if cloud.CREATES_POOLS and pool.node_selector:
+            p.append(Problem(f"{at}.nodeSelector", "only for cloud 'existing'; created pools are selected by "
+                                                   "their own labels (use labels to add more)"))
+    if cloud.CREATES_POOLS and cfg.fabric.kind is not None:
+        p.append(Problem("fabric.kind", f"only for cloud 'existing'; on {name} the fabric comes from the machine"))
+    if cfg.storage is not None and cfg.storage.kind not in cloud.STORAGE_KINDS:
+        p.append(Problem("storage.kind", f"{cfg.storage.kind!r} is not available on {name}; use one of "
+                                         f"{', '.join(cloud.STORAGE_KINDS)}"))
+    want = cloud.REQUIRED_FABRIC
+    if want is not None and cfg.fabric.enabled:
+        # a pool whose machine lacks the cloud's fabric while the stack asks for it
+        for i, pool in enumerate(cfg.node_pools):
+            m = machines.get(pool.name)
+            if m is None or m.fabric == want:
+                continue
+            key = "machineSpec.fabric" if pool.machine_spec is not None else "machine"
+            p.append(Problem(f"nodePools[{i}].{key}", f"{m.name} has no {want} (its fabric is {m.fabric}), but "
+                                                      f"{name} multi-node pools use {want}; choose a machine with "
+                                                      f"{want}, or set fabric.enabled false to run without a fabric"))
+    return p

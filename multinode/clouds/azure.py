@@ -1,0 +1,240 @@
+"""cloud: azure, in the pure core (no Pulumi, no SDK): the same sections as every multinode/clouds module.
+
+- config rules: `CLUSTER_KEYS`, `STORAGE_KINDS`, `REQUIRED_FABRIC`, `CAPACITY_BLOCKS`, `CREATES_POOLS`
+  (read by multinode/checks.py), `config_problems(cfg)` and `advisories(cfg)`;
+- fabric profile: `FABRICS`, `NCCL_NET`, `fabric_settings` (InfiniBand; assembled by multinode/fabric.py);
+- storage limits: Azure Files and Azure Managed Lustre sizes and tiers (components/clouds/azure.py
+  reads the same constants, so the check and the resource cannot disagree);
+- mock data for `plan`: `MOCK_CALLS`, `MOCK_OUTPUTS` (registered by multinode/recording.py).
+
+Sources (checked 2026-11-22 with the docs search):
+- AZURE_FILES_*: premium (FileStorage) shares have a 100 GiB minimum (kubernetes/kubernetes#99122,
+  hardware.md Z7); Microsoft.Storage FileShare.shareQuota is at most 102400 GiB for large file shares.
+- AMLFS_TIERS: Azure Managed Lustre, "Create a file system in the portal", Throughput configurations
+  table (MicrosoftDocs/azure-stack-docs azure-managed-lustre/create-file-system-portal.md):
+  MB/s per TiB -> (minimum TiB, maximum TiB, increment TiB). Larger sizes need a support request.
+"""
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..catalog import Machine
+from ..errors import Problem
+from ..pools import node_taints
+
+# ---------------------------------------------------------------- config rules
+CLUSTER_KEYS = ("name", "resourceGroup", "location")
+STORAGE_KINDS = ("azure-files", "azure-lustre")
+REQUIRED_FABRIC = "infiniband"  # ND pools wire up InfiniBand: the machine must have it unless fabric.enabled is false
+CAPACITY_BLOCKS = False
+CREATES_POOLS = True
+
+# ---------------------------------------------------------------- storage limits
+AZURE_FILES_MIN_GIB = 100
+AZURE_FILES_MAX_GIB = 102400
+
+AMLFS_TIERS: Dict[int, Tuple[int, int, int]] = {
+    40: (48, 768, 48),
+    125: (16, 128, 16),
+    250: (8, 128, 8),
+    500: (4, 128, 4),
+}
+AMLFS_DEFAULT_THROUGHPUT = 125
+GIB_PER_TIB = 1024
+
+
+def amlfs_sku(throughput: int) -> str:
+    return f"AMLFS-Durable-Premium-{throughput}"
+
+
+def amlfs_allowed_tib(throughput: int) -> List[int]:
+    lo, hi, step = AMLFS_TIERS[throughput]
+    return list(range(lo, hi + 1, step))
+
+
+def amlfs_nearest_gib(gib: int, throughput: int) -> List[int]:
+    allowed = [t * GIB_PER_TIB for t in amlfs_allowed_tib(throughput)]
+    below = [a for a in allowed if a <= gib]
+    above = [a for a in allowed if a >= gib]
+    return sorted({*(below[-1:]), *(above[:1])})
+
+
+def _sizes(values: List[int]) -> str:
+    return " or ".join(f"{v} GiB" for v in values)
+
+
+def storage_problems(storage: Any, node_pools: Any = ()) -> List[Problem]:
+    p: List[Problem] = []
+    s = storage
+    size: Optional[int] = s.size_gib
+    if s.kind == "azure-files":
+        if size is not None and not (AZURE_FILES_MIN_GIB <= size <= AZURE_FILES_MAX_GIB):
+            near = AZURE_FILES_MIN_GIB if size < AZURE_FILES_MIN_GIB else AZURE_FILES_MAX_GIB
+            p.append(Problem("storage.sizeGib", f"{size} GiB is outside what a premium Azure Files NFS share holds "
+                                                f"({AZURE_FILES_MIN_GIB}-{AZURE_FILES_MAX_GIB} GiB); use {near} GiB"))
+        if s.throughput is not None:
+            p.append(Problem("storage.throughput", "premium Azure Files scales throughput with the share size; "
+                                                   "remove storage.throughput"))
+        if not s.subnet_id and not any(pl.subnet_id for pl in node_pools):
+            # the share's account admits only named subnets (private networking); an AKS-managed VNet does
+            # not report its subnet, so it cannot be found at deploy time
+            p.append(Problem("storage.subnetId", "the NFS share admits only the nodes' subnet; set storage.subnetId "
+                                                 "(or nodePools[].subnetId) to the AKS node subnet's resource ID, "
+                                                 "/subscriptions/.../virtualNetworks/<vnet>/subnets/<subnet>"))
+    elif s.kind == "azure-lustre":
+        t = s.throughput if s.throughput is not None else AMLFS_DEFAULT_THROUGHPUT
+        if t not in AMLFS_TIERS:
+            p.append(Problem("storage.throughput", f"{t} MB/s/TiB is not an Azure Managed Lustre tier; use one of "
+                                                   f"{', '.join(map(str, sorted(AMLFS_TIERS)))} "
+                                                   f"(sku AMLFS-Durable-Premium-<tier>)"))
+        elif size is not None:
+            lo, hi, step = AMLFS_TIERS[t]
+            tib_ok = size % GIB_PER_TIB == 0 and size // GIB_PER_TIB in amlfs_allowed_tib(t)
+            if not tib_ok:
+                p.append(Problem("storage.sizeGib", f"{size} GiB is not an Azure Managed Lustre size for "
+                                                    f"{amlfs_sku(t)} ({lo}-{hi} TiB in steps of {step} TiB); use "
+                                                    f"{_sizes(amlfs_nearest_gib(size, t))}"))
+        if not s.subnet_id:
+            p.append(Problem("storage.subnetId", "Azure Managed Lustre lives in its own subnet of the cluster's "
+                                                 "virtual network; set storage.subnetId to that subnet's resource ID"))
+    return p
+
+
+def config_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
+    """What only azure refuses: storage the services do not accept."""
+    return storage_problems(cfg.storage, cfg.node_pools) if cfg.storage is not None else []
+
+
+def advisories(cfg: Any) -> List[Problem]:
+    """Non-fatal findings for InfiniBand pools (printed by `plan`, logged as warnings by the program)."""
+    out: List[Problem] = []
+    if cfg.fabric.enabled and cfg.fabric_kind() == "infiniband":
+        if not cfg.addons.gpu_operator.enabled:
+            # Azure/AKS#3507 via hardware.md section 2: ~4 GB/s instead of ~186 GB/s without nvidia_peermem
+            out.append(Problem("addons.gpuOperator.enabled", "AKS-managed GPU drivers do not load nvidia-peermem, "
+                                                             "so NCCL over InfiniBand runs without GPUDirect RDMA "
+                                                             "(~4 GB/s instead of ~186 GB/s); enable addons.gpuOperator "
+                                                             "(the pool then uses driver mode None) or run a peermem "
+                                                             "loader DaemonSet on the GPU nodes"))
+        topologies = sorted({cfg.machine(pl).nccl_topology for pl in cfg.node_pools
+                             if cfg.machine(pl).nccl_topology})
+        if topologies:
+            out.append(Problem("nodePools", f"NCCL_TOPO_FILE points at {', '.join(topologies)} from an optional "
+                                            f"ConfigMap (nccl-topology-ndv4 / nccl-topology-ndv5) that this package "
+                                            f"does not ship; create it in each workload namespace from "
+                                            f"Azure/azhpc-images topology/ or NCCL guesses the topology"))
+    return out
+
+
+# ---------------------------------------------------------------- node bootstrap
+# (read by components/clouds/azure.py: agent pools, storage account names)
+def agent_pool_name(pool_name: str) -> str:
+    """AKS Linux pool names: lowercase letters and digits, at most 12, starting with a letter."""
+    name = re.sub(r"[^a-z0-9]", "", pool_name.lower())
+    if not name or not name[0].isalpha():
+        name = "gpu" + name
+    return name[:12]
+
+
+def storage_account_name(name: str) -> str:
+    """Logical name for an account (Pulumi appends a random suffix): lowercase letters and digits."""
+    return (re.sub(r"[^a-z0-9]", "", name.lower()) or "ckpt")[:16]
+
+
+def aks_taints(cfg) -> List[str]:
+    return [f"{t['key']}={t['value']}:{t['effect']}" for t in node_taints(cfg)]
+
+
+def gpu_driver(cfg) -> str:
+    """AKS installs the NVIDIA driver unless the GPU Operator owns it (then two drivers would fight)."""
+    return "None" if cfg.addons.gpu_operator.enabled else "Install"
+
+
+# ---------------------------------------------------------------- fabric profile
+# Kubernetes extended resources of InfiniBand (hardware.md section 2).
+IB_SHARED_RESOURCE = "rdma/shared_ib"      # Mellanox shared RDMA device plugin, resourceName shared_ib
+IB_SRIOV_RESOURCE = "rdma/ib"              # SR-IOV device plugin
+FABRICS = ("infiniband",)
+# NCCL's built-in InfiniBand verbs transport is named "IB" (NVIDIA/nccl src/transport/net_ib.cc).
+NCCL_NET = {"infiniband": "IB"}
+
+# NCCL topology files per ND generation. Which file a VM size uses is a machine fact
+# (catalog.Machine.nccl_topology, source Z4: Azure/azhpc-images topology/). We do not copy the XML: the
+# pod mounts a ConfigMap named after the file (see docs/addons-fabric.md), optional so NCCL falls back
+# to auto-detection if it is absent.
+AZURE_TOPOLOGY_MOUNT = "/opt/nvidia-topology"
+
+
+def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
+    """(device resource, devices per node, what the pod gets) for an InfiniBand pool (multinode/fabric.py)."""
+    if cfg.fabric.rdma_mode == "shared":
+        return IB_SHARED_RESOURCE, 1, _infiniband(machine)
+    return IB_SRIOV_RESOURCE, count, _infiniband(machine)
+
+
+def _infiniband(machine: Machine) -> Dict[str, Any]:
+    # hardware.md section 2 "Azure AKS (IB)", sources Z3 (Azure/aks-rdma-infiniband), Z4 (azhpc-images).
+    env = {
+        "NCCL_IB_DISABLE": "0",
+        "NCCL_NET_GDR_LEVEL": "SYS",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "NCCL_IB_PCI_RELAXED_ORDERING": "1",
+    }
+    out: Dict[str, Any] = {"env": env, "capabilities": ["IPC_LOCK"]}
+    topo = machine.nccl_topology                       # catalog, source Z4
+    if topo:
+        env["NCCL_TOPO_FILE"] = f"{AZURE_TOPOLOGY_MOUNT}/{topo}"
+        cm = "nccl-topology-" + topo.split("-")[0]            # nccl-topology-ndv4 / nccl-topology-ndv5
+        out["volumes"] = [{"name": "fabric-nccl-topology",
+                           "configMap": {"name": cm, "optional": True}}]
+        out["volume_mounts"] = [{"name": "fabric-nccl-topology", "mountPath": AZURE_TOPOLOGY_MOUNT,
+                                 "readOnly": True}]
+        out["topology_file"] = topo
+    return out
+
+
+# ---------------------------------------------------------------- mock data for plan
+# Canned Azure answers for offline runs (plan, tests): an AKS managed cluster, its user kubeconfig,
+# and the computed outputs our Azure resources need. multinode/recording.py registers MOCK_CALLS /
+# MOCK_OUTPUTS for stacks of this cloud only.
+SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+NODE_SUBNET = (f"/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-net/providers/Microsoft.Network/"
+               f"virtualNetworks/vnet-aks/subnets/nodes")
+
+
+def managed_cluster(args: Dict[str, Any]) -> Dict[str, Any]:
+    rg, name = args.get("resourceGroupName", "rg"), args.get("resourceName", "aks")
+    return {
+        "id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.ContainerService/"
+              f"managedClusters/{name}",
+        "name": name, "location": "eastus", "kubernetesVersion": "1.33", "currentKubernetesVersion": "1.33.2",
+        "fqdn": f"{name}-dns-0a1b2c3d.hcp.eastus.azmk8s.io", "provisioningState": "Succeeded",
+        "nodeResourceGroup": f"MC_{rg}_{name}_eastus", "type": "Microsoft.ContainerService/ManagedClusters",
+        "agentPoolProfiles": [{"name": "system", "mode": "System", "vmSize": "Standard_D8ds_v5", "count": 3,
+                               "osType": "Linux", "vnetSubnetID": NODE_SUBNET}],
+    }
+
+
+def user_credentials(args: Dict[str, Any]) -> Dict[str, Any]:
+    name = args.get("resourceName", "aks")
+    kubeconfig = (f"apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n"
+                  f"    server: https://{name}-dns-0a1b2c3d.hcp.eastus.azmk8s.io:443\n"
+                  f"contexts:\n- name: {name}\n  context: {{cluster: {name}, user: offline}}\n"
+                  f"current-context: {name}\nusers:\n- name: offline\n  user: {{token: offline-plan}}\n")
+    return {"kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(kubeconfig.encode()).decode()}]}
+
+
+MOCK_CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
+    "azure-native:containerservice:getManagedCluster": managed_cluster,
+    "azure-native:containerservice:listManagedClusterUserCredentials": user_credentials,
+}
+MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
+
+MOCK_OUTPUTS["azure-native:storagecache:AmlFilesystem"] = lambda name, inputs: {
+    "clientInfo": {"mgsAddress": "10.20.0.4", "mountCommand": "mount -t lustre -o noatime,flock 10.20.0.4@tcp:/lustrefs",
+                   "lustreVersion": "2.15", "containerStorageInterface": {}}}
+# azure-native auto-names these from the logical name plus a random suffix; mimic it.
+MOCK_OUTPUTS["azure-native:storage:StorageAccount"] = lambda name, inputs: {"name": inputs.get("accountName") or f"{name}0a1b2c"}
+MOCK_OUTPUTS["azure-native:storage:FileShare"] = lambda name, inputs: {"name": inputs.get("shareName") or name}

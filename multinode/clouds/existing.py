@@ -1,0 +1,57 @@
+"""cloud: existing, in the pure core: a cluster this stack only attaches to (no node pools or file systems
+are created). The same sections as every multinode/clouds module:
+
+- config rules: `CLUSTER_KEYS`, `STORAGE_KINDS`, `REQUIRED_FABRIC`, `CAPACITY_BLOCKS`, `CREATES_POOLS`
+  (read by multinode/checks.py) and `config_problems(cfg)`: the stack describes the nodes
+  (nodePools[].nodeSelector) and the fabric they already have (fabric.kind);
+- fabric profile: none of its own (`FABRICS` is empty): fabric.kind names the fabric, and
+  multinode/fabric.py builds its profile with the module of the cloud that fabric belongs to;
+- mock data for `plan`: nothing to look up (`MOCK_CALLS`, `MOCK_OUTPUTS` are empty).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List
+
+from ..errors import Problem
+
+# ---------------------------------------------------------------- config rules
+CLUSTER_KEYS: tuple = ()
+STORAGE_KINDS = ("existing",)
+REQUIRED_FABRIC = None
+CAPACITY_BLOCKS = False
+CREATES_POOLS = False
+
+
+def config_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
+    """`machines`: pool name -> the machine of every pool whose machine resolved (checks.pool_machines)."""
+    p: List[Problem] = []
+    if not cfg.kubeconfig:
+        p.append(Problem("kubeconfig", "cloud 'existing' needs the cluster's kubeconfig; set it with "
+                                       "`pulumi config set --secret multinode:kubeconfig \"$(cat kubeconfig)\"`"))
+    for i, pool in enumerate(cfg.node_pools):
+        if not pool.node_selector:
+            p.append(Problem(f"nodePools[{i}].nodeSelector", "on an existing cluster, say which nodes form this "
+                                                             "pool, e.g. nodeSelector: "
+                                                             "{node.kubernetes.io/instance-type: p5.48xlarge}"))
+    if cfg.fabric.kind is None:
+        p.append(Problem("fabric.kind", "on an existing cluster, state the fabric the nodes have: "
+                                        "efa, infiniband, tcpx, tcpxo, gcp-rdma, roce or none"))
+    else:
+        for name, m in machines.items():
+            if m.fabric not in (cfg.fabric.kind, "none") and cfg.fabric.kind != "none":
+                p.append(Problem("fabric.kind", f"{cfg.fabric.kind!r}, but pool {name!r} runs {m.name} whose "
+                                                f"fabric is {m.fabric}; use fabric.kind {m.fabric!r}"))
+    return p
+
+
+def advisories(cfg: Any) -> List[Problem]:
+    """Non-fatal findings of this cloud (none so far)."""
+    return []
+
+# ---------------------------------------------------------------- fabric profile
+FABRICS: tuple = ()
+NCCL_NET: Dict[str, str] = {}
+
+# ---------------------------------------------------------------- mock data for plan
+MOCK_CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {}
+MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}

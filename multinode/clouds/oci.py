@@ -1,0 +1,217 @@
+"""cloud: oci, in the pure core (no Pulumi, no SDK): the same sections as every multinode/clouds module.
+
+OKE facts and rules the OCI components and the config checks share:
+- config rules: `CLUSTER_KEYS`, `STORAGE_KINDS`, `REQUIRED_FABRIC`, `CAPACITY_BLOCKS`, `CREATES_POOLS`
+  (read by multinode/checks.py) and `config_problems(cfg)`;
+- fabric profile: `FABRICS`, `NCCL_NET`, `fabric_settings` (RDMA over SR-IOV VFs; assembled by
+  multinode/fabric.py);
+- node bootstrap: the cloud-init of self-managed OKE workers;
+- mock data for `plan`: `MOCK_CALLS`, `MOCK_OUTPUTS` (registered by multinode/recording.py).
+
+Sources:
+  O1  oracle-quickstart/oci-hpc-oke docs + terraform (via hardware.md): GPU pools in "cluster-network"
+      mode with a custom GPU image and the Oracle Cloud Agent plugins for RDMA enabled; RDMA VFs per
+      shape (nvidia.com/rdma-vf: 16 on GPU4.8 / A100-v2.8 / H100.8, 8 on H200.8 / B200.8).
+  O3  OKE self-managed nodes: cloud-init runs /etc/oke/oke-install.sh with --apiserver-endpoint (IP only)
+      and --kubelet-ca-cert (base64 CA); --kubelet-extra-args carries --node-labels / --register-with-taints.
+  O4  OCI File Storage CSI (fss.csi.oraclecloud.com): static PV volumeHandle "<fs_ocid>:<mount_target_ip>:<export_path>"
+      (hardware.md section 4). File systems grow on demand: there is no size to provision.
+"""
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+from typing import Any, Callable, Dict, List, Optional
+
+import yaml
+
+from .. import catalog, pools
+from ..catalog import Machine
+from ..config import NodePool, StackConfig
+from ..errors import Problem
+
+# ---------------------------------------------------------------- config rules
+CLUSTER_KEYS = ("clusterId", "compartmentId", "region")
+STORAGE_KINDS = ("oci-fss",)
+REQUIRED_FABRIC = None         # BM.GPU shapes bring RoCE; the shape check below refuses VM shapes
+CAPACITY_BLOCKS = False
+CREATES_POOLS = True
+
+FSS_CSI = "fss.csi.oraclecloud.com"
+
+# Oracle Cloud Agent plugins a bare-metal GPU node needs for RDMA in a cluster network (O1).
+RDMA_PLUGINS = ("Compute HPC RDMA Authentication", "Compute HPC RDMA Auto-Configuration",
+                "Compute RDMA GPU Monitoring")
+
+_AD = re.compile(r"^[A-Za-z0-9]{4}:[A-Z0-9-]+-AD-[1-3]$")
+
+
+def api_host(endpoint: str) -> str:
+    """oke-install.sh wants the API server IP only: it appends the ports itself (O3)."""
+    host = (endpoint or "").strip()
+    host = re.sub(r"^https?://", "", host)
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def ca_from_kubeconfig(content: str) -> str:
+    doc = yaml.safe_load(content or "") or {}
+    for c in doc.get("clusters") or []:
+        ca = (c.get("cluster") or {}).get("certificate-authority-data")
+        if ca:
+            return ca
+    return ""
+
+
+def kubelet_extra_args(labels: Dict[str, str], taints: List[Dict[str, str]]) -> str:
+    args = ["--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items()))]
+    if taints:
+        args.append("--register-with-taints=" + ",".join(f"{t['key']}={t['value']}:{t['effect']}" for t in taints))
+    return " ".join(args)
+
+
+def node_user_data(endpoint: str, ca_b64: str, labels: Dict[str, str], taints: List[Dict[str, str]]) -> str:
+    """cloud-init for a self-managed OKE GPU node: join the cluster with our labels and taints (O3)."""
+    script = "\n".join([
+        "#!/usr/bin/env bash",
+        "set -euo pipefail",
+        "bash /etc/oke/oke-install.sh \\",
+        f"  --apiserver-endpoint {shlex.quote(api_host(endpoint))} \\",
+        f"  --kubelet-ca-cert {shlex.quote(ca_b64)} \\",
+        f"  --kubelet-extra-args {shlex.quote(kubelet_extra_args(labels, taints))}",
+        "",
+    ])
+    return script
+
+
+def user_data_b64(script: str) -> str:
+    return base64.b64encode(script.encode()).decode()
+
+
+def fss_volume_handle(fs_id: str, mount_target_ip: str, export_path: str) -> str:
+    return f"{fs_id}:{mount_target_ip}:{export_path}"
+
+
+def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]:
+    p: List[Problem] = []
+    region = (cfg.cluster.region or "").lower()
+    region_key = region.rsplit("-", 1)[0].upper() if region else ""
+    for i, pool in enumerate(cfg.node_pools):
+        at = f"nodePools[{i}]"
+        if not pool.zone:
+            p.append(Problem(f"{at}.zone", "set the availability domain, e.g. 'Uocm:US-ASHBURN-AD-1'"))
+        if not pool.image_id:
+            p.append(Problem(f"{at}.imageId", "a bare-metal GPU node needs an OKE GPU image with the RDMA "
+                                              "drivers (OFED); set imageId to its OCID, e.g. ocid1.image.oc1..."))
+        elif not pool.image_id.startswith("ocid1.image."):
+            p.append(Problem(f"{at}.imageId", f"{pool.image_id!r} is not an image OCID; use ocid1.image.oc1...."))
+        if not pool.subnet_id:
+            p.append(Problem(f"{at}.subnetId", "the cluster network's nodes need the OKE worker subnet; set "
+                                               "subnetId to its OCID, e.g. ocid1.subnet.oc1..."))
+        if pool.zone and not _AD.match(pool.zone):
+            p.append(Problem(f"{at}.zone", f"{pool.zone!r} is not an availability domain name; use the form "
+                                           f"'Uocm:US-ASHBURN-AD-1' (`oci iam availability-domain list`)"))
+        elif pool.zone and region_key and region_key not in pool.zone.upper():
+            p.append(Problem(f"{at}.zone", f"{pool.zone!r} is not in the cluster's region {region!r}; use an "
+                                           f"availability domain of {region}, e.g. 'xxxx:{region_key}-AD-1'"))
+        # Whether the availability domain offers the shape is not checked: no source here lists it.
+        try:
+            m = cfg.machine(pool)
+        except catalog.UnknownMachine:
+            continue
+        if m.cloud == "oci" and not m.name.startswith("BM."):
+            p.append(Problem(f"{at}.machine", f"{m.name} is not a bare-metal shape; RDMA cluster networks take "
+                                              f"BM.GPU.* shapes such as BM.GPU.H100.8"))
+    return p
+
+
+def advisories(cfg: Any) -> List[Problem]:
+    """Non-fatal findings of this cloud (none so far)."""
+    return []
+
+# ---------------------------------------------------------------- fabric profile
+OCI_VF_RESOURCE = "nvidia.com/rdma-vf"     # OCI SR-IOV RDMA virtual functions (hardware.md section 2)
+# The Multus network (NetworkAttachmentDefinition, manifests/addons.rdma_vf_network) that attaches one
+# OCI VF. A NAD is namespaced; ours lives in `default` and pods name it `default/rdma-vf`, so pods in
+# any namespace can use it (Multus reads `<namespace>/<name>`; with Multus namespaceIsolation on,
+# `default` stays reachable). oracle-quickstart/oci-hpc-oke docs/using-rdma-network-interfaces-in-
+# manifests.md uses the same namespace and `default/rdma-vf` form for pods outside `default`.
+OCI_VF_NETWORK = "rdma-vf"
+OCI_VF_NETWORK_NAMESPACE = "default"
+FABRICS = ("roce",)
+# NCCL's built-in InfiniBand verbs transport is named "IB" (NVIDIA/nccl src/transport/net_ib.cc);
+# it also drives RoCE.
+NCCL_NET = {"roce": "IB"}
+
+
+def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
+    """(device resource, devices per node, what the pod gets) for an RDMA pool (multinode/fabric.py)."""
+    return OCI_VF_RESOURCE, count, _roce(machine, count)
+
+
+def _roce(machine: Machine, vfs: int) -> Dict[str, Any]:
+    # hardware.md section 2 "OCI OKE" option B (SR-IOV VFs via the Network Operator), source O1.
+    env = {
+        "NCCL_IB_GID_INDEX": "3",
+        "NCCL_IB_TC": "41",
+        "NCCL_IB_SL": "0",
+        "NCCL_IB_TIMEOUT": "22",
+        "NCCL_IB_SPLIT_DATA_ON_QPS": "0",
+        "NCCL_CUMEM_ENABLE": "0",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_IB_HCA": "mlx5",
+    }
+    if machine.gpu_model.startswith("A100"):
+        env["NCCL_IB_QPS_PER_CONNECTION"] = "4"        # hardware.md: (A100)
+    else:
+        env["NCCL_IGNORE_CPU_AFFINITY"] = "1"          # hardware.md: (H100/H200/B200)
+    # Multus attaches one rdma-vf network per VF the pod requests (whole-node pods: all of them),
+    # named with its namespace so a pod in any namespace finds the one NAD in `default`.
+    net = f"{OCI_VF_NETWORK_NAMESPACE}/{OCI_VF_NETWORK}"
+    return {"env": env, "capabilities": ["IPC_LOCK"],
+            "annotations": {"k8s.v1.cni.cncf.io/networks": ",".join([net] * vfs)},
+            "networks": [net]}
+
+
+# ---------------------------------------------------------------- mock data for plan
+# Canned OCI lookups for offline runs (registered by multinode/recording.py for cloud oci only).
+# An enhanced OKE cluster with a private API endpoint; its kubeconfig has the shape OKE generates
+# (token via `oci ce cluster generate-token`). Created mount targets get the address and export set the
+# service would assign. Results use the provider's wire names (camelCase).
+FAKE_CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMtbW9jay1jYQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="
+PRIVATE_ENDPOINT = "10.0.0.5:6443"
+
+
+def kube_config(args: Dict[str, Any]) -> Dict[str, Any]:
+    cid = args.get("clusterId", "ocid1.cluster.oc1..mock")
+    content = yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "context-oke",
+        "clusters": [{"name": "cluster-oke", "cluster": {"server": f"https://{PRIVATE_ENDPOINT}",
+                                                         "certificate-authority-data": FAKE_CA}}],
+        "contexts": [{"name": "context-oke", "context": {"cluster": "cluster-oke", "user": "user-oke"}}],
+        "users": [{"name": "user-oke", "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "oci",
+            "args": ["ce", "cluster", "generate-token", "--cluster-id", cid, "--region", "us-ashburn-1"]}}}],
+    }, sort_keys=False)
+    return {"id": cid, "clusterId": cid, "content": content, "tokenVersion": args.get("tokenVersion", "2.0.0")}
+
+
+def cluster(args: Dict[str, Any]) -> Dict[str, Any]:
+    cid = args.get("clusterId", "ocid1.cluster.oc1..mock")
+    return {"id": cid, "clusterId": cid, "name": "dev-oke", "type": "ENHANCED_CLUSTER",
+            "kubernetesVersion": "v1.33.1", "state": "ACTIVE",
+            "vcnId": "ocid1.vcn.oc1.iad.aaaaaaaaexamplevcn",
+            "endpoints": [{"kubernetes": "", "privateEndpoint": PRIVATE_ENDPOINT, "publicEndpoint": "",
+                           "vcnHostnameEndpoint": "", "ipv6endpoint": ""}]}
+
+
+MOCK_CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
+    "oci:ContainerEngine/getClusterKubeConfig:getClusterKubeConfig": kube_config,
+    "oci:ContainerEngine/getCluster:getCluster": cluster,
+}
+MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
+
+MOCK_OUTPUTS["oci:FileStorage/mountTarget:MountTarget"] = lambda name, inputs: {
+    "ipAddress": "10.0.10.20", "exportSetId": f"ocid1.exportset.oc1.iad.{name}",
+}
+MOCK_OUTPUTS["oci:FileStorage/fileSystem:FileSystem"] = lambda name, inputs: {}
