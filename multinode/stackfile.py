@@ -29,7 +29,9 @@ def list_stacks() -> List[str]:
 def _strip_secure(value: Any) -> Tuple[Any, bool]:
     """Replace `{secure: ...}` leaves with a placeholder; report whether any was found."""
     if isinstance(value, dict):
-        if set(value) == {"secure"}:
+        # as the Pulumi CLI reads it (config/value.go isSecureValue): {secure: <text>} only; {secure: {...}} or
+        # {secure: 5} is a plain object, and a secret key given one is refused as plain text
+        if set(value) == {"secure"} and isinstance(value["secure"], str):
             return SECRET_PLACEHOLDER, True
         found = False
         out = {}

@@ -23,8 +23,9 @@ def check_literal_secrets(res: Resource, ctx: Context) -> Iterator[str]:
         return
     allowed = set(ctx.setting(NAME, "allowedNames", []) or [])
     for spec in objects.pod_specs_anywhere(res.props):
-        for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
-            for e in (c or {}).get("env") or []:
+        for c in objects.seq(spec.get("containers")) + objects.seq(spec.get("initContainers")):
+            c = objects.mapping(c)
+            for e in objects.seq(c.get("env")):
                 if not isinstance(e, dict):
                     continue
                 name, value = str(e.get("name", "")), e.get("value")
