@@ -151,7 +151,10 @@ def test_policy_matches_any_owner_and_nemo_annotation():
     for r in pol["spec"]["rules"]:
         for f in r["match"]["any"]:
             assert f["resources"]["kinds"] == ["Pod"] and f["resources"]["operations"] == ["CREATE"]
-        assert "exclude" not in r
+        # no owner filter anywhere; the one exclude (issue 16's fail-closed rule) filters by label, never by owner
+        assert "exclude" not in r or (r["name"] == kyverno.SINGLE_NODE_RULE and all(
+            set(f["resources"]) <= {"kinds", "operations", "selector", "annotations"}
+            and f["resources"]["kinds"] == ["Pod"] for f in r["exclude"]["any"]))
     assert kyverno.matches(pol, {"metadata": {"labels": {"multinode.dev/fabric": "enabled"}}})
     assert kyverno.matches(pol, {"metadata": {"annotations": {pools.NEMO_ANNOTATION: "true"}}})
     assert not kyverno.matches(pol, {"metadata": {"labels": {"app": "x"}}})
