@@ -303,3 +303,17 @@ def test_fuzz_hostile_stack_files_and_objects():
     bad = fz.failures(results)
     assert not bad, [(r["id"], r["what"], r["exit"], r["output"][-800:]) for r in bad[:3]]
     assert {r["exit"] for r in results} >= {2}
+
+
+# ------------------------------------------------------------------ the pack's ConfigMap rule (preview too)
+def test_configmap_credential_rule_names_the_key_not_the_value():
+    rule = next(r for r in RULES if r.name == "no-credentials-in-configmap")
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "env", "namespace": "ml"},
+          "data": {"HF_TOKEN": SECRET, "MODEL": "llama", "MAX_TOKENS": "4096", "USE_KEY": "true"}}
+    res = engine.Resource(type="kubernetes:core/v1:ConfigMap", name="env", props=cm)
+    msgs = list(rule.check(res, engine.Context()))
+    assert len(msgs) == 1 and "HF_TOKEN" in msgs[0] and SECRET not in msgs[0]
+    allowed = engine.Context(settings={"no-credentials-in-configmap": {"allowedNames": ["HF_TOKEN"]}})
+    assert list(rule.check(res, allowed)) == []
+    cm["data"] = "not a map"
+    assert list(rule.check(res, engine.Context())) == []
