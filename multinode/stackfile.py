@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Set, Tuple
 
-
 from . import credentials, safeyaml
 from .config import NAMESPACE, PROVIDER_NAMESPACES, SECRET_KEYS, SECRET_PLACEHOLDER
 from .errors import ConfigError, Problem

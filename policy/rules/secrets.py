@@ -10,14 +10,12 @@ from .. import objects
 from ..engine import MANDATORY, Context, Resource, Rule
 
 NAME = "no-literal-secrets-in-env"
-SECRET_WORDS = {"TOKEN", "KEY", "APIKEY", "PASSWORD", "PASSWD", "SECRET", "CREDENTIALS", "CREDENTIAL"}
+SECRET_WORDS = credentials.SECRET_WORDS      # one definition of "named like a credential" (multinode/credentials.py)
 # Values that are plainly not credentials: booleans, small numbers, paths.
 _HARMLESS = re.compile(r"^(true|false|yes|no|on|off|\d{1,6}|/.*)$", re.IGNORECASE)
 
 
-def looks_secret(name: str) -> bool:
-    parts = set(re.split(r"[^A-Za-z0-9]+", name.upper()))
-    return bool(parts & SECRET_WORDS) or name.upper().endswith(("_TOKEN", "_KEY", "APIKEY", "PASSWORD", "SECRET"))
+looks_secret = credentials.looks_secret
 
 
 def check_literal_secrets(res: Resource, ctx: Context) -> Iterator[str]:
