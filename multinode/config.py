@@ -599,7 +599,16 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
             # Kubernetes schema (kubernetes-validate), as the API server would. Custom resources are
             # registered untyped; the policy pack reads them whatever their shape.
             from . import validation
-            errors = validation.validate_object(obj)
+            try:
+                errors = validation.validate_object(obj)
+                if not errors and "spec" not in obj:
+                    # the schema leaves `spec` optional, but a kind whose spec has required fields (a Deployment)
+                    # is refused by the API server without it, and by Pulumi's typed args ("Missing required
+                    # property 'spec'"): probe with an empty spec and keep only what it says about spec
+                    errors = [f"spec is missing ({e})" for e in validation.validate_object({**obj, "spec": {}})
+                              if e.startswith("spec")]
+            except validation.UnknownKindError:
+                errors = [f"Kubernetes has no kind {obj['kind']} in {obj['apiVersion']}; check apiVersion and kind"]
             if errors:
                 p.extend(Problem(f"manifests[{i}]", f"not a valid {obj['kind']}: {e[:200]}; fix the object "
                                                     f"against the Kubernetes API reference") for e in errors[:5])

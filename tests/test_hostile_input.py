@@ -317,3 +317,17 @@ def test_configmap_credential_rule_names_the_key_not_the_value():
     assert list(rule.check(res, allowed)) == []
     cm["data"] = "not a map"
     assert list(rule.check(res, engine.Context())) == []
+
+
+@pytest.mark.parametrize("obj,words", [
+    ({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}}, "spec is missing"),
+    ({"apiVersion": "v1", "kind": "Deployment", "metadata": {"name": "a"}}, "has no kind Deployment"),
+    ({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "a"},
+      "provisioner": ["efs.csi.aws.com"]}, "not a valid StorageClass"),
+    ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": 7}}, "DNS label"),
+])
+def test_core_kind_manifests_of_the_wrong_shape_are_config_errors(tmp_path, obj, words):
+    doc = _base()
+    doc["config"]["multinode:manifests"] = [obj]
+    code, text, _ = _plan(tmp_path, doc)
+    assert code == 2 and words in text and "manifests[0]" in text, text[-2000:]
