@@ -601,7 +601,7 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
             from . import validation
             try:
                 errors = validation.validate_object(obj)
-                if not errors and "spec" not in obj:
+                if not errors and obj.get("spec") is None:      # absent, or null (which the schema drops)
                     # the schema leaves `spec` optional, but a kind whose spec has required fields (a Deployment)
                     # is refused by the API server without it, and by Pulumi's typed args ("Missing required
                     # property 'spec'"): probe with an empty spec and keep only what it says about spec

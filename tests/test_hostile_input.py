@@ -321,6 +321,7 @@ def test_configmap_credential_rule_names_the_key_not_the_value():
 
 @pytest.mark.parametrize("obj,words", [
     ({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}}, "spec is missing"),
+    ({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}, "spec": None}, "spec is missing"),
     ({"apiVersion": "v1", "kind": "Deployment", "metadata": {"name": "a"}}, "has no kind Deployment"),
     ({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "a"},
       "provisioner": ["efs.csi.aws.com"]}, "not a valid StorageClass"),
