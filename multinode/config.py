@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Literal, Mapping, Option
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from . import catalog, models, topology
+from . import catalog, credentials, models, topology
 from .resolved import ResolvedWorkload, nccl_test_nodes, resolve_workload
 from .errors import ConfigError, Problem
 from .manifests import CORE_API_GROUPS
@@ -363,7 +363,8 @@ def _problem_from_pydantic(err: Dict[str, Any], secrets: Set[str]) -> Problem:
     loc = tuple(err["loc"])
     path = _path(loc)
     top = str(loc[0]) if loc else ""
-    secret = top in secrets
+    # a secret key's value is never repeated, even when it was given in plain text or with the wrong type
+    secret = top in secrets or top in SECRET_KEYS
     typ = err["type"]
     if typ == "extra_forbidden":
         model = _model_at(loc)
@@ -540,6 +541,12 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
         name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
         if not isinstance(name, str) or not name:
             missing.append("metadata.name")
+        namespace = obj["metadata"].get("namespace") if isinstance(obj.get("metadata"), dict) else None
+        if namespace is not None and (not isinstance(namespace, str) or not _DNS_LABEL.match(namespace)):
+            p.append(Problem(f"manifests[{i}].metadata.namespace", "a namespace is a DNS label (text), e.g. "
+                                                                   "'default' or 'inference'"))
+            continue
+        p.extend(Problem(f"manifests[{i}].{where}", msg) for where, msg in credentials.manifest_credentials(obj))
         if missing:
             p.append(Problem(f"manifests[{i}]", f"a Kubernetes object needs {', '.join(missing)}; e.g. "
                                                 f"{{apiVersion: v1, kind: ConfigMap, metadata: {{name: x}}}}"))
@@ -549,6 +556,26 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
             p.append(Problem(f"manifests[{i}].apiVersion", f"{obj['apiVersion']!r} is not a Kubernetes API version; "
                                                            f"use e.g. v1, apps/v1, batch/v1 or <group>/<version>"))
             continue
+        if group in CORE_API_GROUPS:
+            # Pulumi's typed core-kind args assert every field's type while registering (a PVC `spec` given as
+            # text ends the program with an AssertionError): check the shape first against the strict
+            # Kubernetes schema (kubernetes-validate), as the API server would. Custom resources are
+            # registered untyped; the policy pack reads them whatever their shape.
+            from . import schema_check as validation
+            try:
+                errors = validation.validate_object(obj)
+                if not errors and obj.get("spec") is None:      # absent, or null (which the schema drops)
+                    # the schema leaves `spec` optional, but a kind whose spec has required fields (a Deployment)
+                    # is refused by the API server without it, and by Pulumi's typed args ("Missing required
+                    # property 'spec'"): probe with an empty spec and keep only what it says about spec
+                    errors = [f"spec is missing ({e})" for e in validation.validate_object({**obj, "spec": {}})
+                              if e.startswith("spec")]
+            except validation.UnknownKindError:
+                errors = [f"Kubernetes has no kind {obj['kind']} in {obj['apiVersion']}; check apiVersion and kind"]
+            if errors:
+                p.extend(Problem(f"manifests[{i}]", f"not a valid {obj['kind']}: {e[:200]}; fix the object "
+                                                    f"against the Kubernetes API reference") for e in errors[:5])
+                continue
         ident = (obj["kind"], str((obj.get("metadata") or {}).get("namespace") or ""), name)
         if ident in seen_objects:
             p.append(Problem(f"manifests[{i}]", f"{obj['kind']} {name!r} is already manifests[{seen_objects[ident]}]; "

@@ -244,19 +244,40 @@ def _t(meta: Any, spec: Any) -> Dict[str, Any]:
     return {"metadata": meta if isinstance(meta, dict) else {}, "spec": spec if isinstance(spec, dict) else {}}
 
 
+# Hostile counts (parallelism: 1000000000000) must not make the simulation enumerate them (placing n pods with
+# anti-affinity is quadratic in the pods per node): a count is read
+# as at most MAX_COUNT (far beyond any pool: such a gang still does not fit, and is reported), and one
+# object may make at most MAX_PODS_PER_OBJECT pods (nested counts: replicas x size); past that it is
+# skipped like an unreadable object (the schema checks and the gang rules still see it).
+MAX_COUNT = 1_000
+MAX_PODS_PER_OBJECT = 10_000
+_budget = [MAX_PODS_PER_OBJECT]
+
+
+class _TooManyPods(Exception):
+    pass
+
+
 def _int(v: Any, default: int) -> int:
     if isinstance(v, bool):
         return default
     if isinstance(v, int):
-        return v
+        return min(v, MAX_COUNT)
     if isinstance(v, str) and v.strip().isdigit():
-        return int(v)
+        return min(int(v), MAX_COUNT) if len(v.strip()) < 12 else MAX_COUNT
     if isinstance(v, float) and v.is_integer():
-        return int(v)
+        return int(min(v, MAX_COUNT))
     return default
 
 
+def _spend(n: int) -> None:
+    _budget[0] -= max(1, n)
+    if _budget[0] < 0:
+        raise _TooManyPods()
+
+
 def _pods(prefix: str, n: int, template: Dict[str, Any], shm: float = 0.0, part: str = "") -> List[Pod]:
+    _spend(n)
     return [Pod(f"{prefix}-{i}", template, shm, part) for i in range(max(0, n))]
 
 
@@ -293,6 +314,7 @@ def _grove(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
             reps = _int(sg.get("replicas"), 1)
             floor = min(reps, _int(sg.get("minAvailable"), 1))
             for i in range(reps):
+                _spend(1)
                 pods = [p for c in members
                         for p in clique_pods(c, f"{name}-{rep}-{sg.get('name')}-{i}", part=str(sg.get("name")))]
                 if i < floor:
@@ -413,9 +435,10 @@ def gangs_of(obj: Dict[str, Any]) -> List[Gang]:
     meta = _dict(obj.get("metadata"))
     name = str(meta.get("name") or obj.get("kind"))
     owner = f"{obj.get('kind')} {str(meta['namespace']) + '/' if meta.get('namespace') else ''}{name}"
+    _budget[0] = MAX_PODS_PER_OBJECT
     try:
         gangs = reader(obj, name, owner)
-    except (AttributeError, TypeError, ValueError):
+    except (AttributeError, TypeError, ValueError, _TooManyPods):
         # a field of the wrong type (a list where the CRD has an object...): the API server refuses such an
         # object, and the schema checks name the field; it runs no pods we can count
         return []

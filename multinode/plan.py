@@ -143,7 +143,8 @@ def write_outputs(result: PlanResult, ordered: List[Registration], out: Path) ->
             n += 1
             obj = r.inputs
             name = (obj.get("metadata") or {}).get("name", r.name)
-            (out / "k8s" / f"{n:03d}-{obj['kind']}-{_slug(str(name))}.yaml").write_text(
+            # the kind is slugged too: a hand-written kind may hold '/' or be longer than a file name may be
+            (out / "k8s" / f"{n:03d}-{_slug(str(obj['kind']))[:60]}-{_slug(str(name))}.yaml").write_text(
                 yaml.safe_dump(obj, sort_keys=False))
         elif r.type == HELM_RELEASE:
             (out / "helm").mkdir(exist_ok=True)
@@ -171,6 +172,10 @@ def _pod_templates(node: Any, path: str = ""):
             yield from _pod_templates(v, f"{path}[{i}]")
 
 
+def _map(value: Any) -> Dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def write_effective_pods(result: PlanResult, out: Path) -> List[Path]:
     """build/<stack>/effective/<workload>-<role>.yaml: each fabric-labelled pod template after the
     Kyverno fabric policy of the pool it selects (computed by multinode.manifests.effective_pod)."""
@@ -182,18 +187,25 @@ def write_effective_pods(result: PlanResult, out: Path) -> List[Path]:
     written: List[Path] = []
     for obj in result.k8s_objects:
         for path, tmpl in _pod_templates(obj):
-            meta = tmpl.get("metadata") or {}
-            labelled = (meta.get("labels") or {}).get(pools.FABRIC_POD_LABEL) == pools.FABRIC_POD_LABEL_VALUE
-            if not labelled and (meta.get("annotations") or {}).get(pools.NEMO_ANNOTATION) != "true":
+            meta = _map(tmpl.get("metadata"))
+            labelled = _map(meta.get("labels")).get(pools.FABRIC_POD_LABEL) == pools.FABRIC_POD_LABEL_VALUE
+            if not labelled and _map(meta.get("annotations")).get(pools.NEMO_ANNOTATION) != "true":
                 continue
-            selector = tmpl["spec"].get("nodeSelector") or {}
+            selector = _map(tmpl["spec"].get("nodeSelector"))
             pool = next((p for p in cfg.node_pools
                          if pools.node_selector(cfg, p) and all(selector.get(k) == v for k, v in
                                                                 pools.node_selector(cfg, p).items())),
                         cfg.node_pools[0])
             profile = fabric.profile_for(cfg, pool)
-            effective = apply_profile_to_template(tmpl, profile, cfg.fabric.webhook_timeout_seconds)
             name = (obj.get("metadata") or {}).get("name", obj.get("kind", "object"))
+            try:
+                effective = apply_profile_to_template(tmpl, profile, cfg.fabric.webhook_timeout_seconds)
+            except Exception as e:  # noqa: BLE001 - a hand-written template of the wrong shape (see below)
+                # The API server refuses a malformed pod before Kyverno sees it, so there is no effective pod
+                # to show: say so (the policy pack reports the object itself) instead of failing the plan.
+                result.advisories.append(f"{obj.get('kind')} {name} {path}: no effective pod written: the pod "
+                                         f"template is not well-formed ({type(e).__name__}); fix its shape")
+                continue
             segs = [x for x in re.split(r"[.\[\]]+", path) if x and x not in ("spec", "template")]
             role = (segs[-1].replace("Template", "") if segs and not segs[-1].isdigit()
                     else "-".join(segs[-2:])) or "pod"

@@ -14,6 +14,10 @@ FABRIC_NODE_LABEL = "multinode.dev/fabric"
 # Pods that span nodes carry this label; the Kyverno policies inject the fabric into them.
 FABRIC_POD_LABEL = "multinode.dev/fabric"
 FABRIC_POD_LABEL_VALUE = "enabled"
+# A GPU pod on a fabric pool that deliberately runs on one node (no NCCL across nodes) says so with this
+# label; the Kyverno rule `require-fabric-label-on-fabric-pool` refuses a GPU pod there that has neither.
+SINGLE_NODE_POD_LABEL = "multinode.dev/single-node"
+SINGLE_NODE_POD_LABEL_VALUE = "true"
 # NeMo-launched pods are marked this way; the fabric policies match them too.
 NEMO_ANNOTATION = "nmp.nvidia.com/enable-multi-node-networking"
 

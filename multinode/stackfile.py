@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Set, Tuple
 
-import yaml
-
-from .config import NAMESPACE, PROVIDER_NAMESPACES, SECRET_PLACEHOLDER
+from . import credentials, safeyaml
+from .config import NAMESPACE, PROVIDER_NAMESPACES, SECRET_KEYS, SECRET_PLACEHOLDER
 from .errors import ConfigError, Problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,7 +51,9 @@ def list_stacks() -> List[str]:
 def _strip_secure(value: Any) -> Tuple[Any, bool]:
     """Replace `{secure: ...}` leaves with a placeholder; report whether any was found."""
     if isinstance(value, dict):
-        if set(value) == {"secure"}:
+        # as the Pulumi CLI reads it (config/value.go isSecureValue): {secure: <text>} only; {secure: {...}} or
+        # {secure: 5} is a plain object, and a secret key given one is refused as plain text
+        if set(value) == {"secure"} and isinstance(value["secure"], str):
             return SECRET_PLACEHOLDER, True
         found = False
         out = {}
@@ -66,6 +67,15 @@ def _strip_secure(value: Any) -> Tuple[Any, bool]:
     return value, False
 
 
+def _is_credential_path(parts: List[str]) -> bool:
+    """Whether a key path in `config:` holds a credential (the YAML reader then never repeats its value)."""
+    if not parts:
+        return False
+    ns, _, key = parts[0].rpartition(":")
+    return ((ns in ("", NAMESPACE) and key in SECRET_KEYS) or key in credentials.PROVIDER_CREDENTIALS.get(ns, ())
+            or any(credentials.looks_secret(p) for p in parts))
+
+
 def read_stack_file(path: Path) -> Tuple[Dict[str, Any], Set[str], Dict[str, str]]:
     """(multinode keys -> value, secret keys, all config as Pulumi passes it: key -> string)."""
     src = str(path)
@@ -73,9 +83,8 @@ def read_stack_file(path: Path) -> Tuple[Dict[str, Any], Set[str], Dict[str, str
         known = ", ".join(list_stacks()) or "none"
         raise ConfigError([Problem("", f"no stack file {path}; known stacks: {known}")], src)
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError([Problem("", f"not valid YAML: {e}")], src) from None
+        # strict reader: refuses YAML that PyYAML and the Pulumi CLI read differently (multinode/safeyaml.py)
+        doc = safeyaml.load(path.read_text(encoding="utf-8"), src, _is_credential_path) or {}
     except UnicodeDecodeError as e:
         raise ConfigError([Problem("", f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8")],
                           src) from None
@@ -93,6 +102,8 @@ def read_stack_file(path: Path) -> Tuple[Dict[str, Any], Set[str], Dict[str, str
         ns, _, key = str(full_key).rpartition(":")
         ns = ns or NAMESPACE
         value, secret = _strip_secure(value)
+        if ns != NAMESPACE and not secret and credentials.provider_credential(ns, key, value):
+            problems.append(Problem(str(full_key), credentials.plain_provider_credential_message(str(full_key), ns)))
         wire[f"{ns}:{key}"] = value if isinstance(value, str) else json.dumps(value)
         if ns == NAMESPACE:
             raw[key] = value

@@ -126,13 +126,13 @@ def pools_from_config(cfg: Any) -> List[PoolInfo]:
 
 
 def _kv_list(items: Any) -> Dict[str, str]:
-    return {str(i.get("key")): str(i.get("value")) for i in items or [] if isinstance(i, dict)}
+    return {str(i.get("key")): str(i.get("value")) for i in objects.seq(items) if isinstance(i, dict)}
 
 
 # Cloud node-pool resources (what `pulumi preview` shows when there is no stack config to read).
 # type token -> (machine, labels, node count) readers; tolerant of missing fields.
 POOL_READERS: Dict[str, Callable[[Dict[str, Any]], Tuple[Any, Any, Any]]] = {
-    "aws:eks/nodeGroup:NodeGroup": lambda p: ((p.get("instanceTypes") or [None])[0], p.get("labels"),
+    "aws:eks/nodeGroup:NodeGroup": lambda p: ((objects.seq(p.get("instanceTypes")) or [None])[0], p.get("labels"),
                                               objects.get(p, "scalingConfig", "desiredSize")),
     "azure-native:containerservice:AgentPool": lambda p: (p.get("vmSize"), p.get("nodeLabels"), p.get("count")),
     "gcp:container/nodePool:NodePool": lambda p: (objects.get(p, "nodeConfig", "machineType"),
@@ -149,7 +149,7 @@ def pools_from_resources(resources: Iterable[Resource]) -> List[PoolInfo]:
         if reader is None:
             continue
         machine_name, labels, count = reader(r.props)
-        m = catalog.MACHINES.get(str(machine_name)) if machine_name else None
+        m = catalog.MACHINES.get(machine_name) if isinstance(machine_name, str) else None
         labels = {str(k): str(v) for k, v in (labels or {}).items()} if isinstance(labels, dict) else {}
         if m is not None:
             labels.setdefault("node.kubernetes.io/instance-type", m.name)

@@ -2,7 +2,9 @@
 
 Everything here reads plain dicts shaped like the upstream CRDs (camelCase), so the rules work on
 objects our components did not produce: a hand-written LeaderWorkerSet, a Volcano Job copied from a
-tutorial. Unknown or computed values (preview) are skipped, never guessed.
+tutorial. Unknown or computed values (preview) are skipped, never guessed. A field of the wrong type
+(a string where a list belongs, a number where a map belongs) reads as absent through mapping() / seq() /
+text(): readers never raise on a badly typed object (pack.run_rules reports anything that still does).
 
 A *gang* is one unit of pods that must run together: one LWS group (leader + workers), one Grove
 scaling group (or a stand-alone clique), one Volcano Job, one Indexed Job, one MPIJob, one PyTorchJob.
@@ -50,6 +52,21 @@ def as_int(value: Any) -> Optional[int]:
     return None
 
 
+def mapping(value: Any) -> Dict[str, Any]:
+    """`value` if it is a map, else {}: a field of the wrong type reads as absent, never raises."""
+    return value if isinstance(value, dict) else {}
+
+
+def seq(value: Any) -> List[Any]:
+    """`value` if it is a list, else []: a string is not a list of its characters here."""
+    return value if isinstance(value, list) else []
+
+
+def text(value: Any) -> Optional[str]:
+    """`value` if it is a string, else None (names and keys compared by value must be hashable text)."""
+    return value if isinstance(value, str) else None
+
+
 def get(obj: Any, *path: Any, default: Any = None) -> Any:
     for key in path:
         if isinstance(obj, dict):
@@ -71,10 +88,10 @@ def kind_of(props: Dict[str, Any]) -> Tuple[str, str]:
 
 
 def object_name(props: Dict[str, Any], fallback: str = "") -> str:
-    meta = props.get("metadata") or {}
+    meta = mapping(props.get("metadata"))
     name = meta.get("name") or fallback
     kind = props.get("kind") or "object"
-    ns = meta.get("namespace")
+    ns = text(meta.get("namespace"))
     return f"{kind} {ns + '/' if ns else ''}{name}"
 
 
@@ -83,7 +100,7 @@ def tokens_of(container: Dict[str, Any]) -> List[str]:
     """The container's command + args as shell words. A single string such as the script of
     `sh -c "ray start ... && vllm serve ... --tensor-parallel-size 8"` is split into its words too."""
     out: List[str] = []
-    for part in list(container.get("command") or []) + list(container.get("args") or []):
+    for part in seq(container.get("command")) + seq(container.get("args")):
         if not isinstance(part, str):
             continue
         if any(ch.isspace() for ch in part.strip()):
@@ -120,7 +137,7 @@ def first_int_flag(tokens: Sequence[str], names: Iterable[str]) -> Optional[int]
 
 
 def env_literal(container: Dict[str, Any], name: str) -> Optional[str]:
-    for e in container.get("env") or []:
+    for e in seq(container.get("env")):
         if isinstance(e, dict) and e.get("name") == name and isinstance(e.get("value"), str):
             return e["value"]
     return None
@@ -128,22 +145,22 @@ def env_literal(container: Dict[str, Any], name: str) -> Optional[str]:
 
 # ------------------------------------------------------------------ pods
 def container_resource(container: Dict[str, Any], resource: str) -> int:
-    res = container.get("resources") or {}
+    res = mapping(container.get("resources"))
     for section in ("limits", "requests"):
-        n = as_int((res.get(section) or {}).get(resource))
+        n = as_int(mapping(res.get(section)).get(resource))
         if n is not None:
             return n
     return 0
 
 
 def gpus_of(pod_spec: Dict[str, Any]) -> int:
-    return sum(container_resource(c, GPU) for c in pod_spec.get("containers") or [] if isinstance(c, dict))
+    return sum(container_resource(c, GPU) for c in seq(pod_spec.get("containers")) if isinstance(c, dict))
 
 
 def fabric_resources_of(pod_spec: Dict[str, Any]) -> Dict[str, int]:
     """Fabric devices the pod's containers request, summed over containers (limits, else requests)."""
     out: Dict[str, int] = {}
-    for c in pod_spec.get("containers") or []:
+    for c in seq(pod_spec.get("containers")):
         if isinstance(c, dict):
             for res in FABRIC_RESOURCES:
                 n = container_resource(c, res)
@@ -174,15 +191,15 @@ class Role:
 
     @property
     def spec(self) -> Dict[str, Any]:
-        return self.template.get("spec") or {}
+        return mapping(mapping(self.template).get("spec"))
 
     @property
     def labels(self) -> Dict[str, Any]:
-        return get(self.template, "metadata", "labels") or {}
+        return mapping(get(self.template, "metadata", "labels"))
 
     @property
     def annotations(self) -> Dict[str, Any]:
-        return get(self.template, "metadata", "annotations") or {}
+        return mapping(get(self.template, "metadata", "annotations"))
 
     @property
     def gpus(self) -> int:
@@ -194,7 +211,7 @@ class Role:
 
     @property
     def containers(self) -> List[Dict[str, Any]]:
-        return [c for c in self.spec.get("containers") or [] if isinstance(c, dict)]
+        return [c for c in seq(self.spec.get("containers")) if isinstance(c, dict)]
 
     @property
     def gpu_containers(self) -> List[Dict[str, Any]]:
@@ -213,14 +230,15 @@ class Role:
     def selectors(self) -> List[Dict[str, str]]:
         """Label sets this pod may land on: the nodeSelector merged with each required node-affinity
         term's single-valued `In` expressions (one set per term; [nodeSelector] when there is none)."""
-        base = {k: str(v) for k, v in (self.spec.get("nodeSelector") or {}).items()}
-        terms = get(self.spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
-                    "nodeSelectorTerms") or []
+        base = {str(k): str(v) for k, v in mapping(self.spec.get("nodeSelector")).items()}
+        terms = seq(get(self.spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+                        "nodeSelectorTerms"))
         sets: List[Dict[str, str]] = []
         for term in terms:
             extra: Dict[str, str] = {}
-            for expr in (term or {}).get("matchExpressions") or []:
-                vals = expr.get("values") or []
+            for expr in seq(mapping(term).get("matchExpressions")):
+                expr = mapping(expr)
+                vals = seq(expr.get("values"))
                 if expr.get("operator") == "In" and len(vals) == 1:
                     extra[str(expr.get("key"))] = str(vals[0])
             sets.append({**base, **extra})
@@ -272,15 +290,15 @@ class Gang:
 
 
 def _template(meta: Optional[Dict[str, Any]], spec: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    return {"metadata": dict(meta or {}), "spec": dict(spec or {})}
+    return {"metadata": dict(mapping(meta)), "spec": dict(mapping(spec))}
 
 
 def _lws(props: Dict[str, Any], name: str) -> List[Gang]:
-    lwt = get(props, "spec", "leaderWorkerTemplate") or {}
+    lwt = mapping(get(props, "spec", "leaderWorkerTemplate"))
     size = as_int(lwt.get("size"))
     size = 1 if size is None else size
-    worker = lwt.get("workerTemplate") or {}
-    leader = lwt.get("leaderTemplate") or worker
+    worker = mapping(lwt.get("workerTemplate"))
+    leader = mapping(lwt.get("leaderTemplate")) or worker
     roles = [Role("leader", 1, leader)]
     if size > 1:
         roles.append(Role("worker", size - 1, worker))
@@ -290,23 +308,28 @@ def _lws(props: Dict[str, Any], name: str) -> List[Gang]:
 
 
 def _grove(props: Dict[str, Any], name: str) -> List[Gang]:
-    tmpl = get(props, "spec", "template") or {}
-    cliques = {c.get("name"): c for c in tmpl.get("cliques") or [] if isinstance(c, dict)}
+    tmpl = mapping(get(props, "spec", "template"))
+    # a clique's name is compared with cliqueNames: only text names can match (a map or list never does)
+    cliques = {(text(c.get("name")) or repr(c.get("name"))): c for c in seq(tmpl.get("cliques"))
+               if isinstance(c, dict)}
     copies = as_int(get(props, "spec", "replicas"))
     copies = 1 if copies is None else copies
 
     def role(c: Dict[str, Any]) -> Role:
-        spec = c.get("spec") or {}
+        spec = mapping(c.get("spec"))
         r = as_int(spec.get("replicas"))
         return Role(str(c.get("name")), 1 if r is None else r,
-                    _template({"labels": c.get("labels") or {}, "annotations": c.get("annotations") or {}},
+                    _template({"labels": mapping(c.get("labels")), "annotations": mapping(c.get("annotations"))},
                               spec.get("podSpec")))
 
     gangs: List[Gang] = []
     grouped = set()
-    for sg in tmpl.get("podCliqueScalingGroups") or []:
-        members = [cliques[n] for n in sg.get("cliqueNames") or [] if n in cliques]
-        grouped.update(sg.get("cliqueNames") or [])
+    for sg in seq(tmpl.get("podCliqueScalingGroups")):
+        if not isinstance(sg, dict):
+            continue
+        names = [n for n in seq(sg.get("cliqueNames")) if isinstance(n, str)]
+        members = [cliques[n] for n in names if n in cliques]
+        grouped.update(names)
         sg_reps = as_int(sg.get("replicas"))
         gangs.append(Gang("PodCliqueSet", f"{name} scaling group {sg.get('name')}", [role(c) for c in members],
                           copies * (1 if sg_reps is None else sg_reps), inference=True,
@@ -320,13 +343,14 @@ def _grove(props: Dict[str, Any], name: str) -> List[Gang]:
 
 
 def _volcano(props: Dict[str, Any], name: str) -> List[Gang]:
-    spec = props.get("spec") or {}
+    spec = mapping(props.get("spec"))
     roles = []
-    for t in spec.get("tasks") or []:
+    tasks = [t for t in seq(spec.get("tasks")) if isinstance(t, dict)]
+    for t in tasks:
         r = as_int(t.get("replicas"))
-        roles.append(Role(str(t.get("name") or "task"), 1 if r is None else r, t.get("template") or {}))
+        roles.append(Role(str(t.get("name") or "task"), 1 if r is None else r, mapping(t.get("template"))))
     gang = Gang("VolcanoJob", name, roles, min_available=as_int(spec.get("minAvailable")),
-                extra={"tasks": spec.get("tasks") or [], "scheduler": spec.get("schedulerName") or "volcano"})
+                extra={"tasks": tasks, "scheduler": spec.get("schedulerName") or "volcano"})
     # tasks that request no GPU (a CPU launcher) do not take part in the GPU checks
     for r in gang.roles:
         r.compute = r.gpus > 0 or not any(x.gpus for x in gang.roles)
@@ -334,18 +358,18 @@ def _volcano(props: Dict[str, Any], name: str) -> List[Gang]:
 
 
 def _indexed_job(props: Dict[str, Any], name: str) -> List[Gang]:
-    spec = props.get("spec") or {}
+    spec = mapping(props.get("spec"))
     if spec.get("completionMode") != "Indexed":
         return []
     n = as_int(spec.get("parallelism"))
     if n is None:
         n = as_int(spec.get("completions"))
-    return [Gang("Job", name, [Role("index", 1 if n is None else n, spec.get("template") or {})])]
+    return [Gang("Job", name, [Role("index", 1 if n is None else n, mapping(spec.get("template")))])]
 
 
 def _mpijob(props: Dict[str, Any], name: str) -> List[Gang]:
-    spec = props.get("spec") or {}
-    specs = spec.get("mpiReplicaSpecs") or {}
+    spec = mapping(props.get("spec"))
+    specs = mapping(spec.get("mpiReplicaSpecs"))
     roles = []
     as_worker = bool(spec.get("runLauncherAsWorker"))
     for rname in ("Launcher", "Worker"):
@@ -353,7 +377,7 @@ def _mpijob(props: Dict[str, Any], name: str) -> List[Gang]:
         if not isinstance(rs, dict):
             continue
         r = as_int(rs.get("replicas"))
-        roles.append(Role(rname, 1 if r is None else r, rs.get("template") or {},
+        roles.append(Role(rname, 1 if r is None else r, mapping(rs.get("template")),
                           compute=(rname == "Worker" or as_worker)))
     return [Gang("MPIJob", name, roles,
                  min_available=as_int(get(spec, "runPolicy", "schedulingPolicy", "minAvailable")),
@@ -361,15 +385,15 @@ def _mpijob(props: Dict[str, Any], name: str) -> List[Gang]:
 
 
 def _pytorchjob(props: Dict[str, Any], name: str) -> List[Gang]:
-    spec = props.get("spec") or {}
-    specs = spec.get("pytorchReplicaSpecs") or {}
+    spec = mapping(props.get("spec"))
+    specs = mapping(spec.get("pytorchReplicaSpecs"))
     roles = []
     for rname in ("Master", "Worker"):
         rs = specs.get(rname)
         if not isinstance(rs, dict):
             continue
         r = as_int(rs.get("replicas"))
-        roles.append(Role(rname, 1 if r is None else r, rs.get("template") or {}))
+        roles.append(Role(rname, 1 if r is None else r, mapping(rs.get("template"))))
     return [Gang("PyTorchJob", name, roles,
                  min_available=as_int(get(spec, "runPolicy", "schedulingPolicy", "minAvailable")),
                  extra={"nprocPerNode": spec.get("nprocPerNode")})]

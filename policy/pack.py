@@ -12,7 +12,7 @@ rules: no import cycle between the engine and the rules.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from .engine import (ADVISORY, MANDATORY, Context, Resource, Rule, Violation, build_context,
                      plain)
@@ -23,15 +23,55 @@ def all_rules() -> List[Rule]:
     return list(RULES)
 
 
+def unreadable_message(rule: Rule, label: str, err: BaseException) -> str:
+    """The finding for an object a rule could not read. Names the error's type only: its text may quote a value."""
+    return (f"{label}: the policy pack could not read this object for rule {rule.name} ({type(err).__name__}: a "
+            f"field has a type or shape the rule does not expect), so nothing was checked; it is reported "
+            f"instead of passed: fix the object against its Kubernetes / CRD schema")
+
+
+def resource_findings(rule: Rule, res: Resource, ctx: Context) -> List[str]:
+    """A resource rule's messages for one resource. Last resort: the readers are total (objects.mapping / seq /
+    text); a rule that still raises reports the object as unreadable at the rule's level, never passes it."""
+    try:
+        return list(rule.check(res, ctx))
+    except Exception as e:  # noqa: BLE001 - see docstring
+        return [unreadable_message(rule, res.label, e)]
+
+
+def stack_findings(rule: Rule, resources: List[Resource], ctx: Context) -> List[Tuple[Optional[Resource], str]]:
+    """A stack rule's (resource, message) pairs. If the rule raises, each resource is tried alone to find the
+    unreadable ones; they are reported as findings and the rule runs again on the rest."""
+    try:
+        return list(rule.check(resources, ctx))
+    except Exception as e:  # noqa: BLE001 - see resource_findings
+        first = e
+    out: List[Tuple[Optional[Resource], str]] = []
+    readable: List[Resource] = []
+    for r in resources:
+        try:
+            list(rule.check([r], ctx))
+            readable.append(r)
+        except Exception as e:  # noqa: BLE001
+            out.append((r, unreadable_message(rule, r.label, e)))
+    try:
+        out.extend(rule.check(readable, ctx))
+    except Exception as e:  # noqa: BLE001 - only several objects together break it: report the stack
+        out.append((None, unreadable_message(rule, "stack", e)))
+    if not out:
+        out.append((None, unreadable_message(rule, "stack", first)))
+    return out
+
+
 def run_rules(resources: List[Resource], ctx: Context, rules: Optional[List[Rule]] = None) -> List[Violation]:
     out: List[Violation] = []
     for rule in rules or all_rules():
         if rule.scope == "resource":
             for r in resources:
-                for msg in rule.check(r, ctx):
+                for msg in resource_findings(rule, r, ctx):
                     out.append(Violation(rule.name, rule.level, r.label, r.type, r.urn, _naming(r.label, msg)))
         else:
-            for r, msg in rule.check(resources, ctx):
+            for r, msg in stack_findings(rule, resources, ctx):
                 label = r.label if r else "stack"
                 out.append(Violation(rule.name, rule.level, label, r.type if r else "", r.urn if r else "",
                                      _naming(label, msg) if r else msg))
@@ -73,7 +113,7 @@ def resource_validator(rule: Rule) -> Callable[[Any, Callable[..., None]], None]
     def validate(args: Any, report_violation: Callable[..., None]) -> None:
         res = _resource_from_args(args)
         ctx = Context(settings=_settings_from(rule, args))
-        for msg in rule.check(res, ctx):
+        for msg in resource_findings(rule, res, ctx):
             report_violation(msg)
     return validate
 
@@ -82,7 +122,7 @@ def stack_validator(rule: Rule) -> Callable[[Any, Callable[..., None]], None]:
     def validate(args: Any, report_violation: Callable[..., None]) -> None:
         resources = [_resource_from_args(r) for r in args.resources]
         ctx = build_context(None, resources, _settings_from(rule, args))
-        for r, msg in rule.check(resources, ctx):
+        for r, msg in stack_findings(rule, resources, ctx):
             report_violation(msg, r.urn if r is not None and r.urn else None)
     return validate
 

@@ -9,7 +9,7 @@ import yaml
 
 from multinode import config, fabric, plan as mplan, pools, stackfile
 from multinode import checks
-from tests import schema_validation as validation
+from multinode import schema_check as validation
 from multinode.manifests import addons, volcano_topology
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]

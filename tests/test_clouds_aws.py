@@ -7,7 +7,7 @@ from tests.cloudstacks import (config_problems, imported_modules_after_plan, k8s
                          run_variant)
 from components.clouds import aws as awsmod
 from multinode import catalog
-from tests.schema_validation import validate_object
+from multinode.schema_check import validate_object
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 NG = "aws:eks/nodeGroup:NodeGroup"

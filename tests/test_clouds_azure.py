@@ -6,7 +6,7 @@ import pytest
 from tests.cloudstacks import (config_problems, imported_modules_after_plan, k8s_objects, of_type, one, parent_of,
                          run_variant)
 from components.clouds import azure as azmod
-from tests.schema_validation import validate_object
+from multinode.schema_check import validate_object
 
 AP = "azure-native:containerservice:AgentPool"
 ACCOUNT = "azure-native:storage:StorageAccount"

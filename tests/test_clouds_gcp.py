@@ -12,7 +12,7 @@ from multinode import checks
 from multinode import pools
 from multinode.clouds import gcp as gke
 from multinode.recording import CALLS
-from tests.schema_validation import validate_object
+from multinode.schema_check import validate_object
 
 from .cloudrun import by_urn, of_type, one, problems, refused, run
 from .conftest import ROOT, example_raw

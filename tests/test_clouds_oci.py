@@ -12,7 +12,7 @@ from multinode import checks
 from multinode import fabric, pools
 from multinode.clouds import oci as oke
 from multinode.clouds import oci as mock
-from tests.schema_validation import validate_object
+from multinode.schema_check import validate_object
 
 from .cloudrun import of_type, one, refused, run
 from .conftest import ROOT, example_raw

@@ -14,7 +14,7 @@ from pulumi_policy import EnforcementLevel, PolicyResourceOptions, ResourceValid
 from multinode import plan as mplan, pools, stackfile
 from multinode import checks
 from multinode.manifests import addons as am
-from tests.schema_validation import validate_object, validate_pod_template
+from multinode.schema_check import validate_object, validate_pod_template
 from policy import engine, pack
 from policy.rules import dynamo as rd
 from policy.rules import RULES

@@ -7,7 +7,7 @@ import pytest
 
 from multinode import catalog, config, fabric, pools, stackfile
 from multinode import checks
-from tests import schema_validation as validation
+from multinode import schema_check as validation
 from multinode.manifests import effective_pod, kyverno
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
@@ -155,7 +155,10 @@ def test_policy_matches_any_owner_and_nemo_annotation():
     for r in pol["spec"]["rules"]:
         for f in r["match"]["any"]:
             assert f["resources"]["kinds"] == ["Pod"] and f["resources"]["operations"] == ["CREATE"]
-        assert "exclude" not in r
+        # no owner filter anywhere; the one exclude (issue 16's fail-closed rule) filters by label, never by owner
+        assert "exclude" not in r or (r["name"] == kyverno.SINGLE_NODE_RULE and all(
+            set(f["resources"]) <= {"kinds", "operations", "selector", "annotations"}
+            and f["resources"]["kinds"] == ["Pod"] for f in r["exclude"]["any"]))
     assert kyverno.matches(pol, {"metadata": {"labels": {"multinode.dev/fabric": "enabled"}}})
     assert kyverno.matches(pol, {"metadata": {"annotations": {pools.NEMO_ANNOTATION: "true"}}})
     assert not kyverno.matches(pol, {"metadata": {"labels": {"app": "x"}}})

@@ -9,7 +9,7 @@ import pytest
 from multinode import catalog, config, fabric, pools, stackfile
 from multinode import checks
 from multinode.clouds import gcp as gke
-from tests import schema_validation as validation
+from multinode import schema_check as validation
 from multinode.manifests import effective_pod, kyverno
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]

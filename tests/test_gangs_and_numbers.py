@@ -86,7 +86,7 @@ def test_indexed_job_renders_a_volcano_pod_group_or_the_kai_annotation():
 
 
 def test_indexed_job_pod_group_validates_against_the_volcano_crd():
-    from tests import schema_validation as validation
+    from multinode import schema_check as validation
     c = checks.load(_indexed_stack(), {"kubeconfig"})
     for o in ij.build(c, c.workloads[0]).objects:
         assert validation.validate_object(o) == [], o["kind"]

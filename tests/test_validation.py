@@ -1,4 +1,4 @@
-"""Tests for tests/schema_validation.py: each schema gets a valid object and a broken one."""
+"""Tests for multinode/schema_check.py: each schema gets a valid object and a broken one."""
 from __future__ import annotations
 
 import copy
@@ -6,8 +6,8 @@ import copy
 import pytest
 import yaml
 
-from tests import schema_validation as v
-from tests.schema_validation import (
+from multinode import schema_check as v
+from multinode.schema_check import (
     SCHEMA_DIR,
     CrdIndex,
     UnknownKindError,

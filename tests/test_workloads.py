@@ -17,7 +17,7 @@ from multinode import pools  # noqa: E402
 from multinode.errors import ConfigError  # noqa: E402
 from multinode.manifests import workloads as W  # noqa: E402
 from multinode.manifests.workloads import common, grove, lws, training  # noqa: E402
-from tests.schema_validation import validate_object, validate_pod_template  # noqa: E402
+from multinode.schema_check import validate_object, validate_pod_template  # noqa: E402
 
 
 @pytest.fixture(scope="module")

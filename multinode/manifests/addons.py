@@ -3,7 +3,7 @@
 `addon_releases(cfg)` / `fabric_releases(cfg)` return ReleaseSpec objects (chart, repository,
 version, namespace, values); components/kubernetes wraps each in a `helm.v3.Release`. Values only
 use keys that exist in the chart's upstream values.yaml (tests check them with
-tests/schema_validation.py helm_values_unknown_keys); the stack's `addons.<name>.values` is merged over
+multinode/schema_check.py helm_values_unknown_keys); the stack's `addons.<name>.values` is merged over
 ours (deep merge, the stack wins).
 
 Chart locations (checked with the code search tool; see docs/addons-fabric.md):

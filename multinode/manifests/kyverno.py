@@ -17,11 +17,24 @@ One policy per node pool whose machine has a fabric. Each has these rules:
      spec.nodeSelector, so without this rule such a pod would be neither mutated nor refused. Every
      per-pool policy carries the same rule (identical in each), so each policy fails closed on its own.
      nodeAffinity is deliberately not read: a pod must name its pool with spec.nodeSelector.
-Matching: every Pod CREATE that carries the label multinode.dev/fabric=enabled, whatever owns it
+  5. `require-fabric-label-on-fabric-pool`: stack-wide, the other side of rule 4 (fail closed outside the
+     stack): EVERY Pod CREATE, whoever wrote it, with a GPU container whose spec.nodeSelector selects one
+     of the stack's fabric pools is refused unless it carries the fabric label (or NeMo's annotation), or
+     the explicit single-node opt-out label multinode.dev/single-node=true. Without it a multi-node pod
+     created outside the stack (kubectl, another operator) on a fabric pool got no fabric and ran NCCL over
+     TCP in silence. Limit: admission sees the pod before scheduling, so a GPU pod with no nodeSelector that
+     the scheduler later puts on a fabric node is not caught here (the pools' nvidia.com/gpu taint and the
+     policy pack's workload-matches-node-pool cover the stack's own objects).
+Matching (rules 1-4): every Pod CREATE that carries the label multinode.dev/fabric=enabled, whatever owns it
 (LWS leader and workers, Grove cliques, Volcano/Indexed jobs, MPIJob launcher/workers), and pods
 annotated nmp.nvidia.com/enable-multi-node-networking: "true" (NeMo). No owner-kind filter.
 Webhook: failurePolicy Fail, timeoutSeconds from fabric.webhookTimeoutSeconds (the non-deprecated
 spec.webhookConfiguration form; Kyverno >= 1.13 per the CRD's field descriptions).
+Readiness: each policy carries `pulumi.com/waitFor: condition=Ready` (pulumi-kubernetes >= 4.18 generic
+await): `pulumi up` waits until Kyverno reports the policy Ready (the CRD's READY column reads
+status.conditions[type=Ready]; Kyverno sets it once the policy's rules are programmed into its admission
+webhooks), and the workloads depend on the policies, so no workload pod is created before the webhook that
+must mutate or refuse it is served. Only a real cluster can confirm the timing.
 """
 from __future__ import annotations
 
@@ -136,6 +149,46 @@ def require_fabric_pool_rule(profiles: List[FabricProfile]) -> Optional[Dict[str
     }
 
 
+SINGLE_NODE_RULE = "require-fabric-label-on-fabric-pool"
+
+
+def require_fabric_label_rule(profiles: List[FabricProfile]) -> Optional[Dict[str, Any]]:
+    """Stack-wide validate rule: any GPU pod whose spec.nodeSelector selects a fabric pool carries the fabric
+    label (or NeMo's annotation) or the single-node opt-out label; else it is refused (module docstring, 5)."""
+    fabric = [p for p in profiles if p.enabled]
+    if not fabric or any(not p.node_selector for p in fabric):
+        return None
+    base = {"kinds": ["Pod"], "operations": ["CREATE"]}
+    return {
+        "name": SINGLE_NODE_RULE,
+        "match": {"any": [{"resources": dict(base)}]},
+        "exclude": {"any": [
+            {"resources": {**base, "selector": {"matchLabels": {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}}}},
+            {"resources": {**base, "selector": {"matchLabels": {
+                pools.SINGLE_NODE_POD_LABEL: pools.SINGLE_NODE_POD_LABEL_VALUE}}}},
+            {"resources": {**base, "annotations": {pools.NEMO_ANNOTATION: "true"}}},
+        ]},
+        "preconditions": {"all": [{"key": f"{{{{ {fabric_pool_expr(fabric)} }}}}", "operator": "Equals",
+                                   "value": True}]},
+        "validate": {
+            "failureAction": "Enforce",
+            "message": (f"a pod with a container that requests {GPU_RESOURCE} selects a fabric node pool "
+                        f"({'; '.join(_pool_hint(p) for p in fabric)}) but carries neither the label "
+                        f"{pools.FABRIC_POD_LABEL}={pools.FABRIC_POD_LABEL_VALUE} (a pod that works with pods on "
+                        f"other nodes: the fabric is injected) nor {pools.SINGLE_NODE_POD_LABEL}="
+                        f"{pools.SINGLE_NODE_POD_LABEL_VALUE} (it runs on one node and needs no fabric); a "
+                        f"multi-node pod without the fabric would run NCCL over TCP in silence, so it is "
+                        f"refused: add one of the two labels"),
+            "foreach": [{
+                "list": "request.object.spec.containers",
+                "preconditions": _gpu_precondition(),
+                "deny": {"conditions": {"all": [
+                    {"key": f"{{{{ {GPU_COUNT_EXPR} }}}}", "operator": "GreaterThan", "value": 0}]}},
+            }],
+        },
+    }
+
+
 def _gpu_precondition() -> Dict[str, Any]:
     return {"all": [{"key": f"{{{{ {GPU_COUNT_EXPR} }}}}", "operator": "GreaterThan", "value": 0}]}
 
@@ -229,12 +282,17 @@ def cluster_policy(profile: FabricProfile, webhook_timeout_seconds: int, multi_p
     pool_rule = require_fabric_pool_rule(fabric_pools if fabric_pools is not None else [profile])
     if pool_rule:
         rules.append(pool_rule)
+    label_rule = require_fabric_label_rule(fabric_pools if fabric_pools is not None else [profile])
+    if label_rule:
+        rules.append(label_rule)
     return {
         "apiVersion": API_VERSION,
         "kind": "ClusterPolicy",
         "metadata": {
             "name": policy_name(profile),
             "annotations": {
+                # pulumi up waits for Kyverno to report the policy Ready (its webhook is served); see above
+                "pulumi.com/waitFor": "condition=Ready",
                 "policies.kyverno.io/title": f"Inject the {profile.kind} fabric into multi-node pods",
                 "policies.kyverno.io/subject": "Pod",
                 "policies.kyverno.io/description": (
@@ -326,11 +384,9 @@ def denials(policy: Dict[str, Any], pod: Dict[str, Any]) -> List[Tuple[str, str]
     """(rule name, container name) for every container a validate rule of the policy refuses in `pod`.
     A pod the policy does not match, or whose rule preconditions fail, is refused by nothing."""
     out: List[Tuple[str, str]] = []
-    if not matches(policy, pod):
-        return out
     for r in policy["spec"]["rules"]:
         v = r.get("validate")
-        if not v:
+        if not v or not rule_matches(r, pod):
             continue
         if "preconditions" in r and not conditions_hold(r["preconditions"], {"request": {"object": pod}}):
             continue
@@ -354,6 +410,24 @@ def denied_containers(policy: Dict[str, Any], pod: Dict[str, Any]) -> List[str]:
     return out
 
 
+def _filter_selects(f: Dict[str, Any], labels: Dict[str, Any], annotations: Dict[str, Any]) -> bool:
+    """One match/exclude resource filter on a Pod CREATE: its label selector and annotations (all given must
+    hold; a filter with neither selects every Pod)."""
+    res = f["resources"]
+    sel = (res.get("selector") or {}).get("matchLabels") or {}
+    ann = res.get("annotations") or {}
+    return all(labels.get(k) == v for k, v in sel.items()) and all(annotations.get(k) == v for k, v in ann.items())
+
+
+def rule_matches(rule: Dict[str, Any], pod: Dict[str, Any]) -> bool:
+    """Would this rule's `match` select the Pod CREATE and its `exclude` (if any) not exclude it?"""
+    meta = pod.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    if not any(_filter_selects(f, labels, annotations) for f in rule["match"]["any"]):
+        return False
+    return not any(_filter_selects(f, labels, annotations) for f in (rule.get("exclude") or {}).get("any", []))
+
+
 def matches(policy: Dict[str, Any], pod: Dict[str, Any]) -> bool:
     """Would the policy's `match` (label selector or annotation) select this Pod CREATE?"""
     meta = pod.get("metadata") or {}
@@ -372,4 +446,4 @@ def matches(policy: Dict[str, Any], pod: Dict[str, Any]) -> bool:
 
 __all__ = ["cluster_policy", "cluster_policies", "container_patch", "pod_patch", "device_count_expr",
            "capabilities_add_expr", "evaluate", "substitute", "denied_containers", "denials", "matches", "require_fabric_pool_rule",
-           "fabric_pool_expr"]
+           "fabric_pool_expr", "require_fabric_label_rule", "rule_matches", "SINGLE_NODE_RULE"]

@@ -4,18 +4,18 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from multinode import credentials
+
 from .. import objects
 from ..engine import MANDATORY, Context, Resource, Rule
 
 NAME = "no-literal-secrets-in-env"
-SECRET_WORDS = {"TOKEN", "KEY", "APIKEY", "PASSWORD", "PASSWD", "SECRET", "CREDENTIALS", "CREDENTIAL"}
+SECRET_WORDS = credentials.SECRET_WORDS      # one definition of "named like a credential" (multinode/credentials.py)
 # Values that are plainly not credentials: booleans, small numbers, paths.
 _HARMLESS = re.compile(r"^(true|false|yes|no|on|off|\d{1,6}|/.*)$", re.IGNORECASE)
 
 
-def looks_secret(name: str) -> bool:
-    parts = set(re.split(r"[^A-Za-z0-9]+", name.upper()))
-    return bool(parts & SECRET_WORDS) or name.upper().endswith(("_TOKEN", "_KEY", "APIKEY", "PASSWORD", "SECRET"))
+looks_secret = credentials.looks_secret
 
 
 def check_literal_secrets(res: Resource, ctx: Context) -> Iterator[str]:
@@ -23,8 +23,9 @@ def check_literal_secrets(res: Resource, ctx: Context) -> Iterator[str]:
         return
     allowed = set(ctx.setting(NAME, "allowedNames", []) or [])
     for spec in objects.pod_specs_anywhere(res.props):
-        for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
-            for e in (c or {}).get("env") or []:
+        for c in objects.seq(spec.get("containers")) + objects.seq(spec.get("initContainers")):
+            c = objects.mapping(c)
+            for e in objects.seq(c.get("env")):
                 if not isinstance(e, dict):
                     continue
                 name, value = str(e.get("name", "")), e.get("value")
@@ -39,6 +40,27 @@ def check_literal_secrets(res: Resource, ctx: Context) -> Iterator[str]:
                        f"<key>) instead")
 
 
+CONFIGMAP_RULE = "no-credentials-in-configmap"
+
+
+def check_configmap_credentials(res: Resource, ctx: Context) -> Iterator[str]:
+    """A ConfigMap key named like a credential (HF_TOKEN, dbPassword...) with a value that is not plainly
+    harmless: ConfigMaps are readable by anyone who may read the namespace. Names the key, never the value."""
+    if not res.is_k8s or res.props.get("kind") != "ConfigMap":
+        return
+    allowed = set(ctx.setting(CONFIGMAP_RULE, "allowedNames", []) or [])
+    for field in ("data", "binaryData"):
+        for name, value in objects.mapping(res.props.get(field)).items():
+            name = str(name)
+            if name in allowed or not credentials.looks_secret(name):
+                continue
+            if isinstance(value, str) and (not value or value == objects.UNKNOWN or _HARMLESS.match(value)):
+                continue
+            yield (f"{res.label}: {field} key {name} looks like a credential; a ConfigMap is readable by anyone who "
+                   f"can read the namespace and the stack state. Put it in a Secret created outside the stack "
+                   f"and mount it or use valueFrom.secretKeyRef")
+
+
 RULES = [
     Rule(NAME,
          "Environment variables named like credentials (*TOKEN*, *KEY*, *PASSWORD*, *SECRET*) take their value "
@@ -46,4 +68,10 @@ RULES = [
          MANDATORY, check_literal_secrets,
          config={"allowedNames": {"type": "array", "items": {"type": "string"}, "default": [],
                                   "description": "env names that look secret but are not"}}),
+    Rule(CONFIGMAP_RULE,
+         "ConfigMap keys named like credentials (*TOKEN*, *KEY*, *PASSWORD*, *SECRET*) do not hold a literal value: "
+         "credentials live in Secrets.",
+         MANDATORY, check_configmap_credentials,
+         config={"allowedNames": {"type": "array", "items": {"type": "string"}, "default": [],
+                                  "description": "ConfigMap keys that look secret but are not"}}),
 ]

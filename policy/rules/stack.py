@@ -7,9 +7,8 @@ from collections import defaultdict
 from fractions import Fraction
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
-import yaml
-
-from multinode import catalog, pools as mpools
+from multinode import catalog, pools as mpools, safeyaml
+from multinode.errors import ConfigError
 
 from .. import objects
 from ..engine import ADVISORY, MANDATORY, Context, PoolInfo, Resource, Rule, default_profile
@@ -124,9 +123,10 @@ def _expand_patches(obj: Any) -> Any:
         out = {}
         for k, v in obj.items():
             if k == "patchesJson6902" and isinstance(v, str):
+                # the strict reader: an alias bomb or deep nesting in a patch string is refused, not expanded
                 try:
-                    v = yaml.safe_load(v)
-                except yaml.YAMLError:
+                    v = safeyaml.load(v, "patchesJson6902")
+                except ConfigError:
                     pass
             out[k] = _expand_patches(v)
         return out
@@ -228,15 +228,17 @@ def _rule_pools(rule: Dict[str, Any], ctx: Context, policy_name: str = "") -> Li
 def kyverno_fabric_counts(policy_props: Dict[str, Any]) -> List[Tuple[str, str, Any]]:
     """(rule name, fabric resource, count as written) for every device count a Kyverno policy sets."""
     out = []
-    for rule in objects.get(policy_props, "spec", "rules") or []:
+    for rule in objects.seq(objects.get(policy_props, "spec", "rules")):
         rule = _expand_patches(rule)
+        if not isinstance(rule, dict):
+            continue
         for path, key, value in _walk(rule.get("mutate") or {}):
             if key in objects.FABRIC_RESOURCES:
                 out.append((str(rule.get("name", "?")), key, value))
             elif key == "value" and isinstance(value, (int, str)) and path:
                 # JSON patch op {"path": ".../vpc.amazonaws.com~1efa", "value": 32}
                 parent = objects.get(rule.get("mutate"), *path)
-                p = str((parent or {}).get("path", "")).replace("~1", "/")
+                p = str(objects.mapping(parent).get("path", "")).replace("~1", "/")
                 for res in objects.FABRIC_RESOURCES:
                     if p.endswith("/" + res):
                         out.append((str(rule.get("name", "?")), res, value))
@@ -247,7 +249,7 @@ def check_kyverno_devices(resources: List[Resource], ctx: Context) -> Iterator[T
     for r in resources:
         if not r.is_k8s or r.kind[0] != "kyverno.io" or r.props.get("kind") not in ("ClusterPolicy", "Policy"):
             continue
-        rules = {str(x.get("name", "?")): x for x in objects.get(r.props, "spec", "rules") or []
+        rules = {str(x.get("name", "?")): x for x in objects.seq(objects.get(r.props, "spec", "rules"))
                  if isinstance(x, dict)}
         for rule_name, res_name, value in kyverno_fabric_counts(r.props):
             pname = str(objects.get(r.props, "metadata", "name") or "")

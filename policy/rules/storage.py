@@ -17,7 +17,7 @@ RWX = "ReadWriteMany"
 
 
 def _ours(r: Resource) -> bool:
-    labels = objects.get(r.props, "metadata", "labels") or {}
+    labels = objects.mapping(objects.get(r.props, "metadata", "labels"))
     return all(labels.get(k) == v for k, v in sm.MANAGED_BY.items())
 
 
@@ -26,12 +26,12 @@ def _claims_mounted_by_gangs(resources: List[Resource]) -> Set[Tuple[Optional[st
     for r in resources:
         if not r.is_k8s:
             continue
-        ns = objects.get(r.props, "metadata", "namespace")
+        ns = objects.text(objects.get(r.props, "metadata", "namespace"))
         for g in objects.gangs(r.props, r.name):
             if not g.multi_node:
                 continue
             for role in g.gpu_roles:
-                for v in role.spec.get("volumes") or []:
+                for v in objects.seq(role.spec.get("volumes")):
                     claim = objects.get(v, "persistentVolumeClaim", "claimName")
                     if isinstance(claim, str):
                         out.add((ns, claim))
@@ -48,20 +48,24 @@ def checkpoint_objects(resources: List[Resource], ctx: Context) -> Dict[str, Lis
         names |= {n for n in (cfg.storage.name, cfg.storage.existing_claim) if n}
     mounted = _claims_mounted_by_gangs(resources)
     for pvc in by_kind["PersistentVolumeClaim"]:
-        name = objects.get(pvc.props, "metadata", "name")
-        ns = objects.get(pvc.props, "metadata", "namespace")
+        # names compared by value: only text counts (a map or list for a name matches nothing)
+        name = objects.text(objects.get(pvc.props, "metadata", "name"))
+        ns = objects.text(objects.get(pvc.props, "metadata", "namespace"))
         if _ours(pvc) or name in names or (ns, name) in mounted or (None, name) in mounted:
             kinds["PersistentVolumeClaim"].append(pvc)
-    volume_names = {objects.get(p.props, "spec", "volumeName") for p in kinds["PersistentVolumeClaim"]}
-    claim_names = {objects.get(p.props, "metadata", "name") for p in kinds["PersistentVolumeClaim"]}
-    classes = {objects.get(p.props, "spec", "storageClassName") for p in kinds["PersistentVolumeClaim"]}
+    def field(r: Resource, *path: str) -> Optional[str]:
+        return objects.text(objects.get(r.props, *path))
+
+    volume_names = {field(p, "spec", "volumeName") for p in kinds["PersistentVolumeClaim"]} - {None}
+    claim_names = {field(p, "metadata", "name") for p in kinds["PersistentVolumeClaim"]} - {None}
+    classes = {field(p, "spec", "storageClassName") for p in kinds["PersistentVolumeClaim"]}
     for pv in by_kind["PersistentVolume"]:
-        if (_ours(pv) or objects.get(pv.props, "metadata", "name") in volume_names
-                or objects.get(pv.props, "spec", "claimRef", "name") in claim_names):
+        if (_ours(pv) or field(pv, "metadata", "name") in volume_names
+                or field(pv, "spec", "claimRef", "name") in claim_names):
             kinds["PersistentVolume"].append(pv)
-    classes |= {objects.get(p.props, "spec", "storageClassName") for p in kinds["PersistentVolume"]}
+    classes |= {field(p, "spec", "storageClassName") for p in kinds["PersistentVolume"]}
     for sc in by_kind["StorageClass"]:
-        if _ours(sc) or objects.get(sc.props, "metadata", "name") in classes:
+        if _ours(sc) or field(sc, "metadata", "name") in classes:
             kinds["StorageClass"].append(sc)
     return kinds
 
@@ -69,7 +73,7 @@ def checkpoint_objects(resources: List[Resource], ctx: Context) -> Dict[str, Lis
 def check_rwx(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Resource, str]]:
     cp = checkpoint_objects(resources, ctx)
     for r in cp["PersistentVolumeClaim"] + cp["PersistentVolume"]:
-        modes = objects.get(r.props, "spec", "accessModes") or []
+        modes = objects.seq(objects.get(r.props, "spec", "accessModes"))
         if objects.UNKNOWN in modes or RWX in modes:
             continue
         yield r, (f"{r.label}: checkpoint storage has accessModes {list(modes)}, but the pods of a multi-node "

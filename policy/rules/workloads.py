@@ -164,7 +164,7 @@ def check_gang_whole(res: Resource, ctx: Context) -> Iterator[str]:
                            f"set it to {reps} (or remove it)")
         elif g.kind == "PodCliqueSet" and g.multi_node:
             for c in g.extra.get("cliques", []):
-                spec = c.get("spec") or {}
+                spec = objects.mapping(c.get("spec"))
                 reps, mn = objects.as_int(spec.get("replicas")), objects.as_int(spec.get("minAvailable"))
                 if reps is not None and mn is not None and reps > 1 and mn < reps:
                     yield (f"{g.name}: clique {c.get('name')} has minAvailable {mn} of {reps} replicas, but its "
@@ -200,16 +200,18 @@ def check_fabric_label(res: Resource, ctx: Context) -> Iterator[str]:
 def check_shm(res: Resource, ctx: Context) -> Iterator[str]:
     size = ctx.setting("multinode-pod-shm", "sizeHint", "64Gi")
     for g, r in _multi_node_roles(res):
-        volumes = {v.get("name"): v for v in r.spec.get("volumes") or [] if isinstance(v, dict)}
+        volumes = {v["name"]: v for v in objects.seq(r.spec.get("volumes"))
+                   if isinstance(v, dict) and isinstance(v.get("name"), str)}
         for c in r.gpu_containers:
-            mount = next((m for m in c.get("volumeMounts") or [] if (m or {}).get("mountPath") == "/dev/shm"), None)
+            mount = next((m for m in objects.seq(c.get("volumeMounts"))
+                          if objects.mapping(m).get("mountPath") == "/dev/shm"), None)
             cname = c.get("name", "?")
             if mount is None:
                 yield (f"{g.name} {r.name}: container {cname} has no /dev/shm mount; NCCL and the engine's "
                        f"workers need a large shared memory: add volume {{name: dshm, emptyDir: {{medium: Memory, "
                        f"sizeLimit: {size}}}}} mounted at /dev/shm")
                 continue
-            vol = volumes.get(mount.get("name")) or {}
+            vol = volumes.get(objects.text(mount.get("name")) or "") or {}
             medium = objects.get(vol, "emptyDir", "medium")
             if medium != "Memory":
                 yield (f"{g.name} {r.name}: container {cname} mounts volume {mount.get('name')!r} at /dev/shm, "

@@ -71,6 +71,13 @@ def fabric_labels(w: Workload, role: Optional[str] = None) -> Dict[str, str]:
     return out
 
 
+def single_node_labels(w: Workload, role: Optional[str] = None) -> Dict[str, str]:
+    """Labels of a GPU pod that runs on one node: the explicit opt-out the fabric-pool rule accepts."""
+    out = labels(w, role)
+    out[pools.SINGLE_NODE_POD_LABEL] = pools.SINGLE_NODE_POD_LABEL_VALUE
+    return out
+
+
 def metadata(w: Workload, name: Optional[str] = None, role: Optional[str] = None) -> Dict[str, Any]:
     return {"name": name or w.name, "namespace": w.namespace, "labels": labels(w, role)}
 

@@ -323,6 +323,9 @@ def worker_component(cfg: StackConfig, workload: Workload, role: WorkerRole, ima
     # decode pods on different nodes (NIXL), so every disaggregated worker needs the fabric too
     if role.multinode or workload.disaggregated is not None:
         labels[pools.FABRIC_POD_LABEL] = pools.FABRIC_POD_LABEL_VALUE
+    elif role.gpus_per_node:
+        # a one-node GPU role on a fabric pool opts out explicitly (kyverno require-fabric-label-on-fabric-pool)
+        labels[pools.SINGLE_NODE_POD_LABEL] = pools.SINGLE_NODE_POD_LABEL_VALUE
     pool = cfg.pool(workload.node_pool)
     comp: Dict[str, Any] = {"name": role.name, "type": role.type, "replicas": role.replicas}
     if role.multinode:

@@ -111,7 +111,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
             role_label = f"{role_name}-leader" if leader else f"{role_name}-worker"
             # multi-node roles run NCCL across nodes; disaggregated roles move the KV cache between nodes
             spans_nodes = p["nodes"] > 1 or w.disaggregated is not None
-            lbls = c.fabric_labels(w, role_label) if spans_nodes else c.labels(w, role_label)
+            lbls = c.fabric_labels(w, role_label) if spans_nodes else c.single_node_labels(w, role_label)
             cliques.append(_clique(name, role_label, 1 if leader else p["nodes"] - 1, spec, lbls,
                                    [worker_clique] if leader and p["nodes"] > 1 else None))
             members.append(name)

@@ -1,0 +1,100 @@
+"""What counts as a credential: one place for the stack-file reader, the config checks and the policy pack.
+
+Rules (each refusal names the key, never the value):
+* `multinode` secret keys (config.SECRET_KEYS) must be Pulumi secrets (`{secure: ...}`).
+* Provider credentials (`aws:secretKey`, `gcp:credentials`, ...) must not sit in the stack file in plain text:
+  `pulumi config set --secret`, or better short-lived credentials (Pulumi ESC with OIDC, instance roles).
+* Objects passed through `multinode:manifests` carry no literal credentials: no Secret with `data` /
+  `stringData`, no ConfigMap key named like a credential.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, List, Tuple
+
+# Words that make an env / ConfigMap key name a credential (HF_TOKEN, NGC_API_KEY, DB_PASSWORD...).
+SECRET_WORDS = {"TOKEN", "KEY", "APIKEY", "PASSWORD", "PASSWD", "SECRET", "CREDENTIALS", "CREDENTIAL"}
+# ...except names where KEY/TOKEN mean something else (a cache key, a max-token count).
+_NOT_SECRET = re.compile(r"(^|_)(MAX|NUM|N)_?(NEW_)?TOKENS?$|TOKENIZER|(^|_)KEY_?(PREFIX|NAME|ID|PATH|FILE)$"
+                         r"|(^|_)(PUBLIC|PUB)_KEY", re.IGNORECASE)
+
+
+def looks_secret(name: str) -> bool:
+    """True for names like HF_TOKEN, ngcApiKey, DB_PASSWORD, client-secret (camelCase split too)."""
+    if _NOT_SECRET.search(name.replace("-", "_")):
+        return False
+    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    parts = set(re.split(r"[^A-Za-z0-9]+", snake.upper()))
+    return bool(parts & SECRET_WORDS) or name.upper().endswith(("_TOKEN", "_KEY", "APIKEY", "PASSWORD", "SECRET"))
+
+
+# Provider config keys that hold a credential, per namespace (the providers' own config names:
+# pulumi-aws accessKey/secretKey/token; pulumi-azure-native clientSecret, clientCertificatePassword,
+# oidcToken; pulumi-gcp credentials/accessToken; pulumi-oci privateKey/privateKeyPassword;
+# pulumi-kubernetes kubeconfig when it holds the file's contents rather than a path).
+PROVIDER_CREDENTIALS = {
+    "aws": ("accessKey", "secretKey", "token"),
+    "azure-native": ("clientSecret", "clientCertificatePassword", "oidcToken", "oidcRequestToken",
+                     "clientCertificate"),
+    "gcp": ("credentials", "accessToken"),
+    "oci": ("privateKey", "privateKeyPassword"),
+    "kubernetes": ("kubeconfig",),
+}
+_PATH_LIKE = re.compile(r"^[~A-Za-z0-9_./\\:-]+$")
+
+PROVIDER_FIX = {
+    "aws": "let the provider take short-lived credentials (an OIDC role via Pulumi ESC `environment:`, "
+           "AWS_PROFILE / AWS_* env vars, or the instance role)",
+    "azure-native": "use OIDC (azure-native:useOidc with Pulumi ESC) or a managed identity",
+    "gcp": "use workload identity federation (Pulumi ESC gcp-login) or GOOGLE_APPLICATION_CREDENTIALS",
+    "oci": "point oci:privateKeyPath at the key file, or use instance / workload principals",
+    "kubernetes": "point kubernetes:kubeconfig at a file path, or use multinode:kubeconfig as a secret",
+}
+
+
+def provider_credential(ns: str, key: str, value: Any) -> bool:
+    """A provider key that holds a credential in this value (a kubeconfig *path* is not one)."""
+    if key in PROVIDER_CREDENTIALS.get(ns, ()):
+        if ns == "kubernetes" and isinstance(value, str) and "\n" not in value and _PATH_LIKE.match(value):
+            return False
+        return True
+    return ns in PROVIDER_CREDENTIALS and looks_secret(key) and not key.endswith(("Path", "File", "Id", "Name"))
+
+
+def plain_provider_credential_message(full_key: str, ns: str) -> str:
+    return (f"a provider credential in plain text in the stack file: anyone who reads the repository or the "
+            f"plan output reads it; remove it and store it encrypted with `pulumi config set --secret "
+            f"{full_key} ...`, or better {PROVIDER_FIX.get(ns, 'use short-lived credentials (Pulumi ESC with OIDC)')}")
+
+
+def manifest_credentials(obj: Any) -> List[Tuple[str, str]]:
+    """(relative key path, message) for every literal credential in one hand-written object; never the value."""
+    out: List[Tuple[str, str]] = []
+    if not isinstance(obj, dict):
+        return out
+    kind = obj.get("kind")
+    if kind == "Secret":
+        for field in ("data", "stringData"):
+            data = obj.get(field)
+            if isinstance(data, dict) and data:
+                out.append((field, f"a Secret's {field} written in the stack file is stored and shown in clear "
+                                   f"text (base64 is not encryption); create the Secret outside the stack (kubectl "
+                                   f"create secret, External Secrets, Secrets Store CSI) and reference it by name, "
+                                   f"or pass the value as a `pulumi config set --secret` key"))
+            elif data not in (None, {}):
+                out.append((field, "a Secret's data in the stack file is refused whatever its shape; create the "
+                                   "Secret outside the stack and reference it by name"))
+    elif kind == "ConfigMap":
+        for field in ("data", "binaryData"):
+            data = obj.get(field)
+            for name in _keys(data):
+                if looks_secret(name):
+                    out.append((f"{field}.{name}", f"a ConfigMap key named like a credential ({name}); "
+                                                    f"ConfigMaps are readable by anyone with read access to the "
+                                                    f"namespace: put it in a Secret created outside the stack "
+                                                    f"and mount it / use secretKeyRef"))
+    return out
+
+
+def _keys(data: Any) -> Iterable[str]:
+    return [str(k) for k in data] if isinstance(data, dict) else []

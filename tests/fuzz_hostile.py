@@ -1,0 +1,371 @@
+"""A seeded generator of hostile stack files, and a runner that plans each one the way `plan --file` does.
+
+Two families (issue 16):
+* stack files: the example stacks in stacks/ mutated at a random key path (a value of the wrong type,
+  a deleted or unknown key, YAML oddities written as raw text: dates, 1:30, 017, yes/no, .nan, .inf,
+  !!binary, !!set, aliases, an alias bomb, deep nesting, duplicate keys, huge numbers, unicode, secrets
+  given as maps/lists/ints, plain provider credentials);
+* hand-written objects (`multinode:manifests`): every kind the policy pack reads (the objects of
+  tests/corpus/ plus a ConfigMap, a Secret and a Deployment) with one field swapped for a wrong type.
+
+Each case runs in a long-lived worker process (`python -m tests.fuzz_hostile --worker`): it calls
+multinode.plan.main(["<stack>", "--file", <file>, "--out", <dir>]) with stdout/stderr captured, under a
+per-case alarm, and reports the exit code, whether a traceback was printed, the wall time and the worker's
+peak RSS after the case (ru_maxrss is a high-water mark, so "peak after every case < 1 GiB" bounds every
+case). A worker that dies or hangs is restarted and the case is reported as a failure.
+
+    python -m tests.fuzz_hostile --stacks 300 --objects 150 --seed 16 [--out report.json]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
+CORPUS = sorted((ROOT / "tests" / "corpus").glob("*.yaml"))
+CASE_SECONDS = 60
+CASE_RSS_MIB = 1024
+
+# ------------------------------------------------------------------ values
+UNICODE = ["gp\u00fc", "\u202egpu", "\u2603" * 40, "\U0001F680", "a\u0000b", "x\u200by", "\ufeffname", "\u00e9" * 300]
+WRONG_VALUES: List[Any] = [42, -1, 0, 1.5, -2.5e12, True, False, None, "", "x" * 5000, [], {}, [1, 2], {"a": 1},
+                           [{"a": [1, {"b": None}]}], {"name": {"name": {"name": 1}}}, 2 ** 53, -(2 ** 53),
+                           "8", "-8", "1e3", "null", *UNICODE]
+RAW_YAML = ["2024-01-01", "2024-01-01T10:00:00Z", "1:30", "017", "0o17", "0x1F", "1_000", "yes", "no", "on", "off",
+            "y", "n", "~", ".nan", ".inf", "-.inf", "1e309", "9" * 400, "-" + "9" * 30, "!!binary aGVsbG8=",
+            "!!set {a, b}", "!!omap [{a: 1}]", "!!python/object/apply:os.system [echo]", "!!timestamp 2024-01-01",
+            "!!float 1", "!!int '3'", "&a {x: *a}", "*undefined", "{<<: {a: 1}}", "{a: 1, a: 2}", "[1, [2, [3]]]",
+            "'quoted: yes'", '"\\u0000"', '"\\ud800"', "{? [a, b] : c}", "{8: x, 010: y}", "|\n  multi\n  line",
+            "@reserved", "`tick", "%percent", "'unterminated"]
+
+
+def deep(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+def alias_bomb(levels: int = 9, width: int = 9) -> str:
+    parts = [f"a0: &a0 [{', '.join(['lol'] * width)}]"]
+    for i in range(1, levels + 1):
+        parts.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]")
+    return "{" + ", ".join(parts) + "}"
+
+
+# ------------------------------------------------------------------ paths in a document
+def paths(node: Any, prefix: Tuple[Any, ...] = ()) -> Iterator[Tuple[Any, ...]]:
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from paths(v, prefix + (i,))
+
+
+def get_at(doc: Any, path: Tuple[Any, ...]) -> Any:
+    for p in path:
+        doc = doc[p]
+    return doc
+
+
+def set_at(doc: Any, path: Tuple[Any, ...], value: Any) -> Any:
+    value = copy.deepcopy(value)      # never share a value between two places (a later mutation makes a cycle)
+    if not path:
+        return value
+    get_at(doc, path[:-1])[path[-1]] = value
+    return doc
+
+
+def wrong_type_for(value: Any, rng: random.Random) -> Any:
+    """A value of another JSON type than `value` (a map for a string, a string for a list...)."""
+    if isinstance(value, dict):
+        return rng.choice(["spec", 42, [value], True, None, ["a", "b"], 1.5])
+    if isinstance(value, list):
+        return rng.choice(["item", 7, {"0": value[:1]}, False, None, {}])
+    if isinstance(value, bool):
+        return rng.choice(["true", 1, {}, []])
+    if isinstance(value, (int, float)):
+        return rng.choice([str(value), {"value": value}, [value], True, -value - 1, 10 ** 12, 0.5])
+    if isinstance(value, str):
+        return rng.choice([{"value": value}, [value], 8, 0, True, value * 50, "", "\u202e" + value])
+    return rng.choice(WRONG_VALUES)
+
+
+# ------------------------------------------------------------------ stack-file mutations
+PLACEHOLDER = "__FUZZRAW__"
+
+
+def _dump(doc: Any) -> str:
+    class NoAlias(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+    return yaml.dump(doc, Dumper=NoAlias, sort_keys=False, allow_unicode=True, width=10 ** 6)
+
+
+def mutate_stack(text: str, rng: random.Random) -> Tuple[str, str]:
+    """(mutated stack text, what was done)."""
+    doc = yaml.safe_load(text)
+    cfg = doc["config"]
+    all_paths = [p for p in paths(doc) if len(p) >= 2]
+    path = rng.choice(all_paths)
+    op = rng.choice(["wrong", "wrong", "raw", "raw", "raw", "delete", "unknown", "secret", "credential", "deep",
+                     "bomb", "dupkey", "text"])
+    if op == "wrong":
+        set_at(doc, path, wrong_type_for(get_at(doc, path), rng) if rng.random() < 0.6 else rng.choice(WRONG_VALUES))
+        return _dump(doc), f"wrong value at {path}"
+    if op == "delete":
+        parent = get_at(doc, path[:-1])
+        del parent[path[-1]]
+        return _dump(doc), f"deleted {path}"
+    if op == "unknown":
+        parent = get_at(doc, path[:-1])
+        if isinstance(parent, dict):
+            parent[rng.choice(["tensorParalel", "nodecount", "x", "\u00fcber", "metadata"])] = rng.choice(WRONG_VALUES)
+        return _dump(doc), f"unknown key under {path[:-1]}"
+    if op == "secret":
+        key = rng.choice(["multinode:kubeconfig", "multinode:hfToken", "multinode:ngcApiKey",
+                          "multinode:imagePullSecret"])
+        cfg[key] = rng.choice([{"apiVersion": "v1", "clusters": [{"name": "SECRETVALUE-abc123"}]},
+                               ["SECRETVALUE-abc123"], 123456789, "SECRETVALUE-abc123", {"secure": 5},
+                               {"secure": "v1:U0VDUkVUVkFMVUU="}, True])
+        return _dump(doc), f"secret {key}"
+    if op == "credential":
+        key = rng.choice(["aws:secretKey", "aws:accessKey", "aws:token", "gcp:credentials", "oci:privateKey",
+                          "azure-native:clientSecret", "kubernetes:kubeconfig"])
+        cfg[key] = rng.choice(["SECRETVALUE-abc123", {"k": "SECRETVALUE-abc123"}, "apiVersion: v1\nclusters: []"])
+        return _dump(doc), f"credential {key}"
+    # raw YAML text at the path (a placeholder is dumped, then replaced by the raw snippet)
+    if op == "deep":
+        raw = deep(rng.choice([20, 63, 64, 65, 200, 3000]))
+    elif op == "bomb":
+        raw = alias_bomb(rng.choice([3, 6, 9]), rng.choice([3, 9]))
+    elif op == "dupkey":
+        raw = "{name: a, name: b}"
+    elif op == "text":
+        raw = rng.choice(["\t", "\ufeff", ": :", "- - -", "{", "]"])
+    else:
+        raw = rng.choice(RAW_YAML)
+    set_at(doc, path, PLACEHOLDER)
+    out = _dump(doc)
+    if "\n" in raw:           # block scalar: indent under the key
+        indent = " " * (len(out.split(PLACEHOLDER)[0].rsplit("\n", 1)[-1]) + 2)
+        raw = raw.replace("\n", "\n" + indent)
+    return out.replace(PLACEHOLDER, raw, 1), f"raw {raw[:40]!r} at {path}"
+
+
+# ------------------------------------------------------------------ hand-written objects
+EXTRA_OBJECTS = [
+    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"},
+     "data": {"MODEL": "llama", "config.json": "{}"}},
+    {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"},
+     "type": "Opaque"},
+    {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "default"},
+     "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+              "template": {"metadata": {"labels": {"app": "d", "multinode.dev/fabric": "true"}},
+                           "spec": {"nodeSelector": {"node.kubernetes.io/instance-type": "p5.48xlarge"},
+                                    "containers": [{"name": "c", "image": "busybox",
+                                                    "resources": {"limits": {"nvidia.com/gpu": 8}},
+                                                    "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+                                                        "name": "hf", "key": "token"}}}]}]}}}},
+]
+
+
+def object_cases() -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
+    """(base stack doc without manifests, one object) for every object of the corpus and EXTRA_OBJECTS."""
+    out = []
+    base: Optional[Dict[str, Any]] = None
+    for path in CORPUS:
+        doc = yaml.safe_load(path.read_text())
+        objs = doc["config"].pop("multinode:manifests", []) or []
+        for o in objs:
+            out.append((copy.deepcopy(doc), o))
+        base = base or doc
+    for o in EXTRA_OBJECTS:
+        out.append((copy.deepcopy(base), o))
+    return out
+
+
+def mutate_object(obj: Dict[str, Any], rng: random.Random) -> Tuple[Dict[str, Any], str]:
+    obj = copy.deepcopy(obj)
+    # keep apiVersion/kind/metadata.name most of the time: they decide which readers see the object
+    keep = {("apiVersion",), ("kind",), ("metadata",), ("metadata", "name")}
+    candidates = [p for p in paths(obj) if p and (p not in keep or rng.random() < 0.05)]
+    n = rng.choice([1, 1, 1, 2, 3])
+    done = []
+    for _ in range(n):
+        cands = [p for p in paths(obj) if p and p in set(candidates)] or candidates
+        try:
+            path = rng.choice(cands)
+            set_at(obj, path, wrong_type_for(get_at(obj, path), rng))
+        except (KeyError, IndexError, TypeError):
+            continue
+        done.append(path)
+    return obj, f"wrong types at {done}"
+
+
+# ------------------------------------------------------------------ cases
+def generate(n_stacks: int, n_objects: int, seed: int) -> List[Dict[str, Any]]:
+    rng = random.Random(seed)
+    cases = []
+    texts = [p.read_text() for p in STACKS]
+    for i in range(n_stacks):
+        text, what = mutate_stack(rng.choice(texts), rng)
+        cases.append({"id": f"stack-{i}", "what": what, "text": text})
+    objs = object_cases()
+    for i in range(n_objects):
+        base, obj = objs[i % len(objs)] if i < len(objs) else rng.choice(objs)
+        mutated, what = mutate_object(obj, rng)
+        doc = copy.deepcopy(base)
+        doc["config"]["multinode:manifests"] = [mutated]
+        cases.append({"id": f"object-{i}", "what": f"{obj.get('kind')}: {what}", "text": _dump(doc)})
+    return cases
+
+
+# ------------------------------------------------------------------ running
+def run_case_inprocess(text: str, workdir: Path) -> Dict[str, Any]:
+    """Plan one stack file as `python -m multinode plan fuzz --file F --out D` does; capture everything."""
+    import resource
+    import signal
+    from multinode import plan as mplan
+
+    f = workdir / "Pulumi.fuzz.yaml"
+    f.write_bytes(text.encode("utf-8", "surrogatepass"))
+    out, err = io.StringIO(), io.StringIO()
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"case took over {CASE_SECONDS} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(CASE_SECONDS)
+    t0 = time.monotonic()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = mplan.main(["fuzz", "--file", str(f), "--out", str(workdir / "build")])
+    except TimeoutError as e:
+        code, err = -1, io.StringIO(str(e))
+    except BaseException as e:  # noqa: BLE001 - SystemExit, RecursionError... all count as failures
+        import traceback
+        code = -2
+        err.write("Traceback (escaped plan.main)\n" + "".join(traceback.format_exception(type(e), e, e.__traceback__)))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    seconds = time.monotonic() - t0
+    text_out = out.getvalue() + err.getvalue()
+    build = workdir / "build"
+    files = ""
+    if build.exists():
+        files = "".join(p.read_text(errors="replace") for p in build.rglob("*") if p.is_file())
+    return {"exit": code, "traceback": "Traceback" in text_out, "seconds": round(seconds, 3),
+            "maxrss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "output": text_out[-3000:], "secret_leak": "SECRETVALUE" in text_out or "SECRETVALUE" in files}
+
+
+def worker() -> None:
+    """Read one JSON case per line on stdin, write one JSON result per line on stdout."""
+    real_stdout = sys.stdout
+    with tempfile.TemporaryDirectory(prefix="fuzz16-") as tmp:
+        for line in sys.stdin:
+            case = json.loads(line)
+            res = run_case_inprocess(case["text"], Path(tmp))
+            res["id"] = case["id"]
+            real_stdout.write(json.dumps(res) + "\n")
+            real_stdout.flush()
+
+
+def run_cases(cases: List[Dict[str, Any]], log=None) -> List[Dict[str, Any]]:
+    """Run every case in worker processes; a dead or hung worker fails its case and is replaced."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    results: List[Dict[str, Any]] = []
+    proc = None
+    for case in cases:
+        if proc is None or proc.poll() is not None:
+            proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz_hostile", "--worker"], cwd=ROOT, env=env,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    text=True)
+        proc.stdin.write(json.dumps(case) + "\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()      # the worker's own alarm bounds the case
+        if not line:
+            proc.kill()
+            proc = None
+            res = {"id": case["id"], "exit": -3, "traceback": False, "seconds": None, "maxrss_mib": None,
+                   "output": "worker died", "secret_leak": False}
+        else:
+            res = json.loads(line)
+        res["what"] = case["what"]
+        results.append(res)
+        if res["exit"] not in (0, 1, 2) and proc is not None:
+            # a failed case may leave Pulumi's runtime state behind: start the next case in a fresh worker
+            proc.kill()
+            proc = None
+        if log:
+            log(res)
+    if proc is not None:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    return results
+
+
+def failures(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    return [r for r in results
+            if r["exit"] not in (0, 1, 2) or r["traceback"] or r["secret_leak"]
+            or (r["seconds"] or 0) >= CASE_SECONDS or (r["maxrss_mib"] or 0) >= CASE_RSS_MIB]
+
+
+def summarize(results: List[Dict[str, Any]]) -> Dict[str, Any]:
+    from collections import Counter
+    secs = [r["seconds"] for r in results if r["seconds"] is not None]
+    rss = [r["maxrss_mib"] for r in results if r["maxrss_mib"] is not None]
+    return {"cases": len(results), "exit_codes": dict(Counter(r["exit"] for r in results)),
+            "tracebacks": sum(r["traceback"] for r in results), "secret_leaks": sum(r["secret_leak"] for r in results),
+            "max_seconds": max(secs, default=0), "max_rss_mib": max(rss, default=0),
+            "failures": len(failures(results))}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--stacks", type=int, default=300)
+    ap.add_argument("--objects", type=int, default=150)
+    ap.add_argument("--seed", type=int, default=16)
+    ap.add_argument("--out", type=Path, help="write every result as JSON here")
+    ap.add_argument("--keep", type=Path, help="write each failing case's stack file into this folder")
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker()
+        return 0
+    cases = generate(args.stacks, args.objects, args.seed)
+    by_id = {c["id"]: c for c in cases}
+    t0 = time.time()
+    results = run_cases(cases, log=lambda r: print(f"{r['id']:<11} exit {r['exit']:>2} {r['seconds']}s "
+                                                    f"{r['maxrss_mib']}MiB {r['what'][:90]}", flush=True))
+    summary = summarize(results)
+    summary["wall_seconds"] = round(time.time() - t0, 1)
+    print(json.dumps(summary, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps({"summary": summary, "results": results}, indent=1))
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        for r in failures(results):
+            (args.keep / f"{r['id']}.yaml").write_text(by_id[r["id"]]["text"])
+            (args.keep / f"{r['id']}.out").write_text(r["output"])
+    return 1 if summary["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

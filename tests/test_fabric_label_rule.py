@@ -1,0 +1,90 @@
+"""Issue 16: fail closed outside the stack. The stack-wide Kyverno rule `require-fabric-label-on-fabric-pool`
+refuses a GPU pod that selects a fabric pool with neither the fabric label nor the single-node opt-out, and
+each fabric policy makes `pulumi up` wait until Kyverno reports it Ready (pulumi.com/waitFor)."""
+from __future__ import annotations
+
+import pytest
+
+from multinode import checks, plan as mplan, pools, stackfile
+from multinode import schema_check as validation
+from multinode.manifests import kyverno
+
+from .conftest import EXAMPLE_STACKS
+
+STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
+RULE = kyverno.SINGLE_NODE_RULE
+FABRIC = {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}
+SINGLE = {pools.SINGLE_NODE_POD_LABEL: pools.SINGLE_NODE_POD_LABEL_VALUE}
+
+
+def load(stack: str) -> "checks.config.StackConfig":
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path(stack))
+    return checks.load(raw, secrets)
+
+
+def pod(labels=None, annotations=None, node_selector=None, gpus=8):
+    spec = {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.11.0",
+                            "resources": {"limits": {"nvidia.com/gpu": gpus}}},
+                           {"name": "sidecar", "image": "busybox:1.36"}]}
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    meta = {k: v for k, v in (("labels", labels), ("annotations", annotations)) if v is not None}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def refused(policy, p):
+    return [c for r, c in kyverno.denials(policy, p) if r == RULE]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_rule_is_in_every_fabric_policy_and_valid_against_the_kyverno_crd(stack):
+    for pol in kyverno.cluster_policies(load(stack)):
+        assert [r["name"] for r in pol["spec"]["rules"]].count(RULE) == 1
+        assert validation.validate_object(pol) == []
+        assert validation.kyverno_jmespath_errors(pol) == []
+        assert pol["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Ready"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_unlabelled_gpu_pod_on_a_fabric_pool_is_refused(stack):
+    cfg = load(stack)
+    (pol,) = kyverno.cluster_policies(cfg)
+    on_pool = pools.node_selector(cfg, cfg.node_pools[0])
+    assert refused(pol, pod(labels={"app": "from-kubectl"}, node_selector=on_pool)) == ["engine"]
+    assert refused(pol, pod(node_selector=on_pool)) == ["engine"]
+    rule = next(r for r in pol["spec"]["rules"] if r["name"] == RULE)
+    assert pools.SINGLE_NODE_POD_LABEL in rule["validate"]["message"]
+
+
+@pytest.mark.parametrize("labels,annotations", [
+    (SINGLE, None),
+    (FABRIC, None),
+    ({"app": "x"}, {pools.NEMO_ANNOTATION: "true"}),
+])
+def test_labelled_or_opted_out_pods_pass_this_rule(labels, annotations):
+    cfg = load("aws-dev")
+    (pol,) = kyverno.cluster_policies(cfg)
+    p = pod(labels=labels, annotations=annotations, node_selector=pools.node_selector(cfg, cfg.node_pools[0]))
+    assert refused(pol, p) == []
+
+
+def test_rule_leaves_other_pods_alone():
+    cfg = load("aws-dev")
+    (pol,) = kyverno.cluster_policies(cfg)
+    on_pool = pools.node_selector(cfg, cfg.node_pools[0])
+    assert refused(pol, pod(node_selector=on_pool, gpus=0)) == []                   # no GPU
+    assert refused(pol, pod(node_selector={pools.POOL_LABEL: "cpu"})) == []         # another pool
+    assert refused(pol, pod()) == []      # no nodeSelector: admission cannot see the node (documented limit)
+
+
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_no_pod_the_stack_renders_is_refused_by_it(stack):
+    result = mplan.plan(stack, out_root=None)
+    assert result.exit_code in (0, 1), result.error
+    policies = [o for o in result.k8s_objects if o.get("kind") == "ClusterPolicy"
+                and any(r["name"] == RULE for r in o["spec"]["rules"])]
+    templates = [t for o in result.k8s_objects for _, t in mplan._pod_templates(o)]
+    assert templates
+    for pol in policies:
+        for t in templates:
+            assert refused(pol, {"metadata": t.get("metadata") or {}, "spec": t["spec"]}) == [], t.get("metadata")
