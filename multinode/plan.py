@@ -56,8 +56,42 @@ def is_k8s_object(reg: Registration) -> bool:
             and "apiVersion" in reg.inputs and "kind" in reg.inputs)
 
 
+# Kubernetes kinds in the order Helm installs them (helm/helm v3 pkg/release/util/kind_sorter.go, InstallOrder):
+# namespaces, accounts, config and storage before what uses them, even without an explicit dependency. Kinds
+# not listed (custom resources) come after them, as Helm puts unknown kinds last.
+INSTALL_ORDER = ("PriorityClass", "Namespace", "NetworkPolicy", "ResourceQuota", "LimitRange", "PodSecurityPolicy",
+                 "PodDisruptionBudget", "ServiceAccount", "Secret", "SecretList", "ConfigMap", "StorageClass",
+                 "PersistentVolume", "PersistentVolumeClaim", "CustomResourceDefinition", "ClusterRole",
+                 "ClusterRoleList", "ClusterRoleBinding", "ClusterRoleBindingList", "Role", "RoleList", "RoleBinding",
+                 "RoleBindingList", "Service", "DaemonSet", "Pod", "ReplicationController", "ReplicaSet", "Deployment",
+                 "HorizontalPodAutoscaler", "StatefulSet", "Job", "CronJob", "IngressClass", "Ingress", "APIService")
+_KIND_RANK = {k: i for i, k in enumerate(INSTALL_ORDER)}
+
+
+def stable_order(regs: List[Registration]) -> List[Registration]:
+    """The registrations in an order that does not depend on timing. Under the mock monitor the SDK registers
+    resources from several threads, so the order they arrive in differs from run to run (and with it the
+    k8s/NNN numbering, resources.json and graph.mmd). Sorted instead: components and cloud resources first, then
+    Kubernetes objects by INSTALL_ORDER; then parents before children (depth in the parent tree) and the URN
+    (type and name) breaks ties."""
+    parent = {r.urn: r.parent for r in regs}
+
+    def depth(urn: str) -> int:
+        d, seen = 0, set()
+        while parent.get(urn) in parent and urn not in seen:
+            seen.add(urn)
+            urn, d = parent[urn], d + 1
+        return d
+
+    def key(r: Registration) -> Any:
+        k8s = is_k8s_object(r)
+        kind = str(r.inputs.get("kind")) if k8s else ""
+        return (k8s, _KIND_RANK.get(kind, len(INSTALL_ORDER)) if k8s else 0, depth(r.urn), r.urn)
+    return sorted(regs, key=key)
+
+
 def apply_order(regs: List[Registration]) -> List[Registration]:
-    """Topological order over explicit dependencies; registration order breaks ties."""
+    """Topological order over explicit dependencies; the given order breaks ties (plan passes stable_order)."""
     index = {r.urn: i for i, r in enumerate(regs)}
     deps = {r.urn: [d for d in r.dependencies if d in index] for r in regs}
     done: "OrderedDict[str, None]" = OrderedDict()
@@ -121,10 +155,11 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: Dict[str, str], secr
     """Run the program for an already validated config (`wire` = config as Pulumi passes it)."""
     result = PlanResult(stack, cfg, advisories=[str(p) for p in checks.advisories(cfg)])
     run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack, stack_file=stack_file)
-    ordered = apply_order(run.registrations)
-    result.registrations = run.registrations
+    registrations = stable_order(run.registrations)
+    ordered = apply_order(registrations)
+    result.registrations = registrations
     result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
-    result.violations = run_policies(run.registrations, cfg) + admission.findings(result.k8s_objects)
+    result.violations = run_policies(registrations, cfg) + admission.findings(result.k8s_objects)
     result.placement = placement.for_stack(cfg, result.k8s_objects)   # findings: rule stack-fits-node-pools
     if any(v.get("enforcementLevel") == "mandatory" for v in result.violations):
         result.exit_code = EXIT_POLICY

@@ -118,7 +118,7 @@ class RecordingMonitor(pmocks.MockMonitor):
         self.registrations.append(Registration(
             urn=resp.urn, type=request.type, name=request.name, parent=request.parent,
             custom=bool(request.custom), protect=bool(request.protect),
-            retain_on_delete=bool(request.retainOnDelete), dependencies=list(request.dependencies),
+            retain_on_delete=bool(request.retainOnDelete), dependencies=sorted(request.dependencies),
             provider=request.provider, inputs=props,
             delete_before_replace=bool(request.deleteBeforeReplace),
             ignore_changes=list(request.ignoreChanges)))

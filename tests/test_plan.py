@@ -127,3 +127,18 @@ def test_single_cloud_stack_imports_no_other_cloud_sdk(stack):
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     assert data["exit"] == 0
     assert data["mods"] == [], f"{stack} imported {data['mods']}"
+
+
+@pytest.mark.parametrize("stack", ["aws-dev", "existing-dev"])
+def test_plan_output_is_the_same_on_every_run(stack, tmp_path):
+    """The mock monitor receives registrations in a timing-dependent order; plan sorts them, so two runs write
+    byte-identical build/ folders (a diff of build/ shows only what a change did)."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    mplan.plan(stack, first)
+    mplan.plan(stack, second)
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    assert any(f.parts[-2] == "k8s" for f in files)
+    for f in files:
+        assert (first / f).read_bytes() == (second / f).read_bytes(), f
+
