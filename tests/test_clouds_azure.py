@@ -1,12 +1,21 @@
 """Azure components under Pulumi mocks: InfiniBand agent pool, Azure Files NFS / Managed Lustre storage."""
 from __future__ import annotations
 
+import hashlib
+
 import pytest
+import yaml
 
 from tests.cloudstacks import (config_problems, imported_modules_after_plan, k8s_objects, of_type, one, parent_of,
                          run_variant)
 from components.clouds import azure as azmod
+from multinode import checks, stackfile
+from multinode import plan as mplan
+from multinode.clouds import azure as azure_rules
+from multinode.manifests import addons as am
+from multinode.manifests import azure_fabric
 from multinode.schema_check import validate_object
+from tests.cloudstacks import write_variant
 
 AP = "azure-native:containerservice:AgentPool"
 ACCOUNT = "azure-native:storage:StorageAccount"
@@ -196,18 +205,6 @@ def test_planning_azure_imports_no_other_cloud_sdk():
 
 
 # ---------------------------------------------------------------- GPUDirect RDMA and NCCL topology (issue 14)
-import hashlib  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import yaml  # noqa: E402
-
-from multinode import checks, stackfile  # noqa: E402
-from multinode import plan as mplan  # noqa: E402
-from multinode.clouds import azure as azure_rules  # noqa: E402
-from multinode.manifests import addons as am  # noqa: E402
-from multinode.manifests import azure_fabric  # noqa: E402
-from tests.cloudstacks import write_variant  # noqa: E402
-
 DS = "kubernetes:apps/v1:DaemonSet"
 CM = "kubernetes:core/v1:ConfigMap"
 # sha256 of the upstream files (multinode/data/nccl-topology/PROVENANCE.md, ../shared/facts/nccl-topology/)
