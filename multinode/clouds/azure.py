@@ -149,8 +149,9 @@ DOCA_DRIVER_VERSION = "doca3.2.0-25.10-1.2.8.0-2"
 # forcePrecompiled false (compile on the node when no precompiled image matches the AKS kernel).
 DOCA_DRIVER_ENV = [{"name": "OFED_BLACKLIST_MODULES_FILE", "value": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"}]
 # The peermem loader (configs/nvidia-peermem-reloader/ds.yaml): image, command and probes as upstream.
-# The liveness probe re-runs modprobe every 30 s: when the DOCA container reloads ib_core (first start,
-# upgrade), nvidia-peermem is unloaded with it and the probe restarts the container, which loads it again.
+# The liveness probe runs `modprobe nvidia-peermem` every 30 s: when the DOCA container reloads ib_core
+# (first start, upgrade), nvidia-peermem is unloaded with it and the probe's modprobe loads it again (a
+# failing modprobe restarts the container, as the GPU Operator's own driver DaemonSet does).
 PEERMEM_LOADER_NAME = "nvidia-peermem-reloader"
 PEERMEM_LOADER_IMAGE = "mcr.microsoft.com/mirror/docker/library/ubuntu:24.04"
 PEERMEM_LOADER_COMMAND = ["/bin/bash", "-xc",
