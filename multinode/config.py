@@ -141,8 +141,9 @@ class FabricConfig(_Model):
     rdma_mode: Literal["shared", "sriov"] = "shared"   # azure InfiniBand device plugin mode
     pin_transport: bool = True                         # pin NCCL to the fabric (fail closed)
     webhook_timeout_seconds: int = Field(default=15, ge=1, le=30)
-    # azure/oci: DOCA-OFED driver container version for the NicClusterPolicy (ofedDriver); unset =
-    # the node image provides the MLNX/DOCA (or inbox mlx5) drivers.
+    # azure/oci: DOCA-OFED driver container version for the NicClusterPolicy (ofedDriver). Unset: azure
+    # installs the pinned default (GPUDirect RDMA needs it, multinode/clouds/azure.py), oci none (its GPU
+    # images bring DOCA-OFED). "host": the node image provides MLNX_OFED/DOCA, install none.
     doca_driver_version: Optional[str] = None
 
 

@@ -165,9 +165,18 @@ def test_efa_plugin_values():
 
 
 def test_gpu_operator_rdma_on_azure():
+    # Issue 14: the GPU Operator's driver loads nvidia-peermem against the Network Operator's DOCA driver
+    # container (installed by default on azure), so useHostMofed is false; true only with
+    # fabric.docaDriverVersion: host (the node image brings MLNX_OFED/DOCA, no ofedDriver rendered).
     cfg = load("azure-dev", addons={"gpuOperator": {"enabled": True}})
     by = {s.key: s for s in addons.fabric_releases(cfg)}
+    assert by["gpuOperator"].values["driver"]["rdma"] == {"enabled": True, "useHostMofed": False}
+    assert addons.nic_cluster_policy(cfg)["spec"]["ofedDriver"]["image"] == "doca-driver"
+    assert by["gpuOperator"].values["nfd"] == {"enabled": False}      # the Network Operator runs NFD
+    host = load("azure-dev", addons={"gpuOperator": {"enabled": True}}, fabric={"docaDriverVersion": "host"})
+    by = {s.key: s for s in addons.fabric_releases(host)}
     assert by["gpuOperator"].values["driver"]["rdma"] == {"enabled": True, "useHostMofed": True}
+    assert "ofedDriver" not in addons.nic_cluster_policy(host)["spec"]
 
 
 @pytest.mark.parametrize("stack,mode,plugin,resource", [

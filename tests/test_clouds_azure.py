@@ -1,12 +1,21 @@
 """Azure components under Pulumi mocks: InfiniBand agent pool, Azure Files NFS / Managed Lustre storage."""
 from __future__ import annotations
 
+import hashlib
+
 import pytest
+import yaml
 
 from tests.cloudstacks import (config_problems, imported_modules_after_plan, k8s_objects, of_type, one, parent_of,
                          run_variant)
 from components.clouds import azure as azmod
+from multinode import checks, stackfile
+from multinode import plan as mplan
+from multinode.clouds import azure as azure_rules
+from multinode.manifests import addons as am
+from multinode.manifests import azure_fabric
 from multinode.schema_check import validate_object
+from tests.cloudstacks import write_variant
 
 AP = "azure-native:containerservice:AgentPool"
 ACCOUNT = "azure-native:storage:StorageAccount"
@@ -193,3 +202,126 @@ def test_planning_azure_imports_no_other_cloud_sdk():
     mods = imported_modules_after_plan("azure-dev")
     assert "pulumi_azure_native" in mods
     assert not {"pulumi_aws", "pulumi_gcp", "pulumi_oci"} & set(mods)
+
+
+# ---------------------------------------------------------------- GPUDirect RDMA and NCCL topology (issue 14)
+DS = "kubernetes:apps/v1:DaemonSet"
+CM = "kubernetes:core/v1:ConfigMap"
+# sha256 of the upstream files (multinode/data/nccl-topology/PROVENANCE.md, ../shared/facts/nccl-topology/)
+TOPOLOGY_SHA256 = {"ndv4-topo.xml": "c3583efb0b6e53f52410e32643b46bb6af99f5f34dcebc1868c47c233f84d2cf",
+                   "ndv5-topo.xml": "c26ff47f1decf03d44ee6e90c4a8afd3bddeec334c5545008f33af2a297e2834"}
+
+
+def _cfg(edit=None, tmp_path=None):
+    path = write_variant(tmp_path, "azure-dev", edit) if edit else stackfile.stack_path("azure-dev")
+    raw, secrets, _ = stackfile.read_stack_file(path)
+    return checks.load(raw, secrets)
+
+
+def test_topology_files_are_the_upstream_bytes():
+    for name, digest in TOPOLOGY_SHA256.items():
+        assert hashlib.sha256((azure_rules.TOPOLOGY_DATA_DIR / name).read_bytes()).hexdigest() == digest
+    # every topology file the catalog names is shipped
+    from multinode import catalog
+    named = {m.nccl_topology for m in catalog.MACHINES.values() if m.nccl_topology}
+    assert named == set(TOPOLOGY_SHA256)
+
+
+def test_default_loads_peermem_with_aks_driver_and_doca_container(dev):
+    """Default: AKS-managed driver (gpuProfile Install), the peermem loader DaemonSet on the IB pool, and the
+    NicClusterPolicy's DOCA driver container nvidia-peermem needs (Azure/aks-rdma-infiniband)."""
+    assert one(dev, AP).inputs["gpuProfile"] == {"driver": "Install"}
+    ds = one(dev, DS).inputs
+    assert ds["metadata"] == {"name": "nvidia-peermem-reloader", "namespace": "kube-system",
+                              "labels": {"name": "nvidia-peermem-reloader", "app.kubernetes.io/managed-by": "multinode"}}
+    pod = ds["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert "modprobe nvidia-peermem" in c["command"][-1] and c["securityContext"] == {"privileged": True}
+    assert c["livenessProbe"]["exec"]["command"][-1] == "modprobe nvidia-peermem"
+    assert c["image"] == "mcr.microsoft.com/mirror/docker/library/ubuntu:24.04"
+    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"] == [{"key": "multinode.dev/node-pool", "operator": "In",
+                                                          "values": ["gpu"]}]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert validate_object(ds) == []
+    nic = next(o for o in k8s_objects(dev) if o.get("kind") == "NicClusterPolicy")
+    assert nic["spec"]["ofedDriver"]["version"] == azure_rules.DOCA_DRIVER_VERSION == "doca3.2.0-25.10-1.2.8.0-2"
+    assert nic["spec"]["ofedDriver"]["env"] == [{"name": "OFED_BLACKLIST_MODULES_FILE",
+                                                 "value": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"}]
+    assert validate_object(nic) == []
+
+
+def test_gpu_operator_path_loads_peermem_itself(tmp_path):
+    run = run_variant(tmp_path, "azure-dev", lambda c: c.update({"multinode:addons": {"gpuOperator": {"enabled": True}}}))
+    assert one(run, AP).inputs["gpuProfile"] == {"driver": "None"}
+    assert of_type(run, DS) == []          # the operator's driver loads nvidia-peermem (driver.rdma.enabled)
+    cfg = _cfg(lambda c: c.update({"multinode:addons": {"gpuOperator": {"enabled": True}}}), tmp_path)
+    gpu_op = {s.key: s for s in am.fabric_releases(cfg)}["gpuOperator"]
+    nic = am.nic_cluster_policy(cfg)
+    # consistent: DOCA comes from the Network Operator's container, so the operator must not expect host MOFED
+    assert gpu_op.values["driver"]["rdma"] == {"enabled": True, "useHostMofed": "ofedDriver" not in nic["spec"]}
+    assert gpu_op.values["driver"]["rdma"]["useHostMofed"] is False
+
+
+def test_no_peermem_loader_without_infiniband(tmp_path):
+    cfg = _cfg(lambda c: c.update({"multinode:fabric": {"enabled": False}}), tmp_path)
+    assert azure_fabric.peermem_loader(cfg) == [] and azure_fabric.topology_config_maps(cfg) == []
+
+
+def _two_generations(c):
+    c["multinode:nodePools"].append({"name": "a100", "machine": "Standard_ND96amsr_A100_v4", "nodeCount": 2})
+    c["multinode:workloads"].append({"name": "nccl-a100", "kind": "nccl-test", "nodePool": "a100", "nodes": 2,
+                                     "namespace": "bench", "image": "ghcr.io/azure/aks-rdma-infiniband/nccl-tests:latest"})
+
+
+def test_topology_config_map_per_vm_size_in_every_workload_namespace(tmp_path):
+    out = tmp_path / "build"
+    res = mplan.plan("azure-dev", out, path=write_variant(tmp_path, "azure-dev", _two_generations))
+    assert res.exit_code == 0, res.error
+    regs = res.registrations
+    maps = {(r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r
+            for r in regs if r.type == CM and r.inputs["metadata"]["name"].startswith("nccl-topology-")}
+    assert set(maps) == {(ns, f"nccl-topology-{g}") for ns in ("multinode", "bench") for g in ("ndv4", "ndv5")}
+    for (ns, name), r in maps.items():
+        (key, text), = r.inputs["data"].items()
+        assert name == "nccl-topology-" + key.split("-")[0]
+        assert hashlib.sha256(text.encode()).hexdigest() == TOPOLOGY_SHA256[key]
+        assert validate_object(r.inputs) == []
+    # rendered before the workloads: every workload object depends on the ConfigMaps of its namespace
+    gangs = [r for r in regs if r.type in ("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet",
+                                           "kubernetes:batch.volcano.sh/v1alpha1:Job")]
+    assert sorted(r.inputs["metadata"]["namespace"] for r in gangs) == ["bench", "multinode"]
+    for r in gangs:
+        ns = r.inputs["metadata"]["namespace"]
+        deps = {maps_key for maps_key, cm in maps.items() if cm.urn in r.dependencies}
+        assert {(ns, "nccl-topology-ndv4"), (ns, "nccl-topology-ndv5")} <= deps, r.name
+    # the namespace exists before its ConfigMap
+    ns_reg = next(r for r in regs if r.type == "kubernetes:core/v1:Namespace" and r.inputs["metadata"]["name"] == "bench")
+    assert ns_reg.urn in maps[("bench", "nccl-topology-ndv4")].dependencies
+    # the effective pods (after the rendered Kyverno policy) mount their pool's file
+    effective = sorted((out / "azure-dev" / "effective").glob("*.yaml"))
+    assert effective
+    seen = set()
+    for p in effective:
+        spec = yaml.safe_load(p.read_text())["spec"]
+        want = "ndv4" if p.name.startswith("nccl-a100") else "ndv5"
+        vols = {v["name"]: v for v in spec["volumes"]}
+        assert vols["fabric-nccl-topology"]["configMap"]["name"] == f"nccl-topology-{want}"
+        for c in spec["containers"]:
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            if "NCCL_TOPO_FILE" not in env:
+                continue
+            assert env["NCCL_TOPO_FILE"] == f"/opt/nvidia-topology/{want}-topo.xml"
+            assert {"name": "fabric-nccl-topology", "mountPath": "/opt/nvidia-topology",
+                    "readOnly": True} in c["volumeMounts"]
+            seen.add(want)
+    assert seen == {"ndv4", "ndv5"}
+
+
+def test_peermem_advisory_only_for_configs_without_the_peer_memory_stack(tmp_path):
+    assert azure_rules.advisories(_cfg()) == []
+    host = _cfg(lambda c: c.update({"multinode:fabric": {"docaDriverVersion": "host"}}), tmp_path)
+    assert [p.path for p in azure_rules.advisories(host)] == ["fabric.docaDriverVersion"]
+    assert "ofedDriver" not in am.nic_cluster_policy(host)["spec"]
+    off = _cfg(lambda c: c.update({"multinode:addons": {"networkOperator": {"enabled": False}}}), tmp_path)
+    assert [p.path for p in azure_rules.advisories(off)] == ["addons.networkOperator.enabled"]

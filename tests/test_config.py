@@ -180,12 +180,21 @@ def test_multi_node_without_fabric_is_an_advisory():
 
 
 def test_azure_infiniband_advisories_peermem_and_topology():
+    # Issue 14: the default (AKS driver + peermem loader + DOCA driver container) and the GPU Operator
+    # path both run GPUDirect RDMA, and the topology ConfigMap is shipped: no advisory for either.
     raw, secrets = example_raw("azure-dev")
-    advice = {p.path: p.message for p in checks.advisories(_load(raw, secrets))}
-    assert "nvidia-peermem" in advice["addons.gpuOperator.enabled"]
-    assert "ndv5-topo.xml" in advice["nodePools"]
+    assert checks.advisories(_load(raw, secrets)) == []
     raw.setdefault("addons", {})["gpuOperator"] = {"enabled": True}
-    assert "addons.gpuOperator.enabled" not in {p.path for p in checks.advisories(_load(raw, secrets))}
+    assert checks.advisories(_load(raw, secrets)) == []
+    # configs that really run without the peer-memory stack keep the advisory
+    raw, secrets = example_raw("azure-dev")
+    raw["fabric"] = {"docaDriverVersion": "host"}
+    advice = {p.path: p.message for p in checks.advisories(_load(raw, secrets))}
+    assert "nvidia-peermem" in advice["fabric.docaDriverVersion"]
+    raw, secrets = example_raw("azure-dev")
+    raw.setdefault("addons", {})["networkOperator"] = {"enabled": False}
+    advice = {p.path: p.message for p in checks.advisories(_load(raw, secrets))}
+    assert "nvidia-peermem" in advice["addons.networkOperator.enabled"]
 
 
 def test_config_load_knows_no_cloud_and_checks_load_asks_the_cloud_module():

@@ -4,7 +4,7 @@
   NicClusterPolicy (shared RDMA or SR-IOV device plugin). oci: Network Operator + NicClusterPolicy
   with SR-IOV RDMA VFs (nvidia.com/rdma-vf), Multus and nv-ipam, plus the `rdma-vf`
   NetworkAttachmentDefinition (namespace default) and its IPPool. gcp: TCPXO NCCL plugin installer and NRI
-  device injector DaemonSets. existing: none (the cluster already has its fabric's plugin).
+  device injector DaemonSets; azure also the nvidia-peermem loader DaemonSet. existing: none (the cluster already has its fabric's plugin).
 - One Kyverno ClusterPolicy per pool with a fabric (multinode.manifests.kyverno); each also carries the
   stack-wide `require-fabric-pool` rule (a multi-node GPU pod must select a fabric pool by nodeSelector).
 - Volcano HyperNodes (tier 1 per pool) and Queues when Volcano is managed here.
@@ -23,7 +23,7 @@ from components.kubernetes.addons import ClusterAddons, helm_release
 from components.kubernetes.objects import k8s_object
 from multinode.config import StackConfig
 from multinode.manifests import addons as am
-from multinode.manifests import kyverno, volcano_topology
+from multinode.manifests import azure_fabric, kyverno, volcano_topology
 
 
 class FabricPolicies(pulumi.ComponentResource):
@@ -57,6 +57,9 @@ class FabricPolicies(pulumi.ComponentResource):
                 self.objects.append(k8s_object(f"{name}-{obj['kind'].lower()}-{meta['name']}", obj,
                                                after(op + [nic_policy])))
         for ds in am.gcp_daemonsets(config):
+            self.objects.append(k8s_object(f"{name}-{ds['metadata']['name']}", ds, child))
+        # Azure: nvidia-peermem loader on the InfiniBand GPU nodes (AKS-managed driver, the default).
+        for ds in azure_fabric.peermem_loader(config):
             self.objects.append(k8s_object(f"{name}-{ds['metadata']['name']}", ds, child))
 
         # Kyverno policies: after Kyverno (CRD + webhook) and after the device plugins exist.

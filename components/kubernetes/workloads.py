@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 from components.clouds.base import TYPE_PREFIX
 from components.kubernetes.objects import k8s_object
 from multinode.config import StackConfig, Workload as WorkloadConfig
+from multinode.manifests import azure_fabric
 from multinode.manifests import storage as sm
 from multinode.manifests import workloads as wm
 
@@ -90,6 +91,12 @@ def create_workloads(parent: pulumi.Resource, cfg: StackConfig, provider: pulumi
                                      pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                                          retain_on_delete=True, depends_on=list(depends_on) or None))))
     deps = list(depends_on) + namespaces
+    # Azure: the NCCL topology file of each InfiniBand pool's VM size, in every workload namespace, before
+    # any workload (the fabric policy mounts it into their pods).
+    after_namespaces = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(deps) or None))
+    for cm in azure_fabric.topology_config_maps(cfg):
+        meta = cm["metadata"]
+        deps.append(k8s_object(f"nccl-topology-{meta['namespace']}-{meta['name']}", cm, after_namespaces))
     return {w.name: Workload(w.name, WorkloadArgs(cfg, w, deps),
                              pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions()))
             for w in cfg.workloads}

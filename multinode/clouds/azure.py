@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import re
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..catalog import Machine
@@ -108,24 +109,67 @@ def config_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
 
 
 def advisories(cfg: Any) -> List[Problem]:
-    """Non-fatal findings for InfiniBand pools (printed by `plan`, logged as warnings by the program)."""
+    """Non-fatal findings for InfiniBand pools (printed by `plan`, logged as warnings by the program).
+
+    By default GPUDirect RDMA is on (see "GPUDirect RDMA" below): what is left to warn about is a config
+    that really runs without the MLNX/DOCA stack nvidia-peermem needs."""
     out: List[Problem] = []
-    if cfg.fabric.enabled and cfg.fabric_kind() == "infiniband":
-        if not cfg.addons.gpu_operator.enabled:
-            # Azure/AKS#3507 via hardware.md section 2: ~4 GB/s instead of ~186 GB/s without nvidia_peermem
-            out.append(Problem("addons.gpuOperator.enabled", "AKS-managed GPU drivers do not load nvidia-peermem, "
-                                                             "so NCCL over InfiniBand runs without GPUDirect RDMA "
-                                                             "(~4 GB/s instead of ~186 GB/s); enable addons.gpuOperator "
-                                                             "(the pool then uses driver mode None) or run a peermem "
-                                                             "loader DaemonSet on the GPU nodes"))
-        topologies = sorted({cfg.machine(pl).nccl_topology for pl in cfg.node_pools
-                             if cfg.machine(pl).nccl_topology})
-        if topologies:
-            out.append(Problem("nodePools", f"NCCL_TOPO_FILE points at {', '.join(topologies)} from an optional "
-                                            f"ConfigMap (nccl-topology-ndv4 / nccl-topology-ndv5) that this package "
-                                            f"does not ship; create it in each workload namespace from "
-                                            f"Azure/azhpc-images topology/ or NCCL guesses the topology"))
+    if not (cfg.fabric.enabled and cfg.fabric_kind() == "infiniband"):
+        return out
+    # Azure/AKS#3507 via hardware.md section 2: ~4 GB/s instead of ~186 GB/s without nvidia_peermem
+    slow = "NCCL over InfiniBand then runs without GPUDirect RDMA (~4 GB/s instead of ~186 GB/s)"
+    if cfg.fabric.doca_driver_version == HOST_DRIVERS:
+        out.append(Problem("fabric.docaDriverVersion", "'host' means the node image brings MLNX_OFED/DOCA, which "
+                                                       "AKS Ubuntu node images do not: nvidia-peermem cannot load and "
+                                                       f"{slow}; unset it to install the DOCA driver container "
+                                                       f"({DOCA_DRIVER_VERSION}) unless your node image has it"))
+    elif not cfg.addons.network_operator.enabled:
+        out.append(Problem("addons.networkOperator.enabled", "with the Network Operator off this stack installs no "
+                                                             "DOCA driver, so nvidia-peermem has no peer-memory "
+                                                             f"ib_core to load against and {slow}; enable it or "
+                                                             "make sure the cluster runs a DOCA driver container"))
     return out
+
+
+# ---------------------------------------------------------------- GPUDirect RDMA (nvidia-peermem)
+# One default, as Azure/aks-rdma-infiniband ships it (commit 700dabb4fe04, 2026-07-16,
+# website/docs/configurations/02-gpu-drivers.md "Option 1: AKS-managed GPU Driver"): AKS installs the
+# GPU driver (gpuProfile.driver Install: AKS-supported, no preview) and does NOT load nvidia-peermem, so a
+# privileged DaemonSet on the InfiniBand GPU nodes loads it (configs/nvidia-peermem-reloader/ds.yaml), and
+# the Network Operator's NicClusterPolicy installs the DOCA-OFED driver container that gives ib_core the
+# peer-memory API nvidia-peermem registers with (configs/nicclusterpolicy/base/nic.yaml: every variant of
+# that repo's NicClusterPolicy carries this ofedDriver). With addons.gpuOperator instead (driver mode
+# None), the operator's driver loads nvidia-peermem (driver.rdma.enabled, configs/values/gpu-operator/
+# values.yaml) against the same DOCA container, so useHostMofed stays false (the chart default).
+# `fabric.docaDriverVersion: host` = the node image brings MLNX_OFED/DOCA: no ofedDriver, useHostMofed true.
+HOST_DRIVERS = "host"
+# configs/nicclusterpolicy/base/nic.yaml ofedDriver.version (the operator appends -<os><ver>-<arch>)
+DOCA_DRIVER_VERSION = "doca3.2.0-25.10-1.2.8.0-2"
+# same file: OFED_BLACKLIST_MODULES_FILE works around a module-load race (Mellanox/doca-driver-build#52);
+# forcePrecompiled false (compile on the node when no precompiled image matches the AKS kernel).
+DOCA_DRIVER_ENV = [{"name": "OFED_BLACKLIST_MODULES_FILE", "value": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"}]
+# The peermem loader (configs/nvidia-peermem-reloader/ds.yaml): image, command and probes as upstream.
+# The liveness probe runs `modprobe nvidia-peermem` every 30 s: when the DOCA container reloads ib_core
+# (first start, upgrade), nvidia-peermem is unloaded with it and the probe's modprobe loads it again (a
+# failing modprobe restarts the container, as the GPU Operator's own driver DaemonSet does).
+PEERMEM_LOADER_NAME = "nvidia-peermem-reloader"
+PEERMEM_LOADER_IMAGE = "mcr.microsoft.com/mirror/docker/library/ubuntu:24.04"
+PEERMEM_LOADER_COMMAND = ["/bin/bash", "-xc",
+                          'apt update && apt install -y kmod && modprobe nvidia-peermem && echo "sleeping" && sleep inf']
+
+
+def ofed_driver_version(cfg: Any) -> Optional[str]:
+    """The DOCA-OFED driver container version the NicClusterPolicy installs, or None (node image has it)."""
+    v = cfg.fabric.doca_driver_version
+    if v == HOST_DRIVERS:
+        return None
+    return v or DOCA_DRIVER_VERSION
+
+
+def loads_peermem_with_daemonset(cfg: Any) -> bool:
+    """AKS-managed driver (no GPU Operator) on InfiniBand pools: our DaemonSet loads nvidia-peermem."""
+    return (cfg.fabric.enabled and cfg.fabric_kind() == "infiniband" and bool(cfg.node_pools)
+            and gpu_driver(cfg) == "Install")
 
 
 # ---------------------------------------------------------------- node bootstrap
@@ -161,10 +205,24 @@ FABRICS = ("infiniband",)
 NCCL_NET = {"infiniband": "IB"}
 
 # NCCL topology files per ND generation. Which file a VM size uses is a machine fact
-# (catalog.Machine.nccl_topology, source Z4: Azure/azhpc-images topology/). We do not copy the XML: the
-# pod mounts a ConfigMap named after the file (see docs/addons-fabric.md), optional so NCCL falls back
-# to auto-detection if it is absent.
+# (catalog.Machine.nccl_topology, source Z4: Azure/azhpc-images topology/). The files themselves are
+# copied under multinode/data/nccl-topology/ (PROVENANCE.md there); the stack renders each as a ConfigMap
+# named after the file in every workload namespace (multinode/manifests/azure_fabric.py) and the pod
+# mounts the one of its pool's VM size at the path Azure/aks-rdma-infiniband's NCCL test mounts it
+# (tests/scenarios/k8s/templates/mpi-job.yaml: /opt/nvidia-topology). The volume stays optional: a
+# labelled pod in a namespace the stack does not manage still starts, and NCCL warns that it cannot open
+# NCCL_TOPO_FILE and detects the topology itself.
 AZURE_TOPOLOGY_MOUNT = "/opt/nvidia-topology"
+TOPOLOGY_DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "nccl-topology"
+
+
+def topology_config_map_name(topology_file: str) -> str:
+    """ndv5-topo.xml -> nccl-topology-ndv5 (one ConfigMap per ND generation, key = the file name)."""
+    return "nccl-topology-" + topology_file.split("-")[0]
+
+
+def topology_file_text(topology_file: str) -> str:
+    return (TOPOLOGY_DATA_DIR / topology_file).read_text(encoding="utf-8")
 
 
 def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
@@ -186,7 +244,7 @@ def _infiniband(machine: Machine) -> Dict[str, Any]:
     topo = machine.nccl_topology                       # catalog, source Z4
     if topo:
         env["NCCL_TOPO_FILE"] = f"{AZURE_TOPOLOGY_MOUNT}/{topo}"
-        cm = "nccl-topology-" + topo.split("-")[0]            # nccl-topology-ndv4 / nccl-topology-ndv5
+        cm = topology_config_map_name(topo)                  # nccl-topology-ndv4 / nccl-topology-ndv5
         out["volumes"] = [{"name": "fabric-nccl-topology",
                            "configMap": {"name": cm, "optional": True}}]
         out["volume_mounts"] = [{"name": "fabric-nccl-topology", "mountPath": AZURE_TOPOLOGY_MOUNT,

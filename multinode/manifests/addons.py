@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from .. import pools
+from ..clouds import azure
 from ..config import ADDON_VERSIONS, Addon, StackConfig
 from ..fabric import (IB_SHARED_RESOURCE, OCI_VF_NETWORK, OCI_VF_NETWORK_NAMESPACE, OCI_VF_RESOURCE,
                       profile_for)
@@ -198,18 +199,36 @@ def fabric_releases(cfg: StackConfig) -> List[ReleaseSpec]:
                              "sriovNetworkOperator": {"enabled": False},  # VFs come from the device plugin
                          }, ("mellanox.com",)))
     if cfg.cloud in ("azure", "oci") and a.gpu_operator.enabled:
-        # GPUDirect RDMA: the GPU Operator's driver loads nvidia-peermem (driver.rdma.enabled);
-        # useHostMofed because the node image / Network Operator provides the MLNX/DOCA stack.
-        out.append(_spec(cfg, "gpuOperator", "gpu-operator", "gpu-operator", "https://helm.ngc.nvidia.com/nvidia", {
-            "driver": {"rdma": {"enabled": True, "useHostMofed": True}},
+        # GPUDirect RDMA: the GPU Operator's driver loads nvidia-peermem (driver.rdma.enabled, as
+        # Azure/aks-rdma-infiniband configs/values/gpu-operator/values.yaml). useHostMofed only when no
+        # DOCA driver container is installed (the node image has MLNX_OFED/DOCA, e.g. OCI's GPU images);
+        # with the Network Operator's ofedDriver (Azure's default) it stays false like that file.
+        values: Dict[str, Any] = {
+            "driver": {"rdma": {"enabled": True, "useHostMofed": _ofed_driver_version(cfg) is None}},
             "daemonsets": {"tolerations": _gpu_tolerations()},
-        }, ("nvidia.com",)))
+        }
+        if cfg.cloud == "azure" and "networkOperator" in {s.key for s in out}:
+            # The Network Operator already runs NFD (nfd.enabled above); the same gpu-operator values file
+            # turns the GPU Operator's own NFD off so the two do not both label the nodes.
+            values["nfd"] = {"enabled": False}
+        out.append(_spec(cfg, "gpuOperator", "gpu-operator", "gpu-operator", "https://helm.ngc.nvidia.com/nvidia",
+                         values, ("nvidia.com",)))
     return out
 
 
 # ------------------------------------------------------------------------------------------
 # Network Operator NicClusterPolicy (azure InfiniBand, oci RoCE SR-IOV)
 # ------------------------------------------------------------------------------------------
+def _ofed_driver_version(cfg: StackConfig) -> Optional[str]:
+    """DOCA driver container version of the NicClusterPolicy, None = the node image brings the drivers.
+    azure: installed by default (GPUDirect RDMA needs it, multinode/clouds/azure.py); other clouds: only
+    when fabric.docaDriverVersion is set. `host` means none on every cloud."""
+    if cfg.cloud == "azure":
+        return azure.ofed_driver_version(cfg)
+    v = cfg.fabric.doca_driver_version
+    return None if v == azure.HOST_DRIVERS else v
+
+
 # Component images: nvcr.io/nvidia/mellanox/<image>:network-operator-v<chart version>, the tag scheme
 # the chart itself uses (values.yaml: rdma-cni:network-operator-v26.4.1, init container
 # version network-operator-v26.4.1).
@@ -257,10 +276,14 @@ def nic_cluster_policy(cfg: StackConfig) -> Optional[Dict[str, Any]]:
             spec["nvIpam"] = {**_component("nvidia-k8s-ipam", version), "enableWebhook": False}
     else:
         return None
-    if cfg.fabric.doca_driver_version:
+    doca = _ofed_driver_version(cfg)
+    if doca:
         # DOCA-OFED driver container; only when the node image lacks MLNX_OFED / DOCA.
-        spec["ofedDriver"] = {"image": "doca-driver", "repository": _MELLANOX_REPO,
-                              "version": cfg.fabric.doca_driver_version}
+        spec["ofedDriver"] = {"image": "doca-driver", "repository": _MELLANOX_REPO, "version": doca}
+        if cfg.cloud == "azure":
+            # Azure/aks-rdma-infiniband configs/nicclusterpolicy/base/nic.yaml: the module-load race
+            # workaround and forcePrecompiled false (see multinode/clouds/azure.py DOCA_DRIVER_ENV).
+            spec["ofedDriver"].update({"env": copy.deepcopy(azure.DOCA_DRIVER_ENV), "forcePrecompiled": False})
     return {"apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy",
             "metadata": {"name": "nic-cluster-policy"}, "spec": spec}
 
