@@ -209,9 +209,7 @@ def test_rdma_vf_network():
     assert nad["metadata"]["name"] == "rdma-vf" and nad["metadata"]["namespace"] == "default"
     assert nad["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/resourceName": fabric.OCI_VF_RESOURCE}
     profile = fabric.profile_for(cfg, cfg.node_pools[0])
-    nets = profile.annotations["k8s.v1.cni.cncf.io/networks"].split(",")
-    assert set(nets) == {f"{nad['metadata']['namespace']}/{nad['metadata']['name']}"}
-    assert len(nets) == profile.devices_per_node
+    assert profile.device_network == f"{nad['metadata']['namespace']}/{nad['metadata']['name']}"
     assert set(nad["spec"]) == {"config"} and isinstance(nad["spec"]["config"], str)
     conf = json.loads(nad["spec"]["config"])                       # valid JSON
     assert conf["cniVersion"] == "0.3.1" and conf["name"] == "rdma-vf"

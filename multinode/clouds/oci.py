@@ -146,10 +146,10 @@ NCCL_NET = {"roce": "IB"}
 
 def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
     """(device resource, devices per node, what the pod gets) for an RDMA pool (multinode/fabric.py)."""
-    return OCI_VF_RESOURCE, count, _roce(machine, count)
+    return OCI_VF_RESOURCE, count, _roce(machine)
 
 
-def _roce(machine: Machine, vfs: int) -> Dict[str, Any]:
+def _roce(machine: Machine) -> Dict[str, Any]:
     # hardware.md section 2 "OCI OKE" option B (SR-IOV VFs via the Network Operator), source O1.
     env = {
         "NCCL_IB_GID_INDEX": "3",
@@ -165,12 +165,13 @@ def _roce(machine: Machine, vfs: int) -> Dict[str, Any]:
         env["NCCL_IB_QPS_PER_CONNECTION"] = "4"        # hardware.md: (A100)
     else:
         env["NCCL_IGNORE_CPU_AFFINITY"] = "1"          # hardware.md: (H100/H200/B200)
-    # Multus attaches one rdma-vf network per VF the pod requests (whole-node pods: all of them),
-    # named with its namespace so a pod in any namespace finds the one NAD in `default`.
+    # Multus attaches one rdma-vf network per VF the pod requests, named with its namespace so a pod in
+    # any namespace finds the one NAD in `default`. oci-hpc-oke docs/using-rdma-network-interfaces-in-
+    # manifests.md: "one `rdma-vf` entry per requested VF". The count follows the pod's GPU containers
+    # (the policy computes it, manifests/kyverno.device_networks_expr): a fixed list of 16 on a pod that
+    # requests fewer VFs leaves Multus without a device for the extra entries and sandbox creation fails.
     net = f"{OCI_VF_NETWORK_NAMESPACE}/{OCI_VF_NETWORK}"
-    return {"env": env, "capabilities": ["IPC_LOCK"],
-            "annotations": {"k8s.v1.cni.cncf.io/networks": ",".join([net] * vfs)},
-            "networks": [net]}
+    return {"env": env, "capabilities": ["IPC_LOCK"], "device_network": net, "networks": [net]}
 
 
 # ---------------------------------------------------------------- mock data for plan
