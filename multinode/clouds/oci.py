@@ -126,8 +126,21 @@ def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]
 
 
 def advisories(cfg: Any) -> List[Problem]:
-    """Non-fatal findings of this cloud (none so far)."""
-    return []
+    """Non-fatal findings of this cloud: a RoCE pool whose shape has no known fabric ports, so the SR-IOV
+    device plugin cannot be limited to them."""
+    out: List[Problem] = []
+    for i, pool in enumerate(cfg.node_pools):
+        try:
+            m = cfg.machine(pool)
+        except (catalog.UnknownMachine, KeyError):
+            continue
+        if m.fabric == "roce" and m.name not in FABRIC_ROOT_DEVICES:
+            out.append(Problem(f"nodePools[{i}].machine",
+                               f"{m.name}: its RDMA fabric ports (PCI addresses) are not in multinode/clouds/oci.py "
+                               f"FABRIC_ROOT_DEVICES, so the device plugin offers VFs of every Mellanox RDMA port, "
+                               f"the front-end NIC included; add the shape's rootDevices from oci-hpc-oke's "
+                               f"sriov-network-node-policy.yaml"))
+    return out
 
 # ---------------------------------------------------------------- fabric profile
 OCI_VF_RESOURCE = "nvidia.com/rdma-vf"     # OCI SR-IOV RDMA virtual functions (hardware.md section 2)
@@ -138,6 +151,33 @@ OCI_VF_RESOURCE = "nvidia.com/rdma-vf"     # OCI SR-IOV RDMA virtual functions (
 # manifests.md uses the same namespace and `default/rdma-vf` form for pods outside `default`.
 OCI_VF_NETWORK = "rdma-vf"
 OCI_VF_NETWORK_NAMESPACE = "default"
+# PCI addresses of the RDMA fabric ports (the physical functions whose VF the device plugin advertises)
+# per shape: oracle-quickstart/oci-hpc-oke terraform/files/nvidia-network-operator/sriov-network-node-
+# policy.yaml (commit 61d210ac, 2026-08-20), `nicSelector.rootDevices` of each shape's policy (with
+# vendor 15b3, isRdma, numVfs 1, mtu 4220). Selecting these ports, not every Mellanox RDMA port, keeps
+# the host's front-end NIC (also a ConnectX with RDMA on these shapes) out of the VF pool.
+FABRIC_ROOT_DEVICES: Dict[str, tuple] = {
+    "BM.GPU4.8": tuple(f"0000:{b}:00.{f}" for b in ("0c", "16", "48", "4c", "8a", "94", "c3", "d1") for f in (0, 1)),
+    "BM.GPU.A100-v2.8": tuple(f"0000:{b}:00.{f}" for b in ("0c", "16", "47", "4b", "89", "93", "c3", "d1")
+                              for f in (0, 1)),
+    "BM.GPU.H100.8": tuple(f"0000:{b}:00.{f}" for b in ("0c", "2a", "41", "58", "86", "a5", "bd", "d5")
+                           for f in (0, 1)),
+    "BM.GPU.H200.8": tuple(f"0000:{b}:00.0" for b in ("0c", "2a", "41", "58", "86", "a5", "bd", "d5")),
+    "BM.GPU.B200.8": tuple(f"0000:{b}:00.0" for b in ("0c", "2a", "41", "58", "86", "a5", "bd", "d5")),
+}
+# MTU of the VF (same file: `mtu: 4220` on every shape; terraform/files/nvidia-network-operator/
+# sriov-network.yaml sets it again in the tuning plugin of the attachment).
+VF_MTU = 4220
+
+
+def fabric_root_devices(shapes: List[str]) -> Optional[List[str]]:
+    """The fabric ports of these shapes (sorted union), or None when one shape is not in the table (the
+    device plugin then falls back to every Mellanox RDMA port; advisories() says so)."""
+    if any(s not in FABRIC_ROOT_DEVICES for s in shapes):
+        return None
+    return sorted({d for s in shapes for d in FABRIC_ROOT_DEVICES[s]})
+
+
 FABRICS = ("roce",)
 # NCCL's built-in InfiniBand verbs transport is named "IB" (NVIDIA/nccl src/transport/net_ib.cc);
 # it also drives RoCE.
