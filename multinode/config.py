@@ -129,6 +129,7 @@ class NodePool(_Model):
     labels: Dict[str, str] = {}
     node_selector: Dict[str, str] = {}                # existing: labels that select these nodes
     image_id: Optional[str] = None                    # oci: the GPU image OCID
+    bootstrap: Optional[Literal["oke-package", "oke-install"]] = None  # oci: how a node joins (clouds/oci.py)
     gpu_network_cidr: Optional[str] = None            # gcp: IPv4 range (/20 or larger) the GPU subnets are cut from
     local_nvme: Optional[Literal["raid0"]] = None     # aws: RAID0 the instance store at boot (multinode/local_nvme.py)
 
