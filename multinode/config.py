@@ -95,6 +95,7 @@ class ClusterRef(_Model):
     cluster_id: Optional[str] = None        # oci: the OKE cluster OCID
     vpc_id: Optional[str] = None            # aws: defaults to the cluster's VPC
     network: Optional[str] = None           # gcp: primary VPC name
+    gke_version: Optional[str] = None       # gcp: the cluster's GKE version (1.X.Y-gke.Z), gated for GPUDirect
 
 
 class MachineSpec(_Model):
