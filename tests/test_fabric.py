@@ -397,3 +397,21 @@ def test_efa_policy_uses_add_if_absent_anchors():
     patch = kyverno.container_patch(fabric.profile_for(cfg, cfg.node_pools[0]))
     assert set(patch["resources"]["requests"]) == {"+(cpu)", "+(memory)"}
     assert not any(k.startswith("hugepages-") for k in patch["resources"]["limits"])
+
+
+def test_oci_networks_per_pool_in_a_two_pool_stack():
+    """With two pools, each pool's policy sizes the list by its own VFs per GPU (its pool precondition and the
+    device-count precondition both hold only for pods on that pool)."""
+    cfg = load("oci-dev", nodePools=[{**OCI_POOL, "machine": "BM.GPU.H100.8"},
+                                     {**OCI_POOL, "name": "h200", "machine": "BM.GPU.H200.8"}], workloads=[])
+    pols = kyverno.cluster_policies(cfg)
+    assert len(pols) == 2
+    for pool, per_gpu in ((cfg.node_pools[0], 2), (cfg.node_pools[1], 1)):
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"labels": {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}},
+               "spec": {"nodeSelector": pools.node_selector(cfg, pool), "containers": [gpu_container(gpus=4)]}}
+        for pol in pols:
+            pod = effective_pod.apply_policy_to_pod(pod, pol)
+        nets = pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")
+        assert nets == ["default/rdma-vf"] * (4 * per_gpu)
+        assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/rdma-vf"] == str(4 * per_gpu)
