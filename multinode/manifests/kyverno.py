@@ -4,6 +4,8 @@ FabricProfile, plus a small Python evaluator for the JMESPath the policies use (
 
 One policy per node pool whose machine has a fabric. Each has these rules:
   1. `pod-fabric`: pod-level patch (annotations, volumes, native sidecars).
+     `pod-device-networks` (OCI): the Multus networks annotation with one entry per fabric device the
+     pod's GPU containers request (device_networks_expr), only on pods that request some.
   2. `gpu-container-fabric`: foreach container whose nvidia.com/gpu limit is > 0: device resource
      (GPUs x devices-per-GPU, rounded up, computed in JMESPath), env incl. the NCCL_NET pin, volume
      mounts, capabilities (added to the container's own capabilities.add, each once), extra resources,
