@@ -95,6 +95,7 @@ class ClusterRef(_Model):
     cluster_id: Optional[str] = None        # oci: the OKE cluster OCID
     vpc_id: Optional[str] = None            # aws: defaults to the cluster's VPC
     network: Optional[str] = None           # gcp: primary VPC name
+    gke_version: Optional[str] = None       # gcp: the cluster's GKE version (1.X.Y-gke.Z), gated for GPUDirect
 
 
 class MachineSpec(_Model):
@@ -129,6 +130,7 @@ class NodePool(_Model):
     labels: Dict[str, str] = {}
     node_selector: Dict[str, str] = {}                # existing: labels that select these nodes
     image_id: Optional[str] = None                    # oci: the GPU image OCID
+    bootstrap: Optional[Literal["oke-package", "oke-install"]] = None  # oci: how a node joins (clouds/oci.py)
     gpu_network_cidr: Optional[str] = None            # gcp: IPv4 range (/20 or larger) the GPU subnets are cut from
     local_nvme: Optional[Literal["raid0"]] = None     # aws: RAID0 the instance store at boot (multinode/local_nvme.py)
 

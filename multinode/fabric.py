@@ -74,6 +74,10 @@ class FabricProfile:
     # cpu / memory a GPU container requests per GPU it has: {"cpu": (18, ""), "memory": (192, "Gi")}; the policy
     # multiplies by the container's GPUs and adds each only where the container states none (node_share_per_gpu).
     requests_per_gpu: Dict[str, Tuple[int, str]] = field(default_factory=dict)
+    # Multus network attached once per fabric device the pod requests (OCI: `default/rdma-vf`): the policy
+    # writes k8s.v1.cni.cncf.io/networks with as many entries as the pod's GPU containers request devices
+    # (kyverno.device_networks_expr), so a pod with fewer GPUs lists fewer attachments.
+    device_network: Optional[str] = None
 
     @property
     def enabled(self) -> bool:
@@ -196,4 +200,5 @@ def profile_for(cfg: StackConfig, pool: NodePool) -> FabricProfile:
         pool=pool.name, node_selector=pools.node_selector(cfg, pool),
         pod_volume_names=extra.get("pod_volume_names", []),
         requests_per_gpu=extra.get("requests_per_gpu", {}),
+        device_network=extra.get("device_network"),
     )

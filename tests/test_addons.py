@@ -207,7 +207,7 @@ NO_SCHEMA_KINDS = {("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition"), ("nv-i
 def test_rdma_vf_network():
     import json
     cfg = load("oci-dev")
-    pool, nad = addons.rdma_vf_network(cfg)
+    pool, nad, ds = addons.rdma_vf_network(cfg)
     operator_ns = {s.key: s for s in addons.fabric_releases(cfg)}["networkOperator"].namespace
     # nv-ipam pool in the operator's namespace (where nv-ipam reads pools), named by the NAD's ipam.poolName
     assert (pool["apiVersion"], pool["kind"]) == ("nv-ipam.nvidia.com/v1alpha1", "IPPool")
@@ -218,21 +218,47 @@ def test_rdma_vf_network():
     assert nad["metadata"]["name"] == "rdma-vf" and nad["metadata"]["namespace"] == "default"
     assert nad["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/resourceName": fabric.OCI_VF_RESOURCE}
     profile = fabric.profile_for(cfg, cfg.node_pools[0])
-    nets = profile.annotations["k8s.v1.cni.cncf.io/networks"].split(",")
-    assert set(nets) == {f"{nad['metadata']['namespace']}/{nad['metadata']['name']}"}
-    assert len(nets) == profile.devices_per_node
+    assert profile.device_network == f"{nad['metadata']['namespace']}/{nad['metadata']['name']}"
     assert set(nad["spec"]) == {"config"} and isinstance(nad["spec"]["config"], str)
     conf = json.loads(nad["spec"]["config"])                       # valid JSON
     assert conf["cniVersion"] == "0.3.1" and conf["name"] == "rdma-vf"
     first, *rest = conf["plugins"]
     assert first["type"] == "host-device" and "device" not in first     # the VF comes from the device plugin
     assert first["ipam"] == {"type": "nv-ipam", "poolName": pool["metadata"]["name"]}
-    assert [p["type"] for p in rest] == ["tuning"]
+    # oci-hpc-oke sriov-network.yaml metaPlugins: tuning (sysctls, mtu 4220), rdma (exclusive RDMA netns), sbr
+    assert [p["type"] for p in rest] == ["tuning", "rdma", "sbr"]
     assert rest[0]["sysctl"]["net.ipv4.conf.all.rp_filter"] == "0"
+    assert rest[0]["sysctl"]["net.ipv4.conf.all.accept_local"] == "1" and rest[0]["mtu"] == 4220
+    # the rdma CNI binary is installed on the RoCE pools (no NicClusterPolicy component ships it)
+    assert (ds["kind"], ds["metadata"]["name"]) == ("DaemonSet", "rdma-cni")
+    (c,) = ds["spec"]["template"]["spec"]["containers"]
+    assert c["image"].startswith("nvcr.io/nvidia/mellanox/rdma-cni:network-operator-v")
+    assert c["volumeMounts"] == [{"name": "cnibin", "mountPath": "/host/opt/cni/bin"}]
+    assert ds["spec"]["template"]["spec"]["volumes"] == [{"name": "cnibin", "hostPath": {"path": "/opt/cni/bin"}}]
+    assert validation.validate_object(ds) == []
     # metadata that Kubernetes would accept (names, annotation keys)
     for obj in (pool, nad):
         assert (obj["apiVersion"], obj["kind"]) in NO_SCHEMA_KINDS
         assert validation._metadata_errors(obj["metadata"], "metadata", require_name=True, check_name_format=True) == []
+
+
+def test_oci_device_plugin_selects_the_shapes_fabric_ports():
+    """oci-hpc-oke SriovNetworkNodePolicy nicSelector.rootDevices per shape: the device plugin's VF pool is
+    limited to those ports (16 on H100.8, 8 on H200.8), not every Mellanox RDMA port."""
+    import json
+    from multinode.clouds import oci
+    for machine, n in (("BM.GPU.H100.8", 16), ("BM.GPU.H200.8", 8)):
+        cfg = load("oci-dev", nodePools=[{"name": "gpu", "machine": machine, "nodeCount": 2,
+                                          "zone": "Uocm:US-ASHBURN-AD-1", "imageId": "ocid1.image.oc1..x",
+                                          "subnetId": "ocid1.subnet.oc1.iad.aaaaaaaaexampleworkersubnet"}],
+                   workloads=[])
+        conf = json.loads(addons.nic_cluster_policy(cfg)["spec"]["sriovDevicePlugin"]["config"])
+        (res,) = conf["resourceList"]
+        sel = res["selectors"]
+        assert sel["vendors"] == ["15b3"] and sel["isRdma"] is True
+        assert sel["rootDevices"] == sorted(oci.FABRIC_ROOT_DEVICES[machine]) and len(sel["rootDevices"]) == n
+        assert "0000:0c:00.0" in sel["rootDevices"]
+    assert oci.fabric_root_devices(["BM.GPU.H100.8", "BM.GPU.X.8"]) is None      # unknown shape: no guess
 
 
 @pytest.mark.parametrize("stack,over", [("aws-dev", {}), ("azure-dev", {}), ("gcp-dev", {}), ("existing-dev", {}),
@@ -371,6 +397,7 @@ def test_components_render_for_every_cloud_under_mocks(tmp_path, stack, operator
             assert {urn["fabric-network-operator"], urn["fabric-nic-cluster-policy"]} <= set(regs[n].dependencies)
         assert regs["fabric-networkattachmentdefinition-rdma-vf"].type == (
             "kubernetes:k8s.cni.cncf.io/v1:NetworkAttachmentDefinition")
+        assert regs["fabric-daemonset-rdma-cni"].type == "kubernetes:apps/v1:DaemonSet"
     else:
         assert "fabric-networkattachmentdefinition-rdma-vf" not in regs
     k8s = [r.inputs for r in run.registrations if mplan.is_k8s_object(r)]

@@ -327,3 +327,55 @@ def test_planning_gcp_imports_no_other_cloud_sdk():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "['pulumi_gcp']"
+
+
+# ---------------------------------------------------------------- minimum GKE version for GPUDirect
+# Boundaries from cluster-toolkit modules/compute/gke-node-pool/gpu_direct.tf (major_minor_version_acceptable_map).
+@pytest.mark.parametrize("fabric,version,ok", [
+    ("tcpxo", "1.32.2-gke.1489001", True), ("tcpxo", "1.32.2-gke.1489000", False),
+    ("tcpxo", "1.31.1-gke.2008000", True), ("tcpxo", "1.31.1-gke.1999999", False),
+    ("tcpxo", "1.31.0-gke.9999999", False), ("tcpxo", "1.30.5-gke.1", True),
+    ("tcpxo", "1.28.9-gke.1250000", True), ("tcpxo", "1.27.16-gke.1", False),   # older than the table: refused
+    ("tcpxo", "1.33.5-gke.1000000", True),                                      # newer minor: accepted
+    ("tcpx", "1.27.7-gke.1121000", True), ("tcpx", "1.27.7-gke.1120999", False),
+    ("tcpx", "1.26.15-gke.1", False), ("tcpx", "1.30.2-gke.1023000", True),
+    ("gcp-rdma", "1.20.0-gke.1", True),                                         # not gated: no upstream table
+])
+def test_gke_version_gate(fabric, version, ok):
+    msg = gke.gke_version_problem(fabric, "m", version)
+    assert (msg is None) == ok, msg
+    if not ok:
+        assert "gpu_direct.tf" in msg and "or later" in msg
+
+
+def test_gke_version_must_be_a_gke_version():
+    assert "1.X.Y-gke.Z" in gke.gke_version_problem("tcpxo", "a3-megagpu-8g", "1.32")
+    assert gke.parse_gke_version("v1.32.2-gke.1489001") == (1, 32, 2, 1489001)
+
+
+def test_stated_gke_version_below_the_tcpxo_minimum_is_refused():
+    raw, secrets = _raw()
+    raw["cluster"] = dict(raw["cluster"], gkeVersion="1.31.1-gke.1000000")
+    refused(raw, secrets, "cluster.gkeVersion", "older than 1.31.1-gke.2008000")
+    assert any("a3-megagpu-8g" in m for p, m in problems(raw, secrets) if p == "cluster.gkeVersion")
+    raw["cluster"]["gkeVersion"] = "1.31.1-gke.2008000"
+    checks.load(raw, secrets)                       # the minimum itself loads
+
+
+def test_looked_up_cluster_older_than_the_tcpxo_minimum_is_an_error(monkeypatch):
+    errors = []
+    monkeypatch.setattr(pulumi.log, "error", lambda msg, *a, **k: errors.append(msg))
+    base = CALLS["gcp:container/getCluster:getCluster"]
+    monkeypatch.setitem(CALLS, "gcp:container/getCluster:getCluster",
+                        lambda args: dict(base(args), masterVersion="1.30.3-gke.1000000"))
+    raw, secrets = _raw()
+    run(raw, secrets, "gcp-dev")
+    assert len(errors) == 1 and "1.30.4-gke.1129000" in errors[0] and "GKE cluster" in errors[0]
+
+
+def test_looked_up_cluster_at_a_supported_version_gets_no_error(monkeypatch):
+    errors = []
+    monkeypatch.setattr(pulumi.log, "error", lambda msg, *a, **k: errors.append(msg))
+    raw, secrets = _raw()
+    run(raw, secrets, "gcp-dev")                    # mock masterVersion 1.33.5-gke.1000000
+    assert not [e for e in errors if "GKE cluster" in e]

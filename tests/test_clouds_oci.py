@@ -72,13 +72,77 @@ def test_node_bootstrap_joins_oke_with_our_labels_and_taints():
     pool = cfg.node_pools[0]
     labels = pools.node_labels(cfg, pool, cfg.machine(pool))
     kc = mock.kube_config({"clusterId": cfg.cluster.cluster_id})["content"]
-    script = oke.node_user_data(mock.PRIVATE_ENDPOINT, oke.ca_from_kubeconfig(kc), labels, pools.node_taints(cfg))
+    script = oke.node_user_data(mock.PRIVATE_ENDPOINT, oke.ca_from_kubeconfig(kc), labels, pools.node_taints(cfg),
+                                path="oke-install")
     assert "bash /etc/oke/oke-install.sh" in script
     assert "--apiserver-endpoint 10.0.0.5 " in script          # IP only: oke-install adds the ports
     assert f"--kubelet-ca-cert {mock.FAKE_CA}" in script
     assert "multinode.dev/node-pool=gpu" in script and "multinode.dev/fabric=roce" in script
     assert "--register-with-taints=nvidia.com/gpu=true:NoSchedule" in script
     assert base64.b64decode(oke.user_data_b64(script)).decode() == script
+
+
+def _bash_syntax_ok(script: str) -> None:
+    import subprocess
+    r = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_default_bootstrap_is_the_oke_package_of_the_ubuntu_doca_images():
+    """oci-hpc-oke's RDMA GPU images are Ubuntu + DOCA-OFED and join with oci-oke-node-all and `oke bootstrap`
+    retried (files/oke-ubuntu-cloud-init.sh); that is the default path."""
+    cfg = checks.load(*example_raw("oci-dev"))
+    pool = cfg.node_pools[0]
+    assert pool.bootstrap is None and oke.bootstrap_path(pool) == "oke-package"
+    labels = pools.node_labels(cfg, pool, cfg.machine(pool))
+    kc = mock.kube_config({"clusterId": cfg.cluster.cluster_id})["content"]
+    script = oke.node_user_data(mock.PRIVATE_ENDPOINT, oke.ca_from_kubeconfig(kc), labels, pools.node_taints(cfg),
+                                kubernetes_version="v1.33.1")
+    assert "oke-install.sh" not in script
+    assert "printf '%s' 10.0.0.5 > /etc/oke/oke-apiserver" in script                # IP only, as upstream writes it
+    assert f"printf '%s' {mock.FAKE_CA} | base64 --decode > /etc/kubernetes/ca.crt" in script
+    assert "apt-get -y install oci-oke-node-all-1.33.1" in script
+    assert "/ubuntu-$VERSION_CODENAME/kubernetes-1.33" in script
+    assert "if ! command -v oke" in script                                   # images that carry `oke` skip it
+    assert "for attempt in $(seq 1 20)" in script and "sleep 15" in script
+    line = next(ln for ln in script.splitlines() if "oke bootstrap --kubelet-extra-args" in ln)
+    assert "multinode.dev/node-pool=gpu" in line and "--register-with-taints=nvidia.com/gpu=true:NoSchedule" in line
+    assert '"memlock=-1:-1"' in script and "ManageForeignRoutes=no" in script
+    assert script.rstrip().endswith("exit 1")                                 # all attempts failed: cloud-init fails
+    _bash_syntax_ok(script)
+    with pytest.raises(ValueError, match="vMAJOR.MINOR.PATCH"):
+        oke.node_user_data("10.0.0.5", "Y2E=", labels, [], kubernetes_version="")
+
+
+@pytest.mark.parametrize("path", ["oke-package", "oke-install"])
+def test_bootstrap_path_is_rendered_into_the_instance_configuration(path, monkeypatch):
+    """The component renders the pool's path with the cluster lookup's version (the recorded user_data is
+    "[secret]", so the script is captured where the component builds it)."""
+    raw, secrets = _raw()
+    raw["nodePools"][0]["bootstrap"] = path
+    rendered = []
+    real = oke.node_user_data
+
+    def capture(*a, **kw):
+        rendered.append(real(*a, **kw))
+        return rendered[-1]
+    monkeypatch.setattr(oke, "node_user_data", capture)
+    r = run(raw, secrets, "oci-dev")
+    assert one(r, ICONF).inputs["instanceDetails"]["launchDetails"]["metadata"]["user_data"] == "[secret]"
+    (script,) = rendered
+    assert ("oke bootstrap" in script) == (path == "oke-package")
+    assert ("/etc/oke/oke-install.sh" in script) == (path == "oke-install")
+    if path == "oke-package":
+        assert "oci-oke-node-all-1.33.1" in script          # the cluster lookup's kubernetesVersion (mock v1.33.1)
+    _bash_syntax_ok(script)
+
+
+def test_unknown_bootstrap_path_is_a_config_error():
+    raw, secrets = _raw()
+    raw["nodePools"][0]["bootstrap"] = "cloud-init"
+    with pytest.raises(Exception) as e:
+        checks.load(raw, secrets)
+    assert "nodePools[0].bootstrap" in str(e.value)
 
 
 @pytest.mark.parametrize("machine,vfs", [("BM.GPU.H100.8", 16), ("BM.GPU.H200.8", 8), ("BM.GPU.B200.8", 8),

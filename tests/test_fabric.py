@@ -115,8 +115,9 @@ def test_oci_profile_vfs_and_multus():
     cfg = load("oci-dev")
     p = fabric.profile_for(cfg, cfg.node_pools[0])
     assert (p.device_resource, p.devices_per_node, p.nccl_net) == ("nvidia.com/rdma-vf", 16, "IB")
-    # the NAD lives in `default` (manifests/addons.rdma_vf_network): pods of any namespace name it with it
-    assert p.annotations["k8s.v1.cni.cncf.io/networks"].split(",") == ["default/rdma-vf"] * 16
+    # the NAD lives in `default` (manifests/addons.rdma_vf_network): pods of any namespace name it with it.
+    # No fixed annotation: the policy writes one entry per VF the pod requests (test_oci_networks_follow_vfs).
+    assert p.device_network == "default/rdma-vf" and "k8s.v1.cni.cncf.io/networks" not in p.annotations
     for k, v in {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "41", "NCCL_IB_SL": "0", "NCCL_IB_TIMEOUT": "22",
                  "NCCL_IB_SPLIT_DATA_ON_QPS": "0", "NCCL_CUMEM_ENABLE": "0", "NCCL_SOCKET_IFNAME": "eth0",
                  "NCCL_IGNORE_CPU_AFFINITY": "1", "NCCL_IB_HCA": "mlx5"}.items():
@@ -125,6 +126,44 @@ def test_oci_profile_vfs_and_multus():
                                        "zone": "Uocm:US-ASHBURN-AD-1", "imageId": "ocid1.image.oc1..x",
                                        "subnetId": "ocid1.subnet.oc1.iad.aaaaaaaaexampleworkersubnet"}], workloads=[])
     assert fabric.profile_for(h200, h200.node_pools[0]).devices_per_node == 8
+
+
+OCI_POOL = {"name": "gpu", "nodeCount": 2, "zone": "Uocm:US-ASHBURN-AD-1", "imageId": "ocid1.image.oc1..x",
+            "subnetId": "ocid1.subnet.oc1.iad.aaaaaaaaexampleworkersubnet"}
+
+
+@pytest.mark.parametrize("machine,vfs_per_node", [("BM.GPU.H100.8", 16), ("BM.GPU.H200.8", 8)])
+@pytest.mark.parametrize("gpus", [1, 2, 4, 8])
+def test_oci_networks_follow_vfs(machine, vfs_per_node, gpus):
+    """The effective pod (the rendered policy applied) lists exactly as many rdma-vf attachments as VFs it
+    requests, for every GPU count (oci-hpc-oke: one `rdma-vf` entry per requested VF)."""
+    cfg = load("oci-dev", nodePools=[{**OCI_POOL, "machine": machine}], workloads=[])
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    pod = {"metadata": {"labels": {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE},
+                        "annotations": {"other": "kept"}},
+           "spec": {"nodeSelector": pools.node_selector(cfg, cfg.node_pools[0]),
+                    "containers": [gpu_container(gpus=gpus), {"name": "sidecar", "image": "busybox:1.36"}]}}
+    out = effective_pod.apply_profile_to_template(pod, profile)
+    vfs = int(out["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/rdma-vf"])
+    assert vfs == gpus * vfs_per_node // 8
+    nets = out["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")
+    assert nets == ["default/rdma-vf"] * vfs
+    assert out["metadata"]["annotations"]["other"] == "kept"
+    assert "nvidia.com/rdma-vf" not in (out["spec"]["containers"][1].get("resources") or {}).get("limits", {})
+
+
+def test_oci_networks_sum_over_gpu_containers_and_skip_gpu_less_pods():
+    cfg = load("oci-dev", nodePools=[{**OCI_POOL, "machine": "BM.GPU.H100.8"}], workloads=[])
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    meta = {"labels": {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}}
+    sel = pools.node_selector(cfg, cfg.node_pools[0])
+    two = {"metadata": dict(meta), "spec": {"nodeSelector": sel, "containers": [
+        gpu_container("a", gpus=1), gpu_container("b", gpus=3)]}}
+    out = effective_pod.apply_profile_to_template(two, profile)
+    assert out["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",") == ["default/rdma-vf"] * 8
+    none = {"metadata": dict(meta), "spec": {"nodeSelector": sel, "containers": [{"name": "c", "image": "x"}]}}
+    out = effective_pod.apply_profile_to_template(none, profile)
+    assert "k8s.v1.cni.cncf.io/networks" not in (out["metadata"].get("annotations") or {})
 
 
 def test_fabric_disabled_gives_nothing():
@@ -358,3 +397,21 @@ def test_efa_policy_uses_add_if_absent_anchors():
     patch = kyverno.container_patch(fabric.profile_for(cfg, cfg.node_pools[0]))
     assert set(patch["resources"]["requests"]) == {"+(cpu)", "+(memory)"}
     assert not any(k.startswith("hugepages-") for k in patch["resources"]["limits"])
+
+
+def test_oci_networks_per_pool_in_a_two_pool_stack():
+    """With two pools, each pool's policy sizes the list by its own VFs per GPU (its pool precondition and the
+    device-count precondition both hold only for pods on that pool)."""
+    cfg = load("oci-dev", nodePools=[{**OCI_POOL, "machine": "BM.GPU.H100.8"},
+                                     {**OCI_POOL, "name": "h200", "machine": "BM.GPU.H200.8"}], workloads=[])
+    pols = kyverno.cluster_policies(cfg)
+    assert len(pols) == 2
+    for pool, per_gpu in ((cfg.node_pools[0], 2), (cfg.node_pools[1], 1)):
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"labels": {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}},
+               "spec": {"nodeSelector": pools.node_selector(cfg, pool), "containers": [gpu_container(gpus=4)]}}
+        for pol in pols:
+            pod = effective_pod.apply_policy_to_pod(pod, pol)
+        nets = pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")
+        assert nets == ["default/rdma-vf"] * (4 * per_gpu)
+        assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/rdma-vf"] == str(4 * per_gpu)

@@ -65,6 +65,11 @@ class ClusterAccess(pulumi.ComponentResource):
 
         def check(r) -> List[str]:
             # Only logs: a deploy-time check of the looked-up values, never a resource.
+            # The GPUDirect minimum GKE version (cluster.gkeVersion is checked at load; this checks the cluster
+            # itself): an error, so `pulumi preview` / `up` fails with the message instead of pods without TCPXO.
+            too_old = gke.cluster_version_problems(cfg, r.master_version)
+            for m in too_old:
+                pulumi.log.error(f"GKE cluster {c.name}: {m}", resource=self)
             msgs = gke.cluster_readiness(r.enable_multi_networking, r.datapath_provider, needs_networks)
             if storage_kind in ("filestore", "gcp-lustre") and not (cfg.storage and cfg.storage.existing_claim):
                 addons = r.addons_configs or []
@@ -72,7 +77,7 @@ class ClusterAccess(pulumi.ComponentResource):
                 msgs += gke.csi_readiness(storage_kind, _first(_first(addons, block), "enabled"))
             for m in msgs:
                 pulumi.log.warn(f"GKE cluster {c.name}: {m}", resource=self)
-            return msgs
+            return too_old + msgs
 
         self.readiness_warnings = self.gke.apply(check)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig,

@@ -5,8 +5,8 @@ nodes in one cluster network (or compute cluster) and the Oracle Cloud Agent RDM
 each instance. pulumi-oci 5.5 lets an OKE NodePool name a compute cluster, but its node config has no
 agent-plugin settings, so the plugins could not be switched on. The documented OKE route for RDMA
 (oracle-quickstart/oci-hpc-oke, "cluster-network" worker mode) is self-managed nodes: an
-InstanceConfiguration (shape, GPU image, worker subnet, RDMA plugins, cloud-init that runs
-oke-install.sh with our labels and taints) and a ClusterNetwork whose instance pool has nodeCount nodes.
+InstanceConfiguration (shape, GPU image, worker subnet, RDMA plugins, cloud-init that joins the node with
+our labels and taints: `oke bootstrap` from the OKE node package, or oke-install.sh; nodePools[].bootstrap) and a ClusterNetwork whose instance pool has nodeCount nodes.
 
 - ClusterAccess: `containerengine.get_cluster_kube_config` (kubeconfig, secret) + `get_cluster` (private
   API endpoint for the nodes' bootstrap) and the Kubernetes provider.
@@ -69,8 +69,12 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
         # RDMA virtual functions a full node offers: the fabric profile's count, from the catalog
         self.rdma_vfs_per_node = fabric.profile_for(cfg, pool).devices_per_node
         # The bootstrap script carries the cluster CA: keep it secret like the kubeconfig it comes from.
-        user_data = pulumi.Output.secret(pulumi.Output.all(cluster.api_endpoint, cluster.kubeconfig).apply(
-            lambda a: oke.user_data_b64(oke.node_user_data(a[0], oke.ca_from_kubeconfig(a[1]), labels, taints))))
+        # The "oke-package" path installs the OKE node package of the cluster's Kubernetes version (get_cluster).
+        path = oke.bootstrap_path(pool)
+        user_data = pulumi.Output.secret(pulumi.Output.all(
+            cluster.api_endpoint, cluster.kubeconfig, cluster.oke.kubernetes_version).apply(
+            lambda a: oke.user_data_b64(oke.node_user_data(a[0], oke.ca_from_kubeconfig(a[1]), labels, taints,
+                                                           path=path, kubernetes_version=a[2] or ""))))
         launch = {
             "availability_domain": pool.zone,
             "compartment_id": compartment,

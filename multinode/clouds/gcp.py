@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -200,6 +201,22 @@ def filestore_tier(tier: Optional[str]) -> str:
 
 
 # ---------------------------------------------------------------- the looked-up cluster
+def cluster_version_problems(cfg: StackConfig, master_version: Optional[str]) -> List[str]:
+    """The looked-up cluster's version against each fabric pool's GPUDirect minimum (gke_version_problem)."""
+    if not master_version or not cfg.fabric.enabled:
+        return []
+    out: List[str] = []
+    for pool in cfg.node_pools:
+        try:
+            m = cfg.machine(pool)
+        except catalog.UnknownMachine:
+            continue
+        msg = gke_version_problem(m.fabric, m.name, master_version)
+        if msg and msg not in out:
+            out.append(f"node pool {pool.name!r}: {msg}")
+    return out
+
+
 def cluster_readiness(enable_multi_networking: Optional[bool], datapath_provider: Optional[str],
                       needs_networks: bool) -> List[str]:
     """What the existing GKE cluster lacks for GPU networks; each message says what to change."""
@@ -223,6 +240,53 @@ def csi_readiness(kind: str, enabled: Optional[bool]) -> List[str]:
             else "--enable-lustre-csi-driver")
     return [f"the cluster's {kind} CSI driver add-on is not enabled; run "
             f"`gcloud container clusters update CLUSTER {flag}` or the checkpoint volume will not mount"]
+
+
+# ---------------------------------------------------------------- minimum GKE version for GPUDirect
+# The oldest GKE patch of each minor that supports GPUDirect on the machine, from GoogleCloudPlatform/
+# cluster-toolkit modules/compute/gke-node-pool/gpu_direct.tf (commit 03c47e74),
+# gpu_direct_settings[<machine>].major_minor_version_acceptable_map: a3-highgpu-8g (TCPX) and
+# a3-megagpu-8g (TCPXO). That file has no entry for the RDMA machines (a3-ultragpu / a4), so gcp-rdma
+# is not gated. Like upstream, a minor newer than the table's last is accepted; unlike upstream, a minor
+# older than its first is refused (upstream accepts it by default, and its lookup reads
+# `local.gpu_direct_setting`, a name that does not exist, so its check never fires).
+MIN_GKE_VERSION: Dict[str, Dict[str, str]] = {
+    "tcpx": {"1.27": "1.27.7-gke.1121000", "1.28": "1.28.8-gke.1095000", "1.29": "1.29.3-gke.1093000",
+             "1.30": "1.30.2-gke.1023000"},
+    "tcpxo": {"1.28": "1.28.9-gke.1250000", "1.29": "1.29.4-gke.1542000", "1.30": "1.30.4-gke.1129000",
+              "1.31": "1.31.1-gke.2008000", "1.32": "1.32.2-gke.1489001"},
+}
+MIN_GKE_VERSION_SOURCE = "cluster-toolkit modules/compute/gke-node-pool/gpu_direct.tf"
+_GKE_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
+
+
+def parse_gke_version(version: str) -> Optional[Tuple[int, int, int, int]]:
+    """'1.32.2-gke.1489001' -> (1, 32, 2, 1489001); None when it is not a GKE version."""
+    m = _GKE_VERSION.match((version or "").strip())
+    return tuple(int(x) for x in m.groups()) if m else None  # type: ignore[return-value]
+
+
+def gke_version_problem(fabric: str, machine: str, version: str) -> Optional[str]:
+    """Why this GKE version cannot run the fabric's GPUDirect, or None (also None for ungated fabrics)."""
+    table = MIN_GKE_VERSION.get(fabric)
+    if not table:
+        return None
+    have = parse_gke_version(version)
+    if have is None:
+        return f"{version!r} is not a GKE version; use the form 1.X.Y-gke.Z (`gcloud container clusters describe`)"
+    mins = sorted((parse_gke_version(v), v) for v in table.values())
+    minor = f"{have[0]}.{have[1]}"
+    if minor in table:
+        need = table[minor]
+    elif have < mins[0][0]:
+        need = mins[0][1]
+    else:
+        return None                          # a minor newer than the table: accepted, as upstream does
+    if have >= parse_gke_version(need):      # type: ignore[operator]
+        return None
+    oldest = f"the oldest {minor} patch" if minor in table else "the oldest version"
+    return (f"GKE {version} is older than {need}, {oldest} with GPUDirect-{fabric.upper()} for {machine} "
+            f"({MIN_GKE_VERSION_SOURCE}); upgrade the cluster (and its node pools) to {need} or later")
 
 
 # ---------------------------------------------------------------- config-time refusals
@@ -251,6 +315,10 @@ def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]
             p.append(Problem(f"{at}.machineSpec", f"{m.name}: the GKE accelerator type is not known for a machine "
                                                   f"described by machineSpec; use a catalog machine such as "
                                                   f"a3-megagpu-8g"))
+        if cfg.cluster.gke_version and cfg.fabric.enabled:
+            msg = gke_version_problem(m.fabric, m.name, cfg.cluster.gke_version)
+            if msg:
+                p.append(Problem("cluster.gkeVersion", msg))
         need = MIN_GPU_NETWORKS.get(m.fabric)
         if need and cfg.fabric.enabled:
             have = gpu_network_count(cfg, pool)

@@ -14,6 +14,15 @@ Sources:
       shape (nvidia.com/rdma-vf: 16 on GPU4.8 / A100-v2.8 / H100.8, 8 on H200.8 / B200.8).
   O3  OKE self-managed nodes: cloud-init runs /etc/oke/oke-install.sh with --apiserver-endpoint (IP only)
       and --kubelet-ca-cert (base64 CA); --kubelet-extra-args carries --node-labels / --register-with-taints.
+  O5  oracle-quickstart/oci-hpc-oke (commit 61d210ac, 2026-08-20): docs/worker-node-images.md lists the
+      GPU images for the RDMA shapes, all Canonical Ubuntu 22.04 / 24.04 with DOCA-OFED 3.4.0;
+      files/oke-ubuntu-cloud-init.sh joins them: installs oci-oke-node-all-<k8s version> (apt source
+      ubuntu-<codename>/kubernetes-<major.minor>, local copy under /opt/oke-node-client-packages first,
+      unsigned: `Trusted: yes`) when the `oke` command is missing, then `oke bootstrap
+      --kubelet-extra-args ...` retried every 15 s up to 20 times; CRI-O memlock unlimited on GPU shapes
+      (RDMA pins memory); terraform/oke-workers.tf writes the API server host to /etc/oke/oke-apiserver,
+      the decoded CA to /etc/kubernetes/ca.crt, and systemd-networkd ManageForeignRoutes=no /
+      ManageForeignRoutingPolicyRules=no (restarted on Ubuntu).
   O4  OCI File Storage CSI (fss.csi.oraclecloud.com): static PV volumeHandle "<fs_ocid>:<mount_target_ip>:<export_path>"
       (hardware.md section 4). File systems grow on demand: there is no size to provision.
 """
@@ -70,18 +79,89 @@ def kubelet_extra_args(labels: Dict[str, str], taints: List[Dict[str, str]]) -> 
     return " ".join(args)
 
 
-def node_user_data(endpoint: str, ca_b64: str, labels: Dict[str, str], taints: List[Dict[str, str]]) -> str:
-    """cloud-init for a self-managed OKE GPU node: join the cluster with our labels and taints (O3)."""
-    script = "\n".join([
-        "#!/usr/bin/env bash",
-        "set -euo pipefail",
-        "bash /etc/oke/oke-install.sh \\",
-        f"  --apiserver-endpoint {shlex.quote(api_host(endpoint))} \\",
-        f"  --kubelet-ca-cert {shlex.quote(ca_b64)} \\",
-        f"  --kubelet-extra-args {shlex.quote(kubelet_extra_args(labels, taints))}",
-        "",
-    ])
-    return script
+# How a node joins (nodePools[].bootstrap). The default is what the documented RDMA GPU images need (O5:
+# Ubuntu + DOCA-OFED, joined with the OKE node package); "oke-install" is the OKE Oracle Linux images' script
+# (O3), kept for pools whose image carries /etc/oke/oke-install.sh.
+BOOTSTRAP_PATHS = ("oke-package", "oke-install")
+DEFAULT_BOOTSTRAP = "oke-package"
+OKE_PACKAGE = "oci-oke-node-all"
+# O5: the public repository of the package (the script's second URI; the first is a pre-authenticated link).
+OKE_PACKAGE_REPO = ("https://odx-oke.objectstorage.us-sanjose-1.oci.customer-oci.com/n/odx-oke/b/okn-repositories"
+                    "/o/prod")
+OKE_LOCAL_REPO = "/opt/oke-node-client-packages"
+BOOTSTRAP_ATTEMPTS, BOOTSTRAP_INTERVAL_S = 20, 15       # O5 run_with_retry
+
+
+def bootstrap_path(pool: NodePool) -> str:
+    return pool.bootstrap or DEFAULT_BOOTSTRAP
+
+
+def _package_version(kubernetes_version: str) -> str:
+    """'v1.33.1' -> '1.33.1' (the package is named oci-oke-node-all-<this>, O5)."""
+    v = (kubernetes_version or "").strip().lstrip("v")
+    if not re.fullmatch(r"\d+\.\d+\.\d+", v):
+        raise ValueError(f"OKE Kubernetes version {kubernetes_version!r} is not vMAJOR.MINOR.PATCH")
+    return v
+
+
+# RDMA pins memory (ibv_reg_mr); CRI-O's default locked-memory limit (8 MB) makes that fail in pods (O5).
+_MEMLOCK = ["mkdir -p /etc/crio/crio.conf.d",
+            "cat > /etc/crio/crio.conf.d/12-memlock.conf <<'EOF'",
+            "[crio.runtime]", "default_ulimits = [", '    "memlock=-1:-1"', "]", "EOF"]
+
+
+def _oke_install_script(endpoint: str, ca_b64: str, extra: str) -> List[str]:
+    return ["bash /etc/oke/oke-install.sh \\",
+            f"  --apiserver-endpoint {shlex.quote(api_host(endpoint))} \\",
+            f"  --kubelet-ca-cert {shlex.quote(ca_b64)} \\",
+            f"  --kubelet-extra-args {shlex.quote(extra)}"]
+
+
+def _oke_package_script(endpoint: str, ca_b64: str, extra: str, kubernetes_version: str) -> List[str]:
+    version = _package_version(kubernetes_version)
+    minor = ".".join(version.split(".")[:2])
+    return [
+        # what `oke bootstrap` reads: the API server host and the cluster CA (O5, terraform write_files)
+        "install -d -m 0755 /etc/oke /etc/kubernetes",
+        f"printf '%s' {shlex.quote(api_host(endpoint))} > /etc/oke/oke-apiserver",
+        f"printf '%s' {shlex.quote(ca_b64)} | base64 --decode > /etc/kubernetes/ca.crt",
+        "chmod 0644 /etc/kubernetes/ca.crt",
+        # networkd must not remove routes it did not make (the RDMA interfaces' routes, O5)
+        "printf '[Network]\\nManageForeignRoutes=no\\nManageForeignRoutingPolicyRules=no\\n' > /etc/systemd/networkd.conf",
+        "systemctl restart systemd-networkd || true",
+        "if ! command -v oke >/dev/null 2>&1; then",
+        "  . /etc/os-release",
+        f"  repo={OKE_LOCAL_REPO}/ubuntu-$VERSION_CODENAME/kubernetes-{minor}",
+        '  if [ -d "$repo/dists" ]; then uri="file://$repo"; '
+        f'else uri="{OKE_PACKAGE_REPO}/ubuntu-$VERSION_CODENAME/kubernetes-{minor}"; fi',
+        "  printf 'Enabled: yes\\nTypes: deb\\nURIs: %s\\nSuites: stable\\nComponents: main\\nTrusted: yes\\n' "
+        '"$uri" > /etc/apt/sources.list.d/oke-node-client.sources',
+        "  while fuser /var/lib/dpkg/lock-frontend /var/lib/apt/lists/lock >/dev/null 2>&1; do sleep 1; done",
+        "  apt-get -y update || true",
+        f"  apt-get -y install {OKE_PACKAGE}-{version}",
+        "fi",
+        f"for attempt in $(seq 1 {BOOTSTRAP_ATTEMPTS}); do",
+        f"  if oke bootstrap --kubelet-extra-args {shlex.quote(extra)}; then exit 0; fi",
+        f'  echo "oke bootstrap attempt $attempt failed" >&2; sleep {BOOTSTRAP_INTERVAL_S}',
+        "done",
+        f'echo "oke bootstrap failed after {BOOTSTRAP_ATTEMPTS} attempts" >&2',
+        "exit 1",
+    ]
+
+
+def node_user_data(endpoint: str, ca_b64: str, labels: Dict[str, str], taints: List[Dict[str, str]],
+                   path: str = DEFAULT_BOOTSTRAP, kubernetes_version: str = "") -> str:
+    """cloud-init (a shell script) for a self-managed OKE GPU node: join the cluster with our labels and
+    taints, by the pool's bootstrap path: "oke-package" (O5, needs the cluster's Kubernetes version) or
+    "oke-install" (O3)."""
+    extra = kubelet_extra_args(labels, taints)
+    if path == "oke-package":
+        body = _oke_package_script(endpoint, ca_b64, extra, kubernetes_version)
+    elif path == "oke-install":
+        body = _oke_install_script(endpoint, ca_b64, extra)
+    else:
+        raise ValueError(f"unknown OKE bootstrap path {path!r}; use one of {', '.join(BOOTSTRAP_PATHS)}")
+    return "\n".join(["#!/usr/bin/env bash", "set -euo pipefail", *_MEMLOCK, *body, ""])
 
 
 def user_data_b64(script: str) -> str:
@@ -126,8 +206,21 @@ def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]
 
 
 def advisories(cfg: Any) -> List[Problem]:
-    """Non-fatal findings of this cloud (none so far)."""
-    return []
+    """Non-fatal findings of this cloud: a RoCE pool whose shape has no known fabric ports, so the SR-IOV
+    device plugin cannot be limited to them."""
+    out: List[Problem] = []
+    for i, pool in enumerate(cfg.node_pools):
+        try:
+            m = cfg.machine(pool)
+        except (catalog.UnknownMachine, KeyError):
+            continue
+        if m.fabric == "roce" and m.name not in FABRIC_ROOT_DEVICES:
+            out.append(Problem(f"nodePools[{i}].machine",
+                               f"{m.name}: its RDMA fabric ports (PCI addresses) are not in multinode/clouds/oci.py "
+                               f"FABRIC_ROOT_DEVICES, so the device plugin offers VFs of every Mellanox RDMA port, "
+                               f"the front-end NIC included; add the shape's rootDevices from oci-hpc-oke's "
+                               f"sriov-network-node-policy.yaml"))
+    return out
 
 # ---------------------------------------------------------------- fabric profile
 OCI_VF_RESOURCE = "nvidia.com/rdma-vf"     # OCI SR-IOV RDMA virtual functions (hardware.md section 2)
@@ -138,6 +231,33 @@ OCI_VF_RESOURCE = "nvidia.com/rdma-vf"     # OCI SR-IOV RDMA virtual functions (
 # manifests.md uses the same namespace and `default/rdma-vf` form for pods outside `default`.
 OCI_VF_NETWORK = "rdma-vf"
 OCI_VF_NETWORK_NAMESPACE = "default"
+# PCI addresses of the RDMA fabric ports (the physical functions whose VF the device plugin advertises)
+# per shape: oracle-quickstart/oci-hpc-oke terraform/files/nvidia-network-operator/sriov-network-node-
+# policy.yaml (commit 61d210ac, 2026-08-20), `nicSelector.rootDevices` of each shape's policy (with
+# vendor 15b3, isRdma, numVfs 1, mtu 4220). Selecting these ports, not every Mellanox RDMA port, keeps
+# the host's front-end NIC (also a ConnectX with RDMA on these shapes) out of the VF pool.
+FABRIC_ROOT_DEVICES: Dict[str, tuple] = {
+    "BM.GPU4.8": tuple(f"0000:{b}:00.{f}" for b in ("0c", "16", "48", "4c", "8a", "94", "c3", "d1") for f in (0, 1)),
+    "BM.GPU.A100-v2.8": tuple(f"0000:{b}:00.{f}" for b in ("0c", "16", "47", "4b", "89", "93", "c3", "d1")
+                              for f in (0, 1)),
+    "BM.GPU.H100.8": tuple(f"0000:{b}:00.{f}" for b in ("0c", "2a", "41", "58", "86", "a5", "bd", "d5")
+                           for f in (0, 1)),
+    "BM.GPU.H200.8": tuple(f"0000:{b}:00.0" for b in ("0c", "2a", "41", "58", "86", "a5", "bd", "d5")),
+    "BM.GPU.B200.8": tuple(f"0000:{b}:00.0" for b in ("0c", "2a", "41", "58", "86", "a5", "bd", "d5")),
+}
+# MTU of the VF (same file: `mtu: 4220` on every shape; terraform/files/nvidia-network-operator/
+# sriov-network.yaml sets it again in the tuning plugin of the attachment).
+VF_MTU = 4220
+
+
+def fabric_root_devices(shapes: List[str]) -> Optional[List[str]]:
+    """The fabric ports of these shapes (sorted union), or None when one shape is not in the table (the
+    device plugin then falls back to every Mellanox RDMA port; advisories() says so)."""
+    if any(s not in FABRIC_ROOT_DEVICES for s in shapes):
+        return None
+    return sorted({d for s in shapes for d in FABRIC_ROOT_DEVICES[s]})
+
+
 FABRICS = ("roce",)
 # NCCL's built-in InfiniBand verbs transport is named "IB" (NVIDIA/nccl src/transport/net_ib.cc);
 # it also drives RoCE.
@@ -146,10 +266,10 @@ NCCL_NET = {"roce": "IB"}
 
 def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
     """(device resource, devices per node, what the pod gets) for an RDMA pool (multinode/fabric.py)."""
-    return OCI_VF_RESOURCE, count, _roce(machine, count)
+    return OCI_VF_RESOURCE, count, _roce(machine)
 
 
-def _roce(machine: Machine, vfs: int) -> Dict[str, Any]:
+def _roce(machine: Machine) -> Dict[str, Any]:
     # hardware.md section 2 "OCI OKE" option B (SR-IOV VFs via the Network Operator), source O1.
     env = {
         "NCCL_IB_GID_INDEX": "3",
@@ -165,12 +285,13 @@ def _roce(machine: Machine, vfs: int) -> Dict[str, Any]:
         env["NCCL_IB_QPS_PER_CONNECTION"] = "4"        # hardware.md: (A100)
     else:
         env["NCCL_IGNORE_CPU_AFFINITY"] = "1"          # hardware.md: (H100/H200/B200)
-    # Multus attaches one rdma-vf network per VF the pod requests (whole-node pods: all of them),
-    # named with its namespace so a pod in any namespace finds the one NAD in `default`.
+    # Multus attaches one rdma-vf network per VF the pod requests, named with its namespace so a pod in
+    # any namespace finds the one NAD in `default`. oci-hpc-oke docs/using-rdma-network-interfaces-in-
+    # manifests.md: "one `rdma-vf` entry per requested VF". The count follows the pod's GPU containers
+    # (the policy computes it, manifests/kyverno.device_networks_expr): a fixed list of 16 on a pod that
+    # requests fewer VFs leaves Multus without a device for the extra entries and sandbox creation fails.
     net = f"{OCI_VF_NETWORK_NAMESPACE}/{OCI_VF_NETWORK}"
-    return {"env": env, "capabilities": ["IPC_LOCK"],
-            "annotations": {"k8s.v1.cni.cncf.io/networks": ",".join([net] * vfs)},
-            "networks": [net]}
+    return {"env": env, "capabilities": ["IPC_LOCK"], "device_network": net, "networks": [net]}
 
 
 # ---------------------------------------------------------------- mock data for plan

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from .. import pools
-from ..clouds import azure
+from ..clouds import azure, oci
 from ..config import ADDON_VERSIONS, Addon, StackConfig
 from ..fabric import (IB_SHARED_RESOURCE, OCI_VF_NETWORK, OCI_VF_NETWORK_NAMESPACE, OCI_VF_RESOURCE,
                       profile_for)
@@ -261,6 +261,13 @@ def nic_cluster_policy(cfg: StackConfig) -> Optional[Dict[str, Any]]:
         if "roce" in kinds:
             prefix, name = OCI_VF_RESOURCE.split("/")          # nvidia.com/rdma-vf (hardware.md, O1)
             selectors = {"vendors": ["15b3"], "isRdma": True}
+            # Only the shapes' fabric ports (their PCI addresses, clouds/oci.FABRIC_ROOT_DEVICES from
+            # oci-hpc-oke's SriovNetworkNodePolicy nicSelector.rootDevices); the device plugin's
+            # `rootDevices` selector matches a VF by its PF's address. An unknown shape keeps the broad
+            # selector (checks.advisories reports it).
+            roots = oci.fabric_root_devices(sorted({p.machine for p in profiles if p.kind == "roce"}))
+            if roots:
+                selectors["rootDevices"] = roots
         else:
             prefix, name = "rdma", "ib"                          # rdma/ib (hardware.md, SR-IOV plugin)
             selectors = {"vendors": ["15b3"], "linkTypes": ["infiniband"], "isRdma": True}
@@ -268,8 +275,9 @@ def nic_cluster_policy(cfg: StackConfig) -> Optional[Dict[str, Any]]:
             "resourceList": [{"resourcePrefix": prefix, "resourceName": name, "selectors": selectors}]})}
         if "roce" in kinds:
             # Multus lets pods attach the VFs named in k8s.v1.cni.cncf.io/networks (it also brings the
-            # NetworkAttachmentDefinition CRD); cniPlugins installs host-device, the CNI of our rdma-vf
-            # network; nvIpam gives each VF an address (IPPool below). See rdma_vf_network.
+            # NetworkAttachmentDefinition CRD); cniPlugins installs host-device, tuning and sbr of our rdma-vf
+            # network (the `rdma` CNI comes from rdma_cni_installer); nvIpam gives each VF an address
+            # (IPPool below). See rdma_vf_network.
             spec["secondaryNetwork"] = {"multus": _component("multus-cni", version),
                                         "cniPlugins": _component("plugins", version)}
             # No webhook: it needs cert-manager (CRD description of nvIpam), which this stack does not install.
@@ -321,6 +329,9 @@ def rdma_vf_network(cfg: StackConfig) -> List[Dict[str, Any]]:
     pool = {"apiVersion": "nv-ipam.nvidia.com/v1alpha1", "kind": "IPPool",
             "metadata": {"name": VF_IP_POOL, "namespace": operator_ns},
             "spec": {"subnet": VF_SUBNET, "perNodeBlockSize": VF_PER_NODE_BLOCK}}
+    # The chain after the VF's netdev, as oci-hpc-oke terraform/files/nvidia-network-operator/sriov-network.yaml
+    # (commit 61d210ac) gives its SriovNetwork in metaPlugins: tuning (sysctls + mtu 4220), rdma, sbr. Their
+    # first plugin is the sriov CNI (SR-IOV Network Operator); ours is host-device (module comment above).
     config = {
         "cniVersion": "0.3.1",
         "name": OCI_VF_NETWORK,
@@ -328,18 +339,54 @@ def rdma_vf_network(cfg: StackConfig) -> List[Dict[str, Any]]:
             # host-device moves the VF netdev (PCI address from the device plugin) into the pod.
             {"type": "host-device", "ipam": {"type": "nv-ipam", "poolName": VF_IP_POOL}},
             # Up to 16 VFs share one subnet in a pod: answer ARP only on the interface that owns the
-            # address and do not drop replies by reverse-path filtering (as oci-hpc-oke's chain does).
-            {"type": "tuning", "sysctl": {"net.ipv4.conf.all.arp_announce": "2",
-                                          "net.ipv4.conf.all.arp_ignore": "1",
-                                          "net.ipv4.conf.all.arp_filter": "1",
-                                          "net.ipv4.conf.all.rp_filter": "0"}},
+            # address, do not drop replies by reverse-path filtering, accept packets from local addresses
+            # (the sysctls of oci-hpc-oke's chain), and the VF MTU 4220 of its SriovNetworkNodePolicy.
+            {"type": "tuning", "mtu": oci.VF_MTU,
+             "sysctl": {"net.ipv4.conf.all.arp_announce": "2",
+                        "net.ipv4.conf.all.arp_ignore": "1",
+                        "net.ipv4.conf.all.arp_filter": "1",
+                        "net.ipv4.conf.all.rp_filter": "0",
+                        "net.ipv4.conf.all.accept_local": "1"}},
+            # k8snetworkplumbingwg/rdma-cni: moves the VF's RDMA device (the HCA NCCL opens) into the pod's
+            # network namespace; it needs the host's RDMA subsystem in exclusive netns mode (its README).
+            {"type": "rdma"},
+            # source-based routing: replies leave by the VF that received the request (16 VFs, one subnet).
+            {"type": "sbr"},
         ],
     }
     nad = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
            "metadata": {"name": OCI_VF_NETWORK, "namespace": OCI_VF_NETWORK_NAMESPACE,
                         "annotations": {"k8s.v1.cni.cncf.io/resourceName": OCI_VF_RESOURCE}},
            "spec": {"config": json.dumps(config, sort_keys=True)}}
-    return [pool, nad]
+    return [pool, nad, rdma_cni_installer(cfg)]
+
+
+def rdma_cni_installer(cfg: StackConfig) -> Dict[str, Any]:
+    """DaemonSet that puts the `rdma` CNI binary into /opt/cni/bin on the RoCE pools' nodes.
+
+    oci-hpc-oke gets it from the SR-IOV Network Operator (chart value sriov-network-operator.images.rdmaCni,
+    ../shared/schemas/network-operator/values.yaml), which this stack keeps off, and the v26.4.1
+    NicClusterPolicy has no rdma-cni component. Shape from k8snetworkplumbingwg/rdma-cni
+    deployment/rdma-cni-daemonset.yaml: privileged, hostNetwork, host /opt/cni/bin mounted at
+    /host/opt/cni/bin (where the image's entrypoint copies the binary), 100m / 50Mi; the image is the
+    operator's own build at the operator's version (the values.yaml tag form)."""
+    version = _version("networkOperator", cfg.addons.network_operator)
+    roce_pools = [p.name for p in cfg.node_pools if profile_for(cfg, p).kind == "roce"]
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": pools.POOL_LABEL, "operator": "In", "values": roce_pools}]}]}}}
+    res = {"cpu": "100m", "memory": "50Mi"}
+    return _daemonset("rdma-cni", {
+        "priorityClassName": "system-node-critical", "affinity": affinity, "hostNetwork": True,
+        "tolerations": [{"operator": "Exists"}],
+        "volumes": [{"name": "cnibin", "hostPath": {"path": "/opt/cni/bin"}}],
+        "containers": [{
+            "name": "rdma-cni",
+            "image": f"{_MELLANOX_REPO}/rdma-cni:network-operator-v{version.lstrip('v')}",
+            "securityContext": {"privileged": True},
+            "resources": {"requests": dict(res), "limits": dict(res)},
+            "volumeMounts": [{"name": "cnibin", "mountPath": "/host/opt/cni/bin"}],
+        }],
+    })
 
 
 # ------------------------------------------------------------------------------------------

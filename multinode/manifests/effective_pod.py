@@ -76,7 +76,8 @@ def apply_policy_to_pod(pod: Dict[str, Any], policy: Dict[str, Any]) -> Dict[str
         if "preconditions" in rule and not kyverno.conditions_hold(rule["preconditions"], {"request": {"object": out}}):
             continue
         if "patchStrategicMerge" in m:
-            out = _merge(out, m["patchStrategicMerge"])
+            # Kyverno substitutes {{ }} variables in a pod-level patch too (e.g. the Multus networks count)
+            out = _merge(out, kyverno.substitute(m["patchStrategicMerge"], {"request": {"object": out}}))
         for fe in m.get("foreach", []):
             elements = kyverno.evaluate(fe["list"], {"request": {"object": out}}) or []
             for element in elements:

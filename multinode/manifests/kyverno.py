@@ -4,6 +4,8 @@ FabricProfile, plus a small Python evaluator for the JMESPath the policies use (
 
 One policy per node pool whose machine has a fabric. Each has these rules:
   1. `pod-fabric`: pod-level patch (annotations, volumes, native sidecars).
+     `pod-device-networks` (OCI): the Multus networks annotation with one entry per fabric device the
+     pod's GPU containers request (device_networks_expr), only on pods that request some.
   2. `gpu-container-fabric`: foreach container whose nvidia.com/gpu limit is > 0: device resource
      (GPUs x devices-per-GPU, rounded up, computed in JMESPath), env incl. the NCCL_NET pin, volume
      mounts, capabilities (added to the container's own capabilities.add, each once), extra resources,
@@ -79,6 +81,41 @@ def per_gpu_request_expr(amount: int, unit: str) -> str:
     """JMESPath for `amount` x the container's GPUs, as a quantity string (e.g. "144", "1536Gi")."""
     number = f"to_string(multiply({GPU_COUNT_EXPR}, `{amount}`))"
     return f"join('', [{number}, '{unit}'])" if unit else number
+
+
+def pod_device_count_expr(profile: FabricProfile) -> str:
+    """JMESPath over the pod (`request.object`): fabric devices all its containers request, each container's
+    share rounded up exactly as device_count_expr rounds it (containers without GPUs add 0)."""
+    per_container = (f'ceil(divide(multiply(to_number(resources.limits."{GPU_RESOURCE}" || \'0\'), '
+                     f'`{profile.devices_per_node}`), `{profile.gpus_per_node}`))')
+    return f"sum(request.object.spec.containers[].{per_container})"
+
+
+NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+
+
+def device_networks_expr(profile: FabricProfile) -> str:
+    """JMESPath for the Multus annotation: `profile.device_network` once per device the pod requests, comma
+    separated. JMESPath has no repeat, so the policy carries the list for a whole node (devices_per_node
+    entries) and keeps its first n entries with Kyverno's truncate(string, number): n entries of a name of
+    length L are n x (L + 1) - 1 characters. A pod asking for more devices than a node has is unschedulable
+    anyway (the device plugin advertises devices_per_node); it gets the whole-node list."""
+    name = profile.device_network or ""
+    full = ",".join([name] * profile.devices_per_node)
+    return f"truncate('{full}', subtract(multiply({pod_device_count_expr(profile)}, `{len(name) + 1}`), `1`))"
+
+
+def device_networks_rule_body(profile: FabricProfile) -> Optional[Dict[str, Any]]:
+    """Mutate: set the pod's Multus networks to one entry per fabric device it requests (only pods that
+    request some; the annotation replaces any list the pod brought, as the static annotation did)."""
+    if not profile.device_network or not profile.device_resource:
+        return None
+    return {
+        "preconditions": {"all": [{"key": f"{{{{ {pod_device_count_expr(profile)} }}}}",
+                                   "operator": "GreaterThan", "value": 0}]},
+        "mutate": {"patchStrategicMerge": {"metadata": {"annotations": {
+            NETWORKS_ANNOTATION: f"{{{{ {device_networks_expr(profile)} }}}}"}}}},
+    }
 
 
 def device_present_expr(profile: FabricProfile) -> str:
@@ -260,6 +297,12 @@ def cluster_policy(profile: FabricProfile, webhook_timeout_seconds: int, multi_p
     pp = pod_patch(profile)
     if pp:
         rules.append(rule("pod-fabric", {"mutate": {"patchStrategicMerge": pp}}))
+    nets = device_networks_rule_body(profile)
+    if nets:
+        r = rule("pod-device-networks", nets)
+        if pre:              # the pool's preconditions and the device count must both hold
+            r["preconditions"] = {"all": pre["all"] + nets["preconditions"]["all"]}
+        rules.append(r)
     rules.append(rule("gpu-container-fabric", {"mutate": {"foreach": [{
         "list": "request.object.spec.containers",
         "preconditions": _gpu_precondition(),
@@ -327,6 +370,15 @@ class KyvernoFunctions(jfunctions.Functions):
     @jfunctions.signature({"types": ["number"]}, {"types": ["number"]})
     def _func_multiply(self, a, b):
         return a * b
+
+    @jfunctions.signature({"types": ["number"]}, {"types": ["number"]})
+    def _func_subtract(self, a, b):
+        return a - b
+
+    @jfunctions.signature({"types": ["string"]}, {"types": ["number"]})
+    def _func_truncate(self, s, length):
+        # Kyverno: the first `length` characters; a negative length gives "" (kyverno/kyverno#2856)
+        return s[:max(0, int(length))]
 
     @jfunctions.signature({"types": ["number"]}, {"types": ["number"]})
     def _func_divide(self, a, b):
