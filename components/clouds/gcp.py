@@ -73,7 +73,8 @@ class ClusterAccess(pulumi.ComponentResource):
             msgs = gke.cluster_readiness(r.enable_multi_networking, r.datapath_provider, needs_networks)
             if storage_kind in ("filestore", "gcp-lustre") and not (cfg.storage and cfg.storage.existing_claim):
                 addons = r.addons_configs or []
-                block = "gcp_filestore_csi_driver_configs" if storage_kind == "filestore" else "lustre_csi_driver_configs"
+                block = ("gcp_filestore_csi_driver_configs" if storage_kind == "filestore"
+                         else "lustre_csi_driver_configs")
                 msgs += gke.csi_readiness(storage_kind, _first(_first(addons, block), "enabled"))
             for m in msgs:
                 pulumi.log.warn(f"GKE cluster {c.name}: {m}", resource=self)

@@ -6,7 +6,8 @@ each instance. pulumi-oci 5.5 lets an OKE NodePool name a compute cluster, but i
 agent-plugin settings, so the plugins could not be switched on. The documented OKE route for RDMA
 (oracle-quickstart/oci-hpc-oke, "cluster-network" worker mode) is self-managed nodes: an
 InstanceConfiguration (shape, GPU image, worker subnet, RDMA plugins, cloud-init that joins the node with
-our labels and taints: `oke bootstrap` from the OKE node package, or oke-install.sh; nodePools[].bootstrap) and a ClusterNetwork whose instance pool has nodeCount nodes.
+our labels and taints: `oke bootstrap` from the OKE node package, or oke-install.sh; nodePools[].bootstrap)
+and a ClusterNetwork whose instance pool has nodeCount nodes.
 
 - ClusterAccess: `containerengine.get_cluster_kube_config` (kubeconfig, secret) + `get_cluster` (private
   API endpoint for the nodes' bootstrap) and the Kubernetes provider.

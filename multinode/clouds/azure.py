@@ -155,7 +155,8 @@ DOCA_DRIVER_ENV = [{"name": "OFED_BLACKLIST_MODULES_FILE", "value": "/host/etc/m
 PEERMEM_LOADER_NAME = "nvidia-peermem-reloader"
 PEERMEM_LOADER_IMAGE = "mcr.microsoft.com/mirror/docker/library/ubuntu:24.04"
 PEERMEM_LOADER_COMMAND = ["/bin/bash", "-xc",
-                          'apt update && apt install -y kmod && modprobe nvidia-peermem && echo "sleeping" && sleep inf']
+                          'apt update && apt install -y kmod && modprobe nvidia-peermem && echo "sleeping" '
+                          '&& sleep inf']
 
 
 def ofed_driver_version(cfg: Any) -> Optional[str]:
@@ -291,8 +292,10 @@ MOCK_CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
 MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
 
 MOCK_OUTPUTS["azure-native:storagecache:AmlFilesystem"] = lambda name, inputs: {
-    "clientInfo": {"mgsAddress": "10.20.0.4", "mountCommand": "mount -t lustre -o noatime,flock 10.20.0.4@tcp:/lustrefs",
+    "clientInfo": {"mgsAddress": "10.20.0.4",
+                   "mountCommand": "mount -t lustre -o noatime,flock 10.20.0.4@tcp:/lustrefs",
                    "lustreVersion": "2.15", "containerStorageInterface": {}}}
 # azure-native auto-names these from the logical name plus a random suffix; mimic it.
-MOCK_OUTPUTS["azure-native:storage:StorageAccount"] = lambda name, inputs: {"name": inputs.get("accountName") or f"{name}0a1b2c"}
+MOCK_OUTPUTS["azure-native:storage:StorageAccount"] = lambda name, inputs: {
+    "name": inputs.get("accountName") or f"{name}0a1b2c"}
 MOCK_OUTPUTS["azure-native:storage:FileShare"] = lambda name, inputs: {"name": inputs.get("shareName") or name}

@@ -274,7 +274,8 @@ def gke_version_problem(fabric: str, machine: str, version: str) -> Optional[str
     have = parse_gke_version(version)
     if have is None:
         return f"{version!r} is not a GKE version; use the form 1.X.Y-gke.Z (`gcloud container clusters describe`)"
-    mins = sorted((parse_gke_version(v), v) for v in table.values())
+    # the table's own entries always parse (a test reads every one)
+    mins = sorted((v_parsed, v) for v in table.values() if (v_parsed := parse_gke_version(v)) is not None)
     minor = f"{have[0]}.{have[1]}"
     if minor in table:
         need = table[minor]
@@ -282,7 +283,8 @@ def gke_version_problem(fabric: str, machine: str, version: str) -> Optional[str
         need = mins[0][1]
     else:
         return None                          # a minor newer than the table: accepted, as upstream does
-    if have >= parse_gke_version(need):      # type: ignore[operator]
+    need_v = parse_gke_version(need)
+    if need_v is not None and have >= need_v:
         return None
     oldest = f"the oldest {minor} patch" if minor in table else "the oldest version"
     return (f"GKE {version} is older than {need}, {oldest} with GPUDirect-{fabric.upper()} for {machine} "
@@ -323,7 +325,8 @@ def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]
         if need and cfg.fabric.enabled:
             have = gpu_network_count(cfg, pool)
             if have < need:
-                key = "fabric.devicesPerGpu" if cfg.fabric.devices_per_gpu is not None else f"{at}.machineSpec.fabricNics"
+                key = ("fabric.devicesPerGpu" if cfg.fabric.devices_per_gpu is not None
+                       else f"{at}.machineSpec.fabricNics")
                 p.append(Problem(key, f"{m.name} ({m.fabric}) needs {need} GPU networks, but this gives {have}; "
                                       f"a pool with fewer networks than GPU NICs leaves NICs idle and NCCL slower: "
                                       f"use {need} (remove the override)"))

@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import yaml
 
-from .. import catalog, pools
+from .. import catalog
 from ..catalog import Machine
 from ..config import NodePool, StackConfig
 from ..errors import Problem
@@ -127,7 +127,8 @@ def _oke_package_script(endpoint: str, ca_b64: str, extra: str, kubernetes_versi
         f"printf '%s' {shlex.quote(ca_b64)} | base64 --decode > /etc/kubernetes/ca.crt",
         "chmod 0644 /etc/kubernetes/ca.crt",
         # networkd must not remove routes it did not make (the RDMA interfaces' routes, O5)
-        "printf '[Network]\\nManageForeignRoutes=no\\nManageForeignRoutingPolicyRules=no\\n' > /etc/systemd/networkd.conf",
+        "printf '[Network]\\nManageForeignRoutes=no\\nManageForeignRoutingPolicyRules=no\\n' "
+        "> /etc/systemd/networkd.conf",
         "systemctl restart systemd-networkd || true",
         "if ! command -v oke >/dev/null 2>&1; then",
         "  . /etc/os-release",

@@ -5,9 +5,10 @@ strategic-merge patches to the pod the way Kyverno does: the per-container patch
 the same JMESPath (device count = ceil(GPUs x devices-per-node / GPUs-per-node)) for each container
 whose nvidia.com/gpu limit is > 0, and merged with Kubernetes' strategic-merge keys for Pods
 (containers/initContainers/volumes by name, env by name, volumeMounts by mountPath; maps merge;
-other lists are replaced; a `+(name)` key is Kyverno's add-if-not-present anchor). capabilities.add is such a list: the policy's value for it is a JMESPath
-union of the container's own list and the fabric's capabilities (kyverno.capabilities_add_expr),
-evaluated here exactly as for the device count, so user capabilities are kept and ours appear once.
+other lists are replaced; a `+(name)` key is Kyverno's add-if-not-present anchor). capabilities.add is such a
+list: the policy's value for it is a JMESPath union of the container's own list and the fabric's capabilities
+(kyverno.capabilities_add_expr), evaluated here exactly as for the device count, so user capabilities are kept
+and ours appear once.
 `plan` writes the result per workload role.
 """
 from __future__ import annotations
@@ -41,15 +42,15 @@ def _strip_anchors(value: Any) -> Any:
 
 def _merge(target: Any, patch: Any, field: Optional[str] = None) -> Any:
     if isinstance(target, dict) and isinstance(patch, dict):
-        out = dict(target)
+        merged = dict(target)
         for k, v in patch.items():
             name = _anchor(k)
             if name is not None:                      # +(name): add only when the target has no such field
                 if name not in target:
-                    out[name] = _strip_anchors(v)
+                    merged[name] = _strip_anchors(v)
                 continue
-            out[k] = _merge(target.get(k), v, k) if k in target else _strip_anchors(v)
-        return out
+            merged[k] = _merge(target.get(k), v, k) if k in target else _strip_anchors(v)
+        return merged
     if isinstance(target, list) and isinstance(patch, list) and field in _MERGE_KEYS:
         key = _MERGE_KEYS[field]
         out: List[Any] = [copy.deepcopy(x) for x in target]

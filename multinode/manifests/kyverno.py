@@ -200,7 +200,8 @@ def require_fabric_label_rule(profiles: List[FabricProfile]) -> Optional[Dict[st
         "name": SINGLE_NODE_RULE,
         "match": {"any": [{"resources": dict(base)}]},
         "exclude": {"any": [
-            {"resources": {**base, "selector": {"matchLabels": {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}}}},
+            {"resources": {**base, "selector": {"matchLabels": {
+                pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}}}},
             {"resources": {**base, "selector": {"matchLabels": {
                 pools.SINGLE_NODE_POD_LABEL: pools.SINGLE_NODE_POD_LABEL_VALUE}}}},
             {"resources": {**base, "annotations": {pools.NEMO_ANNOTATION: "true"}}},
@@ -497,5 +498,6 @@ def matches(policy: Dict[str, Any], pod: Dict[str, Any]) -> bool:
 
 
 __all__ = ["cluster_policy", "cluster_policies", "container_patch", "pod_patch", "device_count_expr",
-           "capabilities_add_expr", "evaluate", "substitute", "denied_containers", "denials", "matches", "require_fabric_pool_rule",
+           "capabilities_add_expr", "evaluate", "substitute", "denied_containers", "denials", "matches",
+           "require_fabric_pool_rule",
            "fabric_pool_expr", "require_fabric_label_rule", "rule_matches", "SINGLE_NODE_RULE"]
