@@ -352,8 +352,8 @@ def _volcano(props: Dict[str, Any], name: str) -> List[Gang]:
     gang = Gang("VolcanoJob", name, roles, min_available=as_int(spec.get("minAvailable")),
                 extra={"tasks": tasks, "scheduler": spec.get("schedulerName") or "volcano"})
     # tasks that request no GPU (a CPU launcher) do not take part in the GPU checks
-    for r in gang.roles:
-        r.compute = r.gpus > 0 or not any(x.gpus for x in gang.roles)
+    for task in gang.roles:
+        task.compute = task.gpus > 0 or not any(x.gpus for x in gang.roles)
     return [gang]
 
 

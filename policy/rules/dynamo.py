@@ -122,7 +122,7 @@ class Parallelism:
         return f"{tp} x {pp}{dp} = {self.gpus} GPUs"
 
 
-def _dict(v: Any) -> Dict[str, Any]:
+def _dict(v: Any) -> Mapping[str, Any]:
     return v if isinstance(v, Mapping) else {}
 
 
