@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Literal, Mapping, Option
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 from . import catalog, credentials, models, topology
 from .resolved import ResolvedWorkload, nccl_test_nodes, resolve_workload
@@ -332,7 +333,7 @@ def _show(value: Any, secret: bool) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _model_at(loc: Tuple[Any, ...]) -> Optional[type]:
+def _model_at(loc: Tuple[Any, ...]) -> Optional[type[BaseModel]]:
     """The pydantic model class that owns the last key of `loc` (for did-you-mean hints)."""
     model: Any = StackConfig
     for part in loc[:-1]:
@@ -355,11 +356,11 @@ def _model_at(loc: Tuple[Any, ...]) -> Optional[type]:
     return model
 
 
-def _known_keys(model: type) -> List[str]:
+def _known_keys(model: type[BaseModel]) -> List[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
-def _problem_from_pydantic(err: Dict[str, Any], secrets: Set[str]) -> Problem:
+def _problem_from_pydantic(err: ErrorDetails, secrets: Set[str]) -> Problem:
     loc = tuple(err["loc"])
     path = _path(loc)
     top = str(loc[0]) if loc else ""
@@ -538,8 +539,9 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
     seen_objects: Dict[Tuple[str, str, str], int] = {}
     for i, obj in enumerate(cfg.manifests):
         missing = [k for k in ("apiVersion", "kind") if not isinstance(obj.get(k), str) or not obj.get(k)]
-        name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
-        if not isinstance(name, str) or not name:
+        raw_name = obj["metadata"].get("name") if isinstance(obj.get("metadata"), dict) else None
+        name = raw_name if isinstance(raw_name, str) else ""
+        if not name:
             missing.append("metadata.name")
         namespace = obj["metadata"].get("namespace") if isinstance(obj.get("metadata"), dict) else None
         if namespace is not None and (not isinstance(namespace, str) or not _DNS_LABEL.match(namespace)):
@@ -734,10 +736,10 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
     if need_storage and cfg.storage is not None and w.namespace != cfg.storage.namespace:
         p.append(Problem(f"{at}.namespace", f"{w.namespace!r}, but the checkpoint claim lives in namespace "
                                             f"{cfg.storage.namespace!r}; use namespace {cfg.storage.namespace!r}"))
-    key = "nccl-test" if w.kind == "nccl-test" else ("mpijob" if w.kind == "mpijob" else w.engine)
-    if key in IMAGE_REQUIRED and not w.image:
+    image_key = "nccl-test" if w.kind == "nccl-test" else ("mpijob" if w.kind == "mpijob" else w.engine)
+    if image_key in IMAGE_REQUIRED and not w.image:
         p.append(Problem(f"{at}.image", f"{w.kind} {w.engine or ''} has no default image; set image to "
-                                        f"{IMAGE_REQUIRED[key]}".replace("  ", " ")))
+                                        f"{IMAGE_REQUIRED[image_key]}".replace("  ", " ")))
     if w.kind in ("volcano-training", "indexed-job") and w.engine is None and not w.image:
         # the builders pick their default image by engine (manifests/workloads/common.DEFAULT_IMAGES)
         p.append(Problem(f"{at}.engine", f"{w.kind} without an engine has no default image; set engine "

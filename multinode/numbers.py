@@ -40,7 +40,7 @@ def deepspeed_problems(cfg: Any, i: int, w: Any) -> List[Problem]:
         return []
     total, micro, accum = (_int(ds.get(k)) for k in
                            ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
-    if None in (total, micro, accum):
+    if total is None or micro is None or accum is None:
         return []
     world = w.nodes * cfg.gpus_per_node(w)
     model_parallel = (w.tensor_parallel or 1) * w.pipeline_parallel

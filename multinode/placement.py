@@ -304,7 +304,7 @@ def _grove(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
                      part=part or str(c.get("name")))
 
     out: List[Gang] = []
-    grouped = set()
+    grouped: set[str] = set()
     for rep in range(_int((o.get("spec") or {}).get("replicas"), 1)):
         base: List[Pod] = []
         extra: List[Gang] = []
@@ -513,12 +513,19 @@ def _anti_affinity_blocks(spec: Dict[str, Any], labels: Dict[str, str], node: No
         sel = _dict(_dict(term.get("labelSelector")).get("matchLabels"))
         exprs = [e for e in _list(_dict(term.get("labelSelector")).get("matchExpressions")) if isinstance(e, dict)]
         for _, other in node.pods:
-            if all(other.get(k) == str(v) for k, v in sel.items()) and all(
-                    (e.get("operator") == "In" and other.get(e.get("key")) in (e.get("values") or []))
-                    or (e.get("operator") == "Exists" and e.get("key") in other)
-                    for e in exprs):
+            if all(other.get(k) == str(v) for k, v in sel.items()) and all(_expr_matches(e, other) for e in exprs):
                 return True
     return False
+
+
+def _expr_matches(expr: Dict[str, Any], labels: Dict[str, str]) -> bool:
+    """One matchExpressions entry against a pod's labels: In and Exists (other operators never match here)."""
+    key = expr.get("key")
+    if not isinstance(key, str):
+        return False
+    if expr.get("operator") == "In":
+        return labels.get(key) in (expr.get("values") or [])
+    return expr.get("operator") == "Exists" and key in labels
 
 
 def _fits(req: Dict[str, float], node: Node) -> bool:

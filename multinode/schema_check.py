@@ -222,13 +222,13 @@ def _list_type_check(validator, value, instance, schema):
     if not isinstance(instance, list):
         return
     if value == "set":
-        seen = set()
+        seen_items: set[str] = set()
         for i, item in enumerate(instance):
             key = json.dumps(item, sort_keys=True, default=str)
-            if key in seen:
+            if key in seen_items:
                 yield jsonschema.ValidationError(
                     f"duplicate entry {item!r} at index {i} (x-kubernetes-list-type=set)")
-            seen.add(key)
+            seen_items.add(key)
     elif value == "map":
         keys = schema.get("x-kubernetes-list-map-keys") or []
         defaults = {k: (schema.get("items") or {}).get("properties", {}).get(k, {}).get("default")
@@ -677,7 +677,7 @@ def helm_values_unknown_keys(chart: str, values: dict) -> List[str]:
 # --------------------------------------------------------------------------------------------
 # Kyverno {{ }} expressions
 # --------------------------------------------------------------------------------------------
-def _scan_expressions(text: str) -> Iterator[Tuple[Optional[str], Optional[str]]]:
+def _scan_expressions(text: str) -> Iterator[Tuple[str, Optional[str]]]:
     """Yield (expression, None) for each ``{{ ... }}`` in ``text`` and (fragment, "unterminated")
     for a ``{{`` that is never closed. ``\\{{`` (Kyverno's escape) is skipped. Braces inside
     JMESPath multiselect hashes and inside quoted strings/literals are balanced."""

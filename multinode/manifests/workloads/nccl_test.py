@@ -58,10 +58,11 @@ def threshold_gbytes(cfg: StackConfig, w: Workload) -> Tuple[float, str]:
     if w.min_bus_bandwidth_gbps is not None:
         return round(w.min_bus_bandwidth_gbps / 8, 2), "minBusBandwidthGbps"
     m = cfg.machine(cfg.pool(w.node_pool))
-    if not bandwidth_confirmed(m):
+    gbps = m.bandwidth_gbps
+    if gbps is None or not bandwidth_confirmed(m):
         raise ThresholdUnknown(m.name)
-    return (round(m.bandwidth_gbps / 8 * w.bus_bandwidth_efficiency, 2),
-            f"catalog {m.name} {m.bandwidth_gbps} Gbit/s x {w.bus_bandwidth_efficiency}")
+    return (round(gbps / 8 * w.bus_bandwidth_efficiency, 2),
+            f"catalog {m.name} {gbps} Gbit/s x {w.bus_bandwidth_efficiency}")
 
 
 def verdict_name(w: Workload) -> str:
