@@ -547,6 +547,41 @@ current-context: x
         KubernetesCluster("just a string")
 
 
+def test_kubernetes_adapter_reads_objects_whose_metadata_is_missing():
+    # the client types metadata (and its name) as optional: a ConfigMap without it has an unknown age, a
+    # finished pod without a name has no log to read and is skipped (it used to raise AttributeError)
+    from kubernetes.client import V1ConfigMap, V1ObjectMeta, V1Pod, V1PodList, V1PodStatus
+
+    from multinode.release.adapters import KubernetesCluster
+
+    created = datetime(2026, 11, 22, tzinfo=timezone.utc)
+    pods = [V1Pod(metadata=None, status=V1PodStatus(phase="Succeeded")),
+            V1Pod(metadata=V1ObjectMeta(name=None), status=V1PodStatus(phase="Failed")),
+            V1Pod(metadata=V1ObjectMeta(name="check-0", creation_timestamp=created),
+                  status=V1PodStatus(phase="Succeeded"))]
+    logs_read: List[str] = []
+
+    class Core:
+        def read_namespaced_config_map(self, name, namespace):
+            return V1ConfigMap(metadata=None, data={"status": "pass"})
+
+        def list_namespaced_pod(self, namespace, label_selector):
+            return V1PodList(items=pods)
+
+        def read_namespaced_pod_log(self, name, namespace, tail_lines):
+            logs_read.append(name)
+            return f"log of {name}"
+
+    cluster = KubernetesCluster.__new__(KubernetesCluster)
+    cluster._core = Core()
+    cm = cluster.read_configmap("ns", "verdict")
+    assert cm is not None and cm.data == {"status": "pass"} and cm.created_at is None
+    logs = cluster.finished_pod_logs("ns", "job=check")
+    assert [(pl.name, pl.phase, pl.text, pl.created_at) for pl in logs] == [
+        ("check-0", "Succeeded", "log of check-0", created)]
+    assert logs_read == ["check-0"]
+
+
 # ------------------------------------------------------------------ the CLI without Pulumi
 def _env_without_pulumi(tmp_path: Path) -> Dict[str, str]:
     empty = tmp_path / "empty-bin"
