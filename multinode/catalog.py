@@ -9,7 +9,7 @@ confirms is stored as given (or None when the source has none) and its field nam
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Dict, Iterable, List, Optional, Tuple
 

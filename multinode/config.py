@@ -655,8 +655,8 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
         p.append(Problem(f"{at}.queue", f"no queue named {w.queue!r}; define it under queues or use one of "
                                         f"{', '.join(sorted(queues))}"))
     if w.disaggregated and w.kind not in ("grove-inference", "dynamo"):
-        p.append(Problem(f"{at}.disaggregated", f"only grove-inference and dynamo split prefill/decode; "
-                                                f"remove it or use kind grove-inference"))
+        p.append(Problem(f"{at}.disaggregated", "only grove-inference and dynamo split prefill/decode; "
+                                                "remove it or use kind grove-inference"))
     if w.network_topology and w.kind != "volcano-training":
         p.append(Problem(f"{at}.networkTopology", "only volcano-training places by network topology"))
     if w.kind in ("volcano-training",) and not cfg.addons.volcano.enabled:

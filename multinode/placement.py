@@ -31,7 +31,6 @@ Pure: no Pulumi, no I/O.
 """
 from __future__ import annotations
 
-import copy
 import math
 import re
 from dataclasses import dataclass, field

@@ -2,7 +2,6 @@
 the components under Pulumi mocks, and plan's effective pods (issue 4)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import yaml

@@ -2,7 +2,6 @@
 renderer's gang scheduling, and the config checks on numbers (multinode/numbers.py)."""
 from __future__ import annotations
 
-import copy
 
 import pytest
 
@@ -10,7 +9,7 @@ from multinode import checks
 from multinode import config as mconfig
 from multinode.manifests.workloads import indexed_job as ij
 from tests import policy_fixtures as F
-from tests.test_policy_rules import cfg, run
+from tests.test_policy_rules import run
 
 
 def only(objs, rule, node_count=2):

@@ -145,7 +145,7 @@ def fake_parse(text: str) -> Dict[str, Any]:
     """Stands in for nccl_test.parse_verdict: bare JSON or the tagged log line, ValueError otherwise."""
     text = text.strip()
     if not text.startswith("{"):
-        lines = [l for l in text.splitlines() if "MULTINODE_NCCL_VERDICT " in l]
+        lines = [ln for ln in text.splitlines() if "MULTINODE_NCCL_VERDICT " in ln]
         if not lines:
             raise ValueError("no MULTINODE_NCCL_VERDICT line in the log")
         text = lines[-1].split("MULTINODE_NCCL_VERDICT ", 1)[1]
@@ -643,7 +643,7 @@ def test_example_workflow_uses_only_real_flags_and_exit_codes_documented():
     text = (ROOT / ".ci" / "examples" / "release.yml").read_text()
     yaml.safe_load(text)                                           # valid YAML
     known = {a for action in _parser()._actions for a in action.option_strings}
-    runs = [l for l in text.splitlines() if "multinode release" in l and not l.lstrip().startswith("#")]
+    runs = [ln for ln in text.splitlines() if "multinode release" in ln and not ln.lstrip().startswith("#")]
     assert len(runs) == 3
     block = text[text.index("Dry run (pull request)"):text.index("- name: Summary")]
     used = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", block))

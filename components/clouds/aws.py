@@ -22,7 +22,6 @@ from typing import Any, Dict, List, Optional
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)

@@ -1,7 +1,7 @@
 """Resource rules over one workload object: topology, gang shape, GPUs per pod, fabric label, /dev/shm."""
 from __future__ import annotations
 
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 from multinode import pools, topology
 
