@@ -439,8 +439,8 @@ def advisories(cfg: StackConfig) -> List[Problem]:
                                                      cfg.fabric_kind(), m.name):
             out.append(Problem(f"workloads[{i}].{f.field}", f.message))
         if w.nodes > 1 and (cfg.fabric_kind() == "none" or not cfg.fabric.enabled):
-            out.append(Problem(f"workloads[{i}].nodes", f"{w.nodes} nodes with no GPU fabric "
-                                                        f"({'fabric.enabled is false' if not cfg.fabric.enabled else m.name + ' has none'}): "
+            why = "fabric.enabled is false" if not cfg.fabric.enabled else m.name + " has none"
+            out.append(Problem(f"workloads[{i}].nodes", f"{w.nodes} nodes with no GPU fabric ({why}): "
                                                         f"NCCL will run over the primary network (TCP sockets)"))
     return out
 
@@ -663,8 +663,8 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
         p.append(Problem(f"{at}.kind", "volcano-training needs addons.volcano.enabled true"))
     if w.kind == "indexed-job" and w.nodes > 1 and not (cfg.addons.volcano.enabled or cfg.addons.kai.enabled):
         p.append(Problem(f"{at}.kind", f"indexed-job over {w.nodes} nodes needs a gang scheduler (one rank would hold "
-                                       f"{cfg.gpus_per_node(w)} GPUs while the others wait); set addons.volcano.enabled "
-                                       f"or addons.kai.enabled true"))
+                                       f"{cfg.gpus_per_node(w)} GPUs while the others wait); "
+                                       f"set addons.volcano.enabled or addons.kai.enabled true"))
     if w.kind == "lws-inference" and not cfg.addons.lws.enabled:
         p.append(Problem(f"{at}.kind", "lws-inference needs addons.lws.enabled true"))
     if w.kind == "grove-inference" and not cfg.addons.grove.enabled:

@@ -93,5 +93,6 @@ def advisories(cfg) -> List[Problem]:
         better = WITH_PLUGIN.get(kind, {}).get(w.engine or "")
         fix = f"use an image that carries it, e.g. {better}" if better else "use an image that carries it"
         out.append(Problem(f"workloads[{i}].image",
-                           f"{image} on a {kind!r} fabric pool: {why}; it lacks {PLUGIN_NEEDED[kind]} and {pinned}; {fix}"))
+                           f"{image} on a {kind!r} fabric pool: {why}; it lacks {PLUGIN_NEEDED[kind]} and {pinned}; "
+                           f"{fix}"))
     return out

@@ -590,7 +590,8 @@ class Simulation:
         key = (pool, extra_shm, str(_dict(meta.get("labels")).get(mpools.FABRIC_POD_LABEL)),
                str(_dict(meta.get("annotations")).get(mpools.NEMO_ANNOTATION)),
                json.dumps([[(c.get("name"), c.get("resources"), c.get("restartPolicy"))
-                            for c in _list(spec.get(k)) if isinstance(c, dict)] for k in ("containers", "initContainers")]
+                            for c in _list(spec.get(k)) if isinstance(c, dict)]
+                           for k in ("containers", "initContainers")]
                           + [spec.get("volumes"), spec.get("overhead")], sort_keys=True, default=str))
         if key not in self._requests:
             eff = self.effective(tmpl, pool) if pool else tmpl
@@ -777,7 +778,8 @@ def simulate(objects: Iterable[Dict[str, Any]], pools: List[PoolSpec]) -> Result
         gpu_need = sum(_demand(sim, o.gang) for o in on_pool)
         add = max(1, need - spec.node_count)
         findings.append(Finding(next(o for o in on_pool if not o.ok).gang.owner, (
-            f"pool {pool}: {spec.node_count} nodes of {spec.machine.name} ({spec.node_count * spec.machine.gpus} GPUs); "
+            f"pool {pool}: {spec.node_count} nodes of {spec.machine.name} "
+            f"({spec.node_count * spec.machine.gpus} GPUs); "
             f"the long-running services {parts} need {need} nodes ({gpu_need:.0f} GPUs) at once; add {add} "
             f"node{'s' if add != 1 else ''} (nodeCount {spec.node_count + add}) or move a workload to another pool")))
     for o in outcomes:
@@ -883,7 +885,8 @@ def table(res: Result) -> List[str]:
             return f"{_fmt(r, used)}/{'?' if cap is None else _fmt(r, cap - used)}"
         fab = next((r for r in FABRIC_DEVICE_RESOURCES if r in u), None)
         fabric_cell = f"{fab} {cell(fab)}" if fab else "-"
-        lines.append(f"  {p.name:<12}{p.node_count:>6}  {cell(GPU):<16}{fabric_cell:<34}{cell(CPU):<16}{cell(MEMORY):<18}")
+        lines.append(f"  {p.name:<12}{p.node_count:>6}  {cell(GPU):<16}{fabric_cell:<34}"
+                     f"{cell(CPU):<16}{cell(MEMORY):<18}")
         for why in res.estimates[p.name].skipped:
             lines.append(f"    advisory: {why}")
     placed = sum(1 for o in res.services if o.ok)

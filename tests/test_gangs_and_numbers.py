@@ -146,7 +146,8 @@ def test_capacity_reservation_in_another_zone_or_region_than_its_pool():
 
 def test_reservation_in_the_pools_zone_is_accepted():
     from multinode import numbers
-    c = mconfig.StackConfig.model_validate(_gcp("us-central1-c", {"id": "projects/p/zones/us-central1-c/reservations/h"}))
+    c = mconfig.StackConfig.model_validate(
+        _gcp("us-central1-c", {"id": "projects/p/zones/us-central1-c/reservations/h"}))
     assert numbers.reservation_problems(c) == []
 
 
@@ -221,4 +222,5 @@ def test_user_env_may_not_redefine_the_nim_parallel_size_the_renderer_sets():
         checks.load(raw, secrets)
     (p,) = e.value.problems
     assert p.path == "workloads[0].env.NIM_TENSOR_PARALLEL_SIZE"
-    assert "set by the lws-inference renderer (from nodes, gpusPerNode, tensorParallel and pipelineParallel)" in p.message
+    assert ("set by the lws-inference renderer (from nodes, gpusPerNode, tensorParallel and pipelineParallel)"
+            in p.message)

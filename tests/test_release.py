@@ -176,7 +176,8 @@ def run(ws: Workspace, cluster: FakeCluster, *, opts: Optional[p.ReleaseOptions]
         calls.append(("cluster", "check", tuple(s.name for s in specs), timeout))
         return waiter(c, specs, timeout, not_before)
 
-    opts = opts or p.ReleaseOptions(stack="prod", policy_packs=["/repo/policy"], timeout=60, revision="abcdef1234567890")
+    opts = opts or p.ReleaseOptions(stack="prod", policy_packs=["/repo/policy"], timeout=60,
+                                    revision="abcdef1234567890")
     return p.run_release(opts, open_stack=ws, connect_cluster=connect, bandwidth_check=checked, checks=list(checks),
                          now=lambda: NOW, clock=clock, log=lambda _m: None)
 
@@ -296,7 +297,8 @@ def test_verdict_from_the_pod_log_when_the_configmap_stays_pending():
     calls: List[tuple] = []
     log = "size count type\n...\nMULTINODE_NCCL_VERDICT " + verdict_json(47.0, 40.0, True) + "\n"
     cluster = FakeCluster({(CHECK.namespace, CHECK.configmap): cm("", "pending")},
-                          {(CHECK.namespace, CHECK.pod_selector): [PodLog("nccl-check-master-0", "Succeeded", log, NOW)]})
+                          {(CHECK.namespace, CHECK.pod_selector):
+                           [PodLog("nccl-check-master-0", "Succeeded", log, NOW)]})
     report = run(Workspace(calls, prod=FakeStack("prod", calls)), cluster)
     assert report.exit_code == p.EXIT_OK
     assert report.checks[0].source == "log" and report.checks[0].busbw == 47.0
@@ -486,7 +488,8 @@ class _FakeAutoStack:
         from pulumi.automation import EngineEvent, PolicyEvent
         on_event(EngineEvent(sequence=1, timestamp=0, policy_event=PolicyEvent(
             message="tp 16 > 8\n", color="never", policy_name="tp-fits-node", policy_pack_name="multinode",
-            policy_pack_version="1", policy_pack_version_tag="v1", enforcement_level="mandatory", resource_urn="urn:x")))
+            policy_pack_version="1", policy_pack_version_tag="v1", enforcement_level="mandatory",
+            resource_urn="urn:x")))
         on_event(EngineEvent(sequence=2, timestamp=0))
 
     def preview(self, **kw):

@@ -67,7 +67,8 @@ def storage_problems(storage: Any) -> List[Problem]:
                                                    f"use one of {', '.join(map(str, FSX_THROUGHPUT))}"))
         if size is not None and not fsx_size_ok(size):
             p.append(Problem("storage.sizeGib", f"{size} GiB is not an FSx for Lustre {FSX_DEPLOYMENT_TYPE} size "
-                                                f"(1200, 2400, then multiples of 2400 GiB); use {_sizes(fsx_nearest(size))}"))
+                                                f"(1200, 2400, then multiples of 2400 GiB); "
+                                                f"use {_sizes(fsx_nearest(size))}"))
     elif s.kind == "efs":
         if s.throughput is not None:
             p.append(Problem("storage.throughput", "EFS uses elastic throughput (no per-TiB tier); remove "
@@ -256,7 +257,8 @@ MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
 MOCK_OUTPUTS["aws:ec2/launchTemplate:LaunchTemplate"] = lambda name, inputs: {"latestVersion": 1, "defaultVersion": 1}
 MOCK_OUTPUTS["aws:fsx/lustreFileSystem:LustreFileSystem"] = lambda name, inputs: {
     "dnsName": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "mountName": "abcdefgh"}
-MOCK_OUTPUTS["aws:efs/fileSystem:FileSystem"] = lambda name, inputs: {"dnsName": "fs-0123abcd.efs.us-east-1.amazonaws.com"}
+MOCK_OUTPUTS["aws:efs/fileSystem:FileSystem"] = lambda name, inputs: {
+    "dnsName": "fs-0123abcd.efs.us-east-1.amazonaws.com"}
 
 
 def _autoname(extra=None):
@@ -270,4 +272,5 @@ def _autoname(extra=None):
 
 MOCK_OUTPUTS["aws:ec2/placementGroup:PlacementGroup"] = _autoname()
 MOCK_OUTPUTS["aws:ec2/securityGroup:SecurityGroup"] = _autoname()
-MOCK_OUTPUTS["aws:iam/role:Role"] = _autoname(lambda name, inputs: {"arn": f"arn:aws:iam::123456789012:role/{name}-0a1b2c3"})
+MOCK_OUTPUTS["aws:iam/role:Role"] = _autoname(
+    lambda name, inputs: {"arn": f"arn:aws:iam::123456789012:role/{name}-0a1b2c3"})

@@ -100,7 +100,8 @@ class AutomationStack:
         self._stack.set_tag(key, value)
 
 
-def open_stack_factory(work_dir: Path = ROOT, out: Callable[[str], None] = print) -> Callable[[str, bool], AutomationStack]:
+def open_stack_factory(work_dir: Path = ROOT,
+                       out: Callable[[str], None] = print) -> Callable[[str, bool], AutomationStack]:
     """open_stack(name, create): the stack in this project (Pulumi.yaml: stackConfigDir stacks)."""
 
     def open_stack(name: str, create: bool) -> AutomationStack:

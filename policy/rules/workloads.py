@@ -41,11 +41,13 @@ def _inference(g: Gang, ctx: Context) -> Iterator[str]:
             return
         yield (f"{g.name}: {stated}, but each pod has {gpn} GPUs (nvidia.com/gpu) and the clique "
                f"{_pair(pods, 'pod')} x {gpn} = {total}; set {par.tp_name} {gpn} with {par.pp_name} 1 for one "
-               f"instance per pod, or put the clique in a podCliqueScalingGroup sized {max(1, used // max(gpn, 1))} pods")
+               f"instance per pod, or put the clique in a podCliqueScalingGroup sized "
+               f"{max(1, used // max(gpn, 1))} pods")
         return
     if topology.check_parallelism(par.tensor * par.data, par.pipeline, pods, gpn):
         tp, pp = topology.suggest_parallel(pods, gpn, par.pipeline)
-        fix = f"set {par.tp_name} {tp // par.data if par.data > 1 and tp % par.data == 0 else tp} and {par.pp_name} {pp}"
+        tensor = tp // par.data if par.data > 1 and tp % par.data == 0 else tp
+        fix = f"set {par.tp_name} {tensor} and {par.pp_name} {pp}"
         if used % gpn == 0 and used // gpn != pods:
             fix += f", or run {_pair(used // gpn, 'pod')} of {gpn} GPUs"
         yield (f"{g.name}: {stated}, but one group is {_pair(pods, 'pod')} x {gpn} GPUs (nvidia.com/gpu) = "
