@@ -335,7 +335,7 @@ def _show(value: Any, secret: bool) -> str:
 
 def _model_at(loc: Tuple[Any, ...]) -> Optional[type[BaseModel]]:
     """The pydantic model class that owns the last key of `loc` (for did-you-mean hints)."""
-    model: Any = StackConfig
+    model: type[BaseModel] = StackConfig
     for part in loc[:-1]:
         if isinstance(part, int):
             continue

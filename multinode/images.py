@@ -10,9 +10,12 @@ Only images with evidence are listed; an image not listed is not claimed to work
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import TYPE_CHECKING, Dict, List, Tuple
 
 from .errors import Problem
+
+if TYPE_CHECKING:                   # annotations only: config imports this module
+    from .config import StackConfig
 
 # fabric kind -> what its pods' images must carry
 PLUGIN_NEEDED = {
@@ -68,7 +71,7 @@ def lacks_plugin(kind: str, image: str) -> Tuple[bool, str]:
     return False, ""
 
 
-def advisories(cfg) -> List[Problem]:
+def advisories(cfg: StackConfig) -> List[Problem]:
     """A workload on a fabric pool whose image (stated or default) is known to lack the fabric's plugin."""
     from . import fabric
     from .manifests.workloads.common import DEFAULT_IMAGES

@@ -64,7 +64,8 @@ def reservation_zone(cr: Any) -> Optional[str]:
 
 
 def _region(cfg: Any) -> Optional[str]:
-    return cfg.cluster.region if cfg.cloud in ("aws", "oci") else cfg.cluster.location
+    region = cfg.cluster.region if cfg.cloud in ("aws", "oci") else cfg.cluster.location
+    return region if isinstance(region, str) else None
 
 
 def reservation_problems(cfg: Any) -> List[Problem]:

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List
 
 from .errors import Problem
 
@@ -71,7 +71,7 @@ def _rendered_env(cfg: Any, w: Any) -> Dict[str, str]:
     return owned
 
 
-def _containers(node: Any):
+def _containers(node: Any) -> Iterator[Dict[str, Any]]:
     if isinstance(node, dict):
         for key in ("containers", "initContainers"):
             if isinstance(node.get(key), list):

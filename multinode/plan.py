@@ -24,7 +24,7 @@ import sys
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import yaml
 
@@ -158,7 +158,7 @@ def write_outputs(result: PlanResult, ordered: List[Registration], out: Path) ->
     return out
 
 
-def _pod_templates(node: Any, path: str = ""):
+def _pod_templates(node: Any, path: str = "") -> Iterator[Tuple[str, Dict[str, Any]]]:
     """Every pod template ({metadata, spec with containers}) inside a k8s object, with its path."""
     if isinstance(node, dict):
         spec = node.get("spec")

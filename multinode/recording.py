@@ -105,13 +105,13 @@ class PlanMocks(pmocks.Mocks):
 
 
 class RecordingMonitor(pmocks.MockMonitor):
-    def __init__(self, mocks: pmocks.Mocks):
+    def __init__(self, mocks: pmocks.Mocks) -> None:
         super().__init__(mocks)
         self.registrations: List[Registration] = []
         self.reads: List[Dict[str, Any]] = []
         self.calls: List[str] = []
 
-    def RegisterResource(self, request):  # noqa: N802 - gRPC method name
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         resp = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return resp
@@ -125,12 +125,12 @@ class RecordingMonitor(pmocks.MockMonitor):
             ignore_changes=list(request.ignoreChanges)))
         return resp
 
-    def ReadResource(self, request):  # noqa: N802
+    def ReadResource(self, request: Any) -> Any:  # noqa: N802
         resp = super().ReadResource(request)
         self.reads.append({"urn": resp.urn, "type": request.type, "name": request.name, "id": request.id})
         return resp
 
-    def Invoke(self, request):  # noqa: N802
+    def Invoke(self, request: Any) -> Any:  # noqa: N802
         self.calls.append(request.tok)
         return super().Invoke(request)
 

@@ -39,7 +39,7 @@ import json
 import re
 import threading
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import jsonschema
 import yaml
@@ -218,7 +218,8 @@ def _convert(node: Any, in_junctor: bool = False) -> Any:
     return out
 
 
-def _list_type_check(validator, value, instance, schema):
+def _list_type_check(validator: Any, value: Any, instance: Any,
+                     schema: Dict[str, Any]) -> Iterator[jsonschema.ValidationError]:
     if not isinstance(instance, list):
         return
     if value == "set":
@@ -297,7 +298,7 @@ def _format_error(err: jsonschema.ValidationError, unknown_note: str) -> str:
     return f"{path}: {msg}"
 
 
-def _sorted_errors(errors) -> List[jsonschema.ValidationError]:
+def _sorted_errors(errors: Iterable[jsonschema.ValidationError]) -> List[jsonschema.ValidationError]:
     return sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
 
 
@@ -433,7 +434,7 @@ class CrdIndex:
         walk(found[1].get("schema", {}).get("openAPIV3Schema"), "")
         return out
 
-    def _validator(self, path: Path, version: dict):
+    def _validator(self, path: Path, version: dict) -> Any:     # a jsonschema validator (untyped library)
         key = (path, version["name"])
         with _LOCK:
             if key not in _VALIDATORS:
@@ -493,7 +494,7 @@ _CORE_VALIDATORS: Dict[Tuple[str, str], Any] = {}   # (schema dir, file name) ->
 _CORE_REGISTRIES: Dict[str, Any] = {}
 
 
-def _core_validator(obj: dict, k8s_version: str):
+def _core_validator(obj: dict, k8s_version: str) -> Any:     # a jsonschema validator or None
     """A jsonschema validator built from kubernetes-validate's bundled strict schema, the same
     way ``kubernetes_validate.validate`` builds it, so that ALL errors can be collected (the
     package's public ``validate`` raises on the first one). Returns None if the package's

@@ -138,8 +138,9 @@ def first_int_flag(tokens: Sequence[str], names: Iterable[str]) -> Optional[int]
 
 def env_literal(container: Dict[str, Any], name: str) -> Optional[str]:
     for e in seq(container.get("env")):
-        if isinstance(e, dict) and e.get("name") == name and isinstance(e.get("value"), str):
-            return e["value"]
+        value = e.get("value") if isinstance(e, dict) and e.get("name") == name else None
+        if isinstance(value, str):
+            return value
     return None
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..catalog import Machine, node_share_per_gpu
 from ..errors import Problem
@@ -144,7 +144,7 @@ def network_interfaces(machine: Machine, fabric_enabled: bool, security_groups: 
     return out
 
 
-def eks_taints(cfg) -> List[Dict[str, str]]:
+def eks_taints(cfg: Any) -> List[Dict[str, str]]:
     return [{"key": t["key"], "value": t["value"], "effect": TAINT_EFFECT[t["effect"]]} for t in node_taints(cfg)]
 
 
@@ -182,7 +182,8 @@ FABRICS = ("efa",)
 NCCL_NET = {"efa": "AWS Libfabric"}
 
 
-def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
+def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine,
+                    count: int) -> Tuple[str, int, Dict[str, Any]]:
     """(device resource, devices per node, what the pod gets) for an EFA pool (multinode/fabric.py)."""
     return EFA_RESOURCE, count, _efa(machine)
 
@@ -261,7 +262,8 @@ MOCK_OUTPUTS["aws:efs/fileSystem:FileSystem"] = lambda name, inputs: {
     "dnsName": "fs-0123abcd.efs.us-east-1.amazonaws.com"}
 
 
-def _autoname(extra=None):
+def _autoname(extra: Optional[Callable[[str, Dict[str, Any]], Dict[str, Any]]] = None,
+              ) -> Callable[[str, Dict[str, Any]], Dict[str, Any]]:
     """Pulumi auto-names these (logical name + random suffix); mimic it so references resolve."""
     def fn(name: str, inputs: Dict[str, Any]) -> Dict[str, Any]:
         out = {"name": inputs.get("name") or f"{name}-0a1b2c3"}

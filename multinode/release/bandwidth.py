@@ -156,7 +156,8 @@ def default_parse_verdict() -> ParseVerdict:
     parse = getattr(module, "parse_verdict", None)
     if not callable(parse):
         raise CheckUnavailable(f"{NCCL_MODULE} has no parse_verdict(log_text) -> dict")
-    return parse
+    typed: ParseVerdict = parse        # a callable found by name: its signature is the module's contract
+    return typed
 
 
 class VerdictWaiter:

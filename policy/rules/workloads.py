@@ -1,13 +1,13 @@
 """Resource rules over one workload object: topology, gang shape, GPUs per pod, fabric label, /dev/shm."""
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from multinode import pools, topology
 
 from .. import objects
 from . import dynamo as rules_dynamo
-from ..engine import MANDATORY, Context, Resource, Rule
+from ..engine import MANDATORY, Context, PoolInfo, Resource, Rule
 from ..objects import Gang, Role
 
 
@@ -127,7 +127,7 @@ def check_uniform(res: Resource, ctx: Context) -> Iterator[str]:
 
 
 # ------------------------------------------------------------------ GPUs per pod vs the machine
-def _where(sel: Dict[str, str], pool) -> str:
+def _where(sel: Dict[str, str], pool: Optional[PoolInfo]) -> str:
     if pool is not None and not objects.machine_from_labels(sel):
         return f"node pool {pool.name!r}"
     return "nodeSelector " + ", ".join(f"{k}={v}" for k, v in sel.items())

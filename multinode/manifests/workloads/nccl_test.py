@@ -157,6 +157,8 @@ def parse_verdict(log_text: str) -> Dict[str, Any]:
         verdict = json.loads(candidates[-1])
     except json.JSONDecodeError as e:
         raise ValueError(f"{VERDICT_TAG} line is not valid JSON: {e}") from None
+    if not isinstance(verdict, dict):
+        raise ValueError(f"{VERDICT_TAG} JSON is not an object")
     missing = [k for k in ("version", "pass", "status", "busbw_GBps", "threshold_GBps", "exit_code")
                if k not in verdict]
     if missing:
