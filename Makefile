@@ -53,7 +53,7 @@ plan-all: venv
 test: venv
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
-## lint: ruff and mypy as configured in pyproject.toml (not yet a CI gate: findings are being cleaned up)
+## lint: ruff and mypy as configured in pyproject.toml (a CI gate: .ci/run runs it after the tests)
 lint: venv
 	$(VENV)/bin/ruff check --statistics . ; r=$$?; $(VENV)/bin/mypy; m=$$?; test $$r -eq 0 -a $$m -eq 0
 

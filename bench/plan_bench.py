@@ -63,7 +63,7 @@ def placement_share(path: Path, stack: str, runs: int):
     samples = []
     for _ in range(runs):
         out = run_once(PLACEMENT_BODY.format(stack=stack, path=str(path)))[3]
-        line = [l for l in out.splitlines() if l.startswith("PLACEMENT ")][-1].split()
+        line = [ln for ln in out.splitlines() if ln.startswith("PLACEMENT ")][-1].split()
         samples.append((float(line[1]), int(line[2]), line[3] == "True"))
     return statistics.median(s[0] for s in samples), samples[0][1], samples[0][2]
 
@@ -83,7 +83,7 @@ def run_once(body: str):
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
-    line = [l for l in proc.stdout.splitlines() if l.startswith("BENCH ")][-1].split()
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH ")][-1].split()
     return wall, float(line[1]), int(line[2]) / 1024.0, proc.stdout
 
 
@@ -95,7 +95,7 @@ def measure(body: str, runs: int):
 
 def modules_of_plan(stack: str, path=None):
     out = run_once(MODULES_BODY.format(stack=stack, path=str(path) if path else None))[3]
-    line = [l for l in out.splitlines() if l.startswith("MODULES ")][-1]
+    line = [ln for ln in out.splitlines() if ln.startswith("MODULES ")][-1]
     return json.loads(line[len("MODULES "):])
 
 

@@ -43,9 +43,10 @@ UNIQUE_CONTAINER_NAMES = "unique-container-names"
 UNIQUE_VOLUME_NAMES = "unique-volume-names"
 
 # --------------------------------------------------------------------------------- quantities
-_SUFFIX = {"": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10 ** 3, "M": 10 ** 6,
-           "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18, "Ki": 2 ** 10, "Mi": 2 ** 20,
-           "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
+_SUFFIX: Dict[str, Decimal | int] = {
+    "": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10 ** 3, "M": 10 ** 6,
+    "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18, "Ki": 2 ** 10, "Mi": 2 ** 20,
+    "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
 _QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
 
 
@@ -326,8 +327,8 @@ def check_pod_spec(spec: Dict[str, Any]) -> List[Finding]:
     for rule, fn in POD_RULES.items():
         out += [Finding(rule, c, d) for c, d in fn(spec)]
     for c in all_containers(spec):
-        for rule, fn in CONTAINER_RULES.items():
-            out += [Finding(rule, str(c.get("name", "?")), d) for d in fn(c, spec)]
+        for crule, cfn in CONTAINER_RULES.items():
+            out += [Finding(crule, str(c.get("name", "?")), d) for d in cfn(c, spec)]
     return out
 
 
@@ -399,7 +400,7 @@ def effective_spec(ref: PodSpecRef, policies: List[Dict[str, Any]]) -> Optional[
     for c in all_containers(spec):      # the webhook sees the Pod after SetDefaults_Pod (requests from limits)
         if isinstance(c.get("resources"), dict) and _map(c["resources"].get("limits")):
             c["resources"]["requests"] = defaulted_requests(c)
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": copy.deepcopy(ref.metadata), "spec": spec}
+    pod: Dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": copy.deepcopy(ref.metadata), "spec": spec}
     out = pod
     for policy in policies:
         out = apply_policy_to_pod(out, policy)

@@ -98,13 +98,14 @@ def estimate(machine: Machine, cloud: str, max_pods: Optional[int] = None) -> Al
         skipped.append(f"cpu: the catalog gives no vCPU count for {machine.name}; the cpu check is skipped")
     if mem is None:
         skipped.append(f"memory: the catalog gives no memory size for {machine.name}; the memory check is skipped")
-    pods = max_pods or DEFAULT_MAX_PODS.get(cloud)
     eviction = 100                                   # MiB, every cloud below (memory.available<100Mi)
     if cloud == "aws":
+        pods = max_pods or DEFAULT_MAX_PODS["aws"]
         rcpu = _cpu_6_1_05_025(cores) if cores is not None else None
         rmem = 11 * pods + 255 + eviction if mem is not None else None
         source = EKS_SOURCE
     elif cloud == "azure":
+        pods = max_pods or DEFAULT_MAX_PODS["azure"]
         rcpu = _aks_cpu(cores) if cores is not None else None
         # MB in the page; taken as MiB (the difference is < 5% of a reserve of a few GiB)
         rmem = int(min(20 * pods + 50, 0.25 * mem)) + eviction if mem is not None else None

@@ -9,7 +9,7 @@ confirms is stored as given (or None when the source has none) and its field nam
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -135,8 +135,10 @@ def node_share_per_gpu(machine: Machine) -> Dict[str, Tuple[int, str]]:
     return {"cpu": (cpu, ""), "memory": (mem, "Gi")} if cpu > 0 and mem > 0 else {}
 
 
-def _m(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, unconfirmed=(), note="", cards=None,
-       accelerator=None, topology=None, node=(None, None, None)):
+def _m(name: str, cloud: str, gpu: str, gpus: int, mem: Optional[int], fabric: str, nics: Optional[int],
+       gbps: Optional[int], source: str, unconfirmed: Tuple[str, ...] = (), note: str = "",
+       cards: Optional[int] = None, accelerator: Optional[str] = None, topology: Optional[str] = None,
+       node: Tuple[Optional[int], Optional[int], Optional[int]] = (None, None, None)) -> Machine:
     """`node` = (vcpus, memory_gib, local_nvme_gb); a None there is listed in `unconfirmed` automatically."""
     missing = tuple(f for f, v in zip(_NODE_FIELDS, node) if v is None and f not in unconfirmed)
     return Machine(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, tuple(unconfirmed) + missing, note,

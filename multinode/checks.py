@@ -40,7 +40,8 @@ def problems(cfg: StackConfig) -> List[Problem]:
 def advisories(cfg: StackConfig) -> List[Problem]:
     """Non-fatal findings (printed by `plan`, logged as warnings by the program)."""
     cloud = clouds.module(cfg.cloud)
-    return cloud.advisories(cfg) + config.advisories(cfg) + images.advisories(cfg)
+    from_cloud: List[Problem] = cloud.advisories(cfg)     # every cloud module's advisories(cfg) -> List[Problem]
+    return from_cloud + config.advisories(cfg) + images.advisories(cfg)
 
 
 def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: Dict[str, Any]) -> List[Problem]:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Literal, Mapping, Option
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 from . import catalog, credentials, models, topology
 from .resolved import ResolvedWorkload, nccl_test_nodes, resolve_workload
@@ -335,9 +336,9 @@ def _show(value: Any, secret: bool) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _model_at(loc: Tuple[Any, ...]) -> Optional[type]:
+def _model_at(loc: Tuple[Any, ...]) -> Optional[type[BaseModel]]:
     """The pydantic model class that owns the last key of `loc` (for did-you-mean hints)."""
-    model: Any = StackConfig
+    model: type[BaseModel] = StackConfig
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
@@ -358,11 +359,11 @@ def _model_at(loc: Tuple[Any, ...]) -> Optional[type]:
     return model
 
 
-def _known_keys(model: type) -> List[str]:
+def _known_keys(model: type[BaseModel]) -> List[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
-def _problem_from_pydantic(err: Dict[str, Any], secrets: Set[str]) -> Problem:
+def _problem_from_pydantic(err: ErrorDetails, secrets: Set[str]) -> Problem:
     loc = tuple(err["loc"])
     path = _path(loc)
     top = str(loc[0]) if loc else ""
@@ -441,8 +442,8 @@ def advisories(cfg: StackConfig) -> List[Problem]:
                                                      cfg.fabric_kind(), m.name):
             out.append(Problem(f"workloads[{i}].{f.field}", f.message))
         if w.nodes > 1 and (cfg.fabric_kind() == "none" or not cfg.fabric.enabled):
-            out.append(Problem(f"workloads[{i}].nodes", f"{w.nodes} nodes with no GPU fabric "
-                                                        f"({'fabric.enabled is false' if not cfg.fabric.enabled else m.name + ' has none'}): "
+            why = "fabric.enabled is false" if not cfg.fabric.enabled else m.name + " has none"
+            out.append(Problem(f"workloads[{i}].nodes", f"{w.nodes} nodes with no GPU fabric ({why}): "
                                                         f"NCCL will run over the primary network (TCP sockets)"))
     return out
 
@@ -541,8 +542,9 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
     seen_objects: Dict[Tuple[str, str, str], int] = {}
     for i, obj in enumerate(cfg.manifests):
         missing = [k for k in ("apiVersion", "kind") if not isinstance(obj.get(k), str) or not obj.get(k)]
-        name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
-        if not isinstance(name, str) or not name:
+        raw_name = obj["metadata"].get("name") if isinstance(obj.get("metadata"), dict) else None
+        name = raw_name if isinstance(raw_name, str) else ""
+        if not name:
             missing.append("metadata.name")
         namespace = obj["metadata"].get("namespace") if isinstance(obj.get("metadata"), dict) else None
         if namespace is not None and (not isinstance(namespace, str) or not _DNS_LABEL.match(namespace)):
@@ -656,16 +658,16 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str
         p.append(Problem(f"{at}.queue", f"no queue named {w.queue!r}; define it under queues or use one of "
                                         f"{', '.join(sorted(queues))}"))
     if w.disaggregated and w.kind not in ("grove-inference", "dynamo"):
-        p.append(Problem(f"{at}.disaggregated", f"only grove-inference and dynamo split prefill/decode; "
-                                                f"remove it or use kind grove-inference"))
+        p.append(Problem(f"{at}.disaggregated", "only grove-inference and dynamo split prefill/decode; "
+                                                "remove it or use kind grove-inference"))
     if w.network_topology and w.kind != "volcano-training":
         p.append(Problem(f"{at}.networkTopology", "only volcano-training places by network topology"))
     if w.kind in ("volcano-training",) and not cfg.addons.volcano.enabled:
         p.append(Problem(f"{at}.kind", "volcano-training needs addons.volcano.enabled true"))
     if w.kind == "indexed-job" and w.nodes > 1 and not (cfg.addons.volcano.enabled or cfg.addons.kai.enabled):
         p.append(Problem(f"{at}.kind", f"indexed-job over {w.nodes} nodes needs a gang scheduler (one rank would hold "
-                                       f"{cfg.gpus_per_node(w)} GPUs while the others wait); set addons.volcano.enabled "
-                                       f"or addons.kai.enabled true"))
+                                       f"{cfg.gpus_per_node(w)} GPUs while the others wait); "
+                                       f"set addons.volcano.enabled or addons.kai.enabled true"))
     if w.kind == "lws-inference" and not cfg.addons.lws.enabled:
         p.append(Problem(f"{at}.kind", "lws-inference needs addons.lws.enabled true"))
     if w.kind == "grove-inference" and not cfg.addons.grove.enabled:
@@ -737,10 +739,10 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
     if need_storage and cfg.storage is not None and w.namespace != cfg.storage.namespace:
         p.append(Problem(f"{at}.namespace", f"{w.namespace!r}, but the checkpoint claim lives in namespace "
                                             f"{cfg.storage.namespace!r}; use namespace {cfg.storage.namespace!r}"))
-    key = "nccl-test" if w.kind == "nccl-test" else ("mpijob" if w.kind == "mpijob" else w.engine)
-    if key in IMAGE_REQUIRED and not w.image:
+    image_key = "nccl-test" if w.kind == "nccl-test" else ("mpijob" if w.kind == "mpijob" else w.engine)
+    if image_key in IMAGE_REQUIRED and not w.image:
         p.append(Problem(f"{at}.image", f"{w.kind} {w.engine or ''} has no default image; set image to "
-                                        f"{IMAGE_REQUIRED[key]}".replace("  ", " ")))
+                                        f"{IMAGE_REQUIRED[image_key]}".replace("  ", " ")))
     if w.kind in ("volcano-training", "indexed-job") and w.engine is None and not w.image:
         # the builders pick their default image by engine (manifests/workloads/common.DEFAULT_IMAGES)
         p.append(Problem(f"{at}.engine", f"{w.kind} without an engine has no default image; set engine "

@@ -10,9 +10,12 @@ Only images with evidence are listed; an image not listed is not claimed to work
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import TYPE_CHECKING, Dict, List, Tuple
 
 from .errors import Problem
+
+if TYPE_CHECKING:                   # annotations only: config imports this module
+    from .config import StackConfig
 
 # fabric kind -> what its pods' images must carry
 PLUGIN_NEEDED = {
@@ -68,7 +71,7 @@ def lacks_plugin(kind: str, image: str) -> Tuple[bool, str]:
     return False, ""
 
 
-def advisories(cfg) -> List[Problem]:
+def advisories(cfg: StackConfig) -> List[Problem]:
     """A workload on a fabric pool whose image (stated or default) is known to lack the fabric's plugin."""
     from . import fabric
     from .manifests.workloads.common import DEFAULT_IMAGES
@@ -93,5 +96,6 @@ def advisories(cfg) -> List[Problem]:
         better = WITH_PLUGIN.get(kind, {}).get(w.engine or "")
         fix = f"use an image that carries it, e.g. {better}" if better else "use an image that carries it"
         out.append(Problem(f"workloads[{i}].image",
-                           f"{image} on a {kind!r} fabric pool: {why}; it lacks {PLUGIN_NEEDED[kind]} and {pinned}; {fix}"))
+                           f"{image} on a {kind!r} fabric pool: {why}; it lacks {PLUGIN_NEEDED[kind]} and {pinned}; "
+                           f"{fix}"))
     return out

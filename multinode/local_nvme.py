@@ -17,9 +17,12 @@ existing pool.
 from __future__ import annotations
 
 import base64
-from typing import List
+from typing import TYPE_CHECKING, List
 
 from .errors import Problem
+
+if TYPE_CHECKING:                   # annotations only: config imports this module
+    from .config import StackConfig
 
 STRATEGIES = {"raid0": "RAID0"}        # our value -> nodeadm LocalStorageStrategy
 SUPPORTED_CLOUDS = ("aws",)
@@ -54,7 +57,7 @@ def user_data_b64(strategy: str) -> str:
     return base64.b64encode(nodeadm_user_data(strategy).encode()).decode()
 
 
-def config_problems(cfg) -> List[Problem]:
+def config_problems(cfg: StackConfig) -> List[Problem]:
     """localNvme on a cloud we do not bootstrap, or on a machine without (confirmed) local NVMe."""
     out: List[Problem] = []
     for i, pool in enumerate(cfg.node_pools):

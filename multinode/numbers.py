@@ -40,7 +40,7 @@ def deepspeed_problems(cfg: Any, i: int, w: Any) -> List[Problem]:
         return []
     total, micro, accum = (_int(ds.get(k)) for k in
                            ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
-    if None in (total, micro, accum):
+    if total is None or micro is None or accum is None:
         return []
     world = w.nodes * cfg.gpus_per_node(w)
     model_parallel = (w.tensor_parallel or 1) * w.pipeline_parallel
@@ -64,7 +64,8 @@ def reservation_zone(cr: Any) -> Optional[str]:
 
 
 def _region(cfg: Any) -> Optional[str]:
-    return cfg.cluster.region if cfg.cloud in ("aws", "oci") else cfg.cluster.location
+    region = cfg.cluster.region if cfg.cloud in ("aws", "oci") else cfg.cluster.location
+    return region if isinstance(region, str) else None
 
 
 def reservation_problems(cfg: Any) -> List[Problem]:

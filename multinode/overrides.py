@@ -14,12 +14,13 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List
 
 from .errors import Problem
 
 # Names of the categories the renderer owns (matched against what it actually renders).
-_OWNED = re.compile(r"(PARALLEL|WORLD_SIZE|NNODES|NUM_NODES|MULTI_NODE|LEADER_ROLE|NPROC|RANK|JOB_COMPLETION_INDEX|MASTER_ADDR|MASTER_PORT|RDZV|"
+_OWNED = re.compile(r"(PARALLEL|WORLD_SIZE|NNODES|NUM_NODES|MULTI_NODE|LEADER_ROLE|NPROC|RANK|"
+                    r"JOB_COMPLETION_INDEX|MASTER_ADDR|MASTER_PORT|RDZV|"
                     r"^PET_|^LWS_|^NCCL_|^FI_|^UCX_|^GLOO_|^OMPI_MCA_|^NVSHMEM_|^DYN_|^MPI_HOST)")
 _WHAT = {"fabric": "the fabric policy of pool {pool!r} (from the catalog; change it with fabric.* keys or machineSpec)",
          "workload": "the {kind} renderer (from nodes, gpusPerNode, tensorParallel and pipelineParallel)"}
@@ -70,7 +71,7 @@ def _rendered_env(cfg: Any, w: Any) -> Dict[str, str]:
     return owned
 
 
-def _containers(node: Any):
+def _containers(node: Any) -> Iterator[Dict[str, Any]]:
     if isinstance(node, dict):
         for key in ("containers", "initContainers"):
             if isinstance(node.get(key), list):

@@ -31,7 +31,6 @@ Pure: no Pulumi, no I/O.
 """
 from __future__ import annotations
 
-import copy
 import math
 import re
 from dataclasses import dataclass, field
@@ -304,7 +303,7 @@ def _grove(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
                      part=part or str(c.get("name")))
 
     out: List[Gang] = []
-    grouped = set()
+    grouped: set[str] = set()
     for rep in range(_int((o.get("spec") or {}).get("replicas"), 1)):
         base: List[Pod] = []
         extra: List[Gang] = []
@@ -513,12 +512,19 @@ def _anti_affinity_blocks(spec: Dict[str, Any], labels: Dict[str, str], node: No
         sel = _dict(_dict(term.get("labelSelector")).get("matchLabels"))
         exprs = [e for e in _list(_dict(term.get("labelSelector")).get("matchExpressions")) if isinstance(e, dict)]
         for _, other in node.pods:
-            if all(other.get(k) == str(v) for k, v in sel.items()) and all(
-                    (e.get("operator") == "In" and other.get(e.get("key")) in (e.get("values") or []))
-                    or (e.get("operator") == "Exists" and e.get("key") in other)
-                    for e in exprs):
+            if all(other.get(k) == str(v) for k, v in sel.items()) and all(_expr_matches(e, other) for e in exprs):
                 return True
     return False
+
+
+def _expr_matches(expr: Dict[str, Any], labels: Dict[str, str]) -> bool:
+    """One matchExpressions entry against a pod's labels: In and Exists (other operators never match here)."""
+    key = expr.get("key")
+    if not isinstance(key, str):
+        return False
+    if expr.get("operator") == "In":
+        return labels.get(key) in (expr.get("values") or [])
+    return expr.get("operator") == "Exists" and key in labels
 
 
 def _fits(req: Dict[str, float], node: Node) -> bool:
@@ -584,7 +590,8 @@ class Simulation:
         key = (pool, extra_shm, str(_dict(meta.get("labels")).get(mpools.FABRIC_POD_LABEL)),
                str(_dict(meta.get("annotations")).get(mpools.NEMO_ANNOTATION)),
                json.dumps([[(c.get("name"), c.get("resources"), c.get("restartPolicy"))
-                            for c in _list(spec.get(k)) if isinstance(c, dict)] for k in ("containers", "initContainers")]
+                            for c in _list(spec.get(k)) if isinstance(c, dict)]
+                           for k in ("containers", "initContainers")]
                           + [spec.get("volumes"), spec.get("overhead")], sort_keys=True, default=str))
         if key not in self._requests:
             eff = self.effective(tmpl, pool) if pool else tmpl
@@ -771,7 +778,8 @@ def simulate(objects: Iterable[Dict[str, Any]], pools: List[PoolSpec]) -> Result
         gpu_need = sum(_demand(sim, o.gang) for o in on_pool)
         add = max(1, need - spec.node_count)
         findings.append(Finding(next(o for o in on_pool if not o.ok).gang.owner, (
-            f"pool {pool}: {spec.node_count} nodes of {spec.machine.name} ({spec.node_count * spec.machine.gpus} GPUs); "
+            f"pool {pool}: {spec.node_count} nodes of {spec.machine.name} "
+            f"({spec.node_count * spec.machine.gpus} GPUs); "
             f"the long-running services {parts} need {need} nodes ({gpu_need:.0f} GPUs) at once; add {add} "
             f"node{'s' if add != 1 else ''} (nodeCount {spec.node_count + add}) or move a workload to another pool")))
     for o in outcomes:
@@ -877,7 +885,8 @@ def table(res: Result) -> List[str]:
             return f"{_fmt(r, used)}/{'?' if cap is None else _fmt(r, cap - used)}"
         fab = next((r for r in FABRIC_DEVICE_RESOURCES if r in u), None)
         fabric_cell = f"{fab} {cell(fab)}" if fab else "-"
-        lines.append(f"  {p.name:<12}{p.node_count:>6}  {cell(GPU):<16}{fabric_cell:<34}{cell(CPU):<16}{cell(MEMORY):<18}")
+        lines.append(f"  {p.name:<12}{p.node_count:>6}  {cell(GPU):<16}{fabric_cell:<34}"
+                     f"{cell(CPU):<16}{cell(MEMORY):<18}")
         for why in res.estimates[p.name].skipped:
             lines.append(f"    advisory: {why}")
     placed = sum(1 for o in res.services if o.ok)

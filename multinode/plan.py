@@ -24,7 +24,7 @@ import sys
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import yaml
 
@@ -101,7 +101,7 @@ def apply_order(regs: List[Registration]) -> List[Registration]:
         if urn in done or urn in visiting:
             return
         visiting.add(urn)
-        for d in sorted(deps[urn], key=index.get):
+        for d in sorted(deps[urn], key=index.__getitem__):
             visit(d)
         visiting.discard(urn)
         done[urn] = None
@@ -136,7 +136,7 @@ def run_policies(regs: List[Registration], cfg: mconfig.StackConfig) -> List[Dic
     """The policy pack's rules on the recorded resources (once the pack exists in policy/)."""
     if importlib.util.find_spec("policy") is None or importlib.util.find_spec("policy.pack") is None:
         return []
-    from policy import pack  # type: ignore
+    from policy import pack
     return [v if isinstance(v, dict) else v.as_dict() for v in pack.evaluate([r.as_dict() for r in regs], cfg)]
 
 
@@ -193,7 +193,7 @@ def write_outputs(result: PlanResult, ordered: List[Registration], out: Path) ->
     return out
 
 
-def _pod_templates(node: Any, path: str = ""):
+def _pod_templates(node: Any, path: str = "") -> Iterator[Tuple[str, Dict[str, Any]]]:
     """Every pod template ({metadata, spec with containers}) inside a k8s object, with its path."""
     if isinstance(node, dict):
         spec = node.get("spec")
@@ -262,7 +262,7 @@ def summary(result: PlanResult) -> str:
     assert cfg is not None
     lines = [f"stack {result.stack}: cloud {cfg.cloud}, {len(result.registrations)} resources"]
     comps = {r.urn: r for r in result.registrations if not r.custom}
-    per = Counter()
+    per: Counter[str] = Counter()
     for r in result.registrations:
         parent = comps.get(r.parent)
         per[f"{parent.type.split(':')[-1]} {parent.name}" if parent else "(stack)"] += 1

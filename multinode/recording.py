@@ -98,19 +98,20 @@ class PlanMocks(pmocks.Mocks):
             outputs.update(extra(args.name, args.inputs))
         return (args.resource_id or f"{args.name}-id"), outputs
 
-    def call(self, args: pmocks.MockCallArgs) -> Dict[str, Any]:
+    def call(self, args: pmocks.MockCallArgs) -> Tuple[Dict[str, Any], Optional[List[Tuple[str, str]]]]:
         handler = CALLS.get(args.token)
-        return dict(handler(args.args)) if handler else {}
+        # (result, check failures): the mock monitor iterates the failures when given a tuple, so an empty list
+        return (dict(handler(args.args)) if handler else {}), []
 
 
 class RecordingMonitor(pmocks.MockMonitor):
-    def __init__(self, mocks: pmocks.Mocks):
+    def __init__(self, mocks: pmocks.Mocks) -> None:
         super().__init__(mocks)
         self.registrations: List[Registration] = []
         self.reads: List[Dict[str, Any]] = []
         self.calls: List[str] = []
 
-    def RegisterResource(self, request):  # noqa: N802 - gRPC method name
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         resp = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return resp
@@ -124,12 +125,12 @@ class RecordingMonitor(pmocks.MockMonitor):
             ignore_changes=list(request.ignoreChanges)))
         return resp
 
-    def ReadResource(self, request):  # noqa: N802
+    def ReadResource(self, request: Any) -> Any:  # noqa: N802
         resp = super().ReadResource(request)
         self.reads.append({"urn": resp.urn, "type": request.type, "name": request.name, "id": request.id})
         return resp
 
-    def Invoke(self, request):  # noqa: N802
+    def Invoke(self, request: Any) -> Any:  # noqa: N802
         self.calls.append(request.tok)
         return super().Invoke(request)
 
@@ -142,7 +143,7 @@ class ProgramRun:
     stack_outputs: Dict[str, Any]
 
 
-_MOCKED_CLOUDS: set = set()
+_MOCKED_CLOUDS: set[str] = set()
 
 
 def _register_mock_data(cloud: str) -> None:
@@ -183,12 +184,15 @@ def _run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str
     root = str(program.parent)
     if root not in sys.path:
         sys.path.insert(0, root)
-    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.stack import Stack, run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
-    _sync_await(run_pulumi_func(lambda: runpy.run_path(str(program), run_name="__main__")))
+    def run() -> None:
+        runpy.run_path(str(program), run_name="__main__")
+
+    _sync_await(run_pulumi_func(run))
     outputs: Dict[str, Any] = {}
-    stack_res = pulumi.runtime.get_root_resource()
-    if stack_res is not None and getattr(stack_res, "outputs", None):
+    stack_res = pulumi.runtime.get_root_resource()      # the Stack that set_mocks created
+    if isinstance(stack_res, Stack) and stack_res.outputs:
         outputs = dict(stack_res.outputs)
     return ProgramRun(monitor.registrations, monitor.reads, monitor.calls, outputs)

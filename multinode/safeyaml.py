@@ -263,7 +263,8 @@ def load(text: str, source: str = "stack file",
         except _Refused as r:
             if is_secret(parts):      # a credential: say what to do, never what was written
                 refuse(parts, line, "[secret]: this unquoted value is not read the same way by YAML 1.1, YAML 1.2 "
-                                    "and the Pulumi CLI; quote it, or better store it with `pulumi config set --secret`")
+                                    "and the Pulumi CLI; quote it, or better store it with "
+                                    "`pulumi config set --secret`")
             else:
                 refuse(parts, line, f"{repr(e.value) if len(e.value) <= 40 else 'the value'}: {r}")
             return None

@@ -39,7 +39,7 @@ import json
 import re
 import threading
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import jsonschema
 import yaml
@@ -218,17 +218,18 @@ def _convert(node: Any, in_junctor: bool = False) -> Any:
     return out
 
 
-def _list_type_check(validator, value, instance, schema):
+def _list_type_check(validator: Any, value: Any, instance: Any,
+                     schema: Dict[str, Any]) -> Iterator[jsonschema.ValidationError]:
     if not isinstance(instance, list):
         return
     if value == "set":
-        seen = set()
+        seen_items: set[str] = set()
         for i, item in enumerate(instance):
             key = json.dumps(item, sort_keys=True, default=str)
-            if key in seen:
+            if key in seen_items:
                 yield jsonschema.ValidationError(
                     f"duplicate entry {item!r} at index {i} (x-kubernetes-list-type=set)")
-            seen.add(key)
+            seen_items.add(key)
     elif value == "map":
         keys = schema.get("x-kubernetes-list-map-keys") or []
         defaults = {k: (schema.get("items") or {}).get("properties", {}).get(k, {}).get("default")
@@ -297,7 +298,7 @@ def _format_error(err: jsonschema.ValidationError, unknown_note: str) -> str:
     return f"{path}: {msg}"
 
 
-def _sorted_errors(errors) -> List[jsonschema.ValidationError]:
+def _sorted_errors(errors: Iterable[jsonschema.ValidationError]) -> List[jsonschema.ValidationError]:
     return sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
 
 
@@ -433,7 +434,7 @@ class CrdIndex:
         walk(found[1].get("schema", {}).get("openAPIV3Schema"), "")
         return out
 
-    def _validator(self, path: Path, version: dict):
+    def _validator(self, path: Path, version: dict) -> Any:     # a jsonschema validator (untyped library)
         key = (path, version["name"])
         with _LOCK:
             if key not in _VALIDATORS:
@@ -493,7 +494,7 @@ _CORE_VALIDATORS: Dict[Tuple[str, str], Any] = {}   # (schema dir, file name) ->
 _CORE_REGISTRIES: Dict[str, Any] = {}
 
 
-def _core_validator(obj: dict, k8s_version: str):
+def _core_validator(obj: dict, k8s_version: str) -> Any:     # a jsonschema validator or None
     """A jsonschema validator built from kubernetes-validate's bundled strict schema, the same
     way ``kubernetes_validate.validate`` builds it, so that ALL errors can be collected (the
     package's public ``validate`` raises on the first one). Returns None if the package's
@@ -677,7 +678,7 @@ def helm_values_unknown_keys(chart: str, values: dict) -> List[str]:
 # --------------------------------------------------------------------------------------------
 # Kyverno {{ }} expressions
 # --------------------------------------------------------------------------------------------
-def _scan_expressions(text: str) -> Iterator[Tuple[Optional[str], Optional[str]]]:
+def _scan_expressions(text: str) -> Iterator[Tuple[str, Optional[str]]]:
     """Yield (expression, None) for each ``{{ ... }}`` in ``text`` and (fragment, "unterminated")
     for a ``{{`` that is never closed. ``\\{{`` (Kyverno's escape) is skipped. Braces inside
     JMESPath multiselect hashes and inside quoted strings/literals are balanced."""

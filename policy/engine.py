@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, cast
 
 from multinode import catalog, fabric, pools as mpools
 
@@ -65,10 +65,12 @@ _UNKNOWN_SENTINELS = {
 def plain(value: Any) -> Any:
     """Props as pulumi_policy hands them (proxies that raise on unknown values during preview)
     -> plain dicts and lists, with unknown values replaced by objects.UNKNOWN so a rule can skip them."""
+    unknown_error: type[Exception]
     try:
-        from pulumi_policy.proxy import UnknownValueError  # type: ignore
+        from pulumi_policy.proxy import UnknownValueError
+        unknown_error = UnknownValueError
     except ImportError:  # pragma: no cover - pulumi_policy is a dependency
-        UnknownValueError = KeyError  # type: ignore
+        unknown_error = KeyError
 
     def walk(v: Any) -> Any:
         if isinstance(v, str):
@@ -80,7 +82,7 @@ def plain(value: Any) -> Any:
             for k in list(v):
                 try:
                     out[k] = walk(v[k])
-                except UnknownValueError:
+                except unknown_error:
                     out[k] = objects.UNKNOWN
             return out
         if isinstance(v, (list, tuple)) or (hasattr(v, "__len__") and hasattr(v, "__getitem__")
@@ -89,7 +91,7 @@ def plain(value: Any) -> Any:
             for i in range(len(v)):
                 try:
                     out_l.append(walk(v[i]))
-                except UnknownValueError:
+                except unknown_error:
                     out_l.append(objects.UNKNOWN)
             return out_l
         return v
@@ -161,9 +163,10 @@ def pools_from_resources(resources: Iterable[Resource]) -> List[PoolInfo]:
 def default_profile(machine: catalog.Machine, resource_name: Optional[str] = None) -> fabric.FabricProfile:
     """The catalog's fabric profile for a machine when there is no stack config (preview): built by
     multinode.fabric.profile_for from a one-pool config, so the numbers come from the one table."""
-    from multinode.config import NodePool, StackConfig, FabricConfig
+    from multinode.config import CloudName, FabricConfig, NodePool, StackConfig
     rdma_mode = "sriov" if resource_name == fabric.IB_SRIOV_RESOURCE else "shared"
-    cloud = machine.cloud if machine.cloud in catalog.CLOUDS else "existing"
+    # catalog.CLOUDS holds exactly the four cloud values of config.CloudName (the fifth is "existing")
+    cloud = cast(CloudName, machine.cloud) if machine.cloud in catalog.CLOUDS else "existing"
     pool = NodePool(name="pool", machine=machine.name if machine.name in catalog.MACHINES else None,
                     node_count=1)
     cfg = StackConfig.model_construct(cloud=cloud, node_pools=[pool],

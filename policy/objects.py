@@ -138,8 +138,9 @@ def first_int_flag(tokens: Sequence[str], names: Iterable[str]) -> Optional[int]
 
 def env_literal(container: Dict[str, Any], name: str) -> Optional[str]:
     for e in seq(container.get("env")):
-        if isinstance(e, dict) and e.get("name") == name and isinstance(e.get("value"), str):
-            return e["value"]
+        value = e.get("value") if isinstance(e, dict) and e.get("name") == name else None
+        if isinstance(value, str):
+            return value
     return None
 
 
@@ -352,8 +353,8 @@ def _volcano(props: Dict[str, Any], name: str) -> List[Gang]:
     gang = Gang("VolcanoJob", name, roles, min_available=as_int(spec.get("minAvailable")),
                 extra={"tasks": tasks, "scheduler": spec.get("schedulerName") or "volcano"})
     # tasks that request no GPU (a CPU launcher) do not take part in the GPU checks
-    for r in gang.roles:
-        r.compute = r.gpus > 0 or not any(x.gpus for x in gang.roles)
+    for task in gang.roles:
+        task.compute = task.gpus > 0 or not any(x.gpus for x in gang.roles)
     return [gang]
 
 

@@ -71,10 +71,10 @@ def run_rules(resources: List[Resource], ctx: Context, rules: Optional[List[Rule
                 for msg in resource_findings(rule, r, ctx):
                     out.append(Violation(rule.name, rule.level, r.label, r.type, r.urn, _naming(r.label, msg)))
         else:
-            for r, msg in stack_findings(rule, resources, ctx):
-                label = r.label if r else "stack"
-                out.append(Violation(rule.name, rule.level, label, r.type if r else "", r.urn if r else "",
-                                     _naming(label, msg) if r else msg))
+            for found, msg in stack_findings(rule, resources, ctx):
+                label = found.label if found else "stack"
+                out.append(Violation(rule.name, rule.level, label, found.type if found else "",
+                                     found.urn if found else "", _naming(label, msg) if found else msg))
     return out
 
 
@@ -135,10 +135,12 @@ def policies(rules: Optional[List[Rule]] = None) -> List[Any]:
     out: List[Any] = []
     for rule in rules or all_rules():
         schema = PolicyConfigSchema(properties=rule.config) if rule.config else None
-        common = dict(name=rule.name, description=rule.description, enforcement_level=level[rule.level],
-                      config_schema=schema, remediation_steps=rule.remediation or None)
         if rule.scope == "resource":
-            out.append(ResourceValidationPolicy(validate=resource_validator(rule), **common))
+            out.append(ResourceValidationPolicy(
+                name=rule.name, description=rule.description, validate=resource_validator(rule),
+                enforcement_level=level[rule.level], config_schema=schema, remediation_steps=rule.remediation or None))
         else:
-            out.append(StackValidationPolicy(validate=stack_validator(rule), **common))
+            out.append(StackValidationPolicy(
+                name=rule.name, description=rule.description, validate=stack_validator(rule),
+                enforcement_level=level[rule.level], config_schema=schema, remediation_steps=rule.remediation or None))
     return out

@@ -24,7 +24,6 @@ import io
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile

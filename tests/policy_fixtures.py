@@ -123,10 +123,10 @@ def indexed_job(name: str = "byo-indexed", cmd: str = TORCHRUN, pods: int = 2,
 def pod_group(name: str = "byo-indexed", min_member: int = 2, kai: bool = False) -> Dict[str, Any]:
     """A Volcano (or KAI) PodGroup that pods join by annotation."""
     if kai:
-        return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name, "namespace": NS},
-                "spec": {"minMember": min_member, "queue": "default"}}
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": name, "namespace": NS},
-            "spec": {"minMember": min_member, "queue": "default"}}
+        return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": NS}, "spec": {"minMember": min_member, "queue": "default"}}
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": NS}, "spec": {"minMember": min_member, "queue": "default"}}
 
 
 def mpijob(name: str = "byo-nccl", slots: int = 8, np: int = 16) -> Dict[str, Any]:
@@ -254,7 +254,8 @@ def existing_stack(manifests: List[Dict[str, Any]], node_count: int = 2,
         "multinode:cluster": {"name": "lab-cluster"},
         "multinode:kubeconfig": {"secure": "v1:c2VjcmV0LWt1YmVjb25maWctcGxhY2Vob2xkZXI="},
         "multinode:fabric": {"kind": "efa"},
-        "multinode:nodePools": [{"name": "gpu", "machine": MACHINE, "nodeCount": node_count, "nodeSelector": dict(SELECTOR)}],
+        "multinode:nodePools": [{"name": "gpu", "machine": MACHINE, "nodeCount": node_count,
+                                 "nodeSelector": dict(SELECTOR)}],
         "multinode:storage": {"kind": "existing", "existingStorageClass": "efs-sc", "sizeGib": 1024},
         "multinode:manifests": manifests,
     }

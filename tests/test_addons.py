@@ -2,7 +2,6 @@
 the components under Pulumi mocks, and plan's effective pods (issue 4)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import yaml
@@ -56,7 +55,8 @@ def test_unknown_value_key_would_be_caught():
 
 def test_versions_pinned_namespaces_and_user_values_win():
     cfg = load("aws-dev", addons={**ALL_ON, "volcano": {"values": {"custom": {"scheduler_replicas": 2}}},
-                                  "kyverno": {"namespace": "policy", "values": {"admissionController": {"replicas": 5}}}})
+                                  "kyverno": {"namespace": "policy",
+                                              "values": {"admissionController": {"replicas": 5}}}})
     by = {s.key: s for s in addons.addon_releases(cfg)}
     assert by["volcano"].version == config.ADDON_VERSIONS["volcano"]
     assert by["lws"].version == config.ADDON_VERSIONS["lws"]
@@ -119,7 +119,8 @@ def test_gpu_device_plugin_in_plan(tmp_path, stack, over, expected):
     assert GPU_TOLERATION in values["tolerations"]
     assert values["mofedEnabled"] is False
     # every workload object asking for GPUs is created only after the device plugin release
-    gpu_objects = [r for r in res.registrations if mplan.is_k8s_object(r) and "multinode:index:Workload" in (r.parent or "")
+    gpu_objects = [r for r in res.registrations
+                   if mplan.is_k8s_object(r) and "multinode:index:Workload" in (r.parent or "")
                    and "'nvidia.com/gpu'" in str(r.inputs)]
     assert gpu_objects
     for r in gpu_objects:
@@ -339,7 +340,8 @@ def test_plan_writes_effective_pods_for_labelled_templates(tmp_path):
            "metadata": {"name": "llama-405b", "namespace": "multinode"},
            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "leaderTemplate": tmpl, "workerTemplate": tmpl}}}
     other = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-             "spec": {"selector": {}, "template": {"metadata": {}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+             "spec": {"selector": {},
+                      "template": {"metadata": {}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
     result = mplan.PlanResult("aws-dev", cfg, k8s_objects=[lws, other])
     written = mplan.write_effective_pods(result, tmp_path)
     assert sorted(p.name for p in written) == ["llama-405b-leader.yaml", "llama-405b-worker.yaml"]

@@ -28,7 +28,7 @@ def test_every_listed_machine_is_in_the_catalog(cloud, names):
 @pytest.mark.skipif(not HARDWARE.exists(), reason="../shared/facts not beside the clone")
 def test_catalog_matches_the_facts_table():
     """Each machine-table row of hardware.md: GPUs and fabric NIC counts agree with the catalog."""
-    rows = [l for l in HARDWARE.read_text().splitlines() if re.match(r"\| (AWS|Azure|OCI) \|", l)]
+    rows = [ln for ln in HARDWARE.read_text().splitlines() if re.match(r"\| (AWS|Azure|OCI) \|", ln)]
     assert len(rows) >= 20
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]

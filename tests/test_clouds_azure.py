@@ -67,7 +67,8 @@ def test_agent_pool_on_the_nd_size_with_ubuntu_labels_taint_and_count(dev):
 
 
 def test_gpu_operator_takes_the_driver(tmp_path):
-    run = run_variant(tmp_path, "azure-dev", lambda c: c.update({"multinode:addons": {"gpuOperator": {"enabled": True}}}))
+    run = run_variant(tmp_path, "azure-dev",
+                      lambda c: c.update({"multinode:addons": {"gpuOperator": {"enabled": True}}}))
     assert one(run, AP).inputs["gpuProfile"] == {"driver": "None"}
 
 
@@ -193,7 +194,8 @@ def test_infiniband_pool_on_a_machine_without_it_is_refused(tmp_path):
 
 
 def test_capacity_blocks_are_aws_only(tmp_path):
-    problems = config_problems(tmp_path, "azure-dev", pool_edit(capacityReservation={"id": "x", "type": "capacityBlock"}))
+    problems = config_problems(tmp_path, "azure-dev",
+                               pool_edit(capacityReservation={"id": "x", "type": "capacityBlock"}))
     assert "only on aws" in _problem(problems, "nodePools[0].capacityReservation.type")
 
 

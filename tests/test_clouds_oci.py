@@ -14,7 +14,7 @@ from multinode.clouds import oci as oke
 from multinode.clouds import oci as mock
 from multinode.schema_check import validate_object
 
-from .cloudrun import of_type, one, refused, run
+from .cloudrun import one, refused, run
 from .conftest import ROOT, example_raw
 
 ICONF = "oci:Core/instanceConfiguration:InstanceConfiguration"

@@ -2,7 +2,6 @@
 renderer's gang scheduling, and the config checks on numbers (multinode/numbers.py)."""
 from __future__ import annotations
 
-import copy
 
 import pytest
 
@@ -10,7 +9,7 @@ from multinode import checks
 from multinode import config as mconfig
 from multinode.manifests.workloads import indexed_job as ij
 from tests import policy_fixtures as F
-from tests.test_policy_rules import cfg, run
+from tests.test_policy_rules import run
 
 
 def only(objs, rule, node_count=2):
@@ -147,7 +146,8 @@ def test_capacity_reservation_in_another_zone_or_region_than_its_pool():
 
 def test_reservation_in_the_pools_zone_is_accepted():
     from multinode import numbers
-    c = mconfig.StackConfig.model_validate(_gcp("us-central1-c", {"id": "projects/p/zones/us-central1-c/reservations/h"}))
+    c = mconfig.StackConfig.model_validate(
+        _gcp("us-central1-c", {"id": "projects/p/zones/us-central1-c/reservations/h"}))
     assert numbers.reservation_problems(c) == []
 
 
@@ -222,4 +222,5 @@ def test_user_env_may_not_redefine_the_nim_parallel_size_the_renderer_sets():
         checks.load(raw, secrets)
     (p,) = e.value.problems
     assert p.path == "workloads[0].env.NIM_TENSOR_PARALLEL_SIZE"
-    assert "set by the lws-inference renderer (from nodes, gpusPerNode, tensorParallel and pipelineParallel)" in p.message
+    assert ("set by the lws-inference renderer (from nodes, gpusPerNode, tensorParallel and pipelineParallel)"
+            in p.message)

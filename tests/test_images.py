@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 
-from multinode import checks, config, images, stackfile
+from multinode import checks, images, stackfile
 
 
 def load(stack, mutate=None):

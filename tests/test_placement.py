@@ -142,8 +142,9 @@ def test_required_anti_affinity_and_taints_are_honoured():
                    {"name": "c", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}}}
     assert placement.simulate([dep], [pool(1)]).fits                   # 2 x 2 GPUs share one node
     anti = copy.deepcopy(dep)
-    anti["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}]}}
+    anti["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}]}}
     assert not placement.simulate([anti], [pool(1)]).fits
     assert placement.simulate([anti], [pool(2)]).fits
     tainted = pool(1, taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}])
@@ -273,5 +274,6 @@ def test_rule_under_preview_reads_the_pools_from_the_node_group_resources():
     ctx = build_context(None, [ng] + objs)
     out = list(check_stack_fits([ng] + objs, ctx))
     assert len(out) == 1 and out[0][0] is objs[1]
-    assert "pool gpu: 2 nodes of p5.48xlarge (16 GPUs); the long-running services a (2) + b (2) need 4 nodes" in out[0][1]
+    assert ("pool gpu: 2 nodes of p5.48xlarge (16 GPUs); the long-running services a (2) + b (2) need 4 nodes"
+            in out[0][1])
     assert list(check_stack_fits([ng] + objs[:1], ctx)) == []

@@ -1,7 +1,6 @@
 """Each policy rule with a passing and a failing hand-built resource (pure functions, no PolicyPack)."""
 from __future__ import annotations
 
-import copy
 
 import pytest
 from pulumi_policy import PolicyResource, PolicyResourceOptions, ResourceValidationArgs, StackValidationArgs

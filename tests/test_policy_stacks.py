@@ -74,7 +74,8 @@ def test_recorded_example_stack_plus_hand_written_objects():
     assert [(v["policy"], v["resource"]) for v in out] == [
         ("parallelism-matches-gpus", "LeaderWorkerSet research/broken")]
     crowded = evaluate(records + extra, cfg)
-    assert ("stack-fits-node-pools", "LeaderWorkerSet research/broken") in [(v["policy"], v["resource"]) for v in crowded]
+    assert (("stack-fits-node-pools", "LeaderWorkerSet research/broken")
+            in [(v["policy"], v["resource"]) for v in crowded])
     # the recorded claim is ReadWriteMany and retained: break it and the storage rules see it
     for r in records:
         if r["type"] == "kubernetes:core/v1:PersistentVolumeClaim":
@@ -90,7 +91,8 @@ def test_recorded_fabric_policy_is_read_and_checked():
     import json
     raw, secrets, wire = stackfile.read_stack_file(stackfile.stack_path("existing-dev"))
     cfg = checks.load(raw, secrets)
-    records = [r.as_dict() for r in run_program(wire, [f"multinode:{k}" for k in secrets], "existing-dev").registrations]
+    run = run_program(wire, [f"multinode:{k}" for k in secrets], "existing-dev")
+    records = [r.as_dict() for r in run.registrations]
     policies = [r for r in records if r["type"] == "kubernetes:kyverno.io/v1:ClusterPolicy"]
     assert policies, "the fabric component renders no Kyverno ClusterPolicy for existing-dev"
     assert evaluate(records, cfg) == []

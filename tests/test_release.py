@@ -145,7 +145,7 @@ def fake_parse(text: str) -> Dict[str, Any]:
     """Stands in for nccl_test.parse_verdict: bare JSON or the tagged log line, ValueError otherwise."""
     text = text.strip()
     if not text.startswith("{"):
-        lines = [l for l in text.splitlines() if "MULTINODE_NCCL_VERDICT " in l]
+        lines = [ln for ln in text.splitlines() if "MULTINODE_NCCL_VERDICT " in ln]
         if not lines:
             raise ValueError("no MULTINODE_NCCL_VERDICT line in the log")
         text = lines[-1].split("MULTINODE_NCCL_VERDICT ", 1)[1]
@@ -176,7 +176,8 @@ def run(ws: Workspace, cluster: FakeCluster, *, opts: Optional[p.ReleaseOptions]
         calls.append(("cluster", "check", tuple(s.name for s in specs), timeout))
         return waiter(c, specs, timeout, not_before)
 
-    opts = opts or p.ReleaseOptions(stack="prod", policy_packs=["/repo/policy"], timeout=60, revision="abcdef1234567890")
+    opts = opts or p.ReleaseOptions(stack="prod", policy_packs=["/repo/policy"], timeout=60,
+                                    revision="abcdef1234567890")
     return p.run_release(opts, open_stack=ws, connect_cluster=connect, bandwidth_check=checked, checks=list(checks),
                          now=lambda: NOW, clock=clock, log=lambda _m: None)
 
@@ -296,7 +297,8 @@ def test_verdict_from_the_pod_log_when_the_configmap_stays_pending():
     calls: List[tuple] = []
     log = "size count type\n...\nMULTINODE_NCCL_VERDICT " + verdict_json(47.0, 40.0, True) + "\n"
     cluster = FakeCluster({(CHECK.namespace, CHECK.configmap): cm("", "pending")},
-                          {(CHECK.namespace, CHECK.pod_selector): [PodLog("nccl-check-master-0", "Succeeded", log, NOW)]})
+                          {(CHECK.namespace, CHECK.pod_selector):
+                           [PodLog("nccl-check-master-0", "Succeeded", log, NOW)]})
     report = run(Workspace(calls, prod=FakeStack("prod", calls)), cluster)
     assert report.exit_code == p.EXIT_OK
     assert report.checks[0].source == "log" and report.checks[0].busbw == 47.0
@@ -486,7 +488,8 @@ class _FakeAutoStack:
         from pulumi.automation import EngineEvent, PolicyEvent
         on_event(EngineEvent(sequence=1, timestamp=0, policy_event=PolicyEvent(
             message="tp 16 > 8\n", color="never", policy_name="tp-fits-node", policy_pack_name="multinode",
-            policy_pack_version="1", policy_pack_version_tag="v1", enforcement_level="mandatory", resource_urn="urn:x")))
+            policy_pack_version="1", policy_pack_version_tag="v1", enforcement_level="mandatory",
+            resource_urn="urn:x")))
         on_event(EngineEvent(sequence=2, timestamp=0))
 
     def preview(self, **kw):
@@ -545,6 +548,41 @@ current-context: x
     assert cluster._core.api_client.configuration.host == "https://127.0.0.1:6443"
     with pytest.raises(p.StepFailed):
         KubernetesCluster("just a string")
+
+
+def test_kubernetes_adapter_reads_objects_whose_metadata_is_missing():
+    # the client types metadata (and its name) as optional: a ConfigMap without it has an unknown age, a
+    # finished pod without a name has no log to read and is skipped (it used to raise AttributeError)
+    from kubernetes.client import V1ConfigMap, V1ObjectMeta, V1Pod, V1PodList, V1PodStatus
+
+    from multinode.release.adapters import KubernetesCluster
+
+    created = datetime(2026, 11, 22, tzinfo=timezone.utc)
+    pods = [V1Pod(metadata=None, status=V1PodStatus(phase="Succeeded")),
+            V1Pod(metadata=V1ObjectMeta(name=None), status=V1PodStatus(phase="Failed")),
+            V1Pod(metadata=V1ObjectMeta(name="check-0", creation_timestamp=created),
+                  status=V1PodStatus(phase="Succeeded"))]
+    logs_read: List[str] = []
+
+    class Core:
+        def read_namespaced_config_map(self, name, namespace):
+            return V1ConfigMap(metadata=None, data={"status": "pass"})
+
+        def list_namespaced_pod(self, namespace, label_selector):
+            return V1PodList(items=pods)
+
+        def read_namespaced_pod_log(self, name, namespace, tail_lines):
+            logs_read.append(name)
+            return f"log of {name}"
+
+    cluster = KubernetesCluster.__new__(KubernetesCluster)
+    cluster._core = Core()
+    cm = cluster.read_configmap("ns", "verdict")
+    assert cm is not None and cm.data == {"status": "pass"} and cm.created_at is None
+    logs = cluster.finished_pod_logs("ns", "job=check")
+    assert [(pl.name, pl.phase, pl.text, pl.created_at) for pl in logs] == [
+        ("check-0", "Succeeded", "log of check-0", created)]
+    assert logs_read == ["check-0"]
 
 
 # ------------------------------------------------------------------ the CLI without Pulumi
@@ -608,7 +646,7 @@ def test_example_workflow_uses_only_real_flags_and_exit_codes_documented():
     text = (ROOT / ".ci" / "examples" / "release.yml").read_text()
     yaml.safe_load(text)                                           # valid YAML
     known = {a for action in _parser()._actions for a in action.option_strings}
-    runs = [l for l in text.splitlines() if "multinode release" in l and not l.lstrip().startswith("#")]
+    runs = [ln for ln in text.splitlines() if "multinode release" in ln and not ln.lstrip().startswith("#")]
     assert len(runs) == 3
     block = text[text.index("Dry run (pull request)"):text.index("- name: Summary")]
     used = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", block))

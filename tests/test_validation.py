@@ -166,7 +166,8 @@ def test_volcano_queue_and_hypernode():
 
     hypernode = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "s0"},
                  "spec": {"tier": 1, "members": [
-                     {"type": "Node", "selector": {"labelMatch": {"matchLabels": {"topology.k8s.aws/network-node-layer-3": "nn-1"}}}}]}}
+                     {"type": "Node", "selector": {"labelMatch": {
+                         "matchLabels": {"topology.k8s.aws/network-node-layer-3": "nn-1"}}}}]}}
     assert validate_object(hypernode) == []
     bad = copy.deepcopy(hypernode)
     del bad["spec"]["tier"]
@@ -219,7 +220,8 @@ def _kyverno_policy() -> dict:
                  "validate": {"failureAction": "Enforce",
                               "message": "pods need EFA, literal \\{{ not a variable }}",
                               "deny": {"conditions": {"all": [{
-                                  "key": "{{ request.object.spec.containers[].resources.limits.\"vpc.amazonaws.com/efa\" || `[]` | length(@) }}",
+                                  "key": "{{ request.object.spec.containers[].resources.limits."
+                                         "\"vpc.amazonaws.com/efa\" || `[]` | length(@) }}",
                                   "operator": "Equals", "value": 0}]}}}},
             ],
         },
@@ -267,7 +269,8 @@ def _nic_policy() -> dict:
         "apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy",
         "metadata": {"name": "nic-cluster-policy"},
         "spec": {
-            "ofedDriver": {"image": "doca-driver", "repository": "nvcr.io/nvidia/mellanox", "version": "25.04-0.6.1.0-2",
+            "ofedDriver": {"image": "doca-driver", "repository": "nvcr.io/nvidia/mellanox",
+                           "version": "25.04-0.6.1.0-2",
                            "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1}},
             "rdmaSharedDevicePlugin": {
                 "image": "k8s-rdma-shared-dev-plugin", "repository": "ghcr.io/mellanox", "version": "v1.5.3",

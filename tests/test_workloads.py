@@ -155,7 +155,8 @@ def test_lws_without_volcano_uses_the_default_scheduler():
 
 def test_startup_probe_covers_the_model_download(cfg, built):
     w = workload(cfg, "llama-vllm")
-    c = obj(built["llama-vllm"], "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+    lws_obj = obj(built["llama-vllm"], "LeaderWorkerSet")
+    c = lws_obj["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
     probe = c["startupProbe"]
     assert probe["periodSeconds"] * probe["failureThreshold"] >= w.startup_timeout_minutes * 60
     assert c["readinessProbe"]["httpGet"]["path"] == "/health"
@@ -296,7 +297,8 @@ def test_indexed_job_node_rank_from_completion_index(cfg, built):
     svc = obj(built["train-indexed"], "Service")
     assert job["spec"]["completionMode"] == "Indexed"
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == w.nodes
-    assert svc["spec"]["clusterIP"] == "None" and job["spec"]["template"]["spec"]["subdomain"] == svc["metadata"]["name"]
+    assert svc["spec"]["clusterIP"] == "None"
+    assert job["spec"]["template"]["spec"]["subdomain"] == svc["metadata"]["name"]
     args = _torchrun(command_text(job["spec"]["template"]["spec"]["containers"][0]))
     assert _opt(args, "--node_rank") == "$JOB_COMPLETION_INDEX"
     assert _opt(args, "--master_addr") == f"{w.name}-0.{w.name}"

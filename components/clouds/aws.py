@@ -22,7 +22,6 @@ from typing import Any, Dict, List, Optional
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
                                     PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
@@ -58,8 +57,9 @@ class ClusterAccess(pulumi.ComponentResource):
         # Nodes carry the cluster security group too: a launch template with its own interfaces
         # replaces the groups EKS would attach, and the control plane talks to nodes through it.
         self.cluster_security_group_id = eks.vpc_config.cluster_security_group_id
-        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(eks.name, eks.endpoint, eks.certificate_authorities)
-                                               .apply(lambda a: kubeconfig_for(a[0], region, a[1], _field(a[2][0], "data"))))
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(eks.name, eks.endpoint, eks.certificate_authorities)
+            .apply(lambda a: kubeconfig_for(a[0], region, a[1], _field(a[2][0], "data"))))
         self.provider = connect(self, name, self.kubeconfig)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
@@ -201,7 +201,8 @@ class CheckpointStorage(pulumi.ComponentResource):
             throughput = s.throughput or limits.FSX_DEFAULT_THROUGHPUT
             self.file_system = aws.fsx.LustreFileSystem(
                 f"{name}-fsx", deployment_type=limits.FSX_DEPLOYMENT_TYPE, storage_type="SSD",
-                storage_capacity=size, per_unit_storage_throughput=throughput, subnet_ids=subnets[0],  # one subnet (SDK: a string)
+                # one subnet (the SDK takes a string)
+                storage_capacity=size, per_unit_storage_throughput=throughput, subnet_ids=subnets[0],
                 security_group_ids=[self.security_group.id], data_compression_type="LZ4",
                 file_system_type_version="2.15", automatic_backup_retention_days=7, copy_tags_to_backups=True,
                 skip_final_backup=s.allow_delete, tags=tags,

@@ -60,8 +60,8 @@ class ClusterAddons(pulumi.ComponentResource):
                 # the Dynamo operator hands its multi-node graphs to Grove + KAI (or LWS + Volcano):
                 # install it after whichever of them this stack manages
                 deps += [self.releases[k] for k in ("grove", "kai", "lws", "volcano") if k in self.releases]
-            self.releases[key] = helm_release(f"{name}-{spec.release_name}", spec,
-                                              pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=deps)))
+            opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=deps))
+            self.releases[key] = helm_release(f"{name}-{spec.release_name}", spec, opts)
         self.register_outputs({k: r.status for k, r in self.releases.items()})
 
     def crd_ready(self, group: str) -> List[pulumi.Resource]:

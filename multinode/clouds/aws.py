@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..catalog import Machine, node_share_per_gpu
 from ..errors import Problem
@@ -67,7 +67,8 @@ def storage_problems(storage: Any) -> List[Problem]:
                                                    f"use one of {', '.join(map(str, FSX_THROUGHPUT))}"))
         if size is not None and not fsx_size_ok(size):
             p.append(Problem("storage.sizeGib", f"{size} GiB is not an FSx for Lustre {FSX_DEPLOYMENT_TYPE} size "
-                                                f"(1200, 2400, then multiples of 2400 GiB); use {_sizes(fsx_nearest(size))}"))
+                                                f"(1200, 2400, then multiples of 2400 GiB); "
+                                                f"use {_sizes(fsx_nearest(size))}"))
     elif s.kind == "efs":
         if s.throughput is not None:
             p.append(Problem("storage.throughput", "EFS uses elastic throughput (no per-TiB tier); remove "
@@ -143,7 +144,7 @@ def network_interfaces(machine: Machine, fabric_enabled: bool, security_groups: 
     return out
 
 
-def eks_taints(cfg) -> List[Dict[str, str]]:
+def eks_taints(cfg: Any) -> List[Dict[str, str]]:
     return [{"key": t["key"], "value": t["value"], "effect": TAINT_EFFECT[t["effect"]]} for t in node_taints(cfg)]
 
 
@@ -181,7 +182,8 @@ FABRICS = ("efa",)
 NCCL_NET = {"efa": "AWS Libfabric"}
 
 
-def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
+def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine,
+                    count: int) -> Tuple[str, int, Dict[str, Any]]:
     """(device resource, devices per node, what the pod gets) for an EFA pool (multinode/fabric.py)."""
     return EFA_RESOURCE, count, _efa(machine)
 
@@ -256,10 +258,12 @@ MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
 MOCK_OUTPUTS["aws:ec2/launchTemplate:LaunchTemplate"] = lambda name, inputs: {"latestVersion": 1, "defaultVersion": 1}
 MOCK_OUTPUTS["aws:fsx/lustreFileSystem:LustreFileSystem"] = lambda name, inputs: {
     "dnsName": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "mountName": "abcdefgh"}
-MOCK_OUTPUTS["aws:efs/fileSystem:FileSystem"] = lambda name, inputs: {"dnsName": "fs-0123abcd.efs.us-east-1.amazonaws.com"}
+MOCK_OUTPUTS["aws:efs/fileSystem:FileSystem"] = lambda name, inputs: {
+    "dnsName": "fs-0123abcd.efs.us-east-1.amazonaws.com"}
 
 
-def _autoname(extra=None):
+def _autoname(extra: Optional[Callable[[str, Dict[str, Any]], Dict[str, Any]]] = None,
+              ) -> Callable[[str, Dict[str, Any]], Dict[str, Any]]:
     """Pulumi auto-names these (logical name + random suffix); mimic it so references resolve."""
     def fn(name: str, inputs: Dict[str, Any]) -> Dict[str, Any]:
         out = {"name": inputs.get("name") or f"{name}-0a1b2c3"}
@@ -270,4 +274,5 @@ def _autoname(extra=None):
 
 MOCK_OUTPUTS["aws:ec2/placementGroup:PlacementGroup"] = _autoname()
 MOCK_OUTPUTS["aws:ec2/securityGroup:SecurityGroup"] = _autoname()
-MOCK_OUTPUTS["aws:iam/role:Role"] = _autoname(lambda name, inputs: {"arn": f"arn:aws:iam::123456789012:role/{name}-0a1b2c3"})
+MOCK_OUTPUTS["aws:iam/role:Role"] = _autoname(
+    lambda name, inputs: {"arn": f"arn:aws:iam::123456789012:role/{name}-0a1b2c3"})

@@ -100,7 +100,8 @@ class AutomationStack:
         self._stack.set_tag(key, value)
 
 
-def open_stack_factory(work_dir: Path = ROOT, out: Callable[[str], None] = print) -> Callable[[str, bool], AutomationStack]:
+def open_stack_factory(work_dir: Path = ROOT,
+                       out: Callable[[str], None] = print) -> Callable[[str, bool], AutomationStack]:
     """open_stack(name, create): the stack in this project (Pulumi.yaml: stackConfigDir stacks)."""
 
     def open_stack(name: str, create: bool) -> AutomationStack:
@@ -143,7 +144,9 @@ class KubernetesCluster:
             if e.status == 404:
                 return None
             raise
-        return ConfigMapReading(data=dict(cm.data or {}), created_at=cm.metadata.creation_timestamp)
+        # the client types metadata as optional; without it the age is unknown (bandwidth._fresh: not stale)
+        created_at = cm.metadata.creation_timestamp if cm.metadata is not None else None
+        return ConfigMapReading(data=dict(cm.data or {}), created_at=created_at)
 
     def finished_pod_logs(self, namespace: str, selector: str) -> List[PodLog]:
         pods = self._core.list_namespaced_pod(namespace=namespace, label_selector=selector).items
@@ -152,7 +155,9 @@ class KubernetesCluster:
             phase = (pod.status.phase if pod.status else None) or ""
             if phase not in ("Succeeded", "Failed"):
                 continue
-            text = self._core.read_namespaced_pod_log(name=pod.metadata.name, namespace=namespace, tail_lines=500)
-            out.append(PodLog(name=pod.metadata.name, phase=phase, text=text or "",
-                              created_at=pod.metadata.creation_timestamp))
+            meta = pod.metadata
+            if meta is None or not meta.name:
+                continue          # a pod without a name has no log to read
+            text = self._core.read_namespaced_pod_log(name=meta.name, namespace=namespace, tail_lines=500)
+            out.append(PodLog(name=meta.name, phase=phase, text=text or "", created_at=meta.creation_timestamp))
         return out

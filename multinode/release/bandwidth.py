@@ -120,20 +120,22 @@ def judge(spec: CheckSpec, verdict: Dict[str, Any], source: str) -> CheckResult:
     threshold = _first_number(verdict, "threshold_GBps", "threshold_gbps", "threshold")
     said_pass = verdict.get("pass") is True
     reason = str(verdict.get("reason") or "")
-    base = dict(name=spec.name, namespace=spec.namespace, busbw=busbw, threshold=threshold, source=source,
-                verdict=verdict)
+
+    def result(status: str, message: str) -> CheckResult:
+        return CheckResult(name=spec.name, namespace=spec.namespace, status=status, busbw=busbw,
+                           threshold=threshold, source=source, message=message, verdict=verdict)
+
     if busbw is None or threshold is None:
         status = str(verdict.get("status") or "")
-        return CheckResult(status=ERROR, message=f"the check produced no measurement (status {status or '?'}"
-                           f"{': ' + reason if reason else ''})", **base)
+        return result(ERROR, f"the check produced no measurement (status {status or '?'}"
+                             f"{': ' + reason if reason else ''})")
     if said_pass and busbw >= threshold:
-        return CheckResult(status=PASS, message=f"bus bandwidth {busbw:g} {UNIT} >= threshold {threshold:g} {UNIT}",
-                           **base)
+        return result(PASS, f"bus bandwidth {busbw:g} {UNIT} >= threshold {threshold:g} {UNIT}")
     if said_pass:
-        return CheckResult(status=FAIL, message=f"verdict says pass but bus bandwidth {busbw:g} {UNIT} is below "
-                           f"its threshold {threshold:g} {UNIT}", **base)
-    return CheckResult(status=FAIL, message=f"bus bandwidth {busbw:g} {UNIT} below threshold {threshold:g} {UNIT}"
-                       + (f" ({reason})" if reason else ""), **base)
+        return result(FAIL, f"verdict says pass but bus bandwidth {busbw:g} {UNIT} is below "
+                            f"its threshold {threshold:g} {UNIT}")
+    return result(FAIL, f"bus bandwidth {busbw:g} {UNIT} below threshold {threshold:g} {UNIT}"
+                        + (f" ({reason})" if reason else ""))
 
 
 def _fresh(created_at: Optional[datetime], not_before: datetime) -> bool:
@@ -154,7 +156,8 @@ def default_parse_verdict() -> ParseVerdict:
     parse = getattr(module, "parse_verdict", None)
     if not callable(parse):
         raise CheckUnavailable(f"{NCCL_MODULE} has no parse_verdict(log_text) -> dict")
-    return parse
+    typed: ParseVerdict = parse        # a callable found by name: its signature is the module's contract
+    return typed
 
 
 class VerdictWaiter:

@@ -110,7 +110,8 @@ def main(argv: Optional[List[str]] = None, prog: str = USAGE_PROG) -> int:
     opts = p.ReleaseOptions(stack=args.stack, promote_from=args.promote_from, dry_run=args.dry_run,
                             timeout=args.timeout, policy_packs=[str(adapters.POLICY_PACK)],
                             revision=_revision(adapters.ROOT))
-    waiter = None if args.dry_run else bandwidth.VerdictWaiter(parse=parse, progress=out)
+    # a dry run stops after the preview and never calls the waiter (nor loads the default parser)
+    waiter = bandwidth.VerdictWaiter(parse=parse, progress=out)
     try:
         report = p.run_release(opts, open_stack=adapters.open_stack_factory(adapters.ROOT, out),
                                connect_cluster=adapters.KubernetesCluster, bandwidth_check=waiter,

@@ -245,8 +245,7 @@ def run_release(opts: ReleaseOptions, *, open_stack: StackOpener, connect_cluste
             entry["detail"] = d
         return result
 
-    def promotion_gate() -> None:
-        src_name = opts.promote_from
+    def promotion_gate(src_name: str) -> None:
         info: Dict[str, Any] = {"from": src_name, "allowed": False}
         report.promotion = info
         try:
@@ -281,7 +280,8 @@ def run_release(opts: ReleaseOptions, *, open_stack: StackOpener, connect_cluste
             raise _Stop(EXIT_USAGE, f"stack {opts.stack} has no workload of kind nccl-test: a release is gated "
                         "on its measured bus bandwidth (add one under `multinode:workloads`)")
         if opts.promote_from:
-            step("promotion-gate", promotion_gate, lambda _r: report.promotion)
+            src_name = opts.promote_from
+            step("promotion-gate", lambda: promotion_gate(src_name), lambda _r: report.promotion)
 
         target = step("select", lambda: open_stack(opts.stack, True))
         if not opts.dry_run:

@@ -32,7 +32,8 @@ Everything here is a pure function of the props; no Pulumi import, no side effec
 
 The checks are pure functions of the DGD props plus the machine's GPUs per node (`DGD_RULES`).
 At the end of this file each is adapted into an engine `Rule` (`RULES`), so `evaluate(records,
-cfg)` (plan) and `policies()` (CrossGuard) run them on any `kubernetes:nvidia.com/<v1alpha1|v1beta1>:DynamoGraphDeployment`.
+cfg)` (plan) and `policies()` (CrossGuard) run them on any
+`kubernetes:nvidia.com/<v1alpha1|v1beta1>:DynamoGraphDeployment`.
 
 The machine comes from where the GPU components land, read like the other resource rules do
 (Context.machine_for): the pod's own instance-type / multinode.dev/machine labels, else the one
@@ -122,7 +123,7 @@ class Parallelism:
         return f"{tp} x {pp}{dp} = {self.gpus} GPUs"
 
 
-def _dict(v: Any) -> Dict[str, Any]:
+def _dict(v: Any) -> Mapping[str, Any]:
     return v if isinstance(v, Mapping) else {}
 
 
@@ -375,7 +376,8 @@ def check_dgd_parallelism(props: Mapping[str, Any], machine_gpus: Optional[int] 
             if comp.multinode:
                 out.append(f"{_who(comp)}: multinode.nodeCount {comp.node_count} but no GPU request; the operator "
                            f"spans nodeCount x the container's GPUs, so set the GPU limit per node "
-                           f"({'resources.limits.gpu' if comp.version == 'v1alpha1' else 'nvidia.com/gpu on the main container'})")
+                           + ("(resources.limits.gpu)" if comp.version == "v1alpha1"
+                              else "(nvidia.com/gpu on the main container)"))
             continue
         if par.unreadable:
             continue          # reported by the advisory rule; never guess

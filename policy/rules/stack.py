@@ -57,11 +57,10 @@ def check_workload_pool(resources: List[Resource], ctx: Context) -> Iterator[Tup
                     yield r, (f"{g.name} {role.name}: nodeSelector {sel} matches none of the stack's GPU node "
                               f"pools, so its {role.gpus}-GPU pods stay Pending; select one of: {known}")
                     continue
-                machines = {p.machine.name: p for p in matched if p.machine}
+                machines = {p.machine.name: (p, p.machine) for p in matched if p.machine}
                 if len(machines) != 1 or ctx.resource_rules_see_pools:
                     continue          # offline, gpus-per-pod-within-machine already judged this pod
-                pool = next(iter(machines.values()))
-                m = pool.machine
+                pool, m = next(iter(machines.values()))
                 if role.gpus > m.gpus:
                     yield r, (f"{g.name} {role.name}: {role.gpus} nvidia.com/gpu per pod, but node pool "
                               f"{pool.name!r} runs {m.name} with {m.gpus} GPUs per node; request {m.gpus} or "
@@ -93,17 +92,19 @@ def check_node_count(resources: List[Resource], ctx: Context) -> Iterator[Tuple[
         role = g.gpu_roles[0]
         sel = _significant(role.selectors()[0])
         matched = ctx.pools_for(sel) if sel else list(ctx.pools)
-        if len(matched) != 1 or matched[0].machine is None or matched[0].node_count is None:
+        if len(matched) != 1:
             continue
-        pool, m = matched[0], matched[0].machine
+        pool, m, count = matched[0], matched[0].machine, matched[0].node_count
+        if m is None or count is None:
+            continue
         if g.gpus_per_pod > m.gpus or g.gpus_per_pod <= 0:
             continue          # another rule reports pods that fit no node
         per_node = m.gpus // g.gpus_per_pod
         need = -(-g.pods // per_node)
-        if need > pool.node_count:
+        if need > count:
             yield r, (f"{g.name}: one gang is {g.pods} pods x {g.gpus_per_pod} GPUs = {need} nodes of {m.name}, "
-                      f"but node pool {pool.name!r} has {pool.node_count}; it can never be scheduled whole: shrink "
-                      f"the gang to {pool.node_count * per_node} pods or raise the pool's nodeCount to {need}")
+                      f"but node pool {pool.name!r} has {count}; it can never be scheduled whole: shrink "
+                      f"the gang to {count * per_node} pods or raise the pool's nodeCount to {need}")
 
 
 # ------------------------------------------------------------------ fabric: one cloud, right device count
@@ -253,19 +254,18 @@ def check_kyverno_devices(resources: List[Resource], ctx: Context) -> Iterator[T
                  if isinstance(x, dict)}
         for rule_name, res_name, value in kyverno_fabric_counts(r.props):
             pname = str(objects.get(r.props, "metadata", "name") or "")
-            targets = [p for p in _rule_pools(rules.get(rule_name, {}), ctx, pname) if p.machine
+            targets = [(p, p.machine) for p in _rule_pools(rules.get(rule_name, {}), ctx, pname) if p.machine
                        and catalog.FABRIC_CLOUD.get(p.machine.fabric) == objects.FABRIC_RESOURCES[res_name]]
             if not targets:
                 continue      # no pool of this fabric's cloud: check_one_fabric reports the mix
             expected = {}
-            for p in targets:
+            for p, pm in targets:
                 prof = p.profile if p.profile is not None and p.profile.device_resource else \
-                    default_profile(p.machine, res_name)
-                expected[p.machine.name] = (p, prof)
-            if len({(prof.device_resource, prof.devices_per_node) for _, prof in expected.values()}) != 1:
+                    default_profile(pm, res_name)
+                expected[pm.name] = (p, pm, prof)
+            if len({(prof.device_resource, prof.devices_per_node) for _, _, prof in expected.values()}) != 1:
                 continue      # pools with different machines and a rule that names none: nothing to compare
-            pool, prof = next(iter(expected.values()))
-            m = pool.machine
+            pool, m, prof = next(iter(expected.values()))
             where = f"{r.label} rule {rule_name!r}"
             if prof.device_resource and prof.device_resource != res_name:
                 yield r, (f"{where} injects {res_name}, but {m.name} (pool {pool.name!r}) exposes its fabric as "
@@ -284,7 +284,8 @@ def check_kyverno_devices(resources: List[Resource], ctx: Context) -> Iterator[T
                 if factor is not None and factor != want:
                     yield r, (f"{where} computes {res_name} as {float(factor):g} per GPU, but {m.name} (pool "
                               f"{pool.name!r}) has {prof.devices_per_node} for {m.gpus} GPUs = "
-                              f"{_per_gpu(prof.devices_per_node, m.gpus)} per GPU; use {_per_gpu(prof.devices_per_node, m.gpus)}")
+                              f"{_per_gpu(prof.devices_per_node, m.gpus)} per GPU; "
+                              f"use {_per_gpu(prof.devices_per_node, m.gpus)}")
 
 
 def _per_gpu(devices: int, gpus: int) -> str:

@@ -39,7 +39,7 @@ def _claims_mounted_by_gangs(resources: List[Resource]) -> Set[Tuple[Optional[st
 
 
 def checkpoint_objects(resources: List[Resource], ctx: Context) -> Dict[str, List[Resource]]:
-    kinds = {"PersistentVolumeClaim": [], "PersistentVolume": [], "StorageClass": []}   # type: Dict[str, List[Resource]]
+    kinds: Dict[str, List[Resource]] = {"PersistentVolumeClaim": [], "PersistentVolume": [], "StorageClass": []}
     by_kind: Dict[str, List[Resource]] = {k: [r for r in resources if r.is_k8s and r.props.get("kind") == k]
                                           for k in kinds}
     names: Set[str] = set()

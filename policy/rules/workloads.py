@@ -1,13 +1,13 @@
 """Resource rules over one workload object: topology, gang shape, GPUs per pod, fabric label, /dev/shm."""
 from __future__ import annotations
 
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from multinode import pools, topology
 
 from .. import objects
 from . import dynamo as rules_dynamo
-from ..engine import MANDATORY, Context, Resource, Rule
+from ..engine import MANDATORY, Context, PoolInfo, Resource, Rule
 from ..objects import Gang, Role
 
 
@@ -41,11 +41,13 @@ def _inference(g: Gang, ctx: Context) -> Iterator[str]:
             return
         yield (f"{g.name}: {stated}, but each pod has {gpn} GPUs (nvidia.com/gpu) and the clique "
                f"{_pair(pods, 'pod')} x {gpn} = {total}; set {par.tp_name} {gpn} with {par.pp_name} 1 for one "
-               f"instance per pod, or put the clique in a podCliqueScalingGroup sized {max(1, used // max(gpn, 1))} pods")
+               f"instance per pod, or put the clique in a podCliqueScalingGroup sized "
+               f"{max(1, used // max(gpn, 1))} pods")
         return
     if topology.check_parallelism(par.tensor * par.data, par.pipeline, pods, gpn):
         tp, pp = topology.suggest_parallel(pods, gpn, par.pipeline)
-        fix = f"set {par.tp_name} {tp // par.data if par.data > 1 and tp % par.data == 0 else tp} and {par.pp_name} {pp}"
+        tensor = tp // par.data if par.data > 1 and tp % par.data == 0 else tp
+        fix = f"set {par.tp_name} {tensor} and {par.pp_name} {pp}"
         if used % gpn == 0 and used // gpn != pods:
             fix += f", or run {_pair(used // gpn, 'pod')} of {gpn} GPUs"
         yield (f"{g.name}: {stated}, but one group is {_pair(pods, 'pod')} x {gpn} GPUs (nvidia.com/gpu) = "
@@ -125,7 +127,7 @@ def check_uniform(res: Resource, ctx: Context) -> Iterator[str]:
 
 
 # ------------------------------------------------------------------ GPUs per pod vs the machine
-def _where(sel: Dict[str, str], pool) -> str:
+def _where(sel: Dict[str, str], pool: Optional[PoolInfo]) -> str:
     if pool is not None and not objects.machine_from_labels(sel):
         return f"node pool {pool.name!r}"
     return "nodeSelector " + ", ".join(f"{k}={v}" for k, v in sel.items())

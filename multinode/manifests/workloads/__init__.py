@@ -14,14 +14,14 @@ from Pulumi secrets). Nothing here imports Pulumi.
 from __future__ import annotations
 
 import copy
-from typing import Callable, Dict
+from typing import Callable
 
 from ...config import StackConfig, Workload
 from . import dynamo, grove, indexed_job, lws, mpijob, nccl_test, volcano
 from .common import SecretRef, WorkloadManifests
 from .nccl_test import parse_verdict
 
-BUILDERS: Dict[str, Callable[[StackConfig, Workload], WorkloadManifests]] = {
+BUILDERS: dict[str, Callable[[StackConfig, Workload], WorkloadManifests]] = {
     "lws-inference": lws.build,
     "grove-inference": grove.build,
     "volcano-training": volcano.build,

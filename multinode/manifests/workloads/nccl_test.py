@@ -58,10 +58,11 @@ def threshold_gbytes(cfg: StackConfig, w: Workload) -> Tuple[float, str]:
     if w.min_bus_bandwidth_gbps is not None:
         return round(w.min_bus_bandwidth_gbps / 8, 2), "minBusBandwidthGbps"
     m = cfg.machine(cfg.pool(w.node_pool))
-    if not bandwidth_confirmed(m):
+    gbps = m.bandwidth_gbps
+    if gbps is None or not bandwidth_confirmed(m):
         raise ThresholdUnknown(m.name)
-    return (round(m.bandwidth_gbps / 8 * w.bus_bandwidth_efficiency, 2),
-            f"catalog {m.name} {m.bandwidth_gbps} Gbit/s x {w.bus_bandwidth_efficiency}")
+    return (round(gbps / 8 * w.bus_bandwidth_efficiency, 2),
+            f"catalog {m.name} {gbps} Gbit/s x {w.bus_bandwidth_efficiency}")
 
 
 def verdict_name(w: Workload) -> str:
@@ -133,7 +134,7 @@ else
   echo "warning: neither curl nor python3 in the image: verdict ConfigMap $CM not written"
 fi
 exit $CODE
-"""
+"""  # noqa: E501 - the lines of the rendered script (kept whole: they are what the pod runs)
 
 
 # ------------------------------------------------------------------ reading the verdict back
@@ -156,6 +157,8 @@ def parse_verdict(log_text: str) -> Dict[str, Any]:
         verdict = json.loads(candidates[-1])
     except json.JSONDecodeError as e:
         raise ValueError(f"{VERDICT_TAG} line is not valid JSON: {e}") from None
+    if not isinstance(verdict, dict):
+        raise ValueError(f"{VERDICT_TAG} JSON is not an object")
     missing = [k for k in ("version", "pass", "status", "busbw_GBps", "threshold_GBps", "exit_code")
                if k not in verdict]
     if missing:
