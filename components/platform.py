@@ -5,8 +5,6 @@ Each piece is its own component, parented here; the cloud's module is chosen by 
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
-
 import pulumi
 
 from components import clouds
@@ -19,7 +17,7 @@ from multinode.config import StackConfig
 
 
 class Platform(pulumi.ComponentResource):
-    def __init__(self, name: str, config: StackConfig, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "Platform", name, None, opts)
         self.config = config
         child = pulumi.ResourceOptions(parent=self)
@@ -27,7 +25,7 @@ class Platform(pulumi.ComponentResource):
         cm = self.cloud_module
 
         self.cluster = cm.ClusterAccess("cluster", ClusterAccessArgs(config), child)
-        self.node_pools: Dict[str, pulumi.ComponentResource] = {
+        self.node_pools: dict[str, pulumi.ComponentResource] = {
             pool.name: cm.GpuNodePool(pool.name, GpuNodePoolArgs(config, pool, self.cluster), child)
             for pool in config.node_pools
         }

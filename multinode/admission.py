@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any
 
 VALIDATION_GO = "kubernetes/kubernetes pkg/apis/core/validation/validation.go"
 
@@ -43,14 +44,14 @@ UNIQUE_CONTAINER_NAMES = "unique-container-names"
 UNIQUE_VOLUME_NAMES = "unique-volume-names"
 
 # --------------------------------------------------------------------------------- quantities
-_SUFFIX: Dict[str, Decimal | int] = {
+_SUFFIX: dict[str, Decimal | int] = {
     "": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10 ** 3, "M": 10 ** 6,
     "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18, "Ki": 2 ** 10, "Mi": 2 ** 20,
     "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
 _QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
 
 
-def parse_quantity(value: Any) -> Optional[Decimal]:
+def parse_quantity(value: Any) -> Decimal | None:
     """A Kubernetes resource.Quantity ("8", "500m", "5120Mi", "1e3", 8) as a Decimal; None if malformed."""
     if isinstance(value, bool):
         return None
@@ -96,20 +97,20 @@ def is_extended(name: str) -> bool:
     return not is_native(name) and not name.startswith("requests.") and bool(_QUALIFIED_NAME.match(name))
 
 
-def _hugepage_size(name: str) -> Optional[Decimal]:
+def _hugepage_size(name: str) -> Decimal | None:
     return parse_quantity(name[len("hugepages-"):]) if is_hugepages(name) else None
 
 
 # --------------------------------------------------------------------------------- pod helpers
-def _list(value: Any) -> List[Dict[str, Any]]:
+def _list(value: Any) -> list[dict[str, Any]]:
     return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
 
 
-def _map(value: Any) -> Dict[str, Any]:
+def _map(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def defaulted_requests(container: Dict[str, Any]) -> Dict[str, Any]:
+def defaulted_requests(container: dict[str, Any]) -> dict[str, Any]:
     """requests after SetDefaults_Pod (pkg/apis/core/v1/defaults.go): each limit without a request is
     copied into requests."""
     res = _map(container.get("resources"))
@@ -119,16 +120,16 @@ def defaulted_requests(container: Dict[str, Any]) -> Dict[str, Any]:
     return requests
 
 
-def all_containers(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
+def all_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return _list(spec.get("initContainers")) + _list(spec.get("containers"))
 
 
 # --------------------------------------------------------------------------------- container rules
 # Each takes (container, pod spec) and returns the problems as strings (empty: admitted).
-ContainerRule = Callable[[Dict[str, Any], Dict[str, Any]], List[str]]
+ContainerRule = Callable[[dict[str, Any], dict[str, Any]], list[str]]
 
 
-def check_resource_names(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+def check_resource_names(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """validateContainerResourceName: "must be a standard resource for containers" (no domain: cpu,
     memory, ephemeral-storage, hugepages-*) / "doesn't follow extended resource name standard"."""
     out = []
@@ -143,7 +144,7 @@ def check_resource_names(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
     return out
 
 
-def check_resource_quantities(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+def check_resource_quantities(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """ValidateResourceQuantityValue (must parse, "must be greater than or equal to 0", extended resources
     "must be an integer") and validateResourceQuantityHugePageValue ("is not positive integer multiple
     of" the page size)."""
@@ -166,7 +167,7 @@ def check_resource_quantities(c: Dict[str, Any], spec: Dict[str, Any]) -> List[s
     return out
 
 
-def check_extended_request_equals_limit(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+def check_extended_request_equals_limit(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """validateResourceRequirements, for resources where IsOvercommitAllowed is false (extended resources
     such as nvidia.com/gpu or vpc.amazonaws.com/efa, and hugepages): a request needs a limit ("Limit must
     be set for non overcommitable resources") and must equal it ("must be equal to <name> limit of ...")."""
@@ -185,7 +186,7 @@ def check_extended_request_equals_limit(c: Dict[str, Any], spec: Dict[str, Any])
     return out
 
 
-def check_request_within_limit(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+def check_request_within_limit(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """validateResourceRequirements, overcommittable resources (cpu, memory, ephemeral-storage):
     "must be less than or equal to <name> limit of ..."."""
     out = []
@@ -200,7 +201,7 @@ def check_request_within_limit(c: Dict[str, Any], spec: Dict[str, Any]) -> List[
     return out
 
 
-def check_hugepages_need_cpu_or_memory(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+def check_hugepages_need_cpu_or_memory(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """validateResourceRequirements: a container with hugepages in its limits or requests and neither cpu
     nor memory in either is Forbidden: "HugePages require cpu or memory"."""
     res = _map(c.get("resources"))
@@ -212,7 +213,7 @@ def check_hugepages_need_cpu_or_memory(c: Dict[str, Any], spec: Dict[str, Any]) 
     return []
 
 
-def check_unique_port_names(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+def check_unique_port_names(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """validateContainerPorts: a named port appears once per container (field.Duplicate)."""
     seen, out = set(), []
     for p in _list(c.get("ports")):
@@ -224,7 +225,7 @@ def check_unique_port_names(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str
     return out
 
 
-def check_mounts_name_a_volume(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+def check_mounts_name_a_volume(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """ValidateVolumeMounts: every volumeMounts[].name must name one of the pod's volumes (IsMatchedVolume;
     field.NotFound)."""
     volumes = {v.get("name") for v in _list(spec.get("volumes"))}
@@ -233,7 +234,7 @@ def check_mounts_name_a_volume(c: Dict[str, Any], spec: Dict[str, Any]) -> List[
             for m in _list(c.get("volumeMounts")) if m.get("name") not in volumes]
 
 
-def check_unique_mount_paths(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+def check_unique_mount_paths(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """ValidateVolumeMounts: each mountPath once per container ("must be unique")."""
     seen, out = set(), []
     for m in _list(c.get("volumeMounts")):
@@ -244,7 +245,7 @@ def check_unique_mount_paths(c: Dict[str, Any], spec: Dict[str, Any]) -> List[st
     return out
 
 
-def check_env_set_once(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
+def check_env_set_once(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """Ours, stricter than upstream: pkg/api/pod/warnings.go only warns ("hides previous definition of
     ...") and the kubelet keeps the last value, so a duplicated NCCL_NET or FI_PROVIDER silently overrides
     the fabric's. Refused here so the value a pod runs with is the one it states once."""
@@ -259,7 +260,7 @@ def check_env_set_once(c: Dict[str, Any], spec: Dict[str, Any]) -> List[str]:
     return out
 
 
-CONTAINER_RULES: Dict[str, ContainerRule] = {
+CONTAINER_RULES: dict[str, ContainerRule] = {
     RESOURCE_NAME: check_resource_names,
     RESOURCE_QUANTITY: check_resource_quantities,
     EXTENDED_REQUEST_EQUALS_LIMIT: check_extended_request_equals_limit,
@@ -274,15 +275,15 @@ CONTAINER_RULES: Dict[str, ContainerRule] = {
 
 # --------------------------------------------------------------------------------- pod rules
 # Each takes the pod spec and returns (container name or "", problem) pairs.
-PodRule = Callable[[Dict[str, Any]], List[Tuple[str, str]]]
+PodRule = Callable[[dict[str, Any]], list[tuple[str, str]]]
 
 
-def check_containers_required(spec: Dict[str, Any]) -> List[Tuple[str, str]]:
+def check_containers_required(spec: dict[str, Any]) -> list[tuple[str, str]]:
     """validateContainers: an empty containers list is Required."""
     return [] if _list(spec.get("containers")) else [("", "containers: Required value")]
 
 
-def check_unique_container_names(spec: Dict[str, Any]) -> List[Tuple[str, str]]:
+def check_unique_container_names(spec: dict[str, Any]) -> list[tuple[str, str]]:
     """validateContainers and validateInitContainers: names unique across containers and initContainers
     (native sidecars included; field.Duplicate)."""
     seen, out = set(), []
@@ -294,7 +295,7 @@ def check_unique_container_names(spec: Dict[str, Any]) -> List[Tuple[str, str]]:
     return out
 
 
-def check_unique_volume_names(spec: Dict[str, Any]) -> List[Tuple[str, str]]:
+def check_unique_volume_names(spec: dict[str, Any]) -> list[tuple[str, str]]:
     """ValidateVolumes: each volume name once (field.Duplicate)."""
     seen, out = set(), []
     for v in _list(spec.get("volumes")):
@@ -305,7 +306,7 @@ def check_unique_volume_names(spec: Dict[str, Any]) -> List[Tuple[str, str]]:
     return out
 
 
-POD_RULES: Dict[str, PodRule] = {
+POD_RULES: dict[str, PodRule] = {
     CONTAINERS_REQUIRED: check_containers_required,
     UNIQUE_CONTAINER_NAMES: check_unique_container_names,
     UNIQUE_VOLUME_NAMES: check_unique_volume_names,
@@ -321,9 +322,9 @@ class Finding:
     detail: str
 
 
-def check_pod_spec(spec: Dict[str, Any]) -> List[Finding]:
+def check_pod_spec(spec: dict[str, Any]) -> list[Finding]:
     """Every rule on one pod spec (containers and initContainers)."""
-    out: List[Finding] = []
+    out: list[Finding] = []
     for rule, fn in POD_RULES.items():
         out += [Finding(rule, c, d) for c, d in fn(spec)]
     for c in all_containers(spec):
@@ -340,11 +341,11 @@ _NOT_PODS = ("kyverno.io/", "policies.kyverno.io/")
 @dataclass
 class PodSpecRef:
     where: str                   # path of the pod spec inside the object, e.g. spec.leaderWorkerTemplate.workerTemplate
-    metadata: Dict[str, Any]     # labels / annotations the pods get (what the fabric policies match)
-    spec: Dict[str, Any]
+    metadata: dict[str, Any]     # labels / annotations the pods get (what the fabric policies match)
+    spec: dict[str, Any]
 
 
-def pod_specs(obj: Dict[str, Any]) -> Iterator[PodSpecRef]:
+def pod_specs(obj: dict[str, Any]) -> Iterator[PodSpecRef]:
     """Every pod spec inside a rendered object: a Pod; pod templates ({metadata, spec.containers}) of
     Deployments, StatefulSets, DaemonSets, Jobs, LWS leader/worker, Volcano Job tasks, MPIJob /
     PyTorchJob replicas, Dynamo DGD v1beta1 components[].podTemplate; Grove PodCliqueSet cliques
@@ -386,13 +387,13 @@ def _walk(node: Any, path: str) -> Iterator[PodSpecRef]:
         yield from _walk(v, f"{path}.{k}" if path else k)
 
 
-def _fabric_policies(objects: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def _fabric_policies(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Kyverno ClusterPolicies the stack renders (the fabric injection), in apply order."""
     return [o for o in objects if o.get("kind") == "ClusterPolicy"
             and str(o.get("apiVersion", "")).startswith("kyverno.io/")]
 
 
-def effective_spec(ref: PodSpecRef, policies: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+def effective_spec(ref: PodSpecRef, policies: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The pod spec after the rendered fabric policies mutate the Pod (None when none applies): computed
     by evaluating the policies themselves (manifests.effective_pod), not a copy of their logic."""
     from .manifests.effective_pod import apply_policy_to_pod
@@ -400,24 +401,24 @@ def effective_spec(ref: PodSpecRef, policies: List[Dict[str, Any]]) -> Optional[
     for c in all_containers(spec):      # the webhook sees the Pod after SetDefaults_Pod (requests from limits)
         if isinstance(c.get("resources"), dict) and _map(c["resources"].get("limits")):
             c["resources"]["requests"] = defaulted_requests(c)
-    pod: Dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": copy.deepcopy(ref.metadata), "spec": spec}
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": copy.deepcopy(ref.metadata), "spec": spec}
     out = pod
     for policy in policies:
         out = apply_policy_to_pod(out, policy)
     return out["spec"] if out["spec"] != spec else None
 
 
-def object_label(obj: Dict[str, Any]) -> str:
+def object_label(obj: dict[str, Any]) -> str:
     meta = _map(obj.get("metadata"))
     ns = f"{meta['namespace']}/" if meta.get("namespace") else ""
     return f"{obj.get('kind', '?')} {ns}{meta.get('name', '?')}"
 
 
-def findings(objects: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def findings(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mandatory violations for every pod spec of the rendered objects and for each pod after the fabric
     policies: one per (object, pod spec, container, rule, problem)."""
     policies = _fabric_policies(objects)
-    out: List[Dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
     for obj in objects:
         for ref in pod_specs(obj):
             variants = [("", ref.spec)]

@@ -13,8 +13,8 @@ Pure: no Pulumi, no I/O.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple
 
 from .catalog import Machine
 
@@ -47,15 +47,15 @@ DEFAULT_MAX_PODS = {"aws": 250, "azure": 250, "gcp": 110}
 @dataclass(frozen=True)
 class Allocatable:
     """Estimated allocatable cpu (millicores) and memory (MiB) of one node; None = not known."""
-    cpu_millis: Optional[int]
-    memory_mib: Optional[int]
-    reserved_cpu_millis: Optional[int] = None
-    reserved_memory_mib: Optional[int] = None
+    cpu_millis: int | None
+    memory_mib: int | None
+    reserved_cpu_millis: int | None = None
+    reserved_memory_mib: int | None = None
     source: str = ""
-    skipped: Tuple[str, ...] = field(default_factory=tuple)   # why a resource has no estimate (advisory)
+    skipped: tuple[str, ...] = field(default_factory=tuple)   # why a resource has no estimate (advisory)
 
 
-def _tiered(amount: float, tiers: Sequence[Tuple[float, float]], rest: float) -> float:
+def _tiered(amount: float, tiers: Sequence[tuple[float, float]], rest: float) -> float:
     """sum of share x slice over consecutive slices (size, share), then `rest` x what is left."""
     total, left = 0.0, amount
     for size, share in tiers:
@@ -89,9 +89,9 @@ def _gke_memory(mib: float) -> float:
     return _tiered(mib, [(4 * 1024, 0.25), (4 * 1024, 0.20), (8 * 1024, 0.10), (112 * 1024, 0.06)], 0.02)
 
 
-def estimate(machine: Machine, cloud: str, max_pods: Optional[int] = None) -> Allocatable:
+def estimate(machine: Machine, cloud: str, max_pods: int | None = None) -> Allocatable:
     """Allocatable cpu / memory of one node of `machine` on `cloud` (aws, azure, gcp, oci, existing)."""
-    skipped: List[str] = []
+    skipped: list[str] = []
     cores = machine.vcpus
     mem = machine.memory_gib * MIB_PER_GIB if machine.memory_gib is not None else None
     if cores is None:

@@ -9,9 +9,9 @@ confirms is stored as given (or None when the source has none) and its field nam
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Dict, Iterable, List, Optional, Tuple
 
 CLOUDS = ("aws", "azure", "gcp", "oci")
 
@@ -27,7 +27,7 @@ FABRICS = (EFA, INFINIBAND, TCPX, TCPXO, GCP_RDMA, ROCE, NONE)
 
 FABRIC_CLOUD = {EFA: "aws", INFINIBAND: "azure", TCPX: "gcp", TCPXO: "gcp", GCP_RDMA: "gcp", ROCE: "oci"}
 
-SOURCES: Dict[str, str] = {
+SOURCES: dict[str, str] = {
     "A1": "docs.aws.amazon.com/ec2/latest/instancetypes/ac.html",
     "A2": "docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html",
     "A4": "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/*.yaml",
@@ -63,43 +63,43 @@ class Machine:
     cloud: str                       # aws | azure | gcp | oci | existing (user-described)
     gpu_model: str
     gpus: int                        # GPUs per node
-    gpu_memory_gb: Optional[int]     # per GPU; None = no source gives it
+    gpu_memory_gb: int | None     # per GPU; None = no source gives it
     fabric: str                      # one of FABRICS
-    fabric_nics: Optional[int]       # fast fabric NICs (EFA interfaces, IB HCAs, RDMA VFs, GPU VPC NICs)
-    bandwidth_gbps: Optional[int]    # aggregate fabric bandwidth per node; None = unconfirmed
+    fabric_nics: int | None       # fast fabric NICs (EFA interfaces, IB HCAs, RDMA VFs, GPU VPC NICs)
+    bandwidth_gbps: int | None    # aggregate fabric bandwidth per node; None = unconfirmed
     source: str                      # source keys, see SOURCES
-    unconfirmed: Tuple[str, ...] = ()
+    unconfirmed: tuple[str, ...] = ()
     note: str = ""
     # AWS: network cards of the instance type; the launch template puts one EFA interface on each
     # (at most one EFA per card). None = no source confirms the card layout (listed in unconfirmed).
-    network_cards: Optional[int] = None
-    accelerator: Optional[str] = None  # gcp: the GKE guest accelerator type of the machine's GPUs (G2)
+    network_cards: int | None = None
+    accelerator: str | None = None  # gcp: the GKE guest accelerator type of the machine's GPUs (G2)
     # azure: the NCCL topology file published for this VM size (source Z4), e.g. "ndv5-topo.xml"; NCCL reads
     # it through NCCL_TOPO_FILE because the VM's PCI topology is virtualized. None = no published file.
-    nccl_topology: Optional[str] = None
+    nccl_topology: str | None = None
     # Node resources (cpu, memory, local NVMe) for sizing fabric pods and for the placement check.
     # None = no source gives it yet; a value carries its source key in `source`.
     # Units as the sources print them: vcpus = hardware threads the node exposes; memory_gib = the provider's
     # memory figure (AWS GiB, Azure GiB/GB as printed, GCP binary GB, OCI GB); local_nvme_gb = decimal GB, converted
     # where the source gives GiB/TiB (Azure). These are capacities: the system reserve is the reader's business.
-    vcpus: Optional[int] = None
-    memory_gib: Optional[int] = None
-    local_nvme_gb: Optional[int] = None  # total local NVMe (instance store / local SSD), GB; 0 = none
+    vcpus: int | None = None
+    memory_gib: int | None = None
+    local_nvme_gb: int | None = None  # total local NVMe (instance store / local SSD), GB; 0 = none
 
     @property
-    def devices_per_gpu(self) -> Optional[Fraction]:
+    def devices_per_gpu(self) -> Fraction | None:
         """Fabric NICs per GPU (may be fractional: p4d has 4 EFA for 8 GPUs)."""
         if not self.fabric_nics:
             return None
         return Fraction(self.fabric_nics, self.gpus)
 
-    def devices_for(self, gpus: int, per_node: Optional[int] = None) -> int:
+    def devices_for(self, gpus: int, per_node: int | None = None) -> int:
         """Fabric devices a container with `gpus` GPUs needs: its share of the node, rounded up."""
         total = per_node if per_node is not None else (self.fabric_nics or 0)
         return device_share(gpus, total, self.gpus)
 
     @property
-    def sources(self) -> List[str]:
+    def sources(self) -> list[str]:
         return [SOURCES.get(k.strip(), k.strip()) for k in self.source.split(",")]
 
 
@@ -125,7 +125,7 @@ _NODE_FIELDS = ("vcpus", "memory_gib", "local_nvme_gb")
 NODE_SHARE_REQUESTED = Fraction(3, 4)
 
 
-def node_share_per_gpu(machine: Machine) -> Dict[str, Tuple[int, str]]:
+def node_share_per_gpu(machine: Machine) -> dict[str, tuple[int, str]]:
     """cpu and memory a container requests per GPU (NODE_SHARE_REQUESTED of the per-GPU share of the node); {}
     when the catalog has no confirmed vCPU / memory figure for the machine (nothing is guessed)."""
     if not machine.vcpus or not machine.memory_gib or machine.gpus <= 0:
@@ -135,10 +135,10 @@ def node_share_per_gpu(machine: Machine) -> Dict[str, Tuple[int, str]]:
     return {"cpu": (cpu, ""), "memory": (mem, "Gi")} if cpu > 0 and mem > 0 else {}
 
 
-def _m(name: str, cloud: str, gpu: str, gpus: int, mem: Optional[int], fabric: str, nics: Optional[int],
-       gbps: Optional[int], source: str, unconfirmed: Tuple[str, ...] = (), note: str = "",
-       cards: Optional[int] = None, accelerator: Optional[str] = None, topology: Optional[str] = None,
-       node: Tuple[Optional[int], Optional[int], Optional[int]] = (None, None, None)) -> Machine:
+def _m(name: str, cloud: str, gpu: str, gpus: int, mem: int | None, fabric: str, nics: int | None,
+       gbps: int | None, source: str, unconfirmed: tuple[str, ...] = (), note: str = "",
+       cards: int | None = None, accelerator: str | None = None, topology: str | None = None,
+       node: tuple[int | None, int | None, int | None] = (None, None, None)) -> Machine:
     """`node` = (vcpus, memory_gib, local_nvme_gb); a None there is listed in `unconfirmed` automatically."""
     missing = tuple(f for f, v in zip(_NODE_FIELDS, node) if v is None and f not in unconfirmed)
     return Machine(name, cloud, gpu, gpus, mem, fabric, nics, gbps, source, tuple(unconfirmed) + missing, note,
@@ -150,7 +150,7 @@ def _gib_to_gb(gib: float) -> int:
     return int(gib * 1024 ** 3 // 10 ** 9)
 
 
-_MACHINES: Tuple[Machine, ...] = (
+_MACHINES: tuple[Machine, ...] = (
     # AWS (EFA). fabric_nics = EFA interfaces a pod requests as vpc.amazonaws.com/efa on a full node.
     # node = (vCPUs, memory GiB, instance store volumes x GB), all from A11.
     _m("p4d.24xlarge", "aws", "A100", 8, 40, EFA, 4, 400, "A1,A10,A11", cards=4, node=(96, 1152, 8 * 1000)),
@@ -217,11 +217,11 @@ _MACHINES: Tuple[Machine, ...] = (
        unconfirmed=("gpu_memory_gb", "bandwidth_gbps"), note="ConnectX-7"),
 )
 
-MACHINES: Dict[str, Machine] = {m.name: m for m in _MACHINES}
+MACHINES: dict[str, Machine] = {m.name: m for m in _MACHINES}
 
 
 class UnknownMachine(KeyError):
-    def __init__(self, name: str, suggestions: List[str]):
+    def __init__(self, name: str, suggestions: list[str]):
         self.name = name
         self.suggestions = suggestions
         super().__init__(name)
@@ -232,7 +232,7 @@ class UnknownMachine(KeyError):
         return f"unknown machine {self.name!r}: {hint} (or describe it with machineSpec)"
 
 
-def suggest(name: str, cloud: Optional[str] = None, n: int = 3) -> List[str]:
+def suggest(name: str, cloud: str | None = None, n: int = 3) -> list[str]:
     """Closest known machine names, preferring the given cloud."""
     pool: Iterable[str] = [m.name for m in _MACHINES if cloud in (None, "existing", m.cloud)]
     lowered = {p.lower(): p for p in pool}
@@ -242,7 +242,7 @@ def suggest(name: str, cloud: Optional[str] = None, n: int = 3) -> List[str]:
     return [lowered[h] for h in hits]
 
 
-def lookup(name: str, cloud: Optional[str] = None) -> Machine:
+def lookup(name: str, cloud: str | None = None) -> Machine:
     """The catalog entry for `name`; UnknownMachine (with suggestions) otherwise."""
     m = MACHINES.get(name)
     if m is None:
@@ -250,5 +250,5 @@ def lookup(name: str, cloud: Optional[str] = None) -> Machine:
     return m
 
 
-def machines_for(cloud: str) -> List[Machine]:
+def machines_for(cloud: str) -> list[Machine]:
     return [m for m in _MACHINES if m.cloud == cloud]

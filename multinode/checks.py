@@ -11,7 +11,8 @@ advisories().
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from . import clouds, config, fabric, images, local_nvme, numbers, overrides
 from .config import StackConfig, to_snake
@@ -23,7 +24,7 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = 
     return config.load(raw, secret_keys, source, more_checks=problems, final_checks=overrides.env_problems)
 
 
-def problems(cfg: StackConfig) -> List[Problem]:
+def problems(cfg: StackConfig) -> list[Problem]:
     """What the stack's cloud refuses, and the fabric counts the fabric profile needs."""
     cloud = clouds.module(cfg.cloud)
     machines = config.pool_machines(cfg)
@@ -37,16 +38,16 @@ def problems(cfg: StackConfig) -> List[Problem]:
     return p
 
 
-def advisories(cfg: StackConfig) -> List[Problem]:
+def advisories(cfg: StackConfig) -> list[Problem]:
     """Non-fatal findings (printed by `plan`, logged as warnings by the program)."""
     cloud = clouds.module(cfg.cloud)
-    from_cloud: List[Problem] = cloud.advisories(cfg)     # every cloud module's advisories(cfg) -> List[Problem]
+    from_cloud: list[Problem] = cloud.advisories(cfg)     # every cloud module's advisories(cfg) -> List[Problem]
     return from_cloud + config.advisories(cfg) + images.advisories(cfg)
 
 
-def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: Dict[str, Any]) -> List[Problem]:
+def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: dict[str, Any]) -> list[Problem]:
     """The rules every cloud states as data (its module's attributes), checked the same way."""
-    p: List[Problem] = []
+    p: list[Problem] = []
     name = cfg.cloud
     for key in cloud.CLUSTER_KEYS:
         if getattr(cfg.cluster, to_snake(key)) in (None, ""):

@@ -20,16 +20,17 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from typing import Any, Callable, Dict, Iterable, List, Literal, Mapping, Optional, Set, Tuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
 from . import catalog, credentials, models, topology
-from .resolved import ResolvedWorkload, nccl_test_nodes, resolve_workload
 from .errors import ConfigError, Problem
 from .manifests import CORE_API_GROUPS
+from .resolved import ResolvedWorkload, nccl_test_nodes, resolve_workload
 
 NAMESPACE = "multinode"
 SECRET_PLACEHOLDER = "[secret]"
@@ -87,16 +88,16 @@ class _Model(BaseModel):
 
 class ClusterRef(_Model):
     """The existing cluster to attach to (creating clusters is out of scope)."""
-    name: Optional[str] = None              # EKS / AKS / GKE / OKE cluster name
-    region: Optional[str] = None            # aws, oci
-    location: Optional[str] = None          # azure (region), gcp (region or zone)
-    resource_group: Optional[str] = None    # azure
-    project: Optional[str] = None           # gcp
-    compartment_id: Optional[str] = None    # oci
-    cluster_id: Optional[str] = None        # oci: the OKE cluster OCID
-    vpc_id: Optional[str] = None            # aws: defaults to the cluster's VPC
-    network: Optional[str] = None           # gcp: primary VPC name
-    gke_version: Optional[str] = None       # gcp: the cluster's GKE version (1.X.Y-gke.Z), gated for GPUDirect
+    name: str | None = None              # EKS / AKS / GKE / OKE cluster name
+    region: str | None = None            # aws, oci
+    location: str | None = None          # azure (region), gcp (region or zone)
+    resource_group: str | None = None    # azure
+    project: str | None = None           # gcp
+    compartment_id: str | None = None    # oci
+    cluster_id: str | None = None        # oci: the OKE cluster OCID
+    vpc_id: str | None = None            # aws: defaults to the cluster's VPC
+    network: str | None = None           # gcp: primary VPC name
+    gke_version: str | None = None       # gcp: the cluster's GKE version (1.X.Y-gke.Z), gated for GPUDirect
 
 
 class MachineSpec(_Model):
@@ -104,57 +105,57 @@ class MachineSpec(_Model):
     name: str
     gpus: int = Field(ge=1, le=64)
     gpu_model: str = "unknown"
-    gpu_memory_gb: Optional[int] = Field(default=None, ge=1)
+    gpu_memory_gb: int | None = Field(default=None, ge=1)
     fabric: Literal["efa", "infiniband", "tcpx", "tcpxo", "gcp-rdma", "roce", "none"] = "none"
-    fabric_nics: Optional[int] = Field(default=None, ge=0)
-    bandwidth_gbps: Optional[int] = Field(default=None, ge=0)
-    vcpus: Optional[int] = Field(default=None, ge=1)           # node resources for the placement check
-    memory_gib: Optional[int] = Field(default=None, ge=1)
+    fabric_nics: int | None = Field(default=None, ge=0)
+    bandwidth_gbps: int | None = Field(default=None, ge=0)
+    vcpus: int | None = Field(default=None, ge=1)           # node resources for the placement check
+    memory_gib: int | None = Field(default=None, ge=1)
 
 
 class CapacityReservation(_Model):
     id: str
     type: Literal["reservation", "capacityBlock"] = "reservation"
-    nodes: Optional[int] = Field(default=None, ge=1, le=100000)   # how many nodes it holds, when known
-    zone: Optional[str] = None     # where it holds them (AWS AZ, GCP zone, OCI AD), checked against the pool's
+    nodes: int | None = Field(default=None, ge=1, le=100000)   # how many nodes it holds, when known
+    zone: str | None = None     # where it holds them (AWS AZ, GCP zone, OCI AD), checked against the pool's
 
 
 class NodePool(_Model):
     name: str
-    machine: Optional[str] = None
-    machine_spec: Optional[MachineSpec] = None
+    machine: str | None = None
+    machine_spec: MachineSpec | None = None
     node_count: int = Field(ge=1, le=512)
-    zone: Optional[str] = None
-    subnet_id: Optional[str] = None                   # aws: the one subnet (AZ) of the pool
-    capacity_reservation: Optional[CapacityReservation] = None
+    zone: str | None = None
+    subnet_id: str | None = None                   # aws: the one subnet (AZ) of the pool
+    capacity_reservation: CapacityReservation | None = None
     disk_size_gb: int = Field(default=500, ge=100, le=16384)
-    labels: Dict[str, str] = {}
-    node_selector: Dict[str, str] = {}                # existing: labels that select these nodes
-    image_id: Optional[str] = None                    # oci: the GPU image OCID
-    bootstrap: Optional[Literal["oke-package", "oke-install"]] = None  # oci: how a node joins (clouds/oci.py)
-    gpu_network_cidr: Optional[str] = None            # gcp: IPv4 range (/20 or larger) the GPU subnets are cut from
-    local_nvme: Optional[Literal["raid0"]] = None     # aws: RAID0 the instance store at boot (multinode/local_nvme.py)
+    labels: dict[str, str] = {}
+    node_selector: dict[str, str] = {}                # existing: labels that select these nodes
+    image_id: str | None = None                    # oci: the GPU image OCID
+    bootstrap: Literal["oke-package", "oke-install"] | None = None  # oci: how a node joins (clouds/oci.py)
+    gpu_network_cidr: str | None = None            # gcp: IPv4 range (/20 or larger) the GPU subnets are cut from
+    local_nvme: Literal["raid0"] | None = None     # aws: RAID0 the instance store at boot (multinode/local_nvme.py)
 
 
 class FabricConfig(_Model):
     """Overrides; every default comes from the catalog entry of the pool's machine."""
     enabled: bool = True
-    kind: Optional[Literal["efa", "infiniband", "tcpx", "tcpxo", "gcp-rdma", "roce", "none"]] = None  # existing
-    devices_per_gpu: Optional[float] = Field(default=None, gt=0, le=8)
+    kind: Literal["efa", "infiniband", "tcpx", "tcpxo", "gcp-rdma", "roce", "none"] | None = None  # existing
+    devices_per_gpu: float | None = Field(default=None, gt=0, le=8)
     rdma_mode: Literal["shared", "sriov"] = "shared"   # azure InfiniBand device plugin mode
     pin_transport: bool = True                         # pin NCCL to the fabric (fail closed)
     webhook_timeout_seconds: int = Field(default=15, ge=1, le=30)
     # azure/oci: DOCA-OFED driver container version for the NicClusterPolicy (ofedDriver). Unset: azure
     # installs the pinned default (GPUDirect RDMA needs it, multinode/clouds/azure.py), oci none (its GPU
     # images bring DOCA-OFED). "host": the node image provides MLNX_OFED/DOCA, install none.
-    doca_driver_version: Optional[str] = None
+    doca_driver_version: str | None = None
 
 
 class Addon(_Model):
     enabled: bool = True
-    version: Optional[str] = None
-    namespace: Optional[str] = None
-    values: Dict[str, Any] = {}     # escape hatch: merged over our Helm values
+    version: str | None = None
+    namespace: str | None = None
+    values: dict[str, Any] = {}     # escape hatch: merged over our Helm values
 
 
 class Addons(_Model):
@@ -173,16 +174,16 @@ class Addons(_Model):
 class Storage(_Model):
     kind: StorageKind
     name: str = "checkpoints"
-    size_gib: Optional[int] = Field(default=None, ge=1)
-    throughput: Optional[int] = Field(default=None, ge=1)   # fsx: MB/s/TiB; azure-lustre: MB/s/TiB
-    tier: Optional[str] = None                              # filestore tier, azure files sku...
+    size_gib: int | None = Field(default=None, ge=1)
+    throughput: int | None = Field(default=None, ge=1)   # fsx: MB/s/TiB; azure-lustre: MB/s/TiB
+    tier: str | None = None                              # filestore tier, azure files sku...
     allow_delete: bool = False                              # only then may destroy remove the data
-    existing_claim: Optional[str] = None
-    existing_storage_class: Optional[str] = None
+    existing_claim: str | None = None
+    existing_storage_class: str | None = None
     # aws: subnet of the file system / mount target (default: the first node pool's subnetId);
     # azure-lustre: the dedicated AMLFS subnet (required); azure-files: the subnet allowed to reach
     # the NFS share (default: the cluster's node subnet)
-    subnet_id: Optional[str] = None
+    subnet_id: str | None = None
     namespace: str = "multinode"
     mount_path: str = "/checkpoints"
 
@@ -190,7 +191,7 @@ class Storage(_Model):
 class Queue(_Model):
     name: str
     weight: int = Field(default=1, ge=1, le=65535)
-    gpus: Optional[int] = Field(default=None, ge=0)    # capability: nvidia.com/gpu
+    gpus: int | None = Field(default=None, ge=0)    # capability: nvidia.com/gpu
 
 
 class NetworkTopology(_Model):
@@ -201,8 +202,8 @@ class NetworkTopology(_Model):
 class Role(_Model):
     """A prefill or decode role of a disaggregated Grove / Dynamo deployment."""
     nodes: int = Field(default=1, ge=1, le=64)
-    gpus_per_node: Optional[int] = Field(default=None, ge=1, le=64)
-    tensor_parallel: Optional[int] = Field(default=None, ge=1)
+    gpus_per_node: int | None = Field(default=None, ge=1, le=64)
+    tensor_parallel: int | None = Field(default=None, ge=1)
     pipeline_parallel: int = Field(default=1, ge=1)
     replicas: int = Field(default=1, ge=1, le=64)
 
@@ -216,52 +217,52 @@ class Workload(_Model):
     name: str
     kind: WorkloadKind
     node_pool: str
-    engine: Optional[Engine] = None
-    model: Optional[str] = None
-    model_params_b: Optional[float] = Field(default=None, gt=0)
+    engine: Engine | None = None
+    model: str | None = None
+    model_params_b: float | None = Field(default=None, gt=0)
     precision: Precision = "bf16"
-    image: Optional[str] = None
+    image: str | None = None
     namespace: str = "multinode"
     nodes: int = Field(default=1, ge=1, le=512)
-    gpus_per_node: Optional[int] = Field(default=None, ge=1, le=64)
-    tensor_parallel: Optional[int] = Field(default=None, ge=1)
+    gpus_per_node: int | None = Field(default=None, ge=1, le=64)
+    tensor_parallel: int | None = Field(default=None, ge=1)
     pipeline_parallel: int = Field(default=1, ge=1)
     replicas: int = Field(default=1, ge=1, le=64)
     port: int = Field(default=8000, ge=1, le=65535)
     startup_timeout_minutes: int = Field(default=60, ge=1, le=1440)
     shm_size_gi: int = Field(default=64, ge=1, le=1024)
-    queue: Optional[str] = None
-    env: Dict[str, str] = {}
-    extra_args: List[str] = []
-    disaggregated: Optional[Disaggregated] = None           # grove-inference, dynamo
+    queue: str | None = None
+    env: dict[str, str] = {}
+    extra_args: list[str] = []
+    disaggregated: Disaggregated | None = None           # grove-inference, dynamo
     # training
-    script: Optional[str] = None
-    script_args: List[str] = []
+    script: str | None = None
+    script_args: list[str] = []
     max_retry: int = Field(default=3, ge=0, le=100)
-    network_topology: Optional[NetworkTopology] = None
-    deepspeed_config: Optional[Dict[str, Any]] = None
-    checkpoint_dir: Optional[str] = None
+    network_topology: NetworkTopology | None = None
+    deepspeed_config: dict[str, Any] | None = None
+    checkpoint_dir: str | None = None
     # nccl-test: threshold = minBusBandwidthGbps / 8 GB/s, else catalog Gbit/s / 8 x busBandwidthEfficiency
-    min_bus_bandwidth_gbps: Optional[float] = Field(default=None, gt=0)
+    min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0)
     bus_bandwidth_efficiency: float = Field(default=0.6, gt=0, le=1)
 
 
 class StackConfig(_Model):
     cloud: CloudName
     cluster: ClusterRef = ClusterRef()
-    kubeconfig: Optional[str] = None           # secret; required for `existing`
-    hf_token: Optional[str] = None             # secret: Hugging Face token for model downloads
-    ngc_api_key: Optional[str] = None          # secret: NGC key for NIM images and models
-    image_pull_secret: Optional[str] = None    # secret: a .dockerconfigjson document
-    node_pools: List[NodePool] = Field(min_length=1)
+    kubeconfig: str | None = None           # secret; required for `existing`
+    hf_token: str | None = None             # secret: Hugging Face token for model downloads
+    ngc_api_key: str | None = None          # secret: NGC key for NIM images and models
+    image_pull_secret: str | None = None    # secret: a .dockerconfigjson document
+    node_pools: list[NodePool] = Field(min_length=1)
     fabric: FabricConfig = FabricConfig()
     addons: Addons = Addons()
-    storage: Optional[Storage] = None
-    queues: List[Queue] = []
-    workloads: List[Workload] = []
+    storage: Storage | None = None
+    queues: list[Queue] = []
+    workloads: list[Workload] = []
     # Bring your own objects: raw Kubernetes objects applied as-is under the cluster provider (the policy
     # pack checks them like ours).
-    manifests: List[Dict[str, Any]] = []
+    manifests: list[dict[str, Any]] = []
 
     # --- resolved facts, filled by load() ---
     def machine(self, pool: NodePool) -> catalog.Machine:
@@ -301,10 +302,10 @@ def resolve_machine(pool: NodePool, cloud: str) -> catalog.Machine:
     return catalog.lookup(pool.machine or "", cloud)
 
 
-def pool_machines(cfg: StackConfig) -> Dict[str, catalog.Machine]:
+def pool_machines(cfg: StackConfig) -> dict[str, catalog.Machine]:
     """Pool name -> machine, for every pool whose machine resolves and belongs to the stack's cloud (the
     same pools semantic_problems accepts; it reports the others)."""
-    out: Dict[str, catalog.Machine] = {}
+    out: dict[str, catalog.Machine] = {}
     for pool in cfg.node_pools:
         if (pool.machine is None) == (pool.machine_spec is None):
             continue
@@ -336,7 +337,7 @@ def _show(value: Any, secret: bool) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _model_at(loc: Tuple[Any, ...]) -> Optional[type[BaseModel]]:
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The pydantic model class that owns the last key of `loc` (for did-you-mean hints)."""
     model: type[BaseModel] = StackConfig
     for part in loc[:-1]:
@@ -359,11 +360,11 @@ def _model_at(loc: Tuple[Any, ...]) -> Optional[type[BaseModel]]:
     return model
 
 
-def _known_keys(model: type[BaseModel]) -> List[str]:
+def _known_keys(model: type[BaseModel]) -> list[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
-def _problem_from_pydantic(err: ErrorDetails, secrets: Set[str]) -> Problem:
+def _problem_from_pydantic(err: ErrorDetails, secrets: set[str]) -> Problem:
     loc = tuple(err["loc"])
     path = _path(loc)
     top = str(loc[0]) if loc else ""
@@ -402,8 +403,8 @@ def parse_raw_value(value: Any) -> Any:
 
 
 def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = "stack config",
-         more_checks: Optional[Callable[["StackConfig"], List[Problem]]] = None,
-         final_checks: Optional[Callable[["StackConfig"], List[Problem]]] = None) -> StackConfig:
+         more_checks: Callable[[StackConfig], list[Problem]] | None = None,
+         final_checks: Callable[[StackConfig], list[Problem]] | None = None) -> StackConfig:
     """Validate a mapping of config keys (no namespace prefix). Raises ConfigError.
 
     `more_checks(cfg)`: problems a layer above config adds (multinode/checks.py: the cloud's rules),
@@ -430,9 +431,9 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = 
     return cfg
 
 
-def advisories(cfg: StackConfig) -> List[Problem]:
+def advisories(cfg: StackConfig) -> list[Problem]:
     """Non-fatal findings of the cloud-independent contract (checks.advisories adds the cloud's)."""
-    out: List[Problem] = []
+    out: list[Problem] = []
     for i, w in enumerate(cfg.workloads):
         try:
             m = cfg.machine(cfg.pool(w.node_pool))
@@ -449,8 +450,8 @@ def advisories(cfg: StackConfig) -> List[Problem]:
 
 
 # ---------------------------------------------------------------- semantic checks
-def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat list of checks
-    p: List[Problem] = []
+def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat list of checks
+    p: list[Problem] = []
     cloud = cfg.cloud
 
     if cfg.image_pull_secret and cfg.image_pull_secret != SECRET_PLACEHOLDER:
@@ -465,8 +466,8 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
                                                 "-o jsonpath='{.data.\\.dockerconfigjson}' | base64 -d`"))
 
     # node pools
-    names: Dict[str, int] = {}
-    machines: Dict[str, catalog.Machine] = {}
+    names: dict[str, int] = {}
+    machines: dict[str, catalog.Machine] = {}
     for i, pool in enumerate(cfg.node_pools):
         at = f"nodePools[{i}]"
         if not _DNS_LABEL.match(pool.name) or len(pool.name) > 40:
@@ -539,7 +540,7 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
         qnames.add(q.name)
 
     # manifests (bring your own objects)
-    seen_objects: Dict[Tuple[str, str, str], int] = {}
+    seen_objects: dict[tuple[str, str, str], int] = {}
     for i, obj in enumerate(cfg.manifests):
         missing = [k for k in ("apiVersion", "kind") if not isinstance(obj.get(k), str) or not obj.get(k)]
         raw_name = obj["metadata"].get("name") if isinstance(obj.get("metadata"), dict) else None
@@ -588,7 +589,7 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
         seen_objects.setdefault(ident, i)
 
     # workloads
-    wnames: Dict[str, int] = {}
+    wnames: dict[str, int] = {}
     for i, w in enumerate(cfg.workloads):
         p.extend(_workload_problems(cfg, i, w, machines, qnames))
         if w.name in wnames:
@@ -600,7 +601,7 @@ def semantic_problems(cfg: StackConfig) -> List[Problem]:  # noqa: C901 - a flat
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
-def _label_problem(key: str, value: str) -> Optional[str]:
+def _label_problem(key: str, value: str) -> str | None:
     """Kubernetes label syntax: [prefix/]name, name and value <= 63 chars of [A-Za-z0-9-_.]."""
     prefix, _, name = key.rpartition("/")
     if (not name or len(name) > 63 or not _LABEL_NAME.match(name)
@@ -627,10 +628,10 @@ def to_snake(camel: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
 
 
-def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: Dict[str, catalog.Machine],
-                       queues: Set[str]) -> List[Problem]:
+def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str, catalog.Machine],
+                       queues: set[str]) -> list[Problem]:
     at = f"workloads[{i}]"
-    p: List[Problem] = []
+    p: list[Problem] = []
     if not _DNS_LABEL.match(w.name) or len(w.name) > 40:
         p.append(Problem(f"{at}.name", f"{w.name!r} must be lowercase letters, digits and '-' (at most 40 "
                                        f"characters), e.g. 'llama-405b'"))
@@ -724,9 +725,9 @@ IMAGE_REQUIRED = {"nim": "an NGC NIM image, e.g. nvcr.io/nim/meta/llama-3.1-405b
 
 
 def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalog.Machine,
-                               pool: NodePool) -> List[Problem]:
+                               pool: NodePool) -> list[Problem]:
     """Checks the workload builders rely on (multinode/manifests/workloads)."""
-    p: List[Problem] = []
+    p: list[Problem] = []
     for name in w.env:
         if name.upper() in SECRET_ENV_NAMES:
             key = SECRET_ENV_NAMES[name.upper()]

@@ -10,7 +10,8 @@ Rules (each refusal names the key, never the value):
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, List, Tuple
+from collections.abc import Iterable
+from typing import Any
 
 # Words that make an env / ConfigMap key name a credential (HF_TOKEN, NGC_API_KEY, DB_PASSWORD...).
 SECRET_WORDS = {"TOKEN", "KEY", "APIKEY", "PASSWORD", "PASSWD", "SECRET", "CREDENTIALS", "CREDENTIAL"}
@@ -67,9 +68,9 @@ def plain_provider_credential_message(full_key: str, ns: str) -> str:
             f"{full_key} ...`, or better {PROVIDER_FIX.get(ns, 'use short-lived credentials (Pulumi ESC with OIDC)')}")
 
 
-def manifest_credentials(obj: Any) -> List[Tuple[str, str]]:
+def manifest_credentials(obj: Any) -> list[tuple[str, str]]:
     """(relative key path, message) for every literal credential in one hand-written object; never the value."""
-    out: List[Tuple[str, str]] = []
+    out: list[tuple[str, str]] = []
     if not isinstance(obj, dict):
         return out
     kind = obj.get("kind")

@@ -1,8 +1,8 @@
 """Config errors: one message listing every problem, each with its key path and the fix."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, List
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class ConfigError(Exception):
     """Raised before any resource is registered; str() is the whole user-facing message."""
 
     def __init__(self, problems: Iterable[Problem], source: str = "stack config"):
-        self.problems: List[Problem] = list(problems)
+        self.problems: list[Problem] = list(problems)
         self.source = source
         super().__init__(self.render())
 

@@ -12,10 +12,10 @@ from oci. On cloud `existing` the fabric named by fabric.kind picks its owner th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
-from .catalog import Machine, device_share, node_share_per_gpu  # noqa: F401 - re-exported
 from . import pools
+from .catalog import Machine, device_share, node_share_per_gpu  # noqa: F401 - re-exported
 from .clouds import aws, azure, gcp, oci
 from .config import NodePool, StackConfig
 from .errors import Problem
@@ -55,29 +55,29 @@ class FabricProfile:
     cloud: str
     machine: str
     gpus_per_node: int
-    device_resource: Optional[str]             # extended resource a GPU container requests
+    device_resource: str | None             # extended resource a GPU container requests
     devices_per_node: int                      # that resource's count for a full node
-    nccl_net: Optional[str]                    # transport pin (None: no fabric, nothing to pin)
-    env: Dict[str, str] = field(default_factory=dict)
-    volumes: List[Dict[str, Any]] = field(default_factory=list)
-    volume_mounts: List[Dict[str, Any]] = field(default_factory=list)
-    annotations: Dict[str, str] = field(default_factory=dict)
-    capabilities: List[str] = field(default_factory=list)
-    init_containers: List[Dict[str, Any]] = field(default_factory=list)   # native sidecars included
-    extra_resources: Dict[str, str] = field(default_factory=dict)        # e.g. hugepages-2Mi per container
-    networks: List[str] = field(default_factory=list)                    # per-pool network names
-    topology_file: Optional[str] = None                                  # NCCL_TOPO_FILE contents' name
+    nccl_net: str | None                    # transport pin (None: no fabric, nothing to pin)
+    env: dict[str, str] = field(default_factory=dict)
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    volume_mounts: list[dict[str, Any]] = field(default_factory=list)
+    annotations: dict[str, str] = field(default_factory=dict)
+    capabilities: list[str] = field(default_factory=list)
+    init_containers: list[dict[str, Any]] = field(default_factory=list)   # native sidecars included
+    extra_resources: dict[str, str] = field(default_factory=dict)        # e.g. hugepages-2Mi per container
+    networks: list[str] = field(default_factory=list)                    # per-pool network names
+    topology_file: str | None = None                                  # NCCL_TOPO_FILE contents' name
     source: str = "../shared/facts/hardware.md section 2"
     pool: str = ""                                                       # node pool this profile is for
-    node_selector: Dict[str, str] = field(default_factory=dict)          # how a pod lands on that pool
-    pod_volume_names: List[str] = field(default_factory=list)            # volumes only sidecars use
+    node_selector: dict[str, str] = field(default_factory=dict)          # how a pod lands on that pool
+    pod_volume_names: list[str] = field(default_factory=list)            # volumes only sidecars use
     # cpu / memory a GPU container requests per GPU it has: {"cpu": (18, ""), "memory": (192, "Gi")}; the policy
     # multiplies by the container's GPUs and adds each only where the container states none (node_share_per_gpu).
-    requests_per_gpu: Dict[str, Tuple[int, str]] = field(default_factory=dict)
+    requests_per_gpu: dict[str, tuple[int, str]] = field(default_factory=dict)
     # Multus network attached once per fabric device the pod requests (OCI: `default/rdma-vf`): the policy
     # writes k8s.v1.cni.cncf.io/networks with as many entries as the pod's GPU containers request devices
     # (kyverno.device_networks_expr), so a pod with fewer GPUs lists fewer attachments.
-    device_network: Optional[str] = None
+    device_network: str | None = None
 
     @property
     def enabled(self) -> bool:
@@ -92,7 +92,7 @@ class FabricProfile:
             return 1  # a shared device (e.g. rdma/shared_ib) is requested once per container
         return device_share(gpus, self.devices_per_node, self.gpus_per_node)
 
-    def describe(self) -> Dict[str, Any]:
+    def describe(self) -> dict[str, Any]:
         """The fabric description node pools export (plain JSON-able data)."""
         return {
             "kind": self.kind, "machine": self.machine, "deviceResource": self.device_resource,
@@ -115,7 +115,7 @@ def needs_count(cfg: StackConfig, kind: str) -> bool:
     return kind in _COUNTED or (kind == "infiniband" and cfg.fabric.rdma_mode == "sriov")
 
 
-def fabric_count(cfg: StackConfig, machine: Machine) -> Optional[int]:
+def fabric_count(cfg: StackConfig, machine: Machine) -> int | None:
     """Fabric devices (or GPU NICs) per node: fabric.devicesPerGpu x GPUs when set, else the catalog /
     machineSpec fabricNics; None when neither says (never guessed)."""
     if cfg.fabric.devices_per_gpu is not None:
@@ -131,15 +131,15 @@ def _count(cfg: StackConfig, pool: NodePool, machine: Machine, kind: str) -> int
     return n
 
 
-def config_problems(cfg: StackConfig) -> List[Problem]:
+def config_problems(cfg: StackConfig) -> list[Problem]:
     """Config-time fabric checks (called from multinode/checks.py).
 
     - a pool whose fabric needs a count (EFA / RDMA VFs / SR-IOV IB devices, GCP GPU networks) but whose
       machine gives none and fabric.devicesPerGpu is unset: the profile would have to guess it;
     - a multi-node workload on a pool without a fabric while other pools have one: the stack-wide Kyverno
       rule `require-fabric-pool` refuses its pods (they carry the fabric label but select no fabric pool)."""
-    out: List[Problem] = []
-    kinds: Dict[str, str] = {}
+    out: list[Problem] = []
+    kinds: dict[str, str] = {}
     for i, pool in enumerate(cfg.node_pools):
         if (pool.machine is None) == (pool.machine_spec is None):
             continue                                   # config reports it
@@ -181,9 +181,9 @@ def profile_for(cfg: StackConfig, pool: NodePool) -> FabricProfile:
     machine = cfg.machine(pool)
     kind = effective_kind(cfg, machine)
     count = _count(cfg, pool, machine, kind) if needs_count(cfg, kind) else 0
-    resource: Optional[str] = None
+    resource: str | None = None
     per_node = 0
-    extra: Dict[str, Any] = {}
+    extra: dict[str, Any] = {}
     if kind in _OWNER:
         resource, per_node, extra = _OWNER[kind].fabric_settings(kind, cfg, pool, machine, count)
     nccl_net = NCCL_NET.get(kind) if cfg.fabric.pin_transport else None

@@ -10,7 +10,7 @@ Only images with evidence are listed; an image not listed is not claimed to work
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Tuple
+from typing import TYPE_CHECKING
 
 from .errors import Problem
 
@@ -23,7 +23,7 @@ PLUGIN_NEEDED = {
 }
 
 # Image name prefixes (repository, without tag) known to lack the plugin, with the evidence.
-KNOWN_WITHOUT_PLUGIN: Dict[str, Dict[str, str]] = {
+KNOWN_WITHOUT_PLUGIN: dict[str, dict[str, str]] = {
     "efa": {
         # aws/deep-learning-containers vllm/x86_64/gpu/Dockerfile builds FROM docker.io/vllm/vllm-openai and adds
         # the EFA installer and /opt/amazon/ofi-nccl/lib/x86_64-linux-gnu to LD_LIBRARY_PATH: the base has none.
@@ -42,7 +42,7 @@ KNOWN_WITHOUT_PLUGIN: Dict[str, Dict[str, str]] = {
 # /opt/amazon/ofi-nccl/lib/x86_64-linux-gnu on LD_LIBRARY_PATH (aws/deep-learning-containers
 # vllm/x86_64/gpu/Dockerfile; pytorch/training/docker/2.8/py3/cu129/Dockerfile.gpu, whose base "has EFA").
 # Tags from the repository's release notes / available_images.md.
-WITH_PLUGIN: Dict[str, Dict[str, str]] = {
+WITH_PLUGIN: dict[str, dict[str, str]] = {
     "efa": {
         "vllm": "public.ecr.aws/deep-learning-containers/vllm:0.11.1-gpu-py312-ec2",
         "torchrun": "public.ecr.aws/deep-learning-containers/pytorch-training:2.8.0-gpu-py312-cu129-ubuntu22.04-ec2",
@@ -62,7 +62,7 @@ def _repository(image: str) -> str:
     return f"{head}/{tail.split(':', 1)[0]}" if head else tail.split(":", 1)[0]
 
 
-def lacks_plugin(kind: str, image: str) -> Tuple[bool, str]:
+def lacks_plugin(kind: str, image: str) -> tuple[bool, str]:
     """(True, evidence) when the image is known to lack the fabric's NCCL plugin."""
     repo = _repository(image)
     for prefix, why in KNOWN_WITHOUT_PLUGIN.get(kind, {}).items():
@@ -71,11 +71,11 @@ def lacks_plugin(kind: str, image: str) -> Tuple[bool, str]:
     return False, ""
 
 
-def advisories(cfg: StackConfig) -> List[Problem]:
+def advisories(cfg: StackConfig) -> list[Problem]:
     """A workload on a fabric pool whose image (stated or default) is known to lack the fabric's plugin."""
     from . import fabric
     from .manifests.workloads.common import DEFAULT_IMAGES
-    out: List[Problem] = []
+    out: list[Problem] = []
     if not cfg.fabric.enabled:
         return out
     for i, w in enumerate(cfg.workloads):

@@ -17,7 +17,7 @@ existing pool.
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, List
+from typing import TYPE_CHECKING
 
 from .errors import Problem
 
@@ -57,9 +57,9 @@ def user_data_b64(strategy: str) -> str:
     return base64.b64encode(nodeadm_user_data(strategy).encode()).decode()
 
 
-def config_problems(cfg: StackConfig) -> List[Problem]:
+def config_problems(cfg: StackConfig) -> list[Problem]:
     """localNvme on a cloud we do not bootstrap, or on a machine without (confirmed) local NVMe."""
-    out: List[Problem] = []
+    out: list[Problem] = []
     for i, pool in enumerate(cfg.node_pools):
         if not pool.local_nvme:
             continue

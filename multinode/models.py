@@ -6,8 +6,6 @@ unless the workload gives `modelParamsB`.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 BYTES_PER_PARAM = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
 
 # Hugging Face ids (lowercased) -> parameters in billions.
@@ -24,7 +22,7 @@ MODEL_PARAMS_B = {
 WEIGHTS_SHARE = 0.9
 
 
-def params_b(model: str, explicit: Optional[float] = None) -> Optional[float]:
+def params_b(model: str, explicit: float | None = None) -> float | None:
     if explicit is not None:
         return explicit
     key = model.lower()

@@ -14,7 +14,7 @@ Pure: returns Problems, never raises.
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional
+from typing import Any
 
 from . import allocatable, catalog
 from .errors import Problem
@@ -22,7 +22,7 @@ from .errors import Problem
 _GCP_RESERVATION_ZONE = re.compile(r"(?:^|/)zones/([a-z0-9-]+)/reservations/")
 
 
-def _int(v: Any) -> Optional[int]:
+def _int(v: Any) -> int | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
@@ -34,7 +34,7 @@ def _int(v: Any) -> Optional[int]:
     return None
 
 
-def deepspeed_problems(cfg: Any, i: int, w: Any) -> List[Problem]:
+def deepspeed_problems(cfg: Any, i: int, w: Any) -> list[Problem]:
     ds = w.deepspeed_config
     if not isinstance(ds, dict):
         return []
@@ -56,20 +56,20 @@ def deepspeed_problems(cfg: Any, i: int, w: Any) -> List[Problem]:
                     f"{micro * accum * dp}; DeepSpeed refuses to start: set train_batch_size {micro * accum * dp}")]
 
 
-def reservation_zone(cr: Any) -> Optional[str]:
+def reservation_zone(cr: Any) -> str | None:
     if getattr(cr, "zone", None):
         return str(cr.zone)
     m = _GCP_RESERVATION_ZONE.search(str(cr.id))
     return m.group(1) if m else None
 
 
-def _region(cfg: Any) -> Optional[str]:
+def _region(cfg: Any) -> str | None:
     region = cfg.cluster.region if cfg.cloud in ("aws", "oci") else cfg.cluster.location
     return region if isinstance(region, str) else None
 
 
-def reservation_problems(cfg: Any) -> List[Problem]:
-    out: List[Problem] = []
+def reservation_problems(cfg: Any) -> list[Problem]:
+    out: list[Problem] = []
     region = _region(cfg)
     for i, pool in enumerate(cfg.node_pools):
         cr = pool.capacity_reservation
@@ -88,10 +88,10 @@ def reservation_problems(cfg: Any) -> List[Problem]:
     return out
 
 
-def shm_problems(cfg: Any, machines: dict) -> List[Problem]:
-    out: List[Problem] = []
+def shm_problems(cfg: Any, machines: dict) -> list[Problem]:
+    out: list[Problem] = []
     for i, w in enumerate(cfg.workloads):
-        m: Optional[catalog.Machine] = machines.get(w.node_pool)
+        m: catalog.Machine | None = machines.get(w.node_pool)
         if m is None or m.memory_gib is None:
             continue
         a = allocatable.estimate(m, cfg.cloud)
@@ -112,7 +112,7 @@ def shm_problems(cfg: Any, machines: dict) -> List[Problem]:
     return out
 
 
-def problems(cfg: Any, machines: dict) -> List[Problem]:
+def problems(cfg: Any, machines: dict) -> list[Problem]:
     out = reservation_problems(cfg) + shm_problems(cfg, machines)
     for i, w in enumerate(cfg.workloads):
         if w.node_pool in machines:

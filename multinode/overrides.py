@@ -14,7 +14,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterator, List
+from collections.abc import Iterator
+from typing import Any
 
 from .errors import Problem
 
@@ -26,12 +27,12 @@ _WHAT = {"fabric": "the fabric policy of pool {pool!r} (from the catalog; change
          "workload": "the {kind} renderer (from nodes, gpusPerNode, tensorParallel and pipelineParallel)"}
 
 
-def devices_per_gpu_problems(cfg: Any) -> List[Problem]:
+def devices_per_gpu_problems(cfg: Any) -> list[Problem]:
     from . import catalog, fabric
     dpg = cfg.fabric.devices_per_gpu
     if dpg is None:
         return []
-    out: List[Problem] = []
+    out: list[Problem] = []
     for pool in cfg.node_pools:
         if pool.machine_spec is not None or pool.machine is None:
             continue
@@ -55,11 +56,11 @@ def devices_per_gpu_problems(cfg: Any) -> List[Problem]:
     return out
 
 
-def _rendered_env(cfg: Any, w: Any) -> Dict[str, str]:
+def _rendered_env(cfg: Any, w: Any) -> dict[str, str]:
     """name -> who sets it, for the workload rendered without the user's env."""
     from . import fabric
     from .manifests.workloads import build
-    owned: Dict[str, str] = {}
+    owned: dict[str, str] = {}
     for name in fabric.profile_for(cfg, cfg.pool(w.node_pool)).env:
         owned[name] = _WHAT["fabric"].format(pool=w.node_pool)
     bare = w.model_copy(update={"env": {}})
@@ -71,7 +72,7 @@ def _rendered_env(cfg: Any, w: Any) -> Dict[str, str]:
     return owned
 
 
-def _containers(node: Any) -> Iterator[Dict[str, Any]]:
+def _containers(node: Any) -> Iterator[dict[str, Any]]:
     if isinstance(node, dict):
         for key in ("containers", "initContainers"):
             if isinstance(node.get(key), list):
@@ -85,9 +86,9 @@ def _containers(node: Any) -> Iterator[Dict[str, Any]]:
             yield from _containers(v)
 
 
-def env_problems(cfg: Any) -> List[Problem]:
+def env_problems(cfg: Any) -> list[Problem]:
     """Call only on a config that passed every other check (the builders assume one)."""
-    out: List[Problem] = []
+    out: list[Problem] = []
     for i, w in enumerate(cfg.workloads):
         if not w.env:
             continue

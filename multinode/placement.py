@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any
 
 from . import allocatable as alloc
 from .catalog import Machine
@@ -52,7 +53,7 @@ _SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 *
 _QUANTITY = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)(?:[eE]([+-]?\d+))?\s*(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|K|M|G|T|P|E|)\s*$")
 
 
-def quantity(value: Any) -> Optional[float]:
+def quantity(value: Any) -> float | None:
     """A Kubernetes quantity ("500m", "64Gi", 8, "1e3") as a float in base units; None if unreadable."""
     if isinstance(value, bool):
         return None
@@ -72,18 +73,18 @@ def _gib(n: float) -> str:
 
 
 # ------------------------------------------------------------------ pod requests
-def _dict(v: Any) -> Dict[str, Any]:
+def _dict(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def _list(v: Any) -> List[Any]:
+def _list(v: Any) -> list[Any]:
     return v if isinstance(v, list) else []
 
 
-def _container_requests(c: Dict[str, Any]) -> Dict[str, float]:
+def _container_requests(c: dict[str, Any]) -> dict[str, float]:
     res = _dict(c.get("resources"))
     req, lim = _dict(res.get("requests")), _dict(res.get("limits"))
-    out: Dict[str, float] = {}
+    out: dict[str, float] = {}
     for name in set(req) | set(lim):
         q = quantity(req.get(name, lim.get(name)))
         if q:
@@ -91,26 +92,26 @@ def _container_requests(c: Dict[str, Any]) -> Dict[str, float]:
     return out
 
 
-def _add(a: Dict[str, float], b: Dict[str, float]) -> Dict[str, float]:
+def _add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     out = dict(a)
     for k, v in b.items():
         out[k] = out.get(k, 0.0) + v
     return out
 
 
-def _max(a: Dict[str, float], b: Dict[str, float]) -> Dict[str, float]:
+def _max(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     return {k: max(a.get(k, 0.0), b.get(k, 0.0)) for k in set(a) | set(b)}
 
 
-def pod_requests(spec: Dict[str, Any], extra_shm_bytes: float = 0.0) -> Dict[str, float]:
+def pod_requests(spec: dict[str, Any], extra_shm_bytes: float = 0.0) -> dict[str, float]:
     """What the pod takes from a node: scheduler requests (native sidecars = initContainers with
     restartPolicy Always run beside the containers) + memory-backed emptyDir sizeLimits + overhead."""
     containers = [c for c in _list(spec.get("containers")) if isinstance(c, dict)]
-    main: Dict[str, float] = {}
+    main: dict[str, float] = {}
     for c in containers:
         main = _add(main, _container_requests(c))
-    sidecars: Dict[str, float] = {}
-    init_peak: Dict[str, float] = {}
+    sidecars: dict[str, float] = {}
+    init_peak: dict[str, float] = {}
     for c in _list(spec.get("initContainers")):
         if not isinstance(c, dict):
             continue
@@ -139,15 +140,15 @@ class PoolSpec:
     name: str
     node_count: int
     machine: Machine
-    labels: Dict[str, str]                       # labels every node of the pool carries
-    taints: List[Dict[str, Any]] = field(default_factory=list)
+    labels: dict[str, str]                       # labels every node of the pool carries
+    taints: list[dict[str, Any]] = field(default_factory=list)
     profile: Any = None                          # multinode.fabric.FabricProfile (None: no injection)
     cloud: str = "existing"
     webhook_timeout_seconds: int = 15
 
-    def capacity(self) -> Tuple[Dict[str, float], alloc.Allocatable]:
+    def capacity(self) -> tuple[dict[str, float], alloc.Allocatable]:
         a = alloc.estimate(self.machine, self.cloud)
-        cap: Dict[str, float] = {GPU: float(self.machine.gpus)}
+        cap: dict[str, float] = {GPU: float(self.machine.gpus)}
         res = getattr(self.profile, "device_resource", None) if self.profile is not None else None
         if res == "rdma/shared_ib":
             # the shared RDMA device plugin advertises its rdmaHcaMax per node, not one device per HCA
@@ -166,19 +167,19 @@ class PoolSpec:
 class Node:
     name: str
     pool: str
-    labels: Dict[str, str]
-    taints: List[Dict[str, Any]]
-    capacity: Dict[str, float]          # only the resources we know; others are unconstrained
-    used: Dict[str, float] = field(default_factory=dict)
-    pods: List[Tuple[str, Dict[str, str]]] = field(default_factory=list)   # (pod name, its labels)
+    labels: dict[str, str]
+    taints: list[dict[str, Any]]
+    capacity: dict[str, float]          # only the resources we know; others are unconstrained
+    used: dict[str, float] = field(default_factory=dict)
+    pods: list[tuple[str, dict[str, str]]] = field(default_factory=list)   # (pod name, its labels)
 
     def free(self, r: str) -> float:
         return self.capacity.get(r, math.inf) - self.used.get(r, 0.0)
 
 
-def build_nodes(pools: List[PoolSpec]) -> Tuple[List[Node], Dict[str, alloc.Allocatable]]:
-    nodes: List[Node] = []
-    estimates: Dict[str, alloc.Allocatable] = {}
+def build_nodes(pools: list[PoolSpec]) -> tuple[list[Node], dict[str, alloc.Allocatable]]:
+    nodes: list[Node] = []
+    estimates: dict[str, alloc.Allocatable] = {}
     for p in pools:
         cap, a = p.capacity()
         estimates[p.name] = a
@@ -188,10 +189,11 @@ def build_nodes(pools: List[PoolSpec]) -> Tuple[List[Node], Dict[str, alloc.Allo
     return nodes, estimates
 
 
-def pools_from_config(cfg: Any) -> List[PoolSpec]:
+def pools_from_config(cfg: Any) -> list[PoolSpec]:
     """The stack's pools as the simulation sees them (labels, taints and fabric profile from the same
     functions the node pools and policies are built with)."""
-    from . import catalog, fabric, pools as mpools
+    from . import catalog, fabric
+    from . import pools as mpools
     out = []
     for p in cfg.node_pools:
         try:
@@ -208,16 +210,16 @@ def pools_from_config(cfg: Any) -> List[PoolSpec]:
 @dataclass
 class Pod:
     name: str
-    template: Dict[str, Any]           # {"metadata": {...}, "spec": {...}}
+    template: dict[str, Any]           # {"metadata": {...}, "spec": {...}}
     extra_shm: float = 0.0
     part: str = ""                     # the gang's part it belongs to (a Grove scaling group or clique)
 
     @property
-    def spec(self) -> Dict[str, Any]:
+    def spec(self) -> dict[str, Any]:
         return self.template.get("spec") or {}
 
     @property
-    def labels(self) -> Dict[str, str]:
+    def labels(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in _dict(_dict(self.template.get("metadata")).get("labels")).items()}
 
 
@@ -226,20 +228,20 @@ class Gang:
     name: str                          # "llama-405b", "r1-disagg prefill", "train (job)"
     owner: str                         # "LeaderWorkerSet multinode/llama-405b"
     kind: str                          # service | batch
-    pods: List[Pod]
+    pods: list[Pod]
     whole: bool = True                 # all-or-nothing (False: pods are independent)
     daemon: bool = False               # one pod per matching node
 
     @property
     def detail(self) -> str:
         """What the pods are when the gang has parts, e.g. "prefill 2 + decode 2"."""
-        parts: Dict[str, int] = {}
+        parts: dict[str, int] = {}
         for p in self.pods:
             parts[p.part] = parts.get(p.part, 0) + 1
         return " + ".join(f"{k} {v}" for k, v in parts.items()) if len(parts) > 1 else ""
 
 
-def _t(meta: Any, spec: Any) -> Dict[str, Any]:
+def _t(meta: Any, spec: Any) -> dict[str, Any]:
     return {"metadata": meta if isinstance(meta, dict) else {}, "spec": spec if isinstance(spec, dict) else {}}
 
 
@@ -275,12 +277,12 @@ def _spend(n: int) -> None:
         raise _TooManyPods()
 
 
-def _pods(prefix: str, n: int, template: Dict[str, Any], shm: float = 0.0, part: str = "") -> List[Pod]:
+def _pods(prefix: str, n: int, template: dict[str, Any], shm: float = 0.0, part: str = "") -> list[Pod]:
     _spend(n)
     return [Pod(f"{prefix}-{i}", template, shm, part) for i in range(max(0, n))]
 
 
-def _lws(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+def _lws(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
     lwt = (o.get("spec") or {}).get("leaderWorkerTemplate") or {}
     size = _int(lwt.get("size"), 1)
     worker = lwt.get("workerTemplate") or {}
@@ -292,21 +294,21 @@ def _lws(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
     return out
 
 
-def _grove(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+def _grove(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
     tmpl = (o.get("spec") or {}).get("template") or {}
     cliques = {c.get("name"): c for c in tmpl.get("cliques") or [] if isinstance(c, dict)}
 
-    def clique_pods(c: Dict[str, Any], prefix: str, n: Optional[int] = None, part: str = "") -> List[Pod]:
+    def clique_pods(c: dict[str, Any], prefix: str, n: int | None = None, part: str = "") -> list[Pod]:
         spec = c.get("spec") or {}
         t = _t({"labels": c.get("labels") or {}, "annotations": c.get("annotations") or {}}, spec.get("podSpec"))
         return _pods(f"{prefix}-{c.get('name')}", _int(spec.get("replicas"), 1) if n is None else n, t,
                      part=part or str(c.get("name")))
 
-    out: List[Gang] = []
+    out: list[Gang] = []
     grouped: set[str] = set()
     for rep in range(_int((o.get("spec") or {}).get("replicas"), 1)):
-        base: List[Pod] = []
-        extra: List[Gang] = []
+        base: list[Pod] = []
+        extra: list[Gang] = []
         for sg in tmpl.get("podCliqueScalingGroups") or []:
             members = [cliques[n] for n in sg.get("cliqueNames") or [] if n in cliques]
             grouped.update(sg.get("cliqueNames") or [])
@@ -334,9 +336,9 @@ def _grove(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
     return out
 
 
-def _dgd(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+def _dgd(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
     spec = o.get("spec") or {}
-    comps: List[Tuple[str, Dict[str, Any], Dict[str, Any], Dict[str, Any]]] = []
+    comps: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = []
     for i, c in enumerate(spec.get("components") or []):          # v1beta1
         if isinstance(c, dict):
             comps.append((str(c.get("name") or i), c, c.get("podTemplate") or {}, {}))
@@ -365,17 +367,17 @@ def _dgd(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
     return out
 
 
-def _volcano(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
-    pods: List[Pod] = []
+def _volcano(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
+    pods: list[Pod] = []
     for t in (o.get("spec") or {}).get("tasks") or []:
         pods += _pods(f"{name}-{t.get('name')}", _int(t.get("replicas"), 1), t.get("template") or {})
     return [Gang(name, owner, BATCH, pods)]
 
 
-def _replica_specs(key: str, order: Tuple[str, ...]) -> Callable[[Dict[str, Any], str, str], List[Gang]]:
-    def read(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+def _replica_specs(key: str, order: tuple[str, ...]) -> Callable[[dict[str, Any], str, str], list[Gang]]:
+    def read(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
         specs = (o.get("spec") or {}).get(key) or {}
-        pods: List[Pod] = []
+        pods: list[Pod] = []
         for role in order:
             rs = specs.get(role)
             if isinstance(rs, dict):
@@ -384,7 +386,7 @@ def _replica_specs(key: str, order: Tuple[str, ...]) -> Callable[[Dict[str, Any]
     return read
 
 
-def _job(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+def _job(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
     spec = o.get("spec") or {}
     n = _int(spec.get("parallelism"), _int(spec.get("completions"), 1))
     pods = _pods(name, n, spec.get("template") or {})
@@ -393,21 +395,21 @@ def _job(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
     return [Gang(f"{name} pod {i}", owner, BATCH, [p], whole=False) for i, p in enumerate(pods)]
 
 
-def _replicated(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+def _replicated(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
     spec = o.get("spec") or {}
     pods = _pods(name, _int(spec.get("replicas"), 1), spec.get("template") or {})
     return [Gang(f"{name} pod {i}", owner, SERVICE, [p], whole=False) for i, p in enumerate(pods)]
 
 
-def _daemonset(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+def _daemonset(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
     return [Gang(name, owner, SERVICE, _pods(name, 1, (o.get("spec") or {}).get("template") or {}), daemon=True)]
 
 
-def _pod(o: Dict[str, Any], name: str, owner: str) -> List[Gang]:
+def _pod(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
     return [Gang(name, owner, SERVICE, [Pod(name, _t(o.get("metadata"), o.get("spec")))], whole=False)]
 
 
-READERS: Dict[Tuple[str, str], Callable[[Dict[str, Any], str, str], List[Gang]]] = {
+READERS: dict[tuple[str, str], Callable[[dict[str, Any], str, str], list[Gang]]] = {
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): _lws,
     ("grove.io", "PodCliqueSet"): _grove,
     ("nvidia.com", "DynamoGraphDeployment"): _dgd,
@@ -423,7 +425,7 @@ READERS: Dict[Tuple[str, str], Callable[[Dict[str, Any], str, str], List[Gang]]]
 }
 
 
-def gangs_of(obj: Dict[str, Any]) -> List[Gang]:
+def gangs_of(obj: dict[str, Any]) -> list[Gang]:
     """Every gang (or single pod) an object runs; [] for objects that run no pods."""
     if not isinstance(obj, dict):
         return []
@@ -441,7 +443,7 @@ def gangs_of(obj: Dict[str, Any]) -> List[Gang]:
         # a field of the wrong type (a list where the CRD has an object...): the API server refuses such an
         # object, and the schema checks name the field; it runs no pods we can count
         return []
-    clean: Dict[int, Dict[str, Any]] = {}          # one checked copy per template: pods keep sharing it
+    clean: dict[int, dict[str, Any]] = {}          # one checked copy per template: pods keep sharing it
     for g in gangs:
         for p in g.pods:
             t = p.template if isinstance(p.template, dict) else {}
@@ -452,7 +454,7 @@ def gangs_of(obj: Dict[str, Any]) -> List[Gang]:
 
 
 # ------------------------------------------------------------------ where a pod may go
-def _expr_holds(e: Dict[str, Any], labels: Dict[str, str]) -> bool:
+def _expr_holds(e: dict[str, Any], labels: dict[str, str]) -> bool:
     key, op, values = str(e.get("key")), e.get("operator"), [str(v) for v in e.get("values") or []]
     if op == "In":
         return labels.get(key) in values
@@ -467,12 +469,12 @@ def _expr_holds(e: Dict[str, Any], labels: Dict[str, str]) -> bool:
     return False
 
 
-def _node_affinity_terms(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
+def _node_affinity_terms(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return _list(_dict(_dict(_dict(spec.get("affinity")).get("nodeAffinity"))
                        .get("requiredDuringSchedulingIgnoredDuringExecution")).get("nodeSelectorTerms"))
 
 
-def _labels_match(spec: Dict[str, Any], labels: Dict[str, str]) -> bool:
+def _labels_match(spec: dict[str, Any], labels: dict[str, str]) -> bool:
     """nodeSelector (all of it) and the required node affinity (any term, every expression of it)."""
     if not all(labels.get(str(k)) == str(v) for k, v in _dict(spec.get("nodeSelector")).items()):
         return False
@@ -481,7 +483,7 @@ def _labels_match(spec: Dict[str, Any], labels: Dict[str, str]) -> bool:
                             for t in terms)
 
 
-def _tolerates(tolerations: List[Dict[str, Any]], taint: Dict[str, Any]) -> bool:
+def _tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
     for t in tolerations or []:
         if not isinstance(t, dict):
             continue
@@ -494,14 +496,14 @@ def _tolerates(tolerations: List[Dict[str, Any]], taint: Dict[str, Any]) -> bool
     return False
 
 
-def selects(spec: Dict[str, Any], node: Node) -> bool:
+def selects(spec: dict[str, Any], node: Node) -> bool:
     if not _labels_match(spec, node.labels):
         return False
     return all(_tolerates(_list(spec.get("tolerations")), t) for t in node.taints
                if t.get("effect") in ("NoSchedule", "NoExecute"))
 
 
-def _anti_affinity_blocks(spec: Dict[str, Any], labels: Dict[str, str], node: Node) -> bool:
+def _anti_affinity_blocks(spec: dict[str, Any], labels: dict[str, str], node: Node) -> bool:
     """Required pod anti-affinity on the host: the node already runs a pod its selector matches (or the
     pod would be matched by a term of a pod already there: the scheduler checks both ways, we check ours)."""
     terms = _list(_dict(_dict(spec.get("affinity")).get("podAntiAffinity")).get(
@@ -517,7 +519,7 @@ def _anti_affinity_blocks(spec: Dict[str, Any], labels: Dict[str, str], node: No
     return False
 
 
-def _expr_matches(expr: Dict[str, Any], labels: Dict[str, str]) -> bool:
+def _expr_matches(expr: dict[str, Any], labels: dict[str, str]) -> bool:
     """One matchExpressions entry against a pod's labels: In and Exists (other operators never match here)."""
     key = expr.get("key")
     if not isinstance(key, str):
@@ -527,7 +529,7 @@ def _expr_matches(expr: Dict[str, Any], labels: Dict[str, str]) -> bool:
     return expr.get("operator") == "Exists" and key in labels
 
 
-def _fits(req: Dict[str, float], node: Node) -> bool:
+def _fits(req: dict[str, float], node: Node) -> bool:
     """Every request within what the node has free; resources the node's capacity does not list (a fabric
     device of another pool, hugepages, cpu / memory of a machine without those facts) are not judged here."""
     return all(node.free(r) + 1e-9 >= v for r, v in req.items())
@@ -537,30 +539,30 @@ def _fits(req: Dict[str, float], node: Node) -> bool:
 @dataclass
 class PodPlan:
     pod: Pod
-    requests: Dict[str, float]
-    candidates: List[Node]
+    requests: dict[str, float]
+    candidates: list[Node]
 
 
 @dataclass
 class Outcome:
     gang: Gang
-    placed: Dict[str, str] = field(default_factory=dict)      # pod name -> node name
+    placed: dict[str, str] = field(default_factory=dict)      # pod name -> node name
     ok: bool = True
-    pools: List[str] = field(default_factory=list)             # pools its pods may land on
+    pools: list[str] = field(default_factory=list)             # pools its pods may land on
     alone_ok: bool = True                                      # fits an empty cluster on its own
 
 
 class Simulation:
-    def __init__(self, pools: List[PoolSpec]):
+    def __init__(self, pools: list[PoolSpec]):
         self.pools = pools
         self.by_name = {p.name: p for p in pools}
         self.nodes, self.estimates = build_nodes(pools)
-        self._effective: Dict[Tuple[int, str], Dict[str, Any]] = {}
-        self._requests: Dict[Tuple[Any, ...], Dict[str, float]] = {}
-        self._selects: Dict[Tuple[int, str], bool] = {}     # (id of a pod spec, node name): node labels never change
+        self._effective: dict[tuple[int, str], dict[str, Any]] = {}
+        self._requests: dict[tuple[Any, ...], dict[str, float]] = {}
+        self._selects: dict[tuple[int, str], bool] = {}     # (id of a pod spec, node name): node labels never change
 
     # effective pods: the fabric policy of the pool the pod lands on
-    def effective(self, tmpl: Dict[str, Any], pool: str) -> Dict[str, Any]:
+    def effective(self, tmpl: dict[str, Any], pool: str) -> dict[str, Any]:
         from . import pools as mpools
         key = (id(tmpl), pool)
         if key not in self._effective:
@@ -579,12 +581,13 @@ class Simulation:
             self._effective[key] = out
         return self._effective[key]
 
-    def requests(self, tmpl: Dict[str, Any], pool: Optional[str], extra_shm: float) -> Dict[str, float]:
+    def requests(self, tmpl: dict[str, Any], pool: str | None, extra_shm: float) -> dict[str, float]:
         """The effective pod's requests, memoised on what they depend on: the pool (its fabric policy), the
         fabric label / annotation that policy matches, and the containers' resources, volumes and overhead.
         (Templates of many workloads differ only in names, commands and env: one policy evaluation serves
         them all.)"""
         import json
+
         from . import pools as mpools
         meta, spec = _dict(tmpl.get("metadata")), _dict(tmpl.get("spec"))
         key = (pool, extra_shm, str(_dict(meta.get("labels")).get(mpools.FABRIC_POD_LABEL)),
@@ -598,18 +601,18 @@ class Simulation:
             self._requests[key] = pod_requests(_dict(eff.get("spec")), extra_shm)
         return self._requests[key]
 
-    def selects(self, spec: Dict[str, Any], node: Node) -> bool:
+    def selects(self, spec: dict[str, Any], node: Node) -> bool:
         key = (id(spec), node.name)
         if key not in self._selects:
             self._selects[key] = selects(spec, node)
         return self._selects[key]
 
-    def plan_pod(self, pod: Pod, nodes: List[Node]) -> PodPlan:
+    def plan_pod(self, pod: Pod, nodes: list[Node]) -> PodPlan:
         cands = [n for n in nodes if self.selects(pod.spec, n)]
         pool = cands[0].pool if cands else None
         return PodPlan(pod, dict(self.requests(pod.template, pool, pod.extra_shm)), cands)
 
-    def place(self, gang: Gang, nodes: List[Node]) -> Outcome:
+    def place(self, gang: Gang, nodes: list[Node]) -> Outcome:
         """Place one gang on `nodes` (mutated only when the whole gang fits)."""
         plans = [self.plan_pod(p, nodes) for p in gang.pods]
         out = Outcome(gang, pools=sorted({n.pool for pl in plans for n in pl.candidates}))
@@ -636,7 +639,7 @@ class Simulation:
             out.placed = {}
         return out
 
-    def place_daemon(self, gang: Gang, nodes: List[Node]) -> Outcome:
+    def place_daemon(self, gang: Gang, nodes: list[Node]) -> Outcome:
         pod = gang.pods[0]
         out = Outcome(gang)
         for n in nodes:
@@ -676,25 +679,25 @@ class Finding:
     owner: str                               # the Kubernetes object, e.g. "LeaderWorkerSet ns/name"
     message: str
     kind: str = SHORTAGE
-    resources: Tuple[str, ...] = ()          # pod-larger-than-node: the resources a pod asks too much of
+    resources: tuple[str, ...] = ()          # pod-larger-than-node: the resources a pod asks too much of
 
 
 @dataclass
 class Result:
-    pools: List[PoolSpec]
-    nodes: List[Node]                        # after services
-    estimates: Dict[str, alloc.Allocatable]
-    services: List[Outcome]
-    batch: List[Outcome]
-    unpinned: List[str]
-    findings: List[Finding]
+    pools: list[PoolSpec]
+    nodes: list[Node]                        # after services
+    estimates: dict[str, alloc.Allocatable]
+    services: list[Outcome]
+    batch: list[Outcome]
+    unpinned: list[str]
+    findings: list[Finding]
 
     @property
     def fits(self) -> bool:
         return not self.findings
 
 
-def _copy_nodes(nodes: List[Node]) -> List[Node]:
+def _copy_nodes(nodes: list[Node]) -> list[Node]:
     return [Node(n.name, n.pool, n.labels, n.taints, n.capacity, dict(n.used), list(n.pods)) for n in nodes]
 
 
@@ -703,7 +706,7 @@ def _label(o: Outcome) -> str:
     return f"{o.gang.name} ({o.gang.detail})" if o.gang.detail and " + " in o.gang.detail else f"{o.gang.name} ({n})"
 
 
-def _nodes_needed(sim: Simulation, gangs: List[Gang], pool: PoolSpec) -> int:
+def _nodes_needed(sim: Simulation, gangs: list[Gang], pool: PoolSpec) -> int:
     """Nodes of `pool` the gangs take when the pool is as large as they need (same packing)."""
     big = PoolSpec(pool.name, sum(len(g.pods) for g in gangs) + 1, pool.machine, pool.labels, pool.taints,
                    pool.profile, pool.cloud, pool.webhook_timeout_seconds)
@@ -716,7 +719,7 @@ def _nodes_needed(sim: Simulation, gangs: List[Gang], pool: PoolSpec) -> int:
     return sum(1 for n in s2.nodes if n.pods)
 
 
-def _usage(nodes: List[Node], pool: str) -> Dict[str, Tuple[float, Optional[float]]]:
+def _usage(nodes: list[Node], pool: str) -> dict[str, tuple[float, float | None]]:
     """resource -> (used, capacity or None when unknown) over the pool's nodes."""
     mine = [n for n in nodes if n.pool == pool]
     keys = sorted({k for n in mine for k in list(n.capacity) + list(n.used)})
@@ -728,10 +731,10 @@ def _usage(nodes: List[Node], pool: str) -> Dict[str, Tuple[float, Optional[floa
     return out
 
 
-def simulate(objects: Iterable[Dict[str, Any]], pools: List[PoolSpec]) -> Result:
+def simulate(objects: Iterable[dict[str, Any]], pools: list[PoolSpec]) -> Result:
     sim = Simulation(pools)
-    gangs: List[Gang] = []
-    unpinned: List[str] = []
+    gangs: list[Gang] = []
+    unpinned: list[str] = []
     for g in (g for o in objects for g in gangs_of(o)):
         keep = [p for p in g.pods if _pinned(sim, p)]
         if len(keep) < len(g.pods):
@@ -741,15 +744,15 @@ def simulate(objects: Iterable[Dict[str, Any]], pools: List[PoolSpec]) -> Result
             gangs.append(g)
     services = [g for g in gangs if g.kind == SERVICE]
     batch = [g for g in gangs if g.kind == BATCH]
-    findings: List[Finding] = []
+    findings: list[Finding] = []
 
     # Which gangs could never fit, even alone on empty nodes (reported once, not as a shortage).
-    alone: Dict[int, bool] = {}
+    alone: dict[int, bool] = {}
     for g in gangs:
         if not g.daemon:
             alone[id(g)] = sim.place(g, _copy_nodes(sim.nodes)).ok
 
-    outcomes: List[Outcome] = []
+    outcomes: list[Outcome] = []
     for g in [g for g in services if g.daemon]:
         outcomes.append(sim.place_daemon(g, sim.nodes))
     for g in sorted([g for g in services if not g.daemon], key=lambda g: -_demand(sim, g)):
@@ -787,7 +790,7 @@ def simulate(objects: Iterable[Dict[str, Any]], pools: List[PoolSpec]) -> Result
             findings.append(Finding(o.gang.owner, f"{o.gang.owner}: its pod does not fit on every node it selects "
                                                   f"(pools {', '.join(o.pools)}); lower its requests", DAEMON))
 
-    batch_out: List[Outcome] = []
+    batch_out: list[Outcome] = []
     for g in batch:
         o = sim.place(g, _copy_nodes(sim.nodes))
         o.alone_ok = alone[id(g)]
@@ -826,8 +829,8 @@ def _alone_finding(sim: Simulation, o: Outcome) -> Finding:
             f"(nodeCount {need}) or shrink the gang"), GANG_TOO_LARGE)
     plans = [sim.plan_pod(p, sim.nodes) for p in o.gang.pods]
     cap = spec.capacity()[0]
-    over: List[str] = []
-    names: Tuple[str, ...] = ()
+    over: list[str] = []
+    names: tuple[str, ...] = ()
     for pl in plans:
         big = [(r, v) for r, v in pl.requests.items() if r in cap and v > cap[r] + 1e-9]
         if big:
@@ -849,7 +852,7 @@ def _fmt(r: str, v: float) -> str:
 
 
 # ------------------------------------------------------------------ output
-def as_json(res: Result) -> Dict[str, Any]:
+def as_json(res: Result) -> dict[str, Any]:
     pools = []
     for p in res.pools:
         a = res.estimates[p.name]
@@ -863,7 +866,7 @@ def as_json(res: Result) -> Dict[str, Any]:
             "nodesUsed": {n.name: [name for name, _ in n.pods] for n in res.nodes if n.pool == p.name},
         })
 
-    def outcome(o: Outcome) -> Dict[str, Any]:
+    def outcome(o: Outcome) -> dict[str, Any]:
         return {"gang": o.gang.name, "owner": o.gang.owner, "pods": len(o.gang.pods), "whole": o.gang.whole,
                 "placed": o.ok, "pools": o.pools, "nodes": o.placed}
     return {"fits": res.fits, "pools": pools, "services": [outcome(o) for o in res.services],
@@ -872,7 +875,7 @@ def as_json(res: Result) -> Dict[str, Any]:
             "findings": [{"resource": f.owner, "kind": f.kind, "message": f.message} for f in res.findings]}
 
 
-def table(res: Result) -> List[str]:
+def table(res: Result) -> list[str]:
     """Per pool: nodes, GPUs, fabric devices, cpu, memory as used / free after the services."""
     lines = ["placement (long-running services at once; each batch job beside them):",
              f"  {'pool':<12}{'nodes':>6}  {'GPUs used/free':<16}{'fabric used/free':<34}{'cpu used/free':<16}"
@@ -899,6 +902,6 @@ def table(res: Result) -> List[str]:
     return lines
 
 
-def for_stack(cfg: Any, objects: Iterable[Dict[str, Any]]) -> Result:
+def for_stack(cfg: Any, objects: Iterable[dict[str, Any]]) -> Result:
     """What `plan` runs: the stack's rendered objects on the stack's pools."""
     return simulate(list(objects), pools_from_config(cfg))

@@ -22,9 +22,10 @@ import re
 import shutil
 import sys
 from collections import Counter, OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any
 
 import yaml
 
@@ -40,12 +41,12 @@ HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 @dataclass
 class PlanResult:
     stack: str
-    config: Optional[mconfig.StackConfig]
-    registrations: List[Registration] = field(default_factory=list)
-    k8s_objects: List[Dict[str, Any]] = field(default_factory=list)     # in apply order
-    violations: List[Dict[str, Any]] = field(default_factory=list)
-    advisories: List[str] = field(default_factory=list)
-    out_dir: Optional[Path] = None
+    config: mconfig.StackConfig | None
+    registrations: list[Registration] = field(default_factory=list)
+    k8s_objects: list[dict[str, Any]] = field(default_factory=list)     # in apply order
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    advisories: list[str] = field(default_factory=list)
+    out_dir: Path | None = None
     exit_code: int = EXIT_OK
     error: str = ""
     placement: Any = None                                               # multinode.placement.Result
@@ -68,7 +69,7 @@ INSTALL_ORDER = ("PriorityClass", "Namespace", "NetworkPolicy", "ResourceQuota",
 _KIND_RANK = {k: i for i, k in enumerate(INSTALL_ORDER)}
 
 
-def stable_order(regs: List[Registration]) -> List[Registration]:
+def stable_order(regs: list[Registration]) -> list[Registration]:
     """The registrations in an order that does not depend on timing. Under the mock monitor the SDK registers
     resources from several threads, so the order they arrive in differs from run to run (and with it the
     k8s/NNN numbering, resources.json and graph.mmd). Sorted instead: components and cloud resources first, then
@@ -90,11 +91,11 @@ def stable_order(regs: List[Registration]) -> List[Registration]:
     return sorted(regs, key=key)
 
 
-def apply_order(regs: List[Registration]) -> List[Registration]:
+def apply_order(regs: list[Registration]) -> list[Registration]:
     """Topological order over explicit dependencies; the given order breaks ties (plan passes stable_order)."""
     index = {r.urn: i for i, r in enumerate(regs)}
     deps = {r.urn: [d for d in r.dependencies if d in index] for r in regs}
-    done: "OrderedDict[str, None]" = OrderedDict()
+    done: OrderedDict[str, None] = OrderedDict()
     visiting = set()
 
     def visit(urn: str) -> None:
@@ -116,7 +117,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")[:80]
 
 
-def mermaid(regs: List[Registration]) -> str:
+def mermaid(regs: list[Registration]) -> str:
     ids = {r.urn: f"n{i}" for i, r in enumerate(regs)}
     lines = ["graph TD"]
     for r in regs:
@@ -132,7 +133,7 @@ def mermaid(regs: List[Registration]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_policies(regs: List[Registration], cfg: mconfig.StackConfig) -> List[Dict[str, Any]]:
+def run_policies(regs: list[Registration], cfg: mconfig.StackConfig) -> list[dict[str, Any]]:
     """The policy pack's rules on the recorded resources (once the pack exists in policy/)."""
     if importlib.util.find_spec("policy") is None or importlib.util.find_spec("policy.pack") is None:
         return []
@@ -140,7 +141,7 @@ def run_policies(regs: List[Registration], cfg: mconfig.StackConfig) -> List[Dic
     return [v if isinstance(v, dict) else v.as_dict() for v in pack.evaluate([r.as_dict() for r in regs], cfg)]
 
 
-def plan(stack: str, out_root: Optional[Path] = Path("build"), path: Optional[Path] = None) -> PlanResult:
+def plan(stack: str, out_root: Path | None = Path("build"), path: Path | None = None) -> PlanResult:
     src = Path(path) if path else stackfile.stack_path(stack)
     try:
         raw, secrets, wire = stackfile.read_stack_file(src)
@@ -150,8 +151,8 @@ def plan(stack: str, out_root: Optional[Path] = Path("build"), path: Optional[Pa
     return plan_config(stack, cfg, wire, secrets, out_root, stack_file=src)
 
 
-def plan_config(stack: str, cfg: mconfig.StackConfig, wire: Dict[str, str], secrets: Any,
-                out_root: Optional[Path] = None, stack_file: Path | None = None) -> PlanResult:
+def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secrets: Any,
+                out_root: Path | None = None, stack_file: Path | None = None) -> PlanResult:
     """Run the program for an already validated config (`wire` = config as Pulumi passes it)."""
     result = PlanResult(stack, cfg, advisories=[str(p) for p in checks.advisories(cfg)])
     run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack, stack_file=stack_file)
@@ -168,7 +169,7 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: Dict[str, str], secr
     return result
 
 
-def write_outputs(result: PlanResult, ordered: List[Registration], out: Path) -> Path:
+def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) -> Path:
     if out.exists():
         shutil.rmtree(out)
     (out / "k8s").mkdir(parents=True)
@@ -193,7 +194,7 @@ def write_outputs(result: PlanResult, ordered: List[Registration], out: Path) ->
     return out
 
 
-def _pod_templates(node: Any, path: str = "") -> Iterator[Tuple[str, Dict[str, Any]]]:
+def _pod_templates(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
     """Every pod template ({metadata, spec with containers}) inside a k8s object, with its path."""
     if isinstance(node, dict):
         spec = node.get("spec")
@@ -207,11 +208,11 @@ def _pod_templates(node: Any, path: str = "") -> Iterator[Tuple[str, Dict[str, A
             yield from _pod_templates(v, f"{path}[{i}]")
 
 
-def _map(value: Any) -> Dict[str, Any]:
+def _map(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def write_effective_pods(result: PlanResult, out: Path) -> List[Path]:
+def write_effective_pods(result: PlanResult, out: Path) -> list[Path]:
     """build/<stack>/effective/<workload>-<role>.yaml: each fabric-labelled pod template after the
     Kyverno fabric policy of the pool it selects (computed by multinode.manifests.effective_pod)."""
     from . import fabric, pools
@@ -219,7 +220,7 @@ def write_effective_pods(result: PlanResult, out: Path) -> List[Path]:
     cfg = result.config
     if cfg is None:
         return []
-    written: List[Path] = []
+    written: list[Path] = []
     for obj in result.k8s_objects:
         for path, tmpl in _pod_templates(obj):
             meta = _map(tmpl.get("metadata"))
@@ -304,7 +305,7 @@ def stack_name_from_file(path: Path) -> str | None:
     return m.group(1) if m else None
 
 
-def main(argv: List[str], prog: str = "python -m multinode plan") -> int:
+def main(argv: list[str], prog: str = "python -m multinode plan") -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog=prog, description=(__doc__ or "").splitlines()[0])

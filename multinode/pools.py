@@ -3,8 +3,6 @@ names of the per-pool networks. The cloud components create nodes with these; th
 fabric policies and policy pack select nodes by them."""
 from __future__ import annotations
 
-from typing import Dict, List
-
 from .catalog import Machine
 from .config import NodePool, StackConfig
 
@@ -25,7 +23,7 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
 
 
-def node_labels(cfg: StackConfig, pool: NodePool, machine: Machine) -> Dict[str, str]:
+def node_labels(cfg: StackConfig, pool: NodePool, machine: Machine) -> dict[str, str]:
     """Labels every node of a created pool carries (existing pools: their nodeSelector)."""
     if cfg.cloud == "existing":
         return dict(pool.node_selector)
@@ -41,22 +39,22 @@ def node_labels(cfg: StackConfig, pool: NodePool, machine: Machine) -> Dict[str,
     return labels
 
 
-def node_selector(cfg: StackConfig, pool: NodePool) -> Dict[str, str]:
+def node_selector(cfg: StackConfig, pool: NodePool) -> dict[str, str]:
     """What a pod uses to land on this pool."""
     if cfg.cloud == "existing":
         return dict(pool.node_selector)
     return {POOL_LABEL: pool.name}
 
 
-def node_taints(cfg: StackConfig) -> List[Dict[str, str]]:
+def node_taints(cfg: StackConfig) -> list[dict[str, str]]:
     return [] if cfg.cloud == "existing" else [dict(GPU_TAINT)]
 
 
-def tolerations() -> List[Dict[str, str]]:
+def tolerations() -> list[dict[str, str]]:
     """Tolerate the GPU taint (harmless where it is absent)."""
     return [{"key": GPU_TAINT["key"], "operator": "Exists", "effect": GPU_TAINT["effect"]}]
 
 
-def gcp_network_names(pool: NodePool, count: int) -> List[str]:
+def gcp_network_names(pool: NodePool, count: int) -> list[str]:
     """Names of the extra GPU VPCs / GKE Network objects of a GCP pool (vpc1..vpcN per pool)."""
     return [f"{pool.name}-gpu-{i}" for i in range(1, count + 1)]

@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import runpy
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any
 
 import pulumi
 from google.protobuf import json_format
@@ -26,9 +27,9 @@ UNKNOWN_PLACEHOLDER = "[unknown]"
 
 # Canned results for provider functions (data sources) by token; cloud modules' tests and the
 # plan add to this. Each takes the call args and returns the result dict.
-CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {}
+CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 # Extra mock outputs per resource type (e.g. Helm release status), merged over the inputs.
-OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {
+OUTPUTS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
     "kubernetes:helm.sh/v3:Release": lambda name, inputs: {
         "status": {"name": inputs.get("name", name), "namespace": inputs.get("namespace", "default"),
                    "status": "deployed", "version": inputs.get("version", ""), "revision": 1,
@@ -76,13 +77,13 @@ class Registration:
     custom: bool
     protect: bool
     retain_on_delete: bool
-    dependencies: List[str]
+    dependencies: list[str]
     provider: str
-    inputs: Dict[str, Any]
+    inputs: dict[str, Any]
     delete_before_replace: bool = False
-    ignore_changes: List[str] = field(default_factory=list)
+    ignore_changes: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> Dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
                 "custom": self.custom, "protect": self.protect, "retainOnDelete": self.retain_on_delete,
                 "dependencies": self.dependencies, "provider": self.provider,
@@ -91,14 +92,14 @@ class Registration:
 
 
 class PlanMocks(pmocks.Mocks):
-    def new_resource(self, args: pmocks.MockResourceArgs) -> Tuple[Optional[str], Dict[str, Any]]:
+    def new_resource(self, args: pmocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         outputs = dict(args.inputs)
         extra = OUTPUTS.get(args.typ)
         if extra:
             outputs.update(extra(args.name, args.inputs))
         return (args.resource_id or f"{args.name}-id"), outputs
 
-    def call(self, args: pmocks.MockCallArgs) -> Tuple[Dict[str, Any], Optional[List[Tuple[str, str]]]]:
+    def call(self, args: pmocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         handler = CALLS.get(args.token)
         # (result, check failures): the mock monitor iterates the failures when given a tuple, so an empty list
         return (dict(handler(args.args)) if handler else {}), []
@@ -107,9 +108,9 @@ class PlanMocks(pmocks.Mocks):
 class RecordingMonitor(pmocks.MockMonitor):
     def __init__(self, mocks: pmocks.Mocks) -> None:
         super().__init__(mocks)
-        self.registrations: List[Registration] = []
-        self.reads: List[Dict[str, Any]] = []
-        self.calls: List[str] = []
+        self.registrations: list[Registration] = []
+        self.reads: list[dict[str, Any]] = []
+        self.calls: list[str] = []
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         resp = super().RegisterResource(request)
@@ -137,10 +138,10 @@ class RecordingMonitor(pmocks.MockMonitor):
 
 @dataclass
 class ProgramRun:
-    registrations: List[Registration]
-    reads: List[Dict[str, Any]]
-    calls: List[str]
-    stack_outputs: Dict[str, Any]
+    registrations: list[Registration]
+    reads: list[dict[str, Any]]
+    calls: list[str]
+    stack_outputs: dict[str, Any]
 
 
 _MOCKED_CLOUDS: set[str] = set()
@@ -158,7 +159,7 @@ def _register_mock_data(cloud: str) -> None:
         _MOCKED_CLOUDS.add(cloud)
 
 
-def run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str,
+def run_program(wire_config: dict[str, str], secret_keys: list[str], stack: str,
                 program: Path = PROGRAM, stack_file: Path | None = None) -> ProgramRun:
     """Run `program` under mocks with the given config (as Pulumi passes it: key -> string).
     `stack_file`: the file the config came from, whose key names the program checks (None: none)."""
@@ -170,7 +171,7 @@ def run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str,
         stackfile._PROGRAM_STACK_FILE.pop()
 
 
-def _run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str, program: Path) -> ProgramRun:
+def _run_program(wire_config: dict[str, str], secret_keys: list[str], stack: str, program: Path) -> ProgramRun:
     asyncio.set_event_loop(asyncio.new_event_loop())   # a fresh loop per run (see DESIGN pitfalls)
     pulumi.runtime.set_all_config(dict(wire_config), list(secret_keys))
     _register_mock_data(str(wire_config.get("multinode:cloud", "")))
@@ -191,7 +192,7 @@ def _run_program(wire_config: Dict[str, str], secret_keys: List[str], stack: str
         runpy.run_path(str(program), run_name="__main__")
 
     _sync_await(run_pulumi_func(run))
-    outputs: Dict[str, Any] = {}
+    outputs: dict[str, Any] = {}
     stack_res = pulumi.runtime.get_root_resource()      # the Stack that set_mocks created
     if isinstance(stack_res, Stack) and stack_res.outputs:
         outputs = dict(stack_res.outputs)

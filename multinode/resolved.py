@@ -14,7 +14,7 @@ pool's machine (StackConfig.machine) or reports why it could not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 # The roles a disaggregated workload splits into, in the order every consumer lists them.
 DISAGGREGATED_ROLES = ("prefill", "decode")
@@ -56,7 +56,7 @@ class ResolvedWorkload:
     node_pool: str
     machine_gpus: int
     main: Gang                                   # the workload's own nodes/GPUs/parallel sizes
-    roles: Dict[str, Gang]                       # prefill/decode of a disaggregated workload, else empty
+    roles: dict[str, Gang]                       # prefill/decode of a disaggregated workload, else empty
 
     @property
     def gpus_per_node(self) -> int:
@@ -66,15 +66,15 @@ class ResolvedWorkload:
     def tensor_parallel(self) -> int:
         return self.main.tensor_parallel
 
-    def serving_gangs(self) -> Tuple[Gang, ...]:
+    def serving_gangs(self) -> tuple[Gang, ...]:
         """What serves the model: the roles of a disaggregated workload, else the workload itself."""
         return tuple(self.roles.values()) if self.roles else (self.main,)
 
 
 def resolve_workload(workload: Any, machine_gpus: int) -> ResolvedWorkload:
     """Every default of one workload, given the GPUs per node of its pool's machine."""
-    roles: Dict[str, Gang] = {}
-    disaggregated: Optional[Any] = workload.disaggregated
+    roles: dict[str, Gang] = {}
+    disaggregated: Any | None = workload.disaggregated
     if disaggregated is not None:
         roles = {r: gang(r, getattr(disaggregated, r), machine_gpus) for r in DISAGGREGATED_ROLES}
     return ResolvedWorkload(workload.name, workload.kind, workload.node_pool, machine_gpus,

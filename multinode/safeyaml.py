@@ -40,7 +40,8 @@ from __future__ import annotations
 import copy
 import math
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import yaml
 from yaml import events as ev
@@ -125,7 +126,7 @@ def resolve_plain(text: str) -> Any:
     return text
 
 
-def _fmt_path(parts: List[Any]) -> str:
+def _fmt_path(parts: list[Any]) -> str:
     out = ""
     for p in parts:
         if isinstance(p, int):
@@ -138,7 +139,7 @@ def _fmt_path(parts: List[Any]) -> str:
 class _Frame:
     __slots__ = ("kind", "value", "key", "seen", "anchor", "size", "depth")
 
-    def __init__(self, kind: str, anchor: Optional[str]):
+    def __init__(self, kind: str, anchor: str | None):
         self.kind = kind                      # "map" | "seq"
         self.value: Any = {} if kind == "map" else []
         self.key: Any = _NO_KEY               # map: the pending key
@@ -154,7 +155,7 @@ _IN_KEY = object()      # a map whose key is a (refused) collection being read
 
 
 def load(text: str, source: str = "stack file",
-         secret_path: Optional[Callable[[List[str]], bool]] = None) -> Any:
+         secret_path: Callable[[list[str]], bool] | None = None) -> Any:
     """Parse one YAML document into plain JSON values (dict, list, str, int, float, bool, None).
 
     Raises ConfigError listing every refused construct with its key path and line. `secret_path(parts)`
@@ -162,15 +163,15 @@ def load(text: str, source: str = "stack file",
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise ConfigError([Problem("", f"the stack file is over {MAX_BYTES // (1024 * 1024)} MiB; a stack file "
                                        f"holds settings, not data: move large objects to their own files")], source)
-    problems: List[Problem] = []
-    stack: List[_Frame] = []
-    result: List[Any] = []
+    problems: list[Problem] = []
+    stack: list[_Frame] = []
+    result: list[Any] = []
     docs = 0
-    anchors: Dict[str, Tuple[Any, int, int]] = {}     # name -> (value, expanded size, depth)
+    anchors: dict[str, tuple[Any, int, int]] = {}     # name -> (value, expanded size, depth)
     expanded = 0                                       # nodes in the document with aliases expanded
 
-    def path_here(extra: Any = _NO_KEY) -> List[Any]:
-        parts: List[Any] = []
+    def path_here(extra: Any = _NO_KEY) -> list[Any]:
+        parts: list[Any] = []
         for f in stack:
             if f.kind == "seq":
                 parts.append(len(f.value))
@@ -180,18 +181,18 @@ def load(text: str, source: str = "stack file",
             parts.append(extra)
         return parts
 
-    def display(parts: List[Any]) -> str:
+    def display(parts: list[Any]) -> str:
         # paths read from the `config:` mapping drop the leading "config." (keys are what users type)
         if parts and parts[0] == "config" and len(parts) > 1:
             parts = parts[1:]
         text = _fmt_path(parts)
         return text if len(text) <= 120 else text[:60] + "..." + text[-40:]
 
-    def refuse(parts: List[Any], line: int, message: str) -> None:
+    def refuse(parts: list[Any], line: int, message: str) -> None:
         if len(problems) < MAX_PROBLEMS:
             problems.append(Problem(display(parts), f"(line {line + 1}) {message}"))
 
-    def is_secret(parts: List[Any]) -> bool:
+    def is_secret(parts: list[Any]) -> bool:
         return bool(secret_path and secret_path([p for p in parts if isinstance(p, str)][1:]
                                                 if parts and parts[0] == "config" else parts))
 

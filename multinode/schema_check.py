@@ -38,8 +38,9 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any
 
 import jsonschema
 import yaml
@@ -67,7 +68,7 @@ _LOCK = threading.RLock()
 class UnknownKindError(LookupError):
     """Neither a CRD in ``schemas/`` nor kubernetes-validate knows this apiVersion/kind."""
 
-    def __init__(self, api_version: Any, kind: Any, k8s_version: Optional[str] = None):
+    def __init__(self, api_version: Any, kind: Any, k8s_version: str | None = None):
         self.api_version = api_version
         self.kind = kind
         self.k8s_version = k8s_version
@@ -86,7 +87,7 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 # ObjectMeta fields, as JSON Schema; content rules are in _metadata_errors.
-_OBJECT_META: Dict[str, Any] = {
+_OBJECT_META: dict[str, Any] = {
     "type": "object",
     "properties": {
         "name": {"type": "string"},
@@ -115,7 +116,7 @@ _OBJECT_META: Dict[str, Any] = {
 }
 
 
-def _qualified_name_errors(key: Any) -> Optional[str]:
+def _qualified_name_errors(key: Any) -> str | None:
     """Label/annotation key: optional DNS-subdomain prefix (<=253) + '/' + name (<=63)."""
     if not isinstance(key, str) or not key:
         return "key must be a non-empty string"
@@ -128,12 +129,12 @@ def _qualified_name_errors(key: Any) -> Optional[str]:
     return None
 
 
-def _metadata_errors(meta: Any, where: str, *, require_name: bool, check_name_format: bool) -> List[str]:
+def _metadata_errors(meta: Any, where: str, *, require_name: bool, check_name_format: bool) -> list[str]:
     if meta is None:
         return [f"{where}: metadata.name or metadata.generateName is required"] if require_name else []
     if not isinstance(meta, dict):
         return [f"{where}: must be a mapping"]
-    errors: List[str] = []
+    errors: list[str] = []
     name = meta.get("name")
     if require_name and not (name or meta.get("generateName")):
         errors.append(f"{where}: metadata.name or metadata.generateName is required")
@@ -176,7 +177,7 @@ def _convert(node: Any, in_junctor: bool = False) -> Any:
     """
     if not isinstance(node, dict):
         return node
-    out: Dict[str, Any] = {k: v for k, v in node.items()
+    out: dict[str, Any] = {k: v for k, v in node.items()
                            if k not in _SUBSCHEMA_KEYS and k not in ("description", "x-kubernetes-validations")}
     props = node.get("properties")
     if isinstance(props, dict):
@@ -219,7 +220,7 @@ def _convert(node: Any, in_junctor: bool = False) -> Any:
 
 
 def _list_type_check(validator: Any, value: Any, instance: Any,
-                     schema: Dict[str, Any]) -> Iterator[jsonschema.ValidationError]:
+                     schema: dict[str, Any]) -> Iterator[jsonschema.ValidationError]:
     if not isinstance(instance, list):
         return
     if value == "set":
@@ -234,7 +235,7 @@ def _list_type_check(validator: Any, value: Any, instance: Any,
         keys = schema.get("x-kubernetes-list-map-keys") or []
         defaults = {k: (schema.get("items") or {}).get("properties", {}).get(k, {}).get("default")
                     for k in keys}
-        seen: Dict[Tuple[str, ...], int] = {}
+        seen: dict[tuple[str, ...], int] = {}
         for i, item in enumerate(instance):
             if not isinstance(item, dict):
                 continue
@@ -290,7 +291,7 @@ def _format_error(err: jsonschema.ValidationError, unknown_note: str) -> str:
     path = ".".join(str(p) for p in err.absolute_path) or "<root>"
     msg = err.message
     if err.validator == "additionalProperties" and err.validator_value is False and isinstance(err.instance, dict):
-        declared = set((err.schema.get("properties") or {}))
+        declared = set(err.schema.get("properties") or {})
         extra = sorted(set(err.instance) - declared)
         msg = f"unknown field(s) {', '.join(map(repr, extra))}: not in the schema {unknown_note}"
     elif err.context:
@@ -298,7 +299,7 @@ def _format_error(err: jsonschema.ValidationError, unknown_note: str) -> str:
     return f"{path}: {msg}"
 
 
-def _sorted_errors(errors: Iterable[jsonschema.ValidationError]) -> List[jsonschema.ValidationError]:
+def _sorted_errors(errors: Iterable[jsonschema.ValidationError]) -> list[jsonschema.ValidationError]:
     return sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
 
 
@@ -306,18 +307,18 @@ def _sorted_errors(errors: Iterable[jsonschema.ValidationError]) -> List[jsonsch
 # CRD index
 # --------------------------------------------------------------------------------------------
 # Module-level caches shared by every CrdIndex over the same folder.
-_HEADS: Dict[Path, Dict[Tuple[str, str], List[Path]]] = {}   # dir -> (group, kind) -> files
-_CRDS: Dict[Path, dict] = {}                                   # file -> parsed CRD
-_VALIDATORS: Dict[Tuple[Path, str], Any] = {}                  # (file, version) -> validator
+_HEADS: dict[Path, dict[tuple[str, str], list[Path]]] = {}   # dir -> (group, kind) -> files
+_CRDS: dict[Path, dict] = {}                                   # file -> parsed CRD
+_VALIDATORS: dict[tuple[Path, str], Any] = {}                  # (file, version) -> validator
 
 _VERSIONS_LINE = re.compile(r"^\s*versions:\s*$")
 
 
-def _head_scan(path: Path) -> Optional[Tuple[str, str]]:
+def _head_scan(path: Path) -> tuple[str, str] | None:
     """(group, kind) of a CRD file without parsing its (multi-MB) schema: parse only the part
     before ``versions:`` (the last key of ``spec`` in controller-gen output). Falls back to a full
     parse when that does not work."""
-    head: List[str] = []
+    head: list[str] = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             if _VERSIONS_LINE.match(line):
@@ -336,7 +337,7 @@ def _head_scan(path: Path) -> Optional[Tuple[str, str]]:
     return doc["spec"]["group"], doc["spec"]["names"]["kind"]
 
 
-def _load_crd(path: Path) -> Optional[dict]:
+def _load_crd(path: Path) -> dict | None:
     with _LOCK:
         if path not in _CRDS:
             with open(path, encoding="utf-8") as f:
@@ -346,7 +347,7 @@ def _load_crd(path: Path) -> Optional[dict]:
         return _CRDS[path] or None
 
 
-def _split_api_version(api_version: Any) -> Tuple[str, str]:
+def _split_api_version(api_version: Any) -> tuple[str, str]:
     if not isinstance(api_version, str):
         return "", ""
     group, _, version = api_version.rpartition("/")
@@ -361,11 +362,11 @@ class CrdIndex:
     cached per (file, version) at module level.
     """
 
-    def __init__(self, schema_dir: Optional[Path] = None):
+    def __init__(self, schema_dir: Path | None = None):
         self.schema_dir = Path(schema_dir or SCHEMA_DIR).resolve()
         with _LOCK:
             if self.schema_dir not in _HEADS:
-                heads: Dict[Tuple[str, str], List[Path]] = {}
+                heads: dict[tuple[str, str], list[Path]] = {}
                 for path in sorted(self.schema_dir.rglob("*.y*ml")):
                     if path.name.startswith("values") or "examples" in path.relative_to(self.schema_dir).parts:
                         continue
@@ -376,11 +377,11 @@ class CrdIndex:
         self._heads = _HEADS[self.schema_dir]
 
     # -- lookup ------------------------------------------------------------------------------
-    def kinds(self) -> List[Tuple[str, str]]:
+    def kinds(self) -> list[tuple[str, str]]:
         """(group, kind) pairs known, without loading any schema."""
         return sorted(self._heads)
 
-    def _version(self, api_version: Any, kind: Any) -> Optional[Tuple[Path, dict]]:
+    def _version(self, api_version: Any, kind: Any) -> tuple[Path, dict] | None:
         group, version = _split_api_version(api_version)
         for path in self._heads.get((group, kind), []):
             crd = _load_crd(path)
@@ -395,7 +396,7 @@ class CrdIndex:
             return False
         return self._version(api_version, kind) is not None
 
-    def versions(self, group: str, kind: str) -> List[dict]:
+    def versions(self, group: str, kind: str) -> list[dict]:
         """[{name, served, storage, deprecated}] for a (group, kind)."""
         out = []
         for path in self._heads.get((group, kind), []):
@@ -404,20 +405,20 @@ class CrdIndex:
                             "storage": bool(v.get("storage")), "deprecated": bool(v.get("deprecated"))})
         return out
 
-    def deprecation(self, api_version: str, kind: str) -> Optional[str]:
+    def deprecation(self, api_version: str, kind: str) -> str | None:
         """The CRD's deprecation warning for this version, or None."""
         found = self._version(api_version, kind)
         if not found or not found[1].get("deprecated"):
             return None
         return found[1].get("deprecationWarning") or f"{api_version} {kind} is deprecated"
 
-    def cel_rules(self, api_version: str, kind: str) -> List[Tuple[str, str, str]]:
+    def cel_rules(self, api_version: str, kind: str) -> list[tuple[str, str, str]]:
         """(schema path, rule, message) of every ``x-kubernetes-validations`` CEL rule of this
         version: these are enforced by the API server but NOT by ``validate``."""
         found = self._version(api_version, kind)
         if not found:
             raise UnknownKindError(api_version, kind)
-        out: List[Tuple[str, str, str]] = []
+        out: list[tuple[str, str, str]] = []
 
         def walk(n: Any, path: str) -> None:
             if not isinstance(n, dict):
@@ -445,7 +446,7 @@ class CrdIndex:
                 schema = _convert(root)
                 schema["properties"]["apiVersion"] = {"type": "string"}
                 schema["properties"]["kind"] = {"type": "string"}
-                meta_schema: Dict[str, Any] = _OBJECT_META
+                meta_schema: dict[str, Any] = _OBJECT_META
                 if isinstance(crd_meta, dict) and (crd_meta.get("properties") or crd_meta.get("anyOf")
                                                    or crd_meta.get("allOf") or crd_meta.get("oneOf")):
                     extra = dict(crd_meta, **{"x-kubernetes-preserve-unknown-fields": True})
@@ -455,7 +456,7 @@ class CrdIndex:
             return _VALIDATORS[key]
 
     # -- validation --------------------------------------------------------------------------
-    def validate(self, obj: dict) -> List[str]:
+    def validate(self, obj: dict) -> list[str]:
         """Errors as "path: message" strings; [] when valid. Raises ``UnknownKindError`` when no
         CRD here defines the object's apiVersion/kind."""
         if not isinstance(obj, dict):
@@ -465,7 +466,7 @@ class CrdIndex:
         if not found:
             raise UnknownKindError(api_version, kind)
         path, version = found
-        errors: List[str] = []
+        errors: list[str] = []
         if version.get("served") is False:
             errors.append(f"apiVersion: {api_version} {kind} is not served by the CRD")
         errors += _metadata_errors(obj.get("metadata"), "metadata", require_name=True,
@@ -476,7 +477,7 @@ class CrdIndex:
         return errors
 
 
-_DEFAULT_INDEX: Optional[CrdIndex] = None
+_DEFAULT_INDEX: CrdIndex | None = None
 
 
 def _default_index() -> CrdIndex:
@@ -490,8 +491,8 @@ def _default_index() -> CrdIndex:
 # --------------------------------------------------------------------------------------------
 # core kinds via kubernetes-validate (strict)
 # --------------------------------------------------------------------------------------------
-_CORE_VALIDATORS: Dict[Tuple[str, str], Any] = {}   # (schema dir, file name) -> validator
-_CORE_REGISTRIES: Dict[str, Any] = {}
+_CORE_VALIDATORS: dict[tuple[str, str], Any] = {}   # (schema dir, file name) -> validator
+_CORE_REGISTRIES: dict[str, Any] = {}
 
 
 def _core_validator(obj: dict, k8s_version: str) -> Any:     # a jsonschema validator or None
@@ -536,7 +537,7 @@ def _core_validator(obj: dict, k8s_version: str) -> Any:     # a jsonschema vali
         return None
 
 
-def _validate_core(obj: dict, k8s_version: str) -> List[str]:
+def _validate_core(obj: dict, k8s_version: str) -> list[str]:
     import kubernetes_validate as kv
 
     validator = _core_validator(obj, k8s_version)
@@ -560,7 +561,7 @@ def _validate_core(obj: dict, k8s_version: str) -> List[str]:
     return errors
 
 
-def validate_object(obj: dict, k8s_version: str = "1.33") -> List[str]:
+def validate_object(obj: dict, k8s_version: str = "1.33") -> list[str]:
     """Validate one Kubernetes object; returns "path: message" errors ([] = valid).
 
     A CRD in ``schemas/`` for the apiVersion+kind wins; otherwise kubernetes-validate's strict
@@ -576,7 +577,7 @@ def validate_object(obj: dict, k8s_version: str = "1.33") -> List[str]:
     return _validate_core(obj, k8s_version)
 
 
-def validate_pod_template(template: dict, k8s_version: str = "1.33") -> List[str]:
+def validate_pod_template(template: dict, k8s_version: str = "1.33") -> list[str]:
     """Strictly validate a PodTemplateSpec ({metadata, spec}) by wrapping it in a v1 PodTemplate.
     Error paths start with ``template.``."""
     wrapper = {"apiVersion": "v1", "kind": "PodTemplate",
@@ -584,7 +585,7 @@ def validate_pod_template(template: dict, k8s_version: str = "1.33") -> List[str
     return _validate_core(wrapper, k8s_version)
 
 
-def validate_pod_spec(spec: dict, k8s_version: str = "1.33") -> List[str]:
+def validate_pod_spec(spec: dict, k8s_version: str = "1.33") -> list[str]:
     """Strictly validate a PodSpec by wrapping it in a v1 Pod. Error paths start with ``spec.``."""
     wrapper = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "validation-wrapper"}, "spec": spec}
     return _validate_core(wrapper, k8s_version)
@@ -614,7 +615,7 @@ HELM_SUBCHARTS = {
                                    "maintenance-operator-chart"}),
 }
 
-_VALUES_CACHE: Dict[str, Any] = {}
+_VALUES_CACHE: dict[str, Any] = {}
 
 
 def _upstream_values(chart: str) -> Any:
@@ -636,7 +637,7 @@ def _is_free_form(key: Any, upstream_value: Any) -> bool:
     return k in FREE_FORM_KEYS or k.endswith(FREE_FORM_SUFFIXES)
 
 
-def helm_values_unknown_keys(chart: str, values: dict) -> List[str]:
+def helm_values_unknown_keys(chart: str, values: dict) -> list[str]:
     """Dotted key paths in ``values`` that the chart's upstream ``values.yaml`` does not have.
 
     Rule: a key path exists when every segment is a mapping key at that place in the upstream
@@ -652,7 +653,7 @@ def helm_values_unknown_keys(chart: str, values: dict) -> List[str]:
     """
     upstream = _upstream_values(chart)
     subcharts = HELM_SUBCHARTS.get(chart, frozenset())
-    unknown: List[str] = []
+    unknown: list[str] = []
 
     def seg(k: Any) -> str:
         return f"[{k}]" if "." in str(k) else str(k)
@@ -678,7 +679,7 @@ def helm_values_unknown_keys(chart: str, values: dict) -> List[str]:
 # --------------------------------------------------------------------------------------------
 # Kyverno {{ }} expressions
 # --------------------------------------------------------------------------------------------
-def _scan_expressions(text: str) -> Iterator[Tuple[str, Optional[str]]]:
+def _scan_expressions(text: str) -> Iterator[tuple[str, str | None]]:
     """Yield (expression, None) for each ``{{ ... }}`` in ``text`` and (fragment, "unterminated")
     for a ``{{`` that is never closed. ``\\{{`` (Kyverno's escape) is skipped. Braces inside
     JMESPath multiselect hashes and inside quoted strings/literals are balanced."""
@@ -724,7 +725,7 @@ def _scan_expressions(text: str) -> Iterator[Tuple[str, Optional[str]]]:
         i = end
 
 
-def _walk_strings(node: Any, path: str) -> Iterator[Tuple[str, str]]:
+def _walk_strings(node: Any, path: str) -> Iterator[tuple[str, str]]:
     if isinstance(node, str):
         yield path or "<root>", node
     elif isinstance(node, dict):
@@ -738,7 +739,7 @@ def _walk_strings(node: Any, path: str) -> Iterator[Tuple[str, str]]:
             yield from _walk_strings(v, f"{path}[{i}]")
 
 
-def kyverno_expressions(policy: dict) -> List[str]:
+def kyverno_expressions(policy: dict) -> list[str]:
     """Every ``{{ ... }}`` expression (braces included) in any string, key or value, of the
     policy, in document order. Escaped ``\\{{ ... }}`` is literal text and is skipped."""
     return [expr for _, s in _walk_strings(policy, "")
@@ -759,7 +760,7 @@ def _jmespath_message(e: Exception) -> str:
     return " ".join(str(e).split())
 
 
-def kyverno_jmespath_errors(policy: dict) -> List[str]:
+def kyverno_jmespath_errors(policy: dict) -> list[str]:
     """``"<path>: <expression>: <error>"`` for each ``{{ }}`` expression whose body does not
     parse with ``jmespath.compile``, and for each ``{{`` that is never closed.
 
@@ -768,7 +769,7 @@ def kyverno_jmespath_errors(policy: dict) -> List[str]:
     import jmespath
     from jmespath.exceptions import JMESPathError
 
-    errors: List[str] = []
+    errors: list[str] = []
     for path, s in _walk_strings(policy, ""):
         for expr, problem in _scan_expressions(s):
             if problem:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any
 
 from . import credentials, safeyaml
 from .config import NAMESPACE, PROVIDER_NAMESPACES, SECRET_KEYS, SECRET_PLACEHOLDER
@@ -44,11 +44,11 @@ def stack_path(stack: str) -> Path:
     return STACKS_DIR / f"Pulumi.{stack}.yaml"
 
 
-def list_stacks() -> List[str]:
+def list_stacks() -> list[str]:
     return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
 
 
-def _strip_secure(value: Any) -> Tuple[Any, bool]:
+def _strip_secure(value: Any) -> tuple[Any, bool]:
     """Replace `{secure: ...}` leaves with a placeholder; report whether any was found."""
     if isinstance(value, dict):
         # as the Pulumi CLI reads it (config/value.go isSecureValue): {secure: <text>} only; {secure: {...}} or
@@ -67,7 +67,7 @@ def _strip_secure(value: Any) -> Tuple[Any, bool]:
     return value, False
 
 
-def _is_credential_path(parts: List[str]) -> bool:
+def _is_credential_path(parts: list[str]) -> bool:
     """Whether a key path in `config:` holds a credential (the YAML reader then never repeats its value)."""
     if not parts:
         return False
@@ -76,7 +76,7 @@ def _is_credential_path(parts: List[str]) -> bool:
             or any(credentials.looks_secret(p) for p in parts))
 
 
-def read_stack_file(path: Path) -> Tuple[Dict[str, Any], Set[str], Dict[str, str]]:
+def read_stack_file(path: Path) -> tuple[dict[str, Any], set[str], dict[str, str]]:
     """(multinode keys -> value, secret keys, all config as Pulumi passes it: key -> string)."""
     src = str(path)
     if not path.exists():
@@ -95,9 +95,9 @@ def read_stack_file(path: Path) -> Tuple[Dict[str, Any], Set[str], Dict[str, str
     if not isinstance(config, dict):
         problems.append(Problem("config", "must be a mapping of `multinode:<key>: value`"))
         config = {}
-    raw: Dict[str, Any] = {}
-    secrets: Set[str] = set()
-    wire: Dict[str, str] = {}
+    raw: dict[str, Any] = {}
+    secrets: set[str] = set()
+    wire: dict[str, str] = {}
     for full_key, value in config.items():
         ns, _, key = str(full_key).rpartition(":")
         ns = ns or NAMESPACE

@@ -6,7 +6,6 @@ prefix their own key path or resource name), quotes the numbers, and says how to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
 
 from . import models
 
@@ -21,11 +20,11 @@ class Finding:
     severity: str = ERROR
 
 
-def _machine_label(machine_name: Optional[str]) -> str:
+def _machine_label(machine_name: str | None) -> str:
     return f" ({machine_name})" if machine_name else ""
 
 
-def suggest_parallel(nodes: int, gpus_per_node: int, pipeline_parallel: Optional[int] = None) -> Tuple[int, int]:
+def suggest_parallel(nodes: int, gpus_per_node: int, pipeline_parallel: int | None = None) -> tuple[int, int]:
     """A (tp, pp) pair that fills nodes x GPUs: keep the pipeline size the user chose when it
     divides the total, else tensor parallel inside a node (NVLink) and one pipeline stage per node."""
     total = nodes * gpus_per_node
@@ -35,7 +34,7 @@ def suggest_parallel(nodes: int, gpus_per_node: int, pipeline_parallel: Optional
 
 
 def check_parallelism(tensor_parallel: int, pipeline_parallel: int, nodes: int, gpus_per_node: int,
-                      machine_name: Optional[str] = None) -> List[Finding]:
+                      machine_name: str | None = None) -> list[Finding]:
     """Inference: tensorParallel x pipelineParallel must equal nodes x GPUs per node."""
     used = tensor_parallel * pipeline_parallel
     total = nodes * gpus_per_node
@@ -49,7 +48,7 @@ def check_parallelism(tensor_parallel: int, pipeline_parallel: int, nodes: int, 
         f"use tensorParallel {tp} with pipelineParallel {pp}")]
 
 
-def check_gpus_per_pod(gpus_per_pod: int, machine_gpus: int, machine_name: Optional[str] = None) -> List[Finding]:
+def check_gpus_per_pod(gpus_per_pod: int, machine_gpus: int, machine_name: str | None = None) -> list[Finding]:
     """A pod cannot hold more GPUs than its node has."""
     if gpus_per_pod <= machine_gpus:
         return []
@@ -60,7 +59,7 @@ def check_gpus_per_pod(gpus_per_pod: int, machine_gpus: int, machine_name: Optio
 
 
 def check_tensor_parallel_span(tensor_parallel: int, gpus_per_node: int, fabric: str,
-                               machine_name: Optional[str] = None) -> List[Finding]:
+                               machine_name: str | None = None) -> list[Finding]:
     """Tensor parallel across nodes is only sensible over a GPU fabric (advisory)."""
     if tensor_parallel <= gpus_per_node or fabric not in ("none", "", None):
         return []
@@ -71,9 +70,9 @@ def check_tensor_parallel_span(tensor_parallel: int, gpus_per_node: int, fabric:
         f"and pipeline parallel across nodes", ADVISORY)]
 
 
-def check_model_fit(params_b: Optional[float], precision: str, nodes: int, gpus_per_node: int,
-                    gpu_memory_gb: Optional[float], machine_name: Optional[str] = None,
-                    model: str = "the model") -> List[Finding]:
+def check_model_fit(params_b: float | None, precision: str, nodes: int, gpus_per_node: int,
+                    gpu_memory_gb: float | None, machine_name: str | None = None,
+                    model: str = "the model") -> list[Finding]:
     """The weights at the chosen precision must fit in WEIGHTS_SHARE of the GPU memory."""
     if params_b is None or gpu_memory_gb is None:
         return []
@@ -93,9 +92,9 @@ def check_model_fit(params_b: Optional[float], precision: str, nodes: int, gpus_
 
 
 def check_training(nnodes: int, nproc_per_node: int, pods: int, gpus_per_pod: int,
-                   tensor_parallel: Optional[int] = None, pipeline_parallel: Optional[int] = None) -> List[Finding]:
+                   tensor_parallel: int | None = None, pipeline_parallel: int | None = None) -> list[Finding]:
     """Training: nnodes x nproc_per_node = world size = pods x GPUs per pod; world % (tp x pp) == 0."""
-    out: List[Finding] = []
+    out: list[Finding] = []
     world = nnodes * nproc_per_node
     gpus = pods * gpus_per_pod
     if nnodes != pods:

@@ -14,10 +14,12 @@ them, two ways (it imports the rules; the rules import this module, so the two n
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, cast
+from typing import Any, cast
 
-from multinode import catalog, fabric, pools as mpools
+from multinode import catalog, fabric
+from multinode import pools as mpools
 
 from . import objects
 
@@ -30,16 +32,16 @@ class Resource:
     type: str
     name: str
     urn: str = ""
-    props: Dict[str, Any] = field(default_factory=dict)
+    props: dict[str, Any] = field(default_factory=dict)
     protect: bool = False
-    retain_on_delete: Optional[bool] = None      # None: not known (pulumi preview does not pass it)
+    retain_on_delete: bool | None = None      # None: not known (pulumi preview does not pass it)
 
     @property
     def is_k8s(self) -> bool:
         return self.type.startswith("kubernetes:") and "kind" in self.props
 
     @property
-    def kind(self) -> Tuple[str, str]:
+    def kind(self) -> tuple[str, str]:
         return objects.kind_of(self.props)
 
     @property
@@ -48,7 +50,7 @@ class Resource:
         return objects.object_name(self.props, self.name) if self.is_k8s else f"{self.type} {self.name}"
 
     @classmethod
-    def from_record(cls, rec: Mapping[str, Any]) -> "Resource":
+    def from_record(cls, rec: Mapping[str, Any]) -> Resource:
         return cls(type=str(rec.get("type", "")), name=str(rec.get("name", "")), urn=str(rec.get("urn", "")),
                    props=dict(rec.get("inputs") or rec.get("props") or {}), protect=bool(rec.get("protect")),
                    retain_on_delete=rec.get("retainOnDelete"))
@@ -104,17 +106,17 @@ def plain(value: Any) -> Any:
 class PoolInfo:
     """A node pool as the rules see it: from the stack config, or from a cloud node-pool resource."""
     name: str
-    machine: Optional[catalog.Machine]
-    labels: Dict[str, str]               # labels its nodes carry (a pod selector must be a subset)
-    node_count: Optional[int] = None
-    reservation_nodes: Optional[int] = None
-    reservation_id: Optional[str] = None
-    profile: Optional[fabric.FabricProfile] = None
+    machine: catalog.Machine | None
+    labels: dict[str, str]               # labels its nodes carry (a pod selector must be a subset)
+    node_count: int | None = None
+    reservation_nodes: int | None = None
+    reservation_id: str | None = None
+    profile: fabric.FabricProfile | None = None
     source: str = "stack config"
 
 
-def pools_from_config(cfg: Any) -> List[PoolInfo]:
-    out: List[PoolInfo] = []
+def pools_from_config(cfg: Any) -> list[PoolInfo]:
+    out: list[PoolInfo] = []
     for p in cfg.node_pools:
         try:
             m = cfg.machine(p)
@@ -127,13 +129,13 @@ def pools_from_config(cfg: Any) -> List[PoolInfo]:
     return out
 
 
-def _kv_list(items: Any) -> Dict[str, str]:
+def _kv_list(items: Any) -> dict[str, str]:
     return {str(i.get("key")): str(i.get("value")) for i in objects.seq(items) if isinstance(i, dict)}
 
 
 # Cloud node-pool resources (what `pulumi preview` shows when there is no stack config to read).
 # type token -> (machine, labels, node count) readers; tolerant of missing fields.
-POOL_READERS: Dict[str, Callable[[Dict[str, Any]], Tuple[Any, Any, Any]]] = {
+POOL_READERS: dict[str, Callable[[dict[str, Any]], tuple[Any, Any, Any]]] = {
     "aws:eks/nodeGroup:NodeGroup": lambda p: ((objects.seq(p.get("instanceTypes")) or [None])[0], p.get("labels"),
                                               objects.get(p, "scalingConfig", "desiredSize")),
     "azure-native:containerservice:AgentPool": lambda p: (p.get("vmSize"), p.get("nodeLabels"), p.get("count")),
@@ -144,8 +146,8 @@ POOL_READERS: Dict[str, Callable[[Dict[str, Any]], Tuple[Any, Any, Any]]] = {
 }
 
 
-def pools_from_resources(resources: Iterable[Resource]) -> List[PoolInfo]:
-    out: List[PoolInfo] = []
+def pools_from_resources(resources: Iterable[Resource]) -> list[PoolInfo]:
+    out: list[PoolInfo] = []
     for r in resources:
         reader = POOL_READERS.get(r.type)
         if reader is None:
@@ -160,7 +162,7 @@ def pools_from_resources(resources: Iterable[Resource]) -> List[PoolInfo]:
     return out
 
 
-def default_profile(machine: catalog.Machine, resource_name: Optional[str] = None) -> fabric.FabricProfile:
+def default_profile(machine: catalog.Machine, resource_name: str | None = None) -> fabric.FabricProfile:
     """The catalog's fabric profile for a machine when there is no stack config (preview): built by
     multinode.fabric.profile_for from a one-pool config, so the numbers come from the one table."""
     from multinode.config import CloudName, FabricConfig, NodePool, StackConfig
@@ -184,9 +186,9 @@ VOLCANO_GROUPS = ("batch.volcano.sh", "scheduling.volcano.sh", "bus.volcano.sh",
 @dataclass
 class Context:
     config: Any = None                                   # multinode.config.StackConfig, or None (preview)
-    pools: List[PoolInfo] = field(default_factory=list)
-    volcano: Optional[bool] = None                       # is Volcano part of the stack (None: unknown)
-    settings: Dict[str, Dict[str, Any]] = field(default_factory=dict)   # policy config per rule
+    pools: list[PoolInfo] = field(default_factory=list)
+    volcano: bool | None = None                       # is Volcano part of the stack (None: unknown)
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)   # policy config per rule
     # True when the resource rules run with these pools too (offline); under `pulumi preview` a resource
     # rule sees one resource and no pools, so the stack rules then judge GPUs per pod against the pools.
     resource_rules_see_pools: bool = False
@@ -195,7 +197,7 @@ class Context:
         return (self.settings.get(rule) or {}).get(key, default)
 
     @property
-    def allow_delete(self) -> Optional[bool]:
+    def allow_delete(self) -> bool | None:
         if self.config is not None and getattr(self.config, "storage", None) is not None:
             return bool(self.config.storage.allow_delete)
         return None
@@ -205,7 +207,7 @@ class Context:
             return True
         return bool(self.config.fabric.enabled) and self.config.fabric_kind() != "none"
 
-    def machine_for(self, selector: Dict[str, str]) -> Tuple[Optional[catalog.Machine], Optional[PoolInfo]]:
+    def machine_for(self, selector: dict[str, str]) -> tuple[catalog.Machine | None, PoolInfo | None]:
         """The machine a pod with this node selector lands on: named by its own labels, else the one
         pool (by labels) that matches it."""
         m = objects.machine_from_labels(selector)
@@ -215,11 +217,11 @@ class Context:
             m = pool.machine
         return m, pool
 
-    def pools_for(self, selector: Dict[str, str]) -> List[PoolInfo]:
+    def pools_for(self, selector: dict[str, str]) -> list[PoolInfo]:
         return [p for p in self.pools if objects.selector_matches(selector, p.labels)]
 
 
-def volcano_in_stack(cfg: Any, resources: Iterable[Resource]) -> Optional[bool]:
+def volcano_in_stack(cfg: Any, resources: Iterable[Resource]) -> bool | None:
     for r in resources:
         if r.type == "kubernetes:helm.sh/v3:Release" and "volcano" in json.dumps(
                 [r.props.get("chart"), r.props.get("name")]).lower():
@@ -231,7 +233,7 @@ def volcano_in_stack(cfg: Any, resources: Iterable[Resource]) -> Optional[bool]:
     return None
 
 
-def build_context(cfg: Any, resources: List[Resource], settings: Optional[Dict[str, Any]] = None) -> Context:
+def build_context(cfg: Any, resources: list[Resource], settings: dict[str, Any] | None = None) -> Context:
     found = pools_from_config(cfg) if cfg is not None else []
     if not found:
         found = pools_from_resources(resources)
@@ -240,7 +242,7 @@ def build_context(cfg: Any, resources: List[Resource], settings: Optional[Dict[s
 
 # ------------------------------------------------------------------ rules
 ResourceCheck = Callable[[Resource, Context], Iterable[str]]
-StackCheck = Callable[[List[Resource], Context], Iterable[Tuple[Optional[Resource], str]]]
+StackCheck = Callable[[list[Resource], Context], Iterable[tuple[Resource | None, str]]]
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,7 @@ class Rule:
     level: str                                   # mandatory | advisory
     check: Callable[..., Iterable[Any]]
     scope: str = "resource"                      # resource | stack
-    config: Dict[str, Dict[str, Any]] = field(default_factory=dict)   # JSON schema properties
+    config: dict[str, dict[str, Any]] = field(default_factory=dict)   # JSON schema properties
     remediation: str = ""
 
 
@@ -263,5 +265,5 @@ class Violation:
     urn: str
     message: str
 
-    def as_dict(self) -> Dict[str, str]:
+    def as_dict(self) -> dict[str, str]:
         return dict(self.__dict__)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any
 
 from multinode import catalog, fabric, pools
 
@@ -22,7 +23,7 @@ GPU = "nvidia.com/gpu"
 UNKNOWN = "[unknown]"
 
 # Fabric device resources and the cloud each belongs to (names from multinode.fabric).
-FABRIC_RESOURCES: Dict[str, str] = {
+FABRIC_RESOURCES: dict[str, str] = {
     fabric.EFA_RESOURCE: "aws",
     fabric.IB_SHARED_RESOURCE: "azure",
     fabric.IB_SRIOV_RESOURCE: "azure",
@@ -39,7 +40,7 @@ INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/
 
 
 # ------------------------------------------------------------------ small helpers
-def as_int(value: Any) -> Optional[int]:
+def as_int(value: Any) -> int | None:
     """An integer from an int, a whole float or a numeric string; None for anything else."""
     if isinstance(value, bool):
         return None
@@ -52,17 +53,17 @@ def as_int(value: Any) -> Optional[int]:
     return None
 
 
-def mapping(value: Any) -> Dict[str, Any]:
+def mapping(value: Any) -> dict[str, Any]:
     """`value` if it is a map, else {}: a field of the wrong type reads as absent, never raises."""
     return value if isinstance(value, dict) else {}
 
 
-def seq(value: Any) -> List[Any]:
+def seq(value: Any) -> list[Any]:
     """`value` if it is a list, else []: a string is not a list of its characters here."""
     return value if isinstance(value, list) else []
 
 
-def text(value: Any) -> Optional[str]:
+def text(value: Any) -> str | None:
     """`value` if it is a string, else None (names and keys compared by value must be hashable text)."""
     return value if isinstance(value, str) else None
 
@@ -80,14 +81,14 @@ def get(obj: Any, *path: Any, default: Any = None) -> Any:
     return obj
 
 
-def kind_of(props: Dict[str, Any]) -> Tuple[str, str]:
+def kind_of(props: dict[str, Any]) -> tuple[str, str]:
     """(api group, kind) of an object, e.g. ('leaderworkerset.x-k8s.io', 'LeaderWorkerSet')."""
     api = str(props.get("apiVersion") or "")
     group = api.rpartition("/")[0]
     return group, str(props.get("kind") or "")
 
 
-def object_name(props: Dict[str, Any], fallback: str = "") -> str:
+def object_name(props: dict[str, Any], fallback: str = "") -> str:
     meta = mapping(props.get("metadata"))
     name = meta.get("name") or fallback
     kind = props.get("kind") or "object"
@@ -96,10 +97,10 @@ def object_name(props: Dict[str, Any], fallback: str = "") -> str:
 
 
 # ------------------------------------------------------------------ command lines
-def tokens_of(container: Dict[str, Any]) -> List[str]:
+def tokens_of(container: dict[str, Any]) -> list[str]:
     """The container's command + args as shell words. A single string such as the script of
     `sh -c "ray start ... && vllm serve ... --tensor-parallel-size 8"` is split into its words too."""
-    out: List[str] = []
+    out: list[str] = []
     for part in seq(container.get("command")) + seq(container.get("args")):
         if not isinstance(part, str):
             continue
@@ -115,10 +116,10 @@ def tokens_of(container: Dict[str, Any]) -> List[str]:
     return out
 
 
-def flag_values(tokens: Sequence[str], names: Iterable[str]) -> List[str]:
+def flag_values(tokens: Sequence[str], names: Iterable[str]) -> list[str]:
     """Every value given to one of `names` (`--flag=value` or `--flag value`), in order."""
     names = tuple(names)
-    found: List[str] = []
+    found: list[str] = []
     for i, tok in enumerate(tokens):
         for name in names:
             if tok == name and i + 1 < len(tokens):
@@ -128,7 +129,7 @@ def flag_values(tokens: Sequence[str], names: Iterable[str]) -> List[str]:
     return found
 
 
-def first_int_flag(tokens: Sequence[str], names: Iterable[str]) -> Optional[int]:
+def first_int_flag(tokens: Sequence[str], names: Iterable[str]) -> int | None:
     for value in flag_values(tokens, names):
         n = as_int(value.strip("'\""))
         if n is not None:
@@ -136,7 +137,7 @@ def first_int_flag(tokens: Sequence[str], names: Iterable[str]) -> Optional[int]
     return None
 
 
-def env_literal(container: Dict[str, Any], name: str) -> Optional[str]:
+def env_literal(container: dict[str, Any], name: str) -> str | None:
     for e in seq(container.get("env")):
         value = e.get("value") if isinstance(e, dict) and e.get("name") == name else None
         if isinstance(value, str):
@@ -145,7 +146,7 @@ def env_literal(container: Dict[str, Any], name: str) -> Optional[str]:
 
 
 # ------------------------------------------------------------------ pods
-def container_resource(container: Dict[str, Any], resource: str) -> int:
+def container_resource(container: dict[str, Any], resource: str) -> int:
     res = mapping(container.get("resources"))
     for section in ("limits", "requests"):
         n = as_int(mapping(res.get(section)).get(resource))
@@ -154,13 +155,13 @@ def container_resource(container: Dict[str, Any], resource: str) -> int:
     return 0
 
 
-def gpus_of(pod_spec: Dict[str, Any]) -> int:
+def gpus_of(pod_spec: dict[str, Any]) -> int:
     return sum(container_resource(c, GPU) for c in seq(pod_spec.get("containers")) if isinstance(c, dict))
 
 
-def fabric_resources_of(pod_spec: Dict[str, Any]) -> Dict[str, int]:
+def fabric_resources_of(pod_spec: dict[str, Any]) -> dict[str, int]:
     """Fabric devices the pod's containers request, summed over containers (limits, else requests)."""
-    out: Dict[str, int] = {}
+    out: dict[str, int] = {}
     for c in seq(pod_spec.get("containers")):
         if isinstance(c, dict):
             for res in FABRIC_RESOURCES:
@@ -170,7 +171,7 @@ def fabric_resources_of(pod_spec: Dict[str, Any]) -> Dict[str, int]:
     return out
 
 
-def pod_specs_anywhere(obj: Any) -> Iterator[Dict[str, Any]]:
+def pod_specs_anywhere(obj: Any) -> Iterator[dict[str, Any]]:
     """Every pod spec (a dict with a `containers` list) anywhere inside an object, whatever its kind."""
     if isinstance(obj, dict):
         if isinstance(obj.get("containers"), list):
@@ -187,19 +188,19 @@ class Role:
     """Pods of one template inside a gang (the LWS leader, a Volcano task, the MPIJob workers...)."""
     name: str
     pods: int                            # pods of this template in one gang
-    template: Dict[str, Any]             # {"metadata": {...}, "spec": pod spec}
+    template: dict[str, Any]             # {"metadata": {...}, "spec": pod spec}
     compute: bool = True                 # takes part in the collective (GPU uniformity applies)
 
     @property
-    def spec(self) -> Dict[str, Any]:
+    def spec(self) -> dict[str, Any]:
         return mapping(mapping(self.template).get("spec"))
 
     @property
-    def labels(self) -> Dict[str, Any]:
+    def labels(self) -> dict[str, Any]:
         return mapping(get(self.template, "metadata", "labels"))
 
     @property
-    def annotations(self) -> Dict[str, Any]:
+    def annotations(self) -> dict[str, Any]:
         return mapping(get(self.template, "metadata", "annotations"))
 
     @property
@@ -207,36 +208,36 @@ class Role:
         return gpus_of(self.spec)
 
     @property
-    def fabric(self) -> Dict[str, int]:
+    def fabric(self) -> dict[str, int]:
         return fabric_resources_of(self.spec)
 
     @property
-    def containers(self) -> List[Dict[str, Any]]:
+    def containers(self) -> list[dict[str, Any]]:
         return [c for c in seq(self.spec.get("containers")) if isinstance(c, dict)]
 
     @property
-    def gpu_containers(self) -> List[Dict[str, Any]]:
+    def gpu_containers(self) -> list[dict[str, Any]]:
         return [c for c in self.containers if container_resource(c, GPU) > 0]
 
     @property
     def scheduler(self) -> str:
         return str(self.spec.get("schedulerName") or "default-scheduler")
 
-    def tokens(self) -> List[str]:
-        out: List[str] = []
+    def tokens(self) -> list[str]:
+        out: list[str] = []
         for c in self.containers:
             out.extend(tokens_of(c))
         return out
 
-    def selectors(self) -> List[Dict[str, str]]:
+    def selectors(self) -> list[dict[str, str]]:
         """Label sets this pod may land on: the nodeSelector merged with each required node-affinity
         term's single-valued `In` expressions (one set per term; [nodeSelector] when there is none)."""
         base = {str(k): str(v) for k, v in mapping(self.spec.get("nodeSelector")).items()}
         terms = seq(get(self.spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
                         "nodeSelectorTerms"))
-        sets: List[Dict[str, str]] = []
+        sets: list[dict[str, str]] = []
         for term in terms:
-            extra: Dict[str, str] = {}
+            extra: dict[str, str] = {}
             for expr in seq(mapping(term).get("matchExpressions")):
                 expr = mapping(expr)
                 vals = seq(expr.get("values"))
@@ -251,18 +252,18 @@ class Gang:
     """One unit of pods that must all run for any of them to make progress."""
     kind: str                            # LeaderWorkerSet, PodCliqueSet, Job, VolcanoJob, MPIJob, PyTorchJob
     name: str                            # "LeaderWorkerSet ns/name" (+ " clique x")
-    roles: List[Role]
+    roles: list[Role]
     copies: int = 1                      # how many such gangs the object runs (LWS replicas...)
     inference: bool = False
-    min_available: Optional[int] = None  # declared gang size, where the kind has one
-    extra: Dict[str, Any] = field(default_factory=dict)
+    min_available: int | None = None  # declared gang size, where the kind has one
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def compute_roles(self) -> List[Role]:
+    def compute_roles(self) -> list[Role]:
         return [r for r in self.roles if r.compute and r.pods > 0]
 
     @property
-    def gpu_roles(self) -> List[Role]:
+    def gpu_roles(self) -> list[Role]:
         return [r for r in self.compute_roles if r.gpus > 0]
 
     @property
@@ -290,11 +291,11 @@ class Gang:
         return True
 
 
-def _template(meta: Optional[Dict[str, Any]], spec: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+def _template(meta: dict[str, Any] | None, spec: dict[str, Any] | None) -> dict[str, Any]:
     return {"metadata": dict(mapping(meta)), "spec": dict(mapping(spec))}
 
 
-def _lws(props: Dict[str, Any], name: str) -> List[Gang]:
+def _lws(props: dict[str, Any], name: str) -> list[Gang]:
     lwt = mapping(get(props, "spec", "leaderWorkerTemplate"))
     size = as_int(lwt.get("size"))
     size = 1 if size is None else size
@@ -308,7 +309,7 @@ def _lws(props: Dict[str, Any], name: str) -> List[Gang]:
                  extra={"size": size})]
 
 
-def _grove(props: Dict[str, Any], name: str) -> List[Gang]:
+def _grove(props: dict[str, Any], name: str) -> list[Gang]:
     tmpl = mapping(get(props, "spec", "template"))
     # a clique's name is compared with cliqueNames: only text names can match (a map or list never does)
     cliques = {(text(c.get("name")) or repr(c.get("name"))): c for c in seq(tmpl.get("cliques"))
@@ -316,14 +317,14 @@ def _grove(props: Dict[str, Any], name: str) -> List[Gang]:
     copies = as_int(get(props, "spec", "replicas"))
     copies = 1 if copies is None else copies
 
-    def role(c: Dict[str, Any]) -> Role:
+    def role(c: dict[str, Any]) -> Role:
         spec = mapping(c.get("spec"))
         r = as_int(spec.get("replicas"))
         return Role(str(c.get("name")), 1 if r is None else r,
                     _template({"labels": mapping(c.get("labels")), "annotations": mapping(c.get("annotations"))},
                               spec.get("podSpec")))
 
-    gangs: List[Gang] = []
+    gangs: list[Gang] = []
     grouped = set()
     for sg in seq(tmpl.get("podCliqueScalingGroups")):
         if not isinstance(sg, dict):
@@ -343,7 +344,7 @@ def _grove(props: Dict[str, Any], name: str) -> List[Gang]:
     return gangs
 
 
-def _volcano(props: Dict[str, Any], name: str) -> List[Gang]:
+def _volcano(props: dict[str, Any], name: str) -> list[Gang]:
     spec = mapping(props.get("spec"))
     roles = []
     tasks = [t for t in seq(spec.get("tasks")) if isinstance(t, dict)]
@@ -358,7 +359,7 @@ def _volcano(props: Dict[str, Any], name: str) -> List[Gang]:
     return [gang]
 
 
-def _indexed_job(props: Dict[str, Any], name: str) -> List[Gang]:
+def _indexed_job(props: dict[str, Any], name: str) -> list[Gang]:
     spec = mapping(props.get("spec"))
     if spec.get("completionMode") != "Indexed":
         return []
@@ -368,7 +369,7 @@ def _indexed_job(props: Dict[str, Any], name: str) -> List[Gang]:
     return [Gang("Job", name, [Role("index", 1 if n is None else n, mapping(spec.get("template")))])]
 
 
-def _mpijob(props: Dict[str, Any], name: str) -> List[Gang]:
+def _mpijob(props: dict[str, Any], name: str) -> list[Gang]:
     spec = mapping(props.get("spec"))
     specs = mapping(spec.get("mpiReplicaSpecs"))
     roles = []
@@ -385,7 +386,7 @@ def _mpijob(props: Dict[str, Any], name: str) -> List[Gang]:
                  extra={"slotsPerWorker": as_int(spec.get("slotsPerWorker"))})]
 
 
-def _pytorchjob(props: Dict[str, Any], name: str) -> List[Gang]:
+def _pytorchjob(props: dict[str, Any], name: str) -> list[Gang]:
     spec = mapping(props.get("spec"))
     specs = mapping(spec.get("pytorchReplicaSpecs"))
     roles = []
@@ -410,7 +411,7 @@ READERS = {
 }
 
 
-def gangs(props: Dict[str, Any], fallback_name: str = "") -> List[Gang]:
+def gangs(props: dict[str, Any], fallback_name: str = "") -> list[Gang]:
     """The gangs an object runs ([] for objects that are not multi-pod workloads)."""
     reader = READERS.get(kind_of(props))
     if reader is None:
@@ -424,7 +425,7 @@ class Parallelism:
     tensor: int
     pipeline: int = 1
     data: int = 1
-    nnodes: Optional[int] = None
+    nnodes: int | None = None
     source: str = ""          # "vLLM flags", "SGLang flags", "NIM env"
     tp_name: str = "--tensor-parallel-size"
     pp_name: str = "--pipeline-parallel-size"
@@ -446,7 +447,7 @@ def _is_sglang(tokens: Sequence[str]) -> bool:
     return any("sglang" in t for t in tokens)
 
 
-def engine_parallelism(role: Role) -> Optional[Parallelism]:
+def engine_parallelism(role: Role) -> Parallelism | None:
     """tp/pp/dp the inference engine of this pod is started with (None: it states none)."""
     for c in role.containers:
         toks = tokens_of(c)
@@ -469,12 +470,12 @@ def engine_parallelism(role: Role) -> Optional[Parallelism]:
 
 @dataclass(frozen=True)
 class Launch:
-    nnodes: Optional[int]
-    nproc_per_node: Optional[int]
+    nnodes: int | None
+    nproc_per_node: int | None
     source: str
 
 
-def _max_of_range(value: str) -> Optional[int]:
+def _max_of_range(value: str) -> int | None:
     """torchrun --nnodes accepts N or MIN:MAX; the gang must hold MAX."""
     value = value.strip("'\"")
     if ":" in value:
@@ -482,7 +483,7 @@ def _max_of_range(value: str) -> Optional[int]:
     return as_int(value)
 
 
-def training_launch(role: Role) -> Optional[Launch]:
+def training_launch(role: Role) -> Launch | None:
     """--nnodes / --nproc_per_node of torchrun (or deepspeed --num_nodes / --num_gpus, or the
     PET_NNODES / PET_NPROC_PER_NODE env torchrun reads) in this pod's containers."""
     for c in role.containers:
@@ -503,7 +504,7 @@ def training_launch(role: Role) -> Optional[Launch]:
     return None
 
 
-def mpirun_processes(role: Role) -> Optional[int]:
+def mpirun_processes(role: Role) -> int | None:
     for c in role.containers:
         toks = tokens_of(c)
         if any(t.endswith("mpirun") or t.endswith("mpiexec") for t in toks):
@@ -514,7 +515,7 @@ def mpirun_processes(role: Role) -> Optional[int]:
 
 
 # ------------------------------------------------------------------ machines and pools
-def machine_from_labels(selector: Dict[str, str]) -> Optional[catalog.Machine]:
+def machine_from_labels(selector: dict[str, str]) -> catalog.Machine | None:
     """The catalog machine a node selector names (instance-type labels or multinode.dev/machine)."""
     for key in INSTANCE_TYPE_LABELS:
         value = selector.get(key)
@@ -533,5 +534,5 @@ def machine_label(name: str) -> str:
     return name.replace("_", "-").replace(".", "-").lower()[:63].strip("-")
 
 
-def selector_matches(selector: Dict[str, str], labels: Dict[str, str]) -> bool:
+def selector_matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())

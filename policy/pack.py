@@ -12,14 +12,14 @@ rules: no import cycle between the engine and the rules.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-from .engine import (ADVISORY, MANDATORY, Context, Resource, Rule, Violation, build_context,
-                     plain)
+from .engine import ADVISORY, MANDATORY, Context, Resource, Rule, Violation, build_context, plain
 from .rules import RULES
 
 
-def all_rules() -> List[Rule]:
+def all_rules() -> list[Rule]:
     return list(RULES)
 
 
@@ -30,7 +30,7 @@ def unreadable_message(rule: Rule, label: str, err: BaseException) -> str:
             f"instead of passed: fix the object against its Kubernetes / CRD schema")
 
 
-def resource_findings(rule: Rule, res: Resource, ctx: Context) -> List[str]:
+def resource_findings(rule: Rule, res: Resource, ctx: Context) -> list[str]:
     """A resource rule's messages for one resource. Last resort: the readers are total (objects.mapping / seq /
     text); a rule that still raises reports the object as unreadable at the rule's level, never passes it."""
     try:
@@ -39,15 +39,15 @@ def resource_findings(rule: Rule, res: Resource, ctx: Context) -> List[str]:
         return [unreadable_message(rule, res.label, e)]
 
 
-def stack_findings(rule: Rule, resources: List[Resource], ctx: Context) -> List[Tuple[Optional[Resource], str]]:
+def stack_findings(rule: Rule, resources: list[Resource], ctx: Context) -> list[tuple[Resource | None, str]]:
     """A stack rule's (resource, message) pairs. If the rule raises, each resource is tried alone to find the
     unreadable ones; they are reported as findings and the rule runs again on the rest."""
     try:
         return list(rule.check(resources, ctx))
     except Exception as e:  # noqa: BLE001 - see resource_findings
         first = e
-    out: List[Tuple[Optional[Resource], str]] = []
-    readable: List[Resource] = []
+    out: list[tuple[Resource | None, str]] = []
+    readable: list[Resource] = []
     for r in resources:
         try:
             list(rule.check([r], ctx))
@@ -63,8 +63,8 @@ def stack_findings(rule: Rule, resources: List[Resource], ctx: Context) -> List[
     return out
 
 
-def run_rules(resources: List[Resource], ctx: Context, rules: Optional[List[Rule]] = None) -> List[Violation]:
-    out: List[Violation] = []
+def run_rules(resources: list[Resource], ctx: Context, rules: list[Rule] | None = None) -> list[Violation]:
+    out: list[Violation] = []
     for rule in rules or all_rules():
         if rule.scope == "resource":
             for r in resources:
@@ -86,7 +86,7 @@ def _naming(label: str, message: str) -> str:
 
 
 def evaluate(records: Iterable[Mapping[str, Any]], cfg: Any = None,
-             settings: Optional[Dict[str, Any]] = None) -> List[Dict[str, str]]:
+             settings: dict[str, Any] | None = None) -> list[dict[str, str]]:
     """The offline entry point (`plan`): every rule over the recorded registrations."""
     resources = [Resource.from_record(r) for r in records]
     ctx = build_context(cfg, resources, settings)
@@ -101,7 +101,7 @@ def _resource_from_args(args: Any) -> Resource:
                     props=plain(args.props), protect=bool(getattr(opts, "protect", False)), retain_on_delete=None)
 
 
-def _settings_from(rule: Rule, args: Any) -> Dict[str, Any]:
+def _settings_from(rule: Rule, args: Any) -> dict[str, Any]:
     try:
         conf = dict(args.get_config() or {})
     except Exception:  # noqa: BLE001 - a pack without config
@@ -127,12 +127,11 @@ def stack_validator(rule: Rule) -> Callable[[Any, Callable[..., None]], None]:
     return validate
 
 
-def policies(rules: Optional[List[Rule]] = None) -> List[Any]:
+def policies(rules: list[Rule] | None = None) -> list[Any]:
     """The rules as pulumi_policy policies (for policy/__main__.py; builds no PolicyPack)."""
-    from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, ResourceValidationPolicy,
-                               StackValidationPolicy)
+    from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ResourceValidationPolicy, StackValidationPolicy
     level = {MANDATORY: EnforcementLevel.MANDATORY, ADVISORY: EnforcementLevel.ADVISORY}
-    out: List[Any] = []
+    out: list[Any] = []
     for rule in rules or all_rules():
         schema = PolicyConfigSchema(properties=rule.config) if rule.config else None
         if rule.scope == "resource":

@@ -4,25 +4,25 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 import yaml
 
+from multinode import checks, stackfile
 from multinode import config as mconfig
-from multinode import checks
-from multinode import stackfile
 from multinode.errors import ConfigError
 from multinode.recording import ProgramRun, Registration, run_program
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def stack_doc(stack: str) -> Dict[str, Any]:
+def stack_doc(stack: str) -> dict[str, Any]:
     return yaml.safe_load(stackfile.stack_path(stack).read_text())
 
 
-def write_variant(tmp_path: Path, stack: str, edit: Optional[Callable[[Dict[str, Any]], None]]) -> Path:
+def write_variant(tmp_path: Path, stack: str, edit: Callable[[dict[str, Any]], None] | None) -> Path:
     doc = copy.deepcopy(stack_doc(stack))
     if edit:
         edit(doc["config"])
@@ -37,7 +37,7 @@ def run_variant(tmp_path: Path, stack: str, edit=None) -> ProgramRun:
     return run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack)
 
 
-def config_problems(tmp_path: Path, stack: str, edit) -> List[Any]:
+def config_problems(tmp_path: Path, stack: str, edit) -> list[Any]:
     raw, secrets, _ = stackfile.read_stack_file(write_variant(tmp_path, stack, edit))
     try:
         checks.load(raw, secrets)
@@ -46,7 +46,7 @@ def config_problems(tmp_path: Path, stack: str, edit) -> List[Any]:
     return []
 
 
-def of_type(run: ProgramRun, typ: str) -> List[Registration]:
+def of_type(run: ProgramRun, typ: str) -> list[Registration]:
     return [r for r in run.registrations if r.type == typ]
 
 
@@ -60,12 +60,12 @@ def parent_of(run: ProgramRun, reg: Registration) -> Registration:
     return next(r for r in run.registrations if r.urn == reg.parent)
 
 
-def k8s_objects(run: ProgramRun) -> List[Dict[str, Any]]:
+def k8s_objects(run: ProgramRun) -> list[dict[str, Any]]:
     return [r.inputs for r in run.registrations
             if r.custom and r.type.startswith("kubernetes:") and "kind" in r.inputs]
 
 
-def imported_modules_after_plan(stack: str) -> List[str]:
+def imported_modules_after_plan(stack: str) -> list[str]:
     """Plan `stack` in a fresh interpreter and list the top-level modules it imported."""
     code = ("import sys, tempfile; from pathlib import Path; from multinode import plan; "
             f"r = plan.plan({stack!r}, Path(tempfile.mkdtemp())); assert r.exit_code == 0, r.error; "

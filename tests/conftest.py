@@ -4,7 +4,7 @@ from __future__ import annotations
 import copy
 import sys
 from pathlib import Path
-from typing import Any, Dict, Set, Tuple
+from typing import Any
 
 import pytest
 
@@ -17,7 +17,7 @@ from multinode import stackfile  # noqa: E402
 EXAMPLE_STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev", "dynamo-dev"]
 
 
-def example_raw(stack: str) -> Tuple[Dict[str, Any], Set[str]]:
+def example_raw(stack: str) -> tuple[dict[str, Any], set[str]]:
     """The `multinode` keys of an example stack (a deep copy the test may change) and its secret keys."""
     raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path(stack))
     return copy.deepcopy(raw), set(secrets)

@@ -28,9 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any
 
 import yaml
 
@@ -42,7 +43,7 @@ CASE_RSS_MIB = 1024
 
 # ------------------------------------------------------------------ values
 UNICODE = ["gp\u00fc", "\u202egpu", "\u2603" * 40, "\U0001F680", "a\u0000b", "x\u200by", "\ufeffname", "\u00e9" * 300]
-WRONG_VALUES: List[Any] = [42, -1, 0, 1.5, -2.5e12, True, False, None, "", "x" * 5000, [], {}, [1, 2], {"a": 1},
+WRONG_VALUES: list[Any] = [42, -1, 0, 1.5, -2.5e12, True, False, None, "", "x" * 5000, [], {}, [1, 2], {"a": 1},
                            [{"a": [1, {"b": None}]}], {"name": {"name": {"name": 1}}}, 2 ** 53, -(2 ** 53),
                            "8", "-8", "1e3", "null", *UNICODE]
 RAW_YAML = ["2024-01-01", "2024-01-01T10:00:00Z", "1:30", "017", "0o17", "0x1F", "1_000", "yes", "no", "on", "off",
@@ -65,7 +66,7 @@ def alias_bomb(levels: int = 9, width: int = 9) -> str:
 
 
 # ------------------------------------------------------------------ paths in a document
-def paths(node: Any, prefix: Tuple[Any, ...] = ()) -> Iterator[Tuple[Any, ...]]:
+def paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
     yield prefix
     if isinstance(node, dict):
         for k, v in node.items():
@@ -75,13 +76,13 @@ def paths(node: Any, prefix: Tuple[Any, ...] = ()) -> Iterator[Tuple[Any, ...]]:
             yield from paths(v, prefix + (i,))
 
 
-def get_at(doc: Any, path: Tuple[Any, ...]) -> Any:
+def get_at(doc: Any, path: tuple[Any, ...]) -> Any:
     for p in path:
         doc = doc[p]
     return doc
 
 
-def set_at(doc: Any, path: Tuple[Any, ...], value: Any) -> Any:
+def set_at(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
     value = copy.deepcopy(value)      # never share a value between two places (a later mutation makes a cycle)
     if not path:
         return value
@@ -115,7 +116,7 @@ def _dump(doc: Any) -> str:
     return yaml.dump(doc, Dumper=NoAlias, sort_keys=False, allow_unicode=True, width=10 ** 6)
 
 
-def mutate_stack(text: str, rng: random.Random) -> Tuple[str, str]:
+def mutate_stack(text: str, rng: random.Random) -> tuple[str, str]:
     """(mutated stack text, what was done)."""
     doc = yaml.safe_load(text)
     cfg = doc["config"]
@@ -183,10 +184,10 @@ EXTRA_OBJECTS = [
 ]
 
 
-def object_cases() -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
+def object_cases() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(base stack doc without manifests, one object) for every object of the corpus and EXTRA_OBJECTS."""
     out = []
-    base: Optional[Dict[str, Any]] = None
+    base: dict[str, Any] | None = None
     for path in CORPUS:
         doc = yaml.safe_load(path.read_text())
         objs = doc["config"].pop("multinode:manifests", []) or []
@@ -198,7 +199,7 @@ def object_cases() -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
     return out
 
 
-def mutate_object(obj: Dict[str, Any], rng: random.Random) -> Tuple[Dict[str, Any], str]:
+def mutate_object(obj: dict[str, Any], rng: random.Random) -> tuple[dict[str, Any], str]:
     obj = copy.deepcopy(obj)
     # keep apiVersion/kind/metadata.name most of the time: they decide which readers see the object
     keep = {("apiVersion",), ("kind",), ("metadata",), ("metadata", "name")}
@@ -217,7 +218,7 @@ def mutate_object(obj: Dict[str, Any], rng: random.Random) -> Tuple[Dict[str, An
 
 
 # ------------------------------------------------------------------ cases
-def generate(n_stacks: int, n_objects: int, seed: int) -> List[Dict[str, Any]]:
+def generate(n_stacks: int, n_objects: int, seed: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     cases = []
     texts = [p.read_text() for p in STACKS]
@@ -235,10 +236,11 @@ def generate(n_stacks: int, n_objects: int, seed: int) -> List[Dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ running
-def run_case_inprocess(text: str, workdir: Path) -> Dict[str, Any]:
+def run_case_inprocess(text: str, workdir: Path) -> dict[str, Any]:
     """Plan one stack file as `python -m multinode plan fuzz --file F --out D` does; capture everything."""
     import resource
     import signal
+
     from multinode import plan as mplan
 
     f = workdir / "Pulumi.fuzz.yaml"
@@ -286,10 +288,10 @@ def worker() -> None:
             real_stdout.flush()
 
 
-def run_cases(cases: List[Dict[str, Any]], log=None) -> List[Dict[str, Any]]:
+def run_cases(cases: list[dict[str, Any]], log=None) -> list[dict[str, Any]]:
     """Run every case in worker processes; a dead or hung worker fails its case and is replaced."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    results: List[Dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
     proc = None
     for case in cases:
         if proc is None or proc.poll() is not None:
@@ -320,13 +322,13 @@ def run_cases(cases: List[Dict[str, Any]], log=None) -> List[Dict[str, Any]]:
     return results
 
 
-def failures(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def failures(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in results
             if r["exit"] not in (0, 1, 2) or r["traceback"] or r["secret_leak"]
             or (r["seconds"] or 0) >= CASE_SECONDS or (r["maxrss_mib"] or 0) >= CASE_RSS_MIB]
 
 
-def summarize(results: List[Dict[str, Any]]) -> Dict[str, Any]:
+def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     from collections import Counter
     secs = [r["seconds"] for r in results if r["seconds"] is not None]
     rss = [r["maxrss_mib"] for r in results if r["maxrss_mib"] is not None]
@@ -336,7 +338,7 @@ def summarize(results: List[Dict[str, Any]]) -> Dict[str, Any]:
             "failures": len(failures(results))}
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--stacks", type=int, default=300)

@@ -6,7 +6,7 @@ selected by node.kubernetes.io/instance-type; tests and the broken-stack corpus 
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 MACHINE = "p5.48xlarge"
 SELECTOR = {"node.kubernetes.io/instance-type": MACHINE}
@@ -14,11 +14,11 @@ FABRIC_LABEL = {"multinode.dev/fabric": "enabled"}
 NS = "research"
 
 
-def container(name: str, command: List[str], gpus: int = 8, env: Optional[List[Dict[str, Any]]] = None,
-              extra_limits: Optional[Dict[str, Any]] = None, image: str = "vllm/vllm-openai:v0.11.0") -> Dict[str, Any]:
-    limits: Dict[str, Any] = {"nvidia.com/gpu": gpus} if gpus else {}
+def container(name: str, command: list[str], gpus: int = 8, env: list[dict[str, Any]] | None = None,
+              extra_limits: dict[str, Any] | None = None, image: str = "vllm/vllm-openai:v0.11.0") -> dict[str, Any]:
+    limits: dict[str, Any] = {"nvidia.com/gpu": gpus} if gpus else {}
     limits.update(extra_limits or {})
-    c: Dict[str, Any] = {"name": name, "image": image, "command": command,
+    c: dict[str, Any] = {"name": name, "image": image, "command": command,
                          "resources": {"limits": limits} if limits else {},
                          "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
     if env:
@@ -26,9 +26,9 @@ def container(name: str, command: List[str], gpus: int = 8, env: Optional[List[D
     return c
 
 
-def pod_spec(containers: List[Dict[str, Any]], scheduler: Optional[str] = "volcano",
-             selector: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
-    spec: Dict[str, Any] = {
+def pod_spec(containers: list[dict[str, Any]], scheduler: str | None = "volcano",
+             selector: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
         "nodeSelector": dict(SELECTOR if selector is None else selector),
         "containers": containers,
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}],
@@ -38,7 +38,7 @@ def pod_spec(containers: List[Dict[str, Any]], scheduler: Optional[str] = "volca
     return spec
 
 
-def template(spec: Dict[str, Any], labels: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+def template(spec: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {"metadata": {"labels": dict(FABRIC_LABEL if labels is None else labels)}, "spec": spec}
 
 
@@ -48,7 +48,7 @@ VLLM = ("ray start --head --port=6379 && vllm serve meta-llama/Llama-3.1-405B-In
 RAY_WORKER = "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block"
 
 
-def lws(name: str = "byo-llama", size: int = 2, leader_cmd: str = VLLM, gpus: int = 8) -> Dict[str, Any]:
+def lws(name: str = "byo-llama", size: int = 2, leader_cmd: str = VLLM, gpus: int = 8) -> dict[str, Any]:
     leader = template(pod_spec([container("vllm", ["sh", "-c", leader_cmd], gpus, env=[HF_TOKEN])]))
     worker = template(pod_spec([container("vllm", ["sh", "-c", RAY_WORKER], gpus, env=[HF_TOKEN])]))
     return {
@@ -63,9 +63,9 @@ SGLANG = ("python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-405
           "--nnodes 2 --node-rank $(LWS_WORKER_INDEX) --dist-init-addr $(LWS_LEADER_ADDRESS):20000")
 
 
-def grove(name: str = "byo-grove", workers: int = 1, cmd: str = SGLANG, min_available: Optional[int] = None):
-    def clique(cname: str, replicas: int) -> Dict[str, Any]:
-        spec: Dict[str, Any] = {"roleName": cname, "replicas": replicas,
+def grove(name: str = "byo-grove", workers: int = 1, cmd: str = SGLANG, min_available: int | None = None):
+    def clique(cname: str, replicas: int) -> dict[str, Any]:
+        spec: dict[str, Any] = {"roleName": cname, "replicas": replicas,
                                 "podSpec": pod_spec([container("sglang", ["sh", "-c", cmd], 8, env=[HF_TOKEN],
                                                                image="lmsysorg/sglang:v0.5.3")],
                                                     scheduler="kai-scheduler")}
@@ -86,13 +86,13 @@ TORCHRUN = ("torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d "
             "--rdzv_endpoint=$(MASTER_ADDR):29500 /workspace/train.py")
 
 
-def volcano_job(name: str = "byo-train", cmd: str = TORCHRUN, min_available: Optional[int] = 2) -> Dict[str, Any]:
-    def task(tname: str) -> Dict[str, Any]:
+def volcano_job(name: str = "byo-train", cmd: str = TORCHRUN, min_available: int | None = 2) -> dict[str, Any]:
+    def task(tname: str) -> dict[str, Any]:
         t = template(pod_spec([container("trainer", ["bash", "-c", cmd], 8, image="nvcr.io/nvidia/pytorch:25.01-py3")],
                               scheduler="volcano"))
         t["spec"]["restartPolicy"] = "OnFailure"
         return {"name": tname, "replicas": 1, "template": t}
-    spec: Dict[str, Any] = {"schedulerName": "volcano", "queue": "default",
+    spec: dict[str, Any] = {"schedulerName": "volcano", "queue": "default",
                             "plugins": {"pytorch": ["--master=master", "--worker=worker", "--port=29500"]},
                             "tasks": [task("master"), task("worker")]}
     if min_available is not None:
@@ -102,7 +102,7 @@ def volcano_job(name: str = "byo-train", cmd: str = TORCHRUN, min_available: Opt
 
 
 def indexed_job(name: str = "byo-indexed", cmd: str = TORCHRUN, pods: int = 2,
-                gang: Optional[str] = "kai") -> Dict[str, Any]:
+                gang: str | None = "kai") -> dict[str, Any]:
     """gang: "kai" (kai-scheduler + kai.scheduler/batch-min-member), "volcano" (joins the PodGroup `name` by
     scheduling.k8s.io/group-name; see pod_group), or None (no gang scheduler)."""
     scheduler = {"kai": "kai-scheduler", "volcano": "volcano"}.get(gang or "")
@@ -110,7 +110,7 @@ def indexed_job(name: str = "byo-indexed", cmd: str = TORCHRUN, pods: int = 2,
                           scheduler=scheduler))
     t["spec"]["restartPolicy"] = "Never"
     t["spec"]["subdomain"] = name
-    meta: Dict[str, Any] = {"name": name, "namespace": NS}
+    meta: dict[str, Any] = {"name": name, "namespace": NS}
     if gang == "kai":
         meta["annotations"] = {"kai.scheduler/batch-min-member": str(pods)}
     if gang == "volcano":
@@ -120,7 +120,7 @@ def indexed_job(name: str = "byo-indexed", cmd: str = TORCHRUN, pods: int = 2,
                      "backoffLimit": 0, "template": t}}
 
 
-def pod_group(name: str = "byo-indexed", min_member: int = 2, kai: bool = False) -> Dict[str, Any]:
+def pod_group(name: str = "byo-indexed", min_member: int = 2, kai: bool = False) -> dict[str, Any]:
     """A Volcano (or KAI) PodGroup that pods join by annotation."""
     if kai:
         return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
@@ -129,7 +129,7 @@ def pod_group(name: str = "byo-indexed", min_member: int = 2, kai: bool = False)
             "metadata": {"name": name, "namespace": NS}, "spec": {"minMember": min_member, "queue": "default"}}
 
 
-def mpijob(name: str = "byo-nccl", slots: int = 8, np: int = 16) -> Dict[str, Any]:
+def mpijob(name: str = "byo-nccl", slots: int = 8, np: int = 16) -> dict[str, Any]:
     launcher = template(pod_spec([container(
         "launcher", ["mpirun", "-np", str(np), "--allow-run-as-root", "/opt/nccl-tests/build/all_reduce_perf",
                      "-b", "8", "-e", "8G", "-f", "2", "-g", "1"], 0, image="nvcr.io/nvidia/pytorch:25.01-py3")],
@@ -144,8 +144,8 @@ def mpijob(name: str = "byo-nccl", slots: int = 8, np: int = 16) -> Dict[str, An
                                          "Worker": {"replicas": 2, "template": worker}}}}
 
 
-def pytorchjob(name: str = "byo-ptj", nproc: str = "8") -> Dict[str, Any]:
-    def rs(replicas: int) -> Dict[str, Any]:
+def pytorchjob(name: str = "byo-ptj", nproc: str = "8") -> dict[str, Any]:
+    def rs(replicas: int) -> dict[str, Any]:
         t = template(pod_spec([container("pytorch", ["torchrun", "/workspace/train.py"], 8,
                                          image="nvcr.io/nvidia/pytorch:25.01-py3")], scheduler="volcano"))
         return {"replicas": replicas, "restartPolicy": "OnFailure", "template": t}
@@ -153,7 +153,7 @@ def pytorchjob(name: str = "byo-ptj", nproc: str = "8") -> Dict[str, Any]:
             "spec": {"nprocPerNode": nproc, "pytorchReplicaSpecs": {"Master": rs(1), "Worker": rs(1)}}}
 
 
-def efa_policy(name: str = "byo-efa", count: Any = 32, resource: str = "vpc.amazonaws.com/efa") -> Dict[str, Any]:
+def efa_policy(name: str = "byo-efa", count: Any = 32, resource: str = "vpc.amazonaws.com/efa") -> dict[str, Any]:
     return {
         "apiVersion": "kyverno.io/v1", "kind": "ClusterPolicy", "metadata": {"name": name},
         "spec": {"rules": [{
@@ -170,13 +170,13 @@ def efa_policy(name: str = "byo-efa", count: Any = 32, resource: str = "vpc.amaz
     }
 
 
-def pvc(name: str = "byo-ckpt", modes: Optional[List[str]] = None, storage_class: str = "efs-sc") -> Dict[str, Any]:
+def pvc(name: str = "byo-ckpt", modes: list[str] | None = None, storage_class: str = "efs-sc") -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": NS},
             "spec": {"accessModes": modes or ["ReadWriteMany"], "storageClassName": storage_class,
                      "resources": {"requests": {"storage": "1Ti"}}}}
 
 
-def pv(name: str = "byo-ckpt-pv", reclaim: str = "Retain", claim: str = "byo-ckpt") -> Dict[str, Any]:
+def pv(name: str = "byo-ckpt-pv", reclaim: str = "Retain", claim: str = "byo-ckpt") -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
             "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadWriteMany"],
                      "persistentVolumeReclaimPolicy": reclaim, "storageClassName": "",
@@ -184,7 +184,7 @@ def pv(name: str = "byo-ckpt-pv", reclaim: str = "Retain", claim: str = "byo-ckp
                      "csi": {"driver": "efs.csi.aws.com", "volumeHandle": "fs-0123456789abcdef0"}}}
 
 
-def storage_class(name: str = "byo-sc", reclaim: Optional[str] = "Retain") -> Dict[str, Any]:
+def storage_class(name: str = "byo-sc", reclaim: str | None = "Retain") -> dict[str, Any]:
     obj = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
            "provisioner": "efs.csi.aws.com", "parameters": {"provisioningMode": "efs-ap",
                                                             "fileSystemId": "fs-0123456789abcdef0"}}
@@ -193,7 +193,7 @@ def storage_class(name: str = "byo-sc", reclaim: Optional[str] = "Retain") -> Di
     return obj
 
 
-def mount_claim(obj: Dict[str, Any], claim: str) -> Dict[str, Any]:
+def mount_claim(obj: dict[str, Any], claim: str) -> dict[str, Any]:
     """Mount a PVC at /checkpoints in every pod template of an LWS."""
     obj = copy.deepcopy(obj)
     lwt = obj["spec"]["leaderWorkerTemplate"]
@@ -208,17 +208,17 @@ def mount_claim(obj: Dict[str, Any], claim: str) -> Dict[str, Any]:
 DYNAMO_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.0"
 
 
-def dgd(name: str = "byo-dynamo", decode_tp: int = 8, decode_labels: Optional[Dict[str, str]] = None,
-        api_version: str = "nvidia.com/v1beta1") -> Dict[str, Any]:
+def dgd(name: str = "byo-dynamo", decode_tp: int = 8, decode_labels: dict[str, str] | None = None,
+        api_version: str = "nvidia.com/v1beta1") -> dict[str, Any]:
     """A hand-written DynamoGraphDeployment (v1beta1 shape: spec.components, container `main`), after the
     upstream vLLM disaggregated multinode example: a frontend, a one-node prefill worker (tp 8) and a decode
     worker over multinode.nodeCount 2 x 8 GPUs (tp decode_tp x pp 2)."""
-    def worker(cname: str, args: List[str], nodes: int, labels: Dict[str, str]) -> Dict[str, Any]:
+    def worker(cname: str, args: list[str], nodes: int, labels: dict[str, str]) -> dict[str, Any]:
         main = {"name": "main", "image": DYNAMO_IMAGE, "command": ["python3", "-m", "dynamo.vllm"],
                 "args": ["--model", "meta-llama/Llama-3.1-405B-Instruct-FP8", *args,
                          "--disaggregation-mode", cname],
                 "env": [HF_TOKEN], "resources": {"limits": {"nvidia.com/gpu": "8"}}}
-        comp: Dict[str, Any] = {"name": cname, "type": cname, "replicas": 1,
+        comp: dict[str, Any] = {"name": cname, "type": cname, "replicas": 1,
                                 "podTemplate": {"metadata": {"labels": dict(labels)},
                                                 "spec": {"nodeSelector": dict(SELECTOR), "containers": [main]}}}
         if nodes > 1:
@@ -240,16 +240,16 @@ def dgd(name: str = "byo-dynamo", decode_tp: int = 8, decode_labels: Optional[Di
 DYNAMO_ADDONS = {"grove": {"enabled": True}, "kai": {"enabled": True}, "dynamo": {"enabled": True}}
 
 
-def good_objects() -> List[Dict[str, Any]]:
+def good_objects() -> list[dict[str, Any]]:
     """Every builder's passing object (and the storage objects a gang mounts)."""
     return [mount_claim(lws(), "byo-ckpt"), grove(), volcano_job(), indexed_job(), mpijob(), pytorchjob(),
             efa_policy(), pvc(), pv(), storage_class(), dgd()]
 
 
-def existing_stack(manifests: List[Dict[str, Any]], node_count: int = 2,
-                   addons: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+def existing_stack(manifests: list[dict[str, Any]], node_count: int = 2,
+                   addons: dict[str, Any] | None = None) -> dict[str, Any]:
     """A stack file (as a dict) on cloud existing: 2 x p5.48xlarge, EFA, with these manifests."""
-    config: Dict[str, Any] = {
+    config: dict[str, Any] = {
         "multinode:cloud": "existing",
         "multinode:cluster": {"name": "lab-cluster"},
         "multinode:kubeconfig": {"secure": "v1:c2VjcmV0LWt1YmVjb25maWctcGxhY2Vob2xkZXI="},

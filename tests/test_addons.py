@@ -2,12 +2,11 @@
 the components under Pulumi mocks, and plan's effective pods (issue 4)."""
 from __future__ import annotations
 
-
 import pytest
 import yaml
 
-from multinode import config, fabric, plan as mplan, pools, stackfile
-from multinode import checks
+from multinode import checks, config, fabric, pools, stackfile
+from multinode import plan as mplan
 from multinode import schema_check as validation
 from multinode.manifests import addons, volcano_topology
 
@@ -247,6 +246,7 @@ def test_oci_device_plugin_selects_the_shapes_fabric_ports():
     """oci-hpc-oke SriovNetworkNodePolicy nicSelector.rootDevices per shape: the device plugin's VF pool is
     limited to those ports (16 on H100.8, 8 on H200.8), not every Mellanox RDMA port."""
     import json
+
     from multinode.clouds import oci
     for machine, n in (("BM.GPU.H100.8", 16), ("BM.GPU.H200.8", 8)):
         cfg = load("oci-dev", nodePools=[{"name": "gpu", "machine": machine, "nodeCount": 2,

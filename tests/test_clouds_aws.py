@@ -3,11 +3,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cloudstacks import (config_problems, imported_modules_after_plan, k8s_objects, of_type, one, parent_of,
-                         run_variant)
 from components.clouds import aws as awsmod
 from multinode import catalog
 from multinode.schema_check import validate_object
+from tests.cloudstacks import (
+    config_problems,
+    imported_modules_after_plan,
+    k8s_objects,
+    of_type,
+    one,
+    parent_of,
+    run_variant,
+)
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 NG = "aws:eks/nodeGroup:NodeGroup"
@@ -303,6 +310,7 @@ def test_local_nvme_raid0_puts_a_nodeadm_config_in_the_launch_template(tmp_path)
 
 def test_local_nvme_user_data_is_one_nodeconfig():
     import yaml
+
     from multinode import local_nvme
     part = local_nvme.nodeadm_user_data("raid0").split("\n\n", 2)[2].split("\n--")[0]
     assert yaml.safe_load(part) == {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig",
@@ -311,6 +319,7 @@ def test_local_nvme_user_data_is_one_nodeconfig():
 
 def test_local_nvme_refused_off_aws_and_without_instance_store(tmp_path):
     from types import SimpleNamespace
+
     from multinode import local_nvme
     assert config_problems(tmp_path, "aws-dev", pool_edit(localNvme="raid0")) == []
     gcp = config_problems(tmp_path, "gcp-dev", pool_edit(localNvme="raid0"))

@@ -6,8 +6,6 @@ import hashlib
 import pytest
 import yaml
 
-from tests.cloudstacks import (config_problems, imported_modules_after_plan, k8s_objects, of_type, one, parent_of,
-                         run_variant)
 from components.clouds import azure as azmod
 from multinode import checks, stackfile
 from multinode import plan as mplan
@@ -15,7 +13,16 @@ from multinode.clouds import azure as azure_rules
 from multinode.manifests import addons as am
 from multinode.manifests import azure_fabric
 from multinode.schema_check import validate_object
-from tests.cloudstacks import write_variant
+from tests.cloudstacks import (
+    config_problems,
+    imported_modules_after_plan,
+    k8s_objects,
+    of_type,
+    one,
+    parent_of,
+    run_variant,
+    write_variant,
+)
 
 AP = "azure-native:containerservice:AgentPool"
 ACCOUNT = "azure-native:storage:StorageAccount"
@@ -235,7 +242,8 @@ def test_default_loads_peermem_with_aks_driver_and_doca_container(dev):
     assert one(dev, AP).inputs["gpuProfile"] == {"driver": "Install"}
     ds = one(dev, DS).inputs
     assert ds["metadata"] == {"name": "nvidia-peermem-reloader", "namespace": "kube-system",
-                              "labels": {"name": "nvidia-peermem-reloader", "app.kubernetes.io/managed-by": "multinode"}}
+                              "labels": {"name": "nvidia-peermem-reloader",
+                                         "app.kubernetes.io/managed-by": "multinode"}}
     pod = ds["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert "modprobe nvidia-peermem" in c["command"][-1] and c["securityContext"] == {"privileged": True}
@@ -254,7 +262,8 @@ def test_default_loads_peermem_with_aks_driver_and_doca_container(dev):
 
 
 def test_gpu_operator_path_loads_peermem_itself(tmp_path):
-    run = run_variant(tmp_path, "azure-dev", lambda c: c.update({"multinode:addons": {"gpuOperator": {"enabled": True}}}))
+    run = run_variant(tmp_path, "azure-dev",
+                      lambda c: c.update({"multinode:addons": {"gpuOperator": {"enabled": True}}}))
     assert one(run, AP).inputs["gpuProfile"] == {"driver": "None"}
     assert of_type(run, DS) == []          # the operator's driver loads nvidia-peermem (driver.rdma.enabled)
     cfg = _cfg(lambda c: c.update({"multinode:addons": {"gpuOperator": {"enabled": True}}}), tmp_path)
@@ -273,7 +282,8 @@ def test_no_peermem_loader_without_infiniband(tmp_path):
 def _two_generations(c):
     c["multinode:nodePools"].append({"name": "a100", "machine": "Standard_ND96amsr_A100_v4", "nodeCount": 2})
     c["multinode:workloads"].append({"name": "nccl-a100", "kind": "nccl-test", "nodePool": "a100", "nodes": 2,
-                                     "namespace": "bench", "image": "ghcr.io/azure/aks-rdma-infiniband/nccl-tests:latest"})
+                                     "namespace": "bench",
+                                     "image": "ghcr.io/azure/aks-rdma-infiniband/nccl-tests:latest"})
 
 
 def test_topology_config_map_per_vm_size_in_every_workload_namespace(tmp_path):
@@ -298,7 +308,8 @@ def test_topology_config_map_per_vm_size_in_every_workload_namespace(tmp_path):
         deps = {maps_key for maps_key, cm in maps.items() if cm.urn in r.dependencies}
         assert {(ns, "nccl-topology-ndv4"), (ns, "nccl-topology-ndv5")} <= deps, r.name
     # the namespace exists before its ConfigMap
-    ns_reg = next(r for r in regs if r.type == "kubernetes:core/v1:Namespace" and r.inputs["metadata"]["name"] == "bench")
+    ns_reg = next(r for r in regs
+                  if r.type == "kubernetes:core/v1:Namespace" and r.inputs["metadata"]["name"] == "bench")
     assert ns_reg.urn in maps[("bench", "nccl-topology-ndv4")].dependencies
     # the effective pods (after the rendered Kyverno policy) mount their pool's file
     effective = sorted((out / "azure-dev" / "effective").glob("*.yaml"))

@@ -8,8 +8,7 @@ import sys
 import pulumi
 import pytest
 
-from multinode import checks
-from multinode import pools
+from multinode import checks, pools
 from multinode.clouds import gcp as gke
 from multinode.recording import CALLS
 from multinode.schema_check import validate_object

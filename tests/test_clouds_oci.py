@@ -8,10 +8,9 @@ import sys
 import pytest
 
 from components.clouds.base import pool_outputs
-from multinode import checks
-from multinode import fabric, pools
-from multinode.clouds import oci as oke
+from multinode import checks, fabric, pools
 from multinode.clouds import oci as mock
+from multinode.clouds import oci as oke
 from multinode.schema_check import validate_object
 
 from .cloudrun import one, refused, run

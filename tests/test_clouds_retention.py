@@ -4,8 +4,6 @@ with storage.allowDelete none of them do. One shared helper builds the claim (co
 these tests hold every cloud to it."""
 from __future__ import annotations
 
-from typing import Dict, List, Set
-
 import pytest
 
 from components.clouds import base
@@ -30,7 +28,7 @@ LUSTRE_SUBNET = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGr
 # go with the stack: IAM, the CSI add-on, a StorageClass (its reclaimPolicy says Retain) and the namespace
 # (retained, never protected)). Anything else the storage component creates must be kept: a new network
 # object added without the keep options fails here.
-CASES: Dict[str, tuple] = {
+CASES: dict[str, tuple] = {
     "aws-fsx": ("aws-dev", None,
                 {"aws:fsx/lustreFileSystem:LustreFileSystem", SG, INGRESS, EGRESS, PV, PVC},
                 {"aws:iam/role:Role", "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "aws:eks/addon:Addon"}),
@@ -60,10 +58,10 @@ def _run(case: str, allow_delete: bool) -> ProgramRun:
     return run(raw, secrets, stack)
 
 
-def storage_children(r: ProgramRun) -> List[Registration]:
+def storage_children(r: ProgramRun) -> list[Registration]:
     """Every custom resource below the CheckpointStorage component (at any depth)."""
     (comp,) = [x for x in r.registrations if x.type == STORAGE]
-    inside: Set[str] = {comp.urn}
+    inside: set[str] = {comp.urn}
     out = []
     for reg in r.registrations:          # registration order: a parent is always registered first
         if reg.parent in inside:

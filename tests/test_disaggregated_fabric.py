@@ -2,8 +2,7 @@
 label, single-node roles included, so the Kyverno policy gives them their fabric."""
 from __future__ import annotations
 
-from multinode import pools
-from multinode import checks
+from multinode import checks, pools
 from multinode.manifests.workloads import dgd as dynamo
 from multinode.manifests.workloads import grove
 

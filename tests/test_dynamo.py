@@ -13,8 +13,8 @@ import yaml
 
 from multinode import pools
 from multinode.config import ADDON_VERSIONS, load
-from multinode.manifests.workloads import dgd as dm
 from multinode.manifests.dynamo_platform import dynamo_platform_release
+from multinode.manifests.workloads import dgd as dm
 from multinode.schema_check import validate_object, validate_pod_template
 from policy.rules import dynamo as rd
 

@@ -11,14 +11,14 @@ import pytest
 import yaml
 from pulumi_policy import EnforcementLevel, PolicyResourceOptions, ResourceValidationArgs
 
-from multinode import plan as mplan, pools, stackfile
-from multinode import checks
+from multinode import checks, pools, stackfile
+from multinode import plan as mplan
 from multinode.manifests import addons as am
 from multinode.schema_check import validate_object, validate_pod_template
 from policy import engine, pack
-from policy.rules import dynamo as rd
 from policy.rules import RULES
 from policy.rules import dynamo as dyn_rules
+from policy.rules import dynamo as rd
 from tests import policy_fixtures as F
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,8 +5,7 @@ import copy
 
 import pytest
 
-from multinode import catalog, config, fabric, pools, stackfile
-from multinode import checks
+from multinode import catalog, checks, config, fabric, pools, stackfile
 from multinode import schema_check as validation
 from multinode.manifests import effective_pod, kyverno
 

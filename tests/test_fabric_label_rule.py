@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from multinode import checks, plan as mplan, pools, stackfile
+from multinode import checks, pools, stackfile
+from multinode import plan as mplan
 from multinode import schema_check as validation
 from multinode.manifests import kyverno
 
@@ -17,7 +18,7 @@ FABRIC = {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}
 SINGLE = {pools.SINGLE_NODE_POD_LABEL: pools.SINGLE_NODE_POD_LABEL_VALUE}
 
 
-def load(stack: str) -> "checks.config.StackConfig":
+def load(stack: str) -> checks.config.StackConfig:
     raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path(stack))
     return checks.load(raw, secrets)
 

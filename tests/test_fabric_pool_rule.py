@@ -6,10 +6,9 @@ import copy
 
 import pytest
 
-from multinode import catalog, config, fabric, pools, stackfile
-from multinode import checks
-from multinode.clouds import gcp as gke
+from multinode import catalog, checks, config, fabric, pools, stackfile
 from multinode import schema_check as validation
+from multinode.clouds import gcp as gke
 from multinode.manifests import effective_pod, kyverno
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]

@@ -2,7 +2,6 @@
 renderer's gang scheduling, and the config checks on numbers (multinode/numbers.py)."""
 from __future__ import annotations
 
-
 import pytest
 
 from multinode import checks

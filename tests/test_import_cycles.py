@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Dict, List, Set
 
 from .conftest import ROOT
 
@@ -19,7 +18,7 @@ PACKAGES = ("multinode", "components", "policy")
 REGISTRIES = ("multinode.clouds", "components.clouds")
 
 
-def _modules() -> Dict[str, Path]:
+def _modules() -> dict[str, Path]:
     out = {}
     for pkg in PACKAGES:
         for path in (ROOT / pkg).rglob("*.py"):
@@ -30,7 +29,7 @@ def _modules() -> Dict[str, Path]:
     return out
 
 
-def _targets(importer: str, is_package: bool, node: ast.AST, mods: Dict[str, Path]) -> List[str]:
+def _targets(importer: str, is_package: bool, node: ast.AST, mods: dict[str, Path]) -> list[str]:
     if isinstance(node, ast.Import):
         names = [a.name for a in node.names]
     else:
@@ -54,12 +53,12 @@ def _targets(importer: str, is_package: bool, node: ast.AST, mods: Dict[str, Pat
     return out
 
 
-def import_graph() -> Dict[str, Set[str]]:
+def import_graph() -> dict[str, set[str]]:
     mods = _modules()
-    graph: Dict[str, Set[str]] = {}
+    graph: dict[str, set[str]] = {}
     for name, path in mods.items():
         tree = ast.parse(path.read_text(), filename=str(path))
-        deps: Set[str] = set()
+        deps: set[str] = set()
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 deps.update(_targets(name, path.name == "__init__.py", node, mods))
@@ -71,13 +70,13 @@ def import_graph() -> Dict[str, Set[str]]:
     return graph
 
 
-def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan, iterative)."""
-    index: Dict[str, int] = {}
-    low: Dict[str, int] = {}
-    stack: List[str] = []
-    on_stack: Set[str] = set()
-    found: List[List[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
     counter = 0
     for root in graph:
         if root in index:

@@ -6,7 +6,8 @@ import dataclasses
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from multinode import allocatable, catalog, placement
 from multinode import plan as mplan

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from multinode import placement
 from policy.engine import Resource, build_context
-from policy.rules import env, gangs, placement as placement_rule
+from policy.rules import env, gangs
+from policy.rules import placement as placement_rule
 from tests import policy_fixtures as F
 from tests.test_policy_rules import cfg
 

@@ -1,16 +1,15 @@
 """Each policy rule with a passing and a failing hand-built resource (pure functions, no PolicyPack)."""
 from __future__ import annotations
 
-
 import pytest
 from pulumi_policy import PolicyResource, PolicyResourceOptions, ResourceValidationArgs, StackValidationArgs
 
-from tests import policy_fixtures as F
 from multinode import checks
 from policy import engine, objects, pack
 from policy.engine import Resource, build_context
 from policy.pack import evaluate
 from policy.rules import RULES
+from tests import policy_fixtures as F
 
 RULE = {r.name: r for r in RULES}
 

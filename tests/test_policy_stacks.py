@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from multinode import plan as mplan, stackfile
-from multinode import checks
+from multinode import checks, stackfile
 from multinode import config as mconfig
+from multinode import plan as mplan
 from multinode.recording import run_program
 from policy.pack import evaluate
 from tests import policy_fixtures as F

@@ -6,8 +6,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from multinode import catalog, config, plan
-from multinode import checks
+from multinode import catalog, checks, config, plan
 from multinode.errors import ConfigError
 
 from .conftest import EXAMPLE_STACKS, example_raw

@@ -8,9 +8,9 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import pytest
 
@@ -19,7 +19,7 @@ from multinode.release import pipeline as p
 from multinode.release.bandwidth import CheckResult, CheckSpec, ConfigMapReading, PodLog
 
 ROOT = Path(__file__).resolve().parent.parent
-NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 CHECK = CheckSpec.for_workload("nccl-check", "multinode-workloads")
 JOB_URN = "urn:pulumi:prod::multinode::multinode:index:Platform$kubernetes:batch.volcano.sh/v1alpha1:Job::nccl-check"
 CM_URN = "urn:pulumi:prod::multinode::multinode:index:Platform$kubernetes:core/v1:ConfigMap::nccl-check-verdict"
@@ -39,10 +39,10 @@ STATE = [
 class FakeStack:
     """Records every call (in one shared list) and answers from canned values."""
 
-    def __init__(self, name: str, calls: List[tuple], *, tags: Optional[Dict[str, str]] = None,
-                 preview: Optional[p.Outcome] = None, up: Optional[p.Outcome] = None,
-                 refresh: Optional[p.Outcome] = None, outputs: Optional[Dict[str, Any]] = None,
-                 resources: Optional[List[Dict[str, Any]]] = None, set_tag_error: Optional[Exception] = None):
+    def __init__(self, name: str, calls: list[tuple], *, tags: dict[str, str] | None = None,
+                 preview: p.Outcome | None = None, up: p.Outcome | None = None,
+                 refresh: p.Outcome | None = None, outputs: dict[str, Any] | None = None,
+                 resources: list[dict[str, Any]] | None = None, set_tag_error: Exception | None = None):
         self.name = name
         self.calls = calls
         self.tags = dict(tags or {})
@@ -88,7 +88,7 @@ class FakeStack:
 class Workspace:
     """open_stack(name, create) over a dict of fake stacks; unknown names raise StackMissing on select."""
 
-    def __init__(self, calls: List[tuple], **stacks: FakeStack):
+    def __init__(self, calls: list[tuple], **stacks: FakeStack):
         self.calls = calls
         self.stacks = {n.replace("_", "-"): s for n, s in stacks.items()}
 
@@ -103,8 +103,8 @@ class Workspace:
 
 
 class FakeCluster:
-    def __init__(self, configmaps: Optional[Dict[tuple, ConfigMapReading]] = None,
-                 pods: Optional[Dict[tuple, List[PodLog]]] = None):
+    def __init__(self, configmaps: dict[tuple, ConfigMapReading] | None = None,
+                 pods: dict[tuple, list[PodLog]] | None = None):
         self.configmaps = configmaps or {}
         self.pods = pods or {}
         self.reads = 0
@@ -123,7 +123,7 @@ class FakeClock:
     def __init__(self, tick: float = 0.5):
         self.t = 0.0
         self.tick = tick
-        self.slept: List[float] = []
+        self.slept: list[float] = []
 
     def __call__(self) -> float:
         self.t += self.tick
@@ -134,14 +134,14 @@ class FakeClock:
         self.t += s
 
 
-def verdict_json(busbw: Optional[float], threshold: float, passed: bool, status: Optional[str] = None) -> str:
+def verdict_json(busbw: float | None, threshold: float, passed: bool, status: str | None = None) -> str:
     """The shape the nccl-test workload prints (multinode/manifests/workloads/nccl_test.py)."""
     return json.dumps({"version": 1, "pass": passed, "status": status or ("pass" if passed else "fail"),
                        "busbw_GBps": busbw, "threshold_GBps": threshold, "exit_code": 0 if passed else 1,
                        "reason": "bus bandwidth below the threshold" if not passed else "ok"})
 
 
-def fake_parse(text: str) -> Dict[str, Any]:
+def fake_parse(text: str) -> dict[str, Any]:
     """Stands in for nccl_test.parse_verdict: bare JSON or the tagged log line, ValueError otherwise."""
     text = text.strip()
     if not text.startswith("{"):
@@ -156,13 +156,13 @@ def cm(text: str, status: str, created: datetime = NOW) -> ConfigMapReading:
     return ConfigMapReading(data={"status": status, "verdict.json": text}, created_at=created)
 
 
-def cluster_with(busbw: Optional[float], threshold: float, passed: bool) -> FakeCluster:
+def cluster_with(busbw: float | None, threshold: float, passed: bool) -> FakeCluster:
     return FakeCluster({(CHECK.namespace, CHECK.configmap):
                         cm(verdict_json(busbw, threshold, passed), "pass" if passed else "fail")})
 
 
-def run(ws: Workspace, cluster: FakeCluster, *, opts: Optional[p.ReleaseOptions] = None,
-        check=None, checks=(CHECK,), clock: Optional[FakeClock] = None):
+def run(ws: Workspace, cluster: FakeCluster, *, opts: p.ReleaseOptions | None = None,
+        check=None, checks=(CHECK,), clock: FakeClock | None = None):
     calls = ws.calls
     clock = clock or FakeClock()
 
@@ -182,13 +182,13 @@ def run(ws: Workspace, cluster: FakeCluster, *, opts: Optional[p.ReleaseOptions]
                          now=lambda: NOW, clock=clock, log=lambda _m: None)
 
 
-def ops(calls: List[tuple], stack: Optional[str] = None) -> List[str]:
+def ops(calls: list[tuple], stack: str | None = None) -> list[str]:
     return [c[1] for c in calls if stack is None or c[0] == stack]
 
 
 # ------------------------------------------------------------------ order and the happy path
 def test_steps_run_in_order_and_a_pass_is_tagged():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     ws = Workspace(calls, prod=FakeStack("prod", calls))
     report = run(ws, cluster_with(46.5, 40.0, True))
     assert report.exit_code == p.EXIT_OK, report.message
@@ -213,7 +213,7 @@ def test_check_resource_urns_picks_only_the_checks_job_and_verdict_configmap():
 
 # ------------------------------------------------------------------ stops
 def test_mandatory_policy_violation_stops_before_up():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     violation = p.PolicyFinding("tensor-parallel-fits-node", "multinode", "mandatory",
                                 "tensorParallel 16 > 8 GPUs per node", "urn:lws")
     advisory = p.PolicyFinding("pin-versions", "multinode", "advisory", "pin chart versions")
@@ -231,7 +231,7 @@ def test_mandatory_policy_violation_stops_before_up():
 
 
 def test_advisory_findings_do_not_stop_the_release():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     advisory = p.PolicyFinding("pin-versions", "multinode", "advisory", "pin chart versions")
     stack = FakeStack("prod", calls, preview=p.Outcome(changes={"create": 1}, policy=[advisory]))
     report = run(Workspace(calls, prod=stack), cluster_with(50, 40, True))
@@ -240,7 +240,7 @@ def test_advisory_findings_do_not_stop_the_release():
 
 
 def test_preview_error_without_a_policy_finding_is_a_deploy_failure():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     stack = FakeStack("prod", calls, preview=p.Outcome(error="error: missing required configuration"))
     report = run(Workspace(calls, prod=stack), cluster_with(50, 40, True))
     assert report.exit_code == p.EXIT_DEPLOY and "missing required configuration" in report.message
@@ -248,7 +248,7 @@ def test_preview_error_without_a_policy_finding_is_a_deploy_failure():
 
 
 def test_low_bandwidth_fails_the_release_and_tags_fail():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     stack = FakeStack("prod", calls)
     report = run(Workspace(calls, prod=stack), cluster_with(31.2, 40.0, False))
     assert report.exit_code == p.EXIT_BANDWIDTH != 0
@@ -262,14 +262,14 @@ def test_low_bandwidth_fails_the_release_and_tags_fail():
 
 
 def test_a_verdict_that_says_pass_below_its_threshold_fails():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     report = run(Workspace(calls, prod=FakeStack("prod", calls)), cluster_with(39.9, 40.0, True))
     assert report.exit_code == p.EXIT_BANDWIDTH
     assert "verdict says pass" in report.checks[0].message
 
 
 def test_a_check_that_measured_nothing_is_a_check_failure_not_a_pass():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     cluster = FakeCluster({(CHECK.namespace, CHECK.configmap):
                            cm(verdict_json(None, 40.0, False, status="error"), "error")})
     report = run(Workspace(calls, prod=FakeStack("prod", calls)), cluster)
@@ -278,7 +278,7 @@ def test_a_check_that_measured_nothing_is_a_check_failure_not_a_pass():
 
 
 def test_no_verdict_before_the_timeout():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     clock = FakeClock(tick=0.0)
     cluster = FakeCluster({(CHECK.namespace, CHECK.configmap): cm("", "pending")})
     report = run(Workspace(calls, prod=FakeStack("prod", calls)), cluster, clock=clock)
@@ -289,12 +289,12 @@ def test_no_verdict_before_the_timeout():
     assert ws_tag(calls).startswith("fail ")
 
 
-def ws_tag(calls: List[tuple]) -> str:
+def ws_tag(calls: list[tuple]) -> str:
     return [c for c in calls if c[1] == "set_tag"][-1][3]
 
 
 def test_verdict_from_the_pod_log_when_the_configmap_stays_pending():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     log = "size count type\n...\nMULTINODE_NCCL_VERDICT " + verdict_json(47.0, 40.0, True) + "\n"
     cluster = FakeCluster({(CHECK.namespace, CHECK.configmap): cm("", "pending")},
                           {(CHECK.namespace, CHECK.pod_selector):
@@ -306,7 +306,7 @@ def test_verdict_from_the_pod_log_when_the_configmap_stays_pending():
 
 
 def test_a_verdict_left_by_an_earlier_release_is_ignored():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     old = NOW - timedelta(hours=3)
     cluster = FakeCluster({(CHECK.namespace, CHECK.configmap): cm(verdict_json(50, 40, True), "pass", created=old)})
     report = run(Workspace(calls, prod=FakeStack("prod", calls)), cluster, clock=FakeClock(tick=1.0))
@@ -314,7 +314,7 @@ def test_a_verdict_left_by_an_earlier_release_is_ignored():
 
 
 def test_up_failure_stops_before_the_check():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     stack = FakeStack("prod", calls, up=p.Outcome(changes={}, error="error: creating EKS node group: quota"))
     report = run(Workspace(calls, prod=stack), cluster_with(50, 40, True))
     assert report.exit_code == p.EXIT_DEPLOY and "quota" in report.message
@@ -323,21 +323,21 @@ def test_up_failure_stops_before_the_check():
 
 
 def test_a_stack_without_a_kubeconfig_output_fails_before_connecting():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     report = run(Workspace(calls, prod=FakeStack("prod", calls, outputs={"cloud": "aws"})), cluster_with(50, 40, True))
     assert report.exit_code == p.EXIT_DEPLOY and "kubeconfig" in report.message
     assert "connect" not in ops(calls)
 
 
 def test_a_release_without_an_nccl_check_refuses_to_start():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     report = run(Workspace(calls, prod=FakeStack("prod", calls)), cluster_with(50, 40, True), checks=())
     assert report.exit_code == p.EXIT_USAGE and "nccl-test" in report.message
     assert calls == []                                    # the stack was not even selected
 
 
 def test_a_tag_that_cannot_be_written_is_a_warning():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     stack = FakeStack("prod", calls, set_tag_error=RuntimeError("backend does not support tags"))
     report = run(Workspace(calls, prod=stack), cluster_with(50, 40, True))
     assert report.exit_code == p.EXIT_OK
@@ -346,7 +346,7 @@ def test_a_tag_that_cannot_be_written_is_a_warning():
 
 # ------------------------------------------------------------------ the report
 def test_report_contents():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     clock = FakeClock(tick=0.25)     # every clock read advances 0.25 s: each step lasts 0.25 s
     report = run(Workspace(calls, prod=FakeStack("prod", calls)), cluster_with(46.5, 40.0, True), clock=clock)
     doc = json.loads(json.dumps(report.to_json()))         # serialisable as is
@@ -382,7 +382,7 @@ def test_report_contents():
     ({p.TAG_KEY: "garbage"}, "recorded as"),
 ])
 def test_promotion_refused_unless_the_source_passed(source_tags, why):
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     ws = Workspace(calls, staging=FakeStack("staging", calls, tags=source_tags), prod=FakeStack("prod", calls))
     opts = p.ReleaseOptions(stack="prod", promote_from="staging", policy_packs=["policy"])
     report = run(ws, cluster_with(50, 40, True), opts=opts)
@@ -395,7 +395,7 @@ def test_promotion_refused_unless_the_source_passed(source_tags, why):
 
 
 def test_promotion_refused_when_the_source_stack_does_not_exist():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     ws = Workspace(calls, prod=FakeStack("prod", calls))
     report = run(ws, cluster_with(50, 40, True), opts=p.ReleaseOptions(stack="prod", promote_from="staging"))
     assert report.exit_code == p.EXIT_PROMOTION and "does not exist" in report.message
@@ -403,7 +403,7 @@ def test_promotion_refused_when_the_source_stack_does_not_exist():
 
 
 def test_promotion_allowed_after_a_passing_source_release():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     staging = FakeStack("staging", calls)
     ws = Workspace(calls, staging=staging, prod=FakeStack("prod", calls))
     first = run(ws, cluster_with(48, 40, True), opts=p.ReleaseOptions(stack="staging", revision="feedbeef0000"))
@@ -419,7 +419,7 @@ def test_promotion_allowed_after_a_passing_source_release():
 
 
 def test_promotion_from_a_different_revision_is_allowed_with_a_warning():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     ws = Workspace(calls, staging=FakeStack("staging", calls, tags={p.TAG_KEY: "pass 2026-02-28T10:00:00Z rev=aaaa"}),
                    prod=FakeStack("prod", calls))
     report = run(ws, cluster_with(47, 40, True), opts=p.ReleaseOptions(stack="prod", promote_from="staging",
@@ -439,7 +439,7 @@ def test_tag_round_trip():
 
 # ------------------------------------------------------------------ dry run
 def test_dry_run_previews_with_policies_only():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     stack = FakeStack("prod", calls)
     report = run(Workspace(calls, prod=stack), cluster_with(50, 40, True),
                  opts=p.ReleaseOptions(stack="prod", dry_run=True, policy_packs=["policy"]))
@@ -452,7 +452,7 @@ def test_dry_run_previews_with_policies_only():
 
 
 def test_dry_run_reports_a_mandatory_violation_without_tagging():
-    calls: List[tuple] = []
+    calls: list[tuple] = []
     bad = p.PolicyFinding("fabric-pinned", "multinode", "mandatory", "NCCL not pinned")
     stack = FakeStack("prod", calls, preview=p.Outcome(policy=[bad], error="failed"))
     report = run(Workspace(calls, prod=stack), cluster_with(50, 40, True),
@@ -481,7 +481,7 @@ class _FakeAutoStack:
     name = "prod"
 
     def __init__(self, fail_with=None):
-        self.kwargs: Dict[str, Dict[str, Any]] = {}
+        self.kwargs: dict[str, dict[str, Any]] = {}
         self.fail_with = fail_with
 
     def _emit(self, on_event):
@@ -526,6 +526,7 @@ def test_automation_adapter_passes_policy_packs_and_collects_policy_events():
 
 def test_automation_adapter_turns_a_command_error_into_an_outcome():
     from pulumi.automation import CommandError, CommandResult
+
     from multinode.release.adapters import AutomationStack
     err = CommandError(CommandResult(stdout="lots of output", stderr="error: preview failed: policy violations",
                                      code=255))
@@ -557,12 +558,12 @@ def test_kubernetes_adapter_reads_objects_whose_metadata_is_missing():
 
     from multinode.release.adapters import KubernetesCluster
 
-    created = datetime(2026, 11, 22, tzinfo=timezone.utc)
+    created = datetime(2026, 11, 22, tzinfo=UTC)
     pods = [V1Pod(metadata=None, status=V1PodStatus(phase="Succeeded")),
             V1Pod(metadata=V1ObjectMeta(name=None), status=V1PodStatus(phase="Failed")),
             V1Pod(metadata=V1ObjectMeta(name="check-0", creation_timestamp=created),
                   status=V1PodStatus(phase="Succeeded"))]
-    logs_read: List[str] = []
+    logs_read: list[str] = []
 
     class Core:
         def read_namespaced_config_map(self, name, namespace):
@@ -586,7 +587,7 @@ def test_kubernetes_adapter_reads_objects_whose_metadata_is_missing():
 
 
 # ------------------------------------------------------------------ the CLI without Pulumi
-def _env_without_pulumi(tmp_path: Path) -> Dict[str, str]:
+def _env_without_pulumi(tmp_path: Path) -> dict[str, str]:
     empty = tmp_path / "empty-bin"
     empty.mkdir(exist_ok=True)
     env = dict(os.environ, PATH=str(empty), PYTHONPATH=str(ROOT))
@@ -619,8 +620,8 @@ def test_main_without_pulumi_on_path(tmp_path, monkeypatch, capsys):
 
 def test_preflight_refuses_a_stack_without_an_nccl_check(tmp_path, monkeypatch, capsys):
     """With a `pulumi` on PATH (a stub that is never run), the offline preflight still stops first."""
-    from multinode.config import load
     from multinode import stackfile
+    from multinode.config import load
     raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path("azure-dev"))
     assert not any(w.kind == "nccl-test" for w in load(raw, secrets).workloads)  # the case under test
     stub = tmp_path / "pulumi"
@@ -641,7 +642,9 @@ def test_bad_arguments_exit_2(capsys):
 
 def test_example_workflow_uses_only_real_flags_and_exit_codes_documented():
     import re
+
     import yaml
+
     from multinode.release.cli import _parser
     text = (ROOT / ".ci" / "examples" / "release.yml").read_text()
     yaml.safe_load(text)                                           # valid YAML
@@ -661,12 +664,14 @@ def test_adapter_keyword_arguments_exist_on_the_installed_automation_stack():
     """Every keyword the adapter passes binds to pulumi.automation.Stack's real signature (3.272)."""
     import inspect
     from types import SimpleNamespace
+
     from pulumi.automation import Stack
+
     from multinode.release.adapters import AutomationStack
 
     class Binding:
         name = "prod"
-        bound: List[str] = []
+        bound: list[str] = []
 
         def __getattr__(self, method):
             def call(**kw):

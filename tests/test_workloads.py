@@ -5,8 +5,9 @@ import json
 import re
 import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ def cfg():
 
 
 @pytest.fixture(scope="module")
-def built(cfg) -> Dict[str, W.WorkloadManifests]:
+def built(cfg) -> dict[str, W.WorkloadManifests]:
     return {w.name: W.build(cfg, w) for w in cfg.workloads}
 
 
@@ -34,13 +35,13 @@ def workload(cfg, name):
     return next(w for w in cfg.workloads if w.name == name)
 
 
-def obj(m: W.WorkloadManifests, kind: str) -> Dict[str, Any]:
+def obj(m: W.WorkloadManifests, kind: str) -> dict[str, Any]:
     hits = [o for o in m.objects if o["kind"] == kind]
     assert len(hits) == 1, f"{m.name}: expected one {kind}, got {len(hits)}"
     return hits[0]
 
 
-def pod_templates(o: Dict[str, Any]) -> Iterator[Tuple[str, Dict[str, Any], int]]:
+def pod_templates(o: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], int]]:
     """(where, pod template {metadata, spec}, pod count) for every pod template inside an object."""
     k, s = o["kind"], o.get("spec", {})
     if k == "LeaderWorkerSet":
@@ -72,7 +73,7 @@ def gpu_templates(m: W.WorkloadManifests):
                 yield where, t, n
 
 
-def command_text(container: Dict[str, Any]) -> str:
+def command_text(container: dict[str, Any]) -> str:
     return " ".join(container.get("command", []) + container.get("args", []))
 
 
@@ -173,7 +174,7 @@ def test_shm_is_a_memory_emptydir_sized_from_config(cfg, built):
 
 
 # ------------------------------------------------------------------ engine flags agree with config
-def _flag(args: List[str], flag: str) -> str:
+def _flag(args: list[str], flag: str) -> str:
     return args[args.index(flag) + 1]
 
 
@@ -245,11 +246,11 @@ def test_grove_gangs_stay_whole_and_start_in_order(cfg, built):
 
 
 # ------------------------------------------------------------------ training
-def _torchrun(text: str) -> List[str]:
+def _torchrun(text: str) -> list[str]:
     return shlex.split(text[text.index("torchrun"):].splitlines()[0])
 
 
-def _opt(args: List[str], name: str) -> str:
+def _opt(args: list[str], name: str) -> str:
     return next(a.split("=", 1)[1] for a in args if a.startswith(name + "="))
 
 

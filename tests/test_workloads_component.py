@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ def run():
     return run_program(wire, [f"multinode:{k}" for k in F.SECRET_KEYS], "workloads-test")
 
 
-def envs(node: Any) -> Iterator[Dict[str, Any]]:
+def envs(node: Any) -> Iterator[dict[str, Any]]:
     if isinstance(node, dict):
         for k, v in node.items():
             if k == "env" and isinstance(v, list):

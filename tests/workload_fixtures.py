@@ -2,17 +2,16 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List
+from typing import Any
 
-from multinode import config
-from multinode import checks
+from multinode import checks, config
 
 HF = "hf_SECRET_token_value_1234567890"
 NGC = "nvapi-SECRET-ngc-key-0987654321"
 PULL = '{"auths": {"nvcr.io": {"auth": "U0VDUkVULXB1bGwtc2VjcmV0"}}}'
 SECRET_VALUES = (HF, NGC, PULL, "U0VDUkVULXB1bGwtc2VjcmV0")
 
-WORKLOADS: List[Dict[str, Any]] = [
+WORKLOADS: list[dict[str, Any]] = [
     {"name": "llama-vllm", "kind": "lws-inference", "engine": "vllm", "model": "meta-llama/Llama-3.1-405B-Instruct",
      "nodePool": "gpu", "nodes": 2, "tensorParallel": 8, "pipelineParallel": 2, "replicas": 2,
      "startupTimeoutMinutes": 90, "shmSizeGi": 32},
@@ -42,8 +41,8 @@ WORKLOADS: List[Dict[str, Any]] = [
 ]
 
 
-def raw_config(workloads: List[Dict[str, Any]] = None, **over: Any) -> Dict[str, Any]:
-    raw: Dict[str, Any] = {
+def raw_config(workloads: list[dict[str, Any]] = None, **over: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {
         "cloud": "existing",
         "cluster": {"name": "lab"},
         "kubeconfig": "apiVersion: v1",
@@ -63,5 +62,5 @@ def raw_config(workloads: List[Dict[str, Any]] = None, **over: Any) -> Dict[str,
 SECRET_KEYS = ("kubeconfig", "hfToken", "ngcApiKey", "imagePullSecret")
 
 
-def load(workloads: List[Dict[str, Any]] = None, **over: Any) -> config.StackConfig:
+def load(workloads: list[dict[str, Any]] = None, **over: Any) -> config.StackConfig:
     return checks.load(raw_config(workloads, **over), SECRET_KEYS)

@@ -18,20 +18,41 @@ Facts and their sources: multinode/catalog.py (network cards, EFA count), multin
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
+from components.clouds.base import (
+    TYPE_PREFIX,
+    CheckpointStorageArgs,
+    ClusterAccessArgs,
+    GpuNodePoolArgs,
+    PoolOutputsMixin,
+    claim_size_gib,
+    connect,
+    kept,
+    register_claim,
+)
 from components.kubernetes.objects import k8s_object
 from multinode import local_nvme
 from multinode.clouds import aws as limits
+
 # node bootstrap facts and helpers of the pure cloud module (tests read them through this module too)
-from multinode.clouds.aws import (EFS_CSI, FSX_CSI, LUSTRE_PORTS, NFS_PORT, NODE_POLICIES, ami_type,  # noqa: F401
-                                  efa_interface_count, eks_taints, kubeconfig_for, network_interfaces, node_trust,
-                                  pod_identity_trust)
+from multinode.clouds.aws import (  # noqa: F401
+    EFS_CSI,
+    FSX_CSI,
+    LUSTRE_PORTS,
+    NFS_PORT,
+    NODE_POLICIES,
+    ami_type,
+    efa_interface_count,
+    eks_taints,
+    kubeconfig_for,
+    network_interfaces,
+    node_trust,
+    pod_identity_trust,
+)
 from multinode.manifests import storage as sm
 from multinode.pools import node_labels
 
@@ -45,7 +66,7 @@ def _field(obj: Any, key: str) -> Any:
 class ClusterAccess(pulumi.ComponentResource):
     """The EKS cluster named in the stack, looked up (never created), and a provider for it."""
 
-    def __init__(self, name: str, args: ClusterAccessArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: ClusterAccessArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "ClusterAccess", name, None, opts)
         cfg = args.config
         cname, region = cfg.cluster.name or "", cfg.cluster.region or ""
@@ -67,7 +88,7 @@ class ClusterAccess(pulumi.ComponentResource):
 class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
     """An EKS managed node group of EFA GPU instances in one subnet and placement group."""
 
-    def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
         cfg, pool, cluster = args.config, args.pool, args.cluster
         machine = cfg.machine(pool)
@@ -102,7 +123,7 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
                                                     opts=child) for i, arn in enumerate(NODE_POLICIES)]
 
         groups = [self.security_group.id, cluster.cluster_security_group_id]
-        lt_args: Dict[str, Any] = dict(
+        lt_args: dict[str, Any] = dict(
             description=f"multinode pool {pool.name}: {machine.name} with EFA",
             network_interfaces=network_interfaces(machine, cfg.fabric.enabled, groups),
             block_device_mappings=[{"device_name": "/dev/xvda", "ebs": {
@@ -154,7 +175,7 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 class CheckpointStorage(pulumi.ComponentResource):
     """FSx for Lustre or EFS for checkpoints, exposed as a ReadWriteMany claim."""
 
-    def __init__(self, name: str, args: CheckpointStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: CheckpointStorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
         cfg, s, cluster = args.config, args.storage, args.cluster
         child = pulumi.ResourceOptions(parent=self)
@@ -170,7 +191,7 @@ class CheckpointStorage(pulumi.ComponentResource):
         self.security_group = aws.ec2.SecurityGroup(f"{name}-sg", vpc_id=cluster.vpc_id,
                                                     description=f"{s.kind} {s.name}: clients in the cluster",
                                                     tags=tags, opts=keep)
-        self.security_group_rules: List[pulumi.CustomResource] = []
+        self.security_group_rules: list[pulumi.CustomResource] = []
         ports = LUSTRE_PORTS if s.kind == "fsx-lustre" else ((NFS_PORT, NFS_PORT),)
         for lo, hi in ports:
             self.security_group_rules.append(aws.vpc.SecurityGroupIngressRule(
@@ -207,7 +228,7 @@ class CheckpointStorage(pulumi.ComponentResource):
                 file_system_type_version="2.15", automatic_backup_retention_days=7, copy_tags_to_backups=True,
                 skip_final_backup=s.allow_delete, tags=tags,
                 opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=self.security_group_rules)))
-            self.mount_targets: List[aws.efs.MountTarget] = []
+            self.mount_targets: list[aws.efs.MountTarget] = []
             sc_name, sc_output = "", None
             volume = dict(driver=csi["driver"], volume_handle=self.file_system.id, mount_options=["flock"],
                           attributes={"dnsname": self.file_system.dns_name,

@@ -18,14 +18,24 @@ sections 3 and 4.
 from __future__ import annotations
 
 import base64
-from typing import Any, List, Optional
+from typing import Any
 
 import pulumi
 import pulumi_azure_native as azure_native
 
-from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
+from components.clouds.base import (
+    TYPE_PREFIX,
+    CheckpointStorageArgs,
+    ClusterAccessArgs,
+    GpuNodePoolArgs,
+    PoolOutputsMixin,
+    claim_size_gib,
+    connect,
+    kept,
+    register_claim,
+)
 from multinode.clouds import azure as limits
+
 # node bootstrap facts and helpers of the pure cloud module (tests read them through this module too)
 from multinode.clouds.azure import agent_pool_name, aks_taints, gpu_driver, storage_account_name  # noqa: F401
 from multinode.pools import node_labels
@@ -51,7 +61,7 @@ def _field(obj: Any, key: str, wire: str) -> Any:
 class ClusterAccess(pulumi.ComponentResource):
     """The AKS cluster named in the stack, looked up (never created), and a provider for it."""
 
-    def __init__(self, name: str, args: ClusterAccessArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: ClusterAccessArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "ClusterAccess", name, None, opts)
         cfg = args.config
         invoke = pulumi.InvokeOptions(parent=self)
@@ -72,7 +82,7 @@ class ClusterAccess(pulumi.ComponentResource):
 class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
     """An AKS agent pool of ND-series InfiniBand VMs."""
 
-    def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
         cfg, pool, cluster = args.config, args.pool, args.cluster
         machine = cfg.machine(pool)
@@ -111,7 +121,7 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 class CheckpointStorage(pulumi.ComponentResource):
     """Azure Files NFS or Azure Managed Lustre for checkpoints, exposed as a ReadWriteMany claim."""
 
-    def __init__(self, name: str, args: CheckpointStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: CheckpointStorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
         cfg, s, cluster = args.config, args.storage, args.cluster
         rg, location = cluster.resource_group, cluster.location
@@ -123,7 +133,7 @@ class CheckpointStorage(pulumi.ComponentResource):
 
         if s.kind == "azure-files":
             pool_subnets = [p.subnet_id for p in cfg.node_pools if p.subnet_id]
-            subnets: List[Any] = [s.subnet_id] if s.subnet_id else pool_subnets   # config requires one
+            subnets: list[Any] = [s.subnet_id] if s.subnet_id else pool_subnets   # config requires one
             # NFS shares are reachable only from trusted networks: deny everything but the cluster
             # subnet(s) (a service endpoint for Microsoft.Storage must be enabled on them).
             self.account = azure_native.storage.StorageAccount(

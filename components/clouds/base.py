@@ -2,14 +2,15 @@
 checkpoint-claim tail every CheckpointStorage ends with (one copy, so retention cannot drift per cloud)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 import pulumi
 
 from components.kubernetes.objects import k8s_object
 from multinode import fabric, pools
-from multinode.config import NodePool, Storage, StackConfig
+from multinode.config import NodePool, StackConfig, Storage
 from multinode.manifests import storage as sm
 
 TYPE_PREFIX = "multinode:index:"
@@ -38,10 +39,10 @@ class CheckpointStorageArgs:
     config: StackConfig
     storage: Storage
     cluster: Any                     # the cloud's ClusterAccess component
-    depends_on: Optional[list] = None
+    depends_on: list | None = None
 
 
-def pool_outputs(cfg: StackConfig, pool: NodePool) -> Dict[str, Any]:
+def pool_outputs(cfg: StackConfig, pool: NodePool) -> dict[str, Any]:
     """Outputs every cloud's GpuNodePool exports (pure, so all clouds agree on them)."""
     machine = cfg.machine(pool)
     profile = fabric.profile_for(cfg, pool)
@@ -59,7 +60,7 @@ def pool_outputs(cfg: StackConfig, pool: NodePool) -> Dict[str, Any]:
 class PoolOutputsMixin:
     """Sets the common outputs as attributes (snake_case) and returns them for register_outputs."""
 
-    def _set_pool_outputs(self, cfg: StackConfig, pool: NodePool) -> Dict[str, Any]:
+    def _set_pool_outputs(self, cfg: StackConfig, pool: NodePool) -> dict[str, Any]:
         out = pool_outputs(cfg, pool)
         self.machine = pulumi.Output.from_input(out["machine"])
         self.node_count = pulumi.Output.from_input(out["nodeCount"])
@@ -106,11 +107,11 @@ def register_namespace(component: pulumi.ComponentResource, name: str, storage: 
 
 
 def register_claim(component: pulumi.ComponentResource, name: str, storage: Storage, provider: Any, *,
-                   driver: Optional[str] = None, volume_handle: Any = None,
-                   attributes: Optional[Dict[str, Any]] = None, mount_options: Optional[List[str]] = None,
+                   driver: str | None = None, volume_handle: Any = None,
+                   attributes: dict[str, Any] | None = None, mount_options: list[str] | None = None,
                    storage_class: str = "", storage_class_output: Any = None,
                    depends_on: Sequence[pulumi.Resource] = (),
-                   outputs: Optional[Dict[str, Any]] = None) -> pulumi.Output:
+                   outputs: dict[str, Any] | None = None) -> pulumi.Output:
     """The tail of every CheckpointStorage: the namespace (retained, never deleted with the stack), a static
     PV `Retain` on `driver`/`volume_handle` when a driver is given, a ReadWriteMany PVC bound to it (or
     provisioned from `storage_class` when no driver is given), both kept unless storage.allowDelete.
@@ -119,7 +120,7 @@ def register_claim(component: pulumi.ComponentResource, name: str, storage: Stor
     kchild = pulumi.ResourceOptions(parent=component, provider=provider)
     size = claim_size_gib(storage)
     ns = register_namespace(component, name, storage, provider)
-    claim_deps: List[pulumi.Resource] = [ns]
+    claim_deps: list[pulumi.Resource] = [ns]
     volume_name = None
     if driver is not None:
         volume_name = static_pv_name(storage)

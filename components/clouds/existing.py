@@ -7,18 +7,24 @@ that class's reclaimPolicy, which is warned about at deploy time: see docs/cloud
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import pulumi
 
-from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin, connect, register_claim, register_namespace)
+from components.clouds.base import (
+    TYPE_PREFIX,
+    CheckpointStorageArgs,
+    ClusterAccessArgs,
+    GpuNodePoolArgs,
+    PoolOutputsMixin,
+    connect,
+    register_claim,
+    register_namespace,
+)
 
 
 class ClusterAccess(pulumi.ComponentResource):
     """The Kubernetes provider for the cluster; the kubeconfig stays a secret end to end."""
 
-    def __init__(self, name: str, args: ClusterAccessArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: ClusterAccessArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "ClusterAccess", name, None, opts)
         cfg = args.config
         self.cluster_name = pulumi.Output.from_input(cfg.cluster.name or "existing")
@@ -30,7 +36,7 @@ class ClusterAccess(pulumi.ComponentResource):
 class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
     """Describes nodes that already exist (selected by nodeSelector); creates nothing."""
 
-    def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
         out = self._set_pool_outputs(args.config, args.pool)
         self.register_outputs(out)
@@ -48,7 +54,7 @@ def storage_class_warning(storage_class: str) -> str:
 class CheckpointStorage(pulumi.ComponentResource):
     """An existing RWX claim, or a new RWX claim on an existing StorageClass."""
 
-    def __init__(self, name: str, args: CheckpointStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: CheckpointStorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
         s = args.storage
         provider = args.cluster.provider

@@ -15,13 +15,21 @@ names the fabric profile gives pods.
 from __future__ import annotations
 
 import re
-from typing import List, Optional
 
 import pulumi
 import pulumi_gcp as gcp
 
-from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin, connect, claim_size_gib, kept, register_claim)
+from components.clouds.base import (
+    TYPE_PREFIX,
+    CheckpointStorageArgs,
+    ClusterAccessArgs,
+    GpuNodePoolArgs,
+    PoolOutputsMixin,
+    claim_size_gib,
+    connect,
+    kept,
+    register_claim,
+)
 from components.kubernetes.objects import k8s_object
 from multinode import pools
 from multinode.clouds import gcp as gke
@@ -29,7 +37,7 @@ from multinode.clouds import gcp as gke
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 
-def _last(path: Optional[str]) -> str:
+def _last(path: str | None) -> str:
     return (path or "").rsplit("/", 1)[-1]
 
 
@@ -44,7 +52,7 @@ def _first(seq, attr: str):
 class ClusterAccess(pulumi.ComponentResource):
     """The existing GKE cluster: kubeconfig (secret), Kubernetes provider, readiness warnings."""
 
-    def __init__(self, name: str, args: ClusterAccessArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: ClusterAccessArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "ClusterAccess", name, None, opts)
         cfg = args.config
         c = cfg.cluster
@@ -63,7 +71,7 @@ class ClusterAccess(pulumi.ComponentResource):
         needs_networks = any(gke.network_plan(cfg, p) for p in cfg.node_pools)
         storage_kind = cfg.storage.kind if cfg.storage is not None else None
 
-        def check(r) -> List[str]:
+        def check(r) -> list[str]:
             # Only logs: a deploy-time check of the looked-up values, never a resource.
             # The GPUDirect minimum GKE version (cluster.gkeVersion is checked at load; this checks the cluster
             # itself): an error, so `pulumi preview` / `up` fails with the message instead of pods without TCPXO.
@@ -88,7 +96,7 @@ class ClusterAccess(pulumi.ComponentResource):
 class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
     """A GKE node pool with the machine's GPU networks, compact placement and its GKE Network objects."""
 
-    def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
         cfg, pool, cluster = args.config, args.pool, args.cluster
         m = cfg.machine(pool)
@@ -99,7 +107,7 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 
         vpcs: dict = {}
         subnets: dict = {}
-        self.firewalls: List[gcp.compute.Firewall] = []
+        self.firewalls: list[gcp.compute.Firewall] = []
         for net in self.networks:
             if net.vpc not in vpcs:
                 vpcs[net.vpc] = gcp.compute.Network(
@@ -175,7 +183,7 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 class CheckpointStorage(pulumi.ComponentResource):
     """Filestore or Managed Lustre, protected, as a static ReadWriteMany PV (Retain) and its claim."""
 
-    def __init__(self, name: str, args: CheckpointStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: CheckpointStorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
         cfg, s, cluster = args.config, args.storage, args.cluster
         project = cfg.cluster.project

@@ -19,13 +19,19 @@ and a ClusterNetwork whose instance pool has nodeCount nodes.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import pulumi
 import pulumi_oci as oci
 
-from components.clouds.base import (TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs,
-                                    PoolOutputsMixin, connect, kept, register_claim)
+from components.clouds.base import (
+    TYPE_PREFIX,
+    CheckpointStorageArgs,
+    ClusterAccessArgs,
+    GpuNodePoolArgs,
+    PoolOutputsMixin,
+    connect,
+    kept,
+    register_claim,
+)
 from multinode import fabric, pools
 from multinode.clouds import oci as oke
 
@@ -41,7 +47,7 @@ def _private_endpoint(endpoints) -> str:
 class ClusterAccess(pulumi.ComponentResource):
     """The existing OKE cluster: kubeconfig (secret), private API endpoint, Kubernetes provider."""
 
-    def __init__(self, name: str, args: ClusterAccessArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: ClusterAccessArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "ClusterAccess", name, None, opts)
         c = args.config.cluster
         invoke = pulumi.InvokeOutputOptions(parent=self)
@@ -59,7 +65,7 @@ class ClusterAccess(pulumi.ComponentResource):
 class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
     """Bare-metal GPU nodes in one RDMA cluster network, joined to OKE with our labels and taints."""
 
-    def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
         cfg, pool, cluster = args.config, args.pool, args.cluster
         m = cfg.machine(pool)
@@ -112,7 +118,7 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 class CheckpointStorage(pulumi.ComponentResource):
     """OCI File Storage (file system + mount target + export) as a static RWX PV (Retain) and its claim."""
 
-    def __init__(self, name: str, args: CheckpointStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: CheckpointStorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "CheckpointStorage", name, None, opts)
         cfg, s, cluster = args.config, args.storage, args.cluster
         compartment = cfg.cluster.compartment_id

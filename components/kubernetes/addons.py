@@ -9,8 +9,6 @@ via `crd_ready(group)`.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
-
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -44,14 +42,14 @@ class ClusterAddons(pulumi.ComponentResource):
     existing cluster that already runs it).
     """
 
-    def __init__(self, name: str, config: StackConfig, provider: Optional[pulumi.ProviderResource] = None,
-                 opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, config: StackConfig, provider: pulumi.ProviderResource | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "ClusterAddons", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
-        self.specs: Dict[str, ReleaseSpec] = {s.key: s for s in addon_releases(config)}
-        self.releases: Dict[str, k8s.helm.v3.Release] = {}
+        self.specs: dict[str, ReleaseSpec] = {s.key: s for s in addon_releases(config)}
+        self.releases: dict[str, k8s.helm.v3.Release] = {}
         for key, spec in self.specs.items():
-            deps: List[pulumi.Resource] = []
+            deps: list[pulumi.Resource] = []
             if key == "grove" and "kai" in self.releases:
                 deps.append(self.releases["kai"])      # Grove's PodGangs are scheduled by KAI
             if key == "lws" and "volcano" in self.releases:
@@ -64,6 +62,6 @@ class ClusterAddons(pulumi.ComponentResource):
             self.releases[key] = helm_release(f"{name}-{spec.release_name}", spec, opts)
         self.register_outputs({k: r.status for k, r in self.releases.items()})
 
-    def crd_ready(self, group: str) -> List[pulumi.Resource]:
+    def crd_ready(self, group: str) -> list[pulumi.Resource]:
         """Releases that install the CRDs of API group `group` (e.g. "kyverno.io")."""
         return [self.releases[k] for k, s in self.specs.items() if group in s.installs_crds]

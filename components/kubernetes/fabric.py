@@ -4,7 +4,8 @@
   NicClusterPolicy (shared RDMA or SR-IOV device plugin). oci: Network Operator + NicClusterPolicy
   with SR-IOV RDMA VFs (nvidia.com/rdma-vf), Multus and nv-ipam, plus the `rdma-vf`
   NetworkAttachmentDefinition (namespace default) and its IPPool. gcp: TCPXO NCCL plugin installer and NRI
-  device injector DaemonSets; azure also the nvidia-peermem loader DaemonSet. existing: none (the cluster already has its fabric's plugin).
+  device injector DaemonSets; azure also the nvidia-peermem loader DaemonSet. existing: none (the cluster
+  already has its fabric's plugin).
 - One Kyverno ClusterPolicy per pool with a fabric (multinode.manifests.kyverno); each also carries the
   stack-wide `require-fabric-pool` rule (a multi-node GPU pod must select a fabric pool by nodeSelector).
 - Volcano HyperNodes (tier 1 per pool) and Queues when Volcano is managed here.
@@ -12,8 +13,6 @@ Every custom resource depends on the release that installs its CRD (ClusterAddon
 `ready` lists what a multi-node workload must wait for (policies in place before its pods exist).
 """
 from __future__ import annotations
-
-from typing import Dict, List, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -27,24 +26,24 @@ from multinode.manifests import azure_fabric, kyverno, volcano_topology
 
 
 class FabricPolicies(pulumi.ComponentResource):
-    def __init__(self, name: str, config: StackConfig, addons: Optional[ClusterAddons] = None,
-                 provider: Optional[pulumi.ProviderResource] = None,
-                 opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, config: StackConfig, addons: ClusterAddons | None = None,
+                 provider: pulumi.ProviderResource | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "FabricPolicies", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
 
-        def after(deps: List[pulumi.Resource]) -> pulumi.ResourceOptions:
+        def after(deps: list[pulumi.Resource]) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=deps))
 
-        def crds(group: str) -> List[pulumi.Resource]:
+        def crds(group: str) -> list[pulumi.Resource]:
             return addons.crd_ready(group) if addons is not None else []
 
         # Fabric operator of this cloud.
-        self.operators: Dict[str, k8s.helm.v3.Release] = {}
+        self.operators: dict[str, k8s.helm.v3.Release] = {}
         for spec in am.fabric_releases(config):
             deps = list(self.operators.values()) if spec.key == "gpuOperator" else []
             self.operators[spec.key] = helm_release(f"{name}-{spec.release_name}", spec, after(deps))
-        self.objects: List[pulumi.Resource] = []
+        self.objects: list[pulumi.Resource] = []
         nic = am.nic_cluster_policy(config)
         if nic is not None:
             op = [self.operators["networkOperator"]] if "networkOperator" in self.operators else []
@@ -63,13 +62,13 @@ class FabricPolicies(pulumi.ComponentResource):
             self.objects.append(k8s_object(f"{name}-{ds['metadata']['name']}", ds, child))
 
         # Kyverno policies: after Kyverno (CRD + webhook) and after the device plugins exist.
-        self.policies: List[pulumi.Resource] = []
+        self.policies: list[pulumi.Resource] = []
         for pol in kyverno.cluster_policies(config):
             deps = crds("kyverno.io") + list(self.operators.values())
             self.policies.append(k8s_object(f"{name}-{pol['metadata']['name']}", pol, after(deps)))
 
         # Volcano topology and queues (only when Volcano is managed by this stack).
-        self.volcano_objects: List[pulumi.Resource] = []
+        self.volcano_objects: list[pulumi.Resource] = []
         if config.addons.volcano.enabled:
             for hn in volcano_topology.hypernodes(config):
                 self.volcano_objects.append(k8s_object(f"{name}-hypernode-{hn['metadata']['name']}", hn,
@@ -78,7 +77,7 @@ class FabricPolicies(pulumi.ComponentResource):
                 self.volcano_objects.append(k8s_object(f"{name}-queue-{q['metadata']['name']}", q,
                                                        after(crds("scheduling.volcano.sh"))))
 
-        self.ready: List[pulumi.Resource] = self.policies + self.objects + list(self.operators.values())
+        self.ready: list[pulumi.Resource] = self.policies + self.objects + list(self.operators.values())
         self.register_outputs({
             "policies": [p.urn for p in self.policies],
             "operators": {k: r.status for k, r in self.operators.items()},

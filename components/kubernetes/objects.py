@@ -7,7 +7,7 @@ what `plan` records is exactly the object Kubernetes gets.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Dict, Optional
+from typing import Any
 
 import pulumi
 
@@ -15,8 +15,7 @@ from multinode.config import to_snake
 from multinode.manifests import CORE_API_GROUPS
 
 
-
-def resource_class(api_version: str, kind: str) -> Optional[type]:
+def resource_class(api_version: str, kind: str) -> type | None:
     group, _, version = api_version.rpartition("/")
     mod = CORE_API_GROUPS.get(group)
     if mod is None:
@@ -25,7 +24,7 @@ def resource_class(api_version: str, kind: str) -> Optional[type]:
     return getattr(module, kind, None)
 
 
-def k8s_object(name: str, obj: Dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+def k8s_object(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     """Register `obj` as a Kubernetes resource named `name` (the Pulumi logical name)."""
     api_version, kind = obj["apiVersion"], obj["kind"]
     cls = resource_class(api_version, kind)

@@ -7,15 +7,17 @@ only name them, through secretKeyRef / imagePullSecrets), dependencies on the ch
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import TYPE_PREFIX
 from components.kubernetes.objects import k8s_object
-from multinode.config import StackConfig, Workload as WorkloadConfig
+from multinode.config import StackConfig
+from multinode.config import Workload as WorkloadConfig
 from multinode.manifests import azure_fabric
 from multinode.manifests import storage as sm
 from multinode.manifests import workloads as wm
@@ -25,28 +27,28 @@ from multinode.manifests import workloads as wm
 class WorkloadArgs:
     config: StackConfig
     workload: WorkloadConfig
-    depends_on: List[pulumi.Resource] = field(default_factory=list)   # storage, namespace, add-ons
+    depends_on: list[pulumi.Resource] = field(default_factory=list)   # storage, namespace, add-ons
 
 
-def _secret_value(cfg: StackConfig, config_key: str) -> Optional[str]:
+def _secret_value(cfg: StackConfig, config_key: str) -> str | None:
     return {"hfToken": cfg.hf_token, "ngcApiKey": cfg.ngc_api_key,
             "imagePullSecret": cfg.image_pull_secret}.get(config_key)
 
 
-def _logical_name(workload: str, obj: Dict[str, Any]) -> str:
+def _logical_name(workload: str, obj: dict[str, Any]) -> str:
     return f"{workload}-{obj['kind'].lower()}-{obj['metadata']['name']}"
 
 
 class Workload(pulumi.ComponentResource):
     """Registers one workload's Kubernetes objects; outputs: kind, namespace, objects (kind/name list)."""
 
-    def __init__(self, name: str, args: WorkloadArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: WorkloadArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "Workload", name, None, opts)
         cfg, w = args.config, args.workload
         built = wm.build(cfg, w)
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on) or None)
 
-        self.secrets: List[pulumi.Resource] = []
+        self.secrets: list[pulumi.Resource] = []
         for ref in built.secrets:
             value = _secret_value(cfg, ref.config_key)
             if value is None:
@@ -58,7 +60,7 @@ class Workload(pulumi.ComponentResource):
                 string_data={ref.key: pulumi.Output.secret(value)},
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions())))
 
-        self.resources: List[pulumi.Resource] = []
+        self.resources: list[pulumi.Resource] = []
         for obj in built.objects:
             opts_obj = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=self.secrets))
             if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] in built.runtime_written:
@@ -69,7 +71,7 @@ class Workload(pulumi.ComponentResource):
         self.kind = pulumi.Output.from_input(w.kind)
         self.namespace = pulumi.Output.from_input(w.namespace)
         self.objects = pulumi.Output.from_input([f"{o['kind']}/{o['metadata']['name']}" for o in built.objects])
-        outputs: Dict[str, Any] = {"kind": self.kind, "namespace": self.namespace, "objects": self.objects}
+        outputs: dict[str, Any] = {"kind": self.kind, "namespace": self.namespace, "objects": self.objects}
         if w.kind == "nccl-test":
             self.verdict_config_map = pulumi.Output.from_input(wm.nccl_test.verdict_name(w))
             outputs["verdictConfigMap"] = self.verdict_config_map
@@ -77,12 +79,12 @@ class Workload(pulumi.ComponentResource):
 
 
 def create_workloads(parent: pulumi.Resource, cfg: StackConfig, provider: pulumi.ProviderResource,
-                     depends_on: Sequence[pulumi.Resource] = ()) -> Dict[str, Workload]:
+                     depends_on: Sequence[pulumi.Resource] = ()) -> dict[str, Workload]:
     """Every configured workload, after `depends_on` (pools, storage). Namespaces the storage does not
     already create are created once here (retained on destroy: they may hold other things)."""
     opts = pulumi.ResourceOptions(parent=parent, provider=provider)
     made = {cfg.storage.namespace} if cfg.storage else set()
-    namespaces: List[pulumi.Resource] = []
+    namespaces: list[pulumi.Resource] = []
     for w in cfg.workloads:
         if w.namespace in made:
             continue

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 from ..catalog import Machine, node_share_per_gpu
 from ..errors import Problem
@@ -43,7 +44,7 @@ def fsx_size_ok(gib: int) -> bool:
     return gib in FSX_FIRST_SIZES or (gib > 0 and gib % FSX_STEP == 0)
 
 
-def fsx_nearest(gib: int) -> List[int]:
+def fsx_nearest(gib: int) -> list[int]:
     """The allowed sizes just below and just above `gib`."""
     if gib < 1200:
         return [1200]
@@ -53,14 +54,14 @@ def fsx_nearest(gib: int) -> List[int]:
     return [lower, lower + FSX_STEP] if lower != gib else [gib]
 
 
-def _sizes(values: List[int]) -> str:
+def _sizes(values: list[int]) -> str:
     return " or ".join(f"{v} GiB" for v in values)
 
 
-def storage_problems(storage: Any) -> List[Problem]:
-    p: List[Problem] = []
+def storage_problems(storage: Any) -> list[Problem]:
+    p: list[Problem] = []
     s = storage
-    size: Optional[int] = s.size_gib
+    size: int | None = s.size_gib
     if s.kind == "fsx-lustre":
         if s.throughput is not None and s.throughput not in FSX_THROUGHPUT:
             p.append(Problem("storage.throughput", f"{s.throughput} MB/s/TiB is not a {FSX_DEPLOYMENT_TYPE} tier; "
@@ -76,9 +77,9 @@ def storage_problems(storage: Any) -> List[Problem]:
     return p
 
 
-def config_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
+def config_problems(cfg: Any, machines: dict[str, Any]) -> list[Problem]:
     """What only aws refuses: a pool without its one subnet, storage the services do not accept."""
-    p: List[Problem] = []
+    p: list[Problem] = []
     for i, pool in enumerate(cfg.node_pools):
         if not pool.subnet_id:
             p.append(Problem(f"nodePools[{i}].subnetId", "an EFA node pool lives in one subnet (one AZ) of the "
@@ -88,7 +89,7 @@ def config_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
     return p
 
 
-def advisories(cfg: Any) -> List[Problem]:
+def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings of this cloud (none so far)."""
     return []
 
@@ -124,7 +125,7 @@ def efa_interface_count(machine: Machine, fabric_enabled: bool) -> int:
     return machine.network_cards or machine.fabric_nics or 0
 
 
-def network_interfaces(machine: Machine, fabric_enabled: bool, security_groups: List[Any]) -> List[Dict[str, Any]]:
+def network_interfaces(machine: Machine, fabric_enabled: bool, security_groups: list[Any]) -> list[dict[str, Any]]:
     """Launch template interfaces: card 0 device 0 is EFA with ENA (the primary interface cannot be
     EFA-only); every further card gets one EFA-only interface at device index 1 (EC2 user guide,
     efa-acc-inst-types: "use the next unused network card index, device index 1, and either EFA or
@@ -144,7 +145,7 @@ def network_interfaces(machine: Machine, fabric_enabled: bool, security_groups: 
     return out
 
 
-def eks_taints(cfg: Any) -> List[Dict[str, str]]:
+def eks_taints(cfg: Any) -> list[dict[str, str]]:
     return [{"key": t["key"], "value": t["value"], "effect": TAINT_EFFECT[t["effect"]]} for t in node_taints(cfg)]
 
 
@@ -183,12 +184,12 @@ NCCL_NET = {"efa": "AWS Libfabric"}
 
 
 def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine,
-                    count: int) -> Tuple[str, int, Dict[str, Any]]:
+                    count: int) -> tuple[str, int, dict[str, Any]]:
     """(device resource, devices per node, what the pod gets) for an EFA pool (multinode/fabric.py)."""
     return EFA_RESOURCE, count, _efa(machine)
 
 
-def _efa(machine: Machine) -> Dict[str, Any]:
+def _efa(machine: Machine) -> dict[str, Any]:
     # hardware.md section 2 "AWS EKS (EFA)", sources A3/A4 (awsome-distributed-training nccl-tests
     # manifests). LD_LIBRARY_PATH from the same anchor is NOT injected: it would replace the image's
     # own library path (vLLM, NeMo images), and the OFI plugin location is the image's business.
@@ -225,7 +226,7 @@ def _efa(machine: Machine) -> Dict[str, Any]:
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB-offline-plan\n-----END CERTIFICATE-----\n").decode()
 
 
-def eks_cluster(args: Dict[str, Any]) -> Dict[str, Any]:
+def eks_cluster(args: dict[str, Any]) -> dict[str, Any]:
     name = args.get("name") or "cluster"
     region = args.get("region") or "us-east-1"
     return {
@@ -252,8 +253,8 @@ def eks_cluster(args: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-MOCK_CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {"aws:eks/getCluster:getCluster": eks_cluster}
-MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
+MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"aws:eks/getCluster:getCluster": eks_cluster}
+MOCK_OUTPUTS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {}
 
 MOCK_OUTPUTS["aws:ec2/launchTemplate:LaunchTemplate"] = lambda name, inputs: {"latestVersion": 1, "defaultVersion": 1}
 MOCK_OUTPUTS["aws:fsx/lustreFileSystem:LustreFileSystem"] = lambda name, inputs: {
@@ -262,10 +263,10 @@ MOCK_OUTPUTS["aws:efs/fileSystem:FileSystem"] = lambda name, inputs: {
     "dnsName": "fs-0123abcd.efs.us-east-1.amazonaws.com"}
 
 
-def _autoname(extra: Optional[Callable[[str, Dict[str, Any]], Dict[str, Any]]] = None,
-              ) -> Callable[[str, Dict[str, Any]], Dict[str, Any]]:
+def _autoname(extra: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
+              ) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
     """Pulumi auto-names these (logical name + random suffix); mimic it so references resolve."""
-    def fn(name: str, inputs: Dict[str, Any]) -> Dict[str, Any]:
+    def fn(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         out = {"name": inputs.get("name") or f"{name}-0a1b2c3"}
         out.update(extra(name, inputs) if extra else {})
         return out

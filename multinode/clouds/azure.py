@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any
 
 from ..catalog import Machine
 from ..errors import Problem
@@ -36,7 +37,7 @@ CREATES_POOLS = True
 AZURE_FILES_MIN_GIB = 100
 AZURE_FILES_MAX_GIB = 102400
 
-AMLFS_TIERS: Dict[int, Tuple[int, int, int]] = {
+AMLFS_TIERS: dict[int, tuple[int, int, int]] = {
     40: (48, 768, 48),
     125: (16, 128, 16),
     250: (8, 128, 8),
@@ -50,26 +51,26 @@ def amlfs_sku(throughput: int) -> str:
     return f"AMLFS-Durable-Premium-{throughput}"
 
 
-def amlfs_allowed_tib(throughput: int) -> List[int]:
+def amlfs_allowed_tib(throughput: int) -> list[int]:
     lo, hi, step = AMLFS_TIERS[throughput]
     return list(range(lo, hi + 1, step))
 
 
-def amlfs_nearest_gib(gib: int, throughput: int) -> List[int]:
+def amlfs_nearest_gib(gib: int, throughput: int) -> list[int]:
     allowed = [t * GIB_PER_TIB for t in amlfs_allowed_tib(throughput)]
     below = [a for a in allowed if a <= gib]
     above = [a for a in allowed if a >= gib]
     return sorted({*(below[-1:]), *(above[:1])})
 
 
-def _sizes(values: List[int]) -> str:
+def _sizes(values: list[int]) -> str:
     return " or ".join(f"{v} GiB" for v in values)
 
 
-def storage_problems(storage: Any, node_pools: Any = ()) -> List[Problem]:
-    p: List[Problem] = []
+def storage_problems(storage: Any, node_pools: Any = ()) -> list[Problem]:
+    p: list[Problem] = []
     s = storage
-    size: Optional[int] = s.size_gib
+    size: int | None = s.size_gib
     if s.kind == "azure-files":
         if size is not None and not (AZURE_FILES_MIN_GIB <= size <= AZURE_FILES_MAX_GIB):
             near = AZURE_FILES_MIN_GIB if size < AZURE_FILES_MIN_GIB else AZURE_FILES_MAX_GIB
@@ -103,17 +104,17 @@ def storage_problems(storage: Any, node_pools: Any = ()) -> List[Problem]:
     return p
 
 
-def config_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
+def config_problems(cfg: Any, machines: dict[str, Any]) -> list[Problem]:
     """What only azure refuses: storage the services do not accept."""
     return storage_problems(cfg.storage, cfg.node_pools) if cfg.storage is not None else []
 
 
-def advisories(cfg: Any) -> List[Problem]:
+def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings for InfiniBand pools (printed by `plan`, logged as warnings by the program).
 
     By default GPUDirect RDMA is on (see "GPUDirect RDMA" below): what is left to warn about is a config
     that really runs without the MLNX/DOCA stack nvidia-peermem needs."""
-    out: List[Problem] = []
+    out: list[Problem] = []
     if not (cfg.fabric.enabled and cfg.fabric_kind() == "infiniband"):
         return out
     # Azure/AKS#3507 via hardware.md section 2: ~4 GB/s instead of ~186 GB/s without nvidia_peermem
@@ -159,7 +160,7 @@ PEERMEM_LOADER_COMMAND = ["/bin/bash", "-xc",
                           '&& sleep inf']
 
 
-def ofed_driver_version(cfg: Any) -> Optional[str]:
+def ofed_driver_version(cfg: Any) -> str | None:
     """The DOCA-OFED driver container version the NicClusterPolicy installs, or None (node image has it)."""
     v = cfg.fabric.doca_driver_version
     if v == HOST_DRIVERS:
@@ -188,11 +189,11 @@ def storage_account_name(name: str) -> str:
     return (re.sub(r"[^a-z0-9]", "", name.lower()) or "ckpt")[:16]
 
 
-def aks_taints(cfg) -> List[str]:
+def aks_taints(cfg: Any) -> list[str]:
     return [f"{t['key']}={t['value']}:{t['effect']}" for t in node_taints(cfg)]
 
 
-def gpu_driver(cfg) -> str:
+def gpu_driver(cfg: Any) -> str:
     """AKS installs the NVIDIA driver unless the GPU Operator owns it (then two drivers would fight)."""
     return "None" if cfg.addons.gpu_operator.enabled else "Install"
 
@@ -226,14 +227,15 @@ def topology_file_text(topology_file: str) -> str:
     return (TOPOLOGY_DATA_DIR / topology_file).read_text(encoding="utf-8")
 
 
-def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
+def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine,
+                    count: int) -> tuple[str, int, dict[str, Any]]:
     """(device resource, devices per node, what the pod gets) for an InfiniBand pool (multinode/fabric.py)."""
     if cfg.fabric.rdma_mode == "shared":
         return IB_SHARED_RESOURCE, 1, _infiniband(machine)
     return IB_SRIOV_RESOURCE, count, _infiniband(machine)
 
 
-def _infiniband(machine: Machine) -> Dict[str, Any]:
+def _infiniband(machine: Machine) -> dict[str, Any]:
     # hardware.md section 2 "Azure AKS (IB)", sources Z3 (Azure/aks-rdma-infiniband), Z4 (azhpc-images).
     env = {
         "NCCL_IB_DISABLE": "0",
@@ -241,7 +243,7 @@ def _infiniband(machine: Machine) -> Dict[str, Any]:
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "NCCL_IB_PCI_RELAXED_ORDERING": "1",
     }
-    out: Dict[str, Any] = {"env": env, "capabilities": ["IPC_LOCK"]}
+    out: dict[str, Any] = {"env": env, "capabilities": ["IPC_LOCK"]}
     topo = machine.nccl_topology                       # catalog, source Z4
     if topo:
         env["NCCL_TOPO_FILE"] = f"{AZURE_TOPOLOGY_MOUNT}/{topo}"
@@ -263,7 +265,7 @@ NODE_SUBNET = (f"/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-net/providers/M
                f"virtualNetworks/vnet-aks/subnets/nodes")
 
 
-def managed_cluster(args: Dict[str, Any]) -> Dict[str, Any]:
+def managed_cluster(args: dict[str, Any]) -> dict[str, Any]:
     rg, name = args.get("resourceGroupName", "rg"), args.get("resourceName", "aks")
     return {
         "id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.ContainerService/"
@@ -276,7 +278,7 @@ def managed_cluster(args: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-def user_credentials(args: Dict[str, Any]) -> Dict[str, Any]:
+def user_credentials(args: dict[str, Any]) -> dict[str, Any]:
     name = args.get("resourceName", "aks")
     kubeconfig = (f"apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n"
                   f"    server: https://{name}-dns-0a1b2c3d.hcp.eastus.azmk8s.io:443\n"
@@ -285,11 +287,11 @@ def user_credentials(args: Dict[str, Any]) -> Dict[str, Any]:
     return {"kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(kubeconfig.encode()).decode()}]}
 
 
-MOCK_CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
+MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "azure-native:containerservice:getManagedCluster": managed_cluster,
     "azure-native:containerservice:listManagedClusterUserCredentials": user_credentials,
 }
-MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
+MOCK_OUTPUTS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {}
 
 MOCK_OUTPUTS["azure-native:storagecache:AmlFilesystem"] = lambda name, inputs: {
     "clientInfo": {"mgsAddress": "10.20.0.4",

@@ -10,7 +10,8 @@ are created). The same sections as every multinode/clouds module:
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import Problem
 
@@ -22,9 +23,9 @@ CAPACITY_BLOCKS = False
 CREATES_POOLS = False
 
 
-def config_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
+def config_problems(cfg: Any, machines: dict[str, Any]) -> list[Problem]:
     """`machines`: pool name -> the machine of every pool whose machine resolved (checks.pool_machines)."""
-    p: List[Problem] = []
+    p: list[Problem] = []
     if not cfg.kubeconfig:
         p.append(Problem("kubeconfig", "cloud 'existing' needs the cluster's kubeconfig; set it with "
                                        "`pulumi config set --secret multinode:kubeconfig \"$(cat kubeconfig)\"`"))
@@ -44,14 +45,14 @@ def config_problems(cfg: Any, machines: Dict[str, Any]) -> List[Problem]:
     return p
 
 
-def advisories(cfg: Any) -> List[Problem]:
+def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings of this cloud (none so far)."""
     return []
 
 # ---------------------------------------------------------------- fabric profile
 FABRICS: tuple = ()
-NCCL_NET: Dict[str, str] = {}
+NCCL_NET: dict[str, str] = {}
 
 # ---------------------------------------------------------------- mock data for plan
-MOCK_CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {}
-MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
+MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+MOCK_OUTPUTS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {}

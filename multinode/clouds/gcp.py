@@ -27,12 +27,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 from .. import catalog, pools
-from ..config import NodePool, StackConfig
 from ..catalog import Machine
+from ..config import NodePool, StackConfig
 from ..errors import Problem
 
 # ---------------------------------------------------------------- config rules
@@ -56,13 +57,13 @@ FILESTORE_CSI = "filestore.csi.storage.gke.io"
 LUSTRE_CSI = "lustre.csi.storage.gke.io"
 
 # (min GiB, max GiB, step GiB) ranges per tier (G5, G6). A size must sit on a step of one range.
-FILESTORE_TIERS: Dict[str, Tuple[Tuple[int, int, int], ...]] = {
+FILESTORE_TIERS: dict[str, tuple[tuple[int, int, int], ...]] = {
     "ZONAL": ((1024, 9984, 256), (10240, 102400, 2560)),
     "ENTERPRISE": ((1024, 10240, 256),),
 }
 # Managed Lustre: per_unit_storage_throughput (MB/s per TiB) -> ranges. Above the step threshold the
 # larger step applies, counted from the threshold (G6 gives the threshold and both steps).
-LUSTRE_TIERS: Dict[int, Tuple[Tuple[int, int, int], ...]] = {
+LUSTRE_TIERS: dict[int, tuple[tuple[int, int, int], ...]] = {
     1000: ((9000, 1530000, 9000), (1530000, 10008000, 72000)),
     500: ((18000, 3060000, 18000), (3060000, 20016000, 144000)),
     250: ((36000, 6120000, 36000), (6120000, 40032000, 288000)),
@@ -100,7 +101,7 @@ def vpc_prefix(cfg: StackConfig, pool: NodePool) -> str:
     return f"{cfg.cluster.name}-{pool.name}"
 
 
-def network_plan(cfg: StackConfig, pool: NodePool) -> List[GpuNetwork]:
+def network_plan(cfg: StackConfig, pool: NodePool) -> list[GpuNetwork]:
     """The extra networks of a pool, in NIC order (eth1, eth2, ...). Empty for machines without a fabric."""
     m = cfg.machine(pool)
     if m.fabric not in MIN_GPU_NETWORKS or not cfg.fabric.enabled:
@@ -127,20 +128,20 @@ def roce_network_profile(project: str, zone: str) -> str:
     return f"projects/{project}/global/networkProfiles/{zone}-vpc-roce"
 
 
-def network_param_set(net: GpuNetwork) -> Dict:
+def network_param_set(net: GpuNetwork) -> dict:
     return {"apiVersion": GKE_NETWORK_API, "kind": "GKENetworkParamSet",
             "metadata": {"name": net.name, "labels": {"app.kubernetes.io/managed-by": "multinode"}},
             "spec": {"vpc": net.vpc, "vpcSubnet": net.subnet, "deviceMode": net.device_mode}}
 
 
-def network_object(net: GpuNetwork) -> Dict:
+def network_object(net: GpuNetwork) -> dict:
     return {"apiVersion": GKE_NETWORK_API, "kind": "Network",
             "metadata": {"name": net.name, "labels": {"app.kubernetes.io/managed-by": "multinode"}},
             "spec": {"type": "Device", "parametersRef": {"group": "networking.gke.io",
                                                          "kind": "GKENetworkParamSet", "name": net.name}}}
 
 
-def gke_taints(cfg: StackConfig) -> List[Dict[str, str]]:
+def gke_taints(cfg: StackConfig) -> list[dict[str, str]]:
     """pools.node_taints in the GKE API spelling (NoSchedule -> NO_SCHEDULE).
 
     GKE taints GPU nodes itself with nvidia.com/gpu=present:NoSchedule (in clusters that also run
@@ -157,14 +158,14 @@ def gke_taints(cfg: StackConfig) -> List[Dict[str, str]]:
 
 
 # ---------------------------------------------------------------- storage sizes
-def _on_step(size: int, ranges: Sequence[Tuple[int, int, int]]) -> bool:
+def _on_step(size: int, ranges: Sequence[tuple[int, int, int]]) -> bool:
     return any(lo <= size <= hi and (size - lo) % step == 0 for lo, hi, step in ranges)
 
 
-def nearest_sizes(size: int, ranges: Sequence[Tuple[int, int, int]]) -> List[int]:
+def nearest_sizes(size: int, ranges: Sequence[tuple[int, int, int]]) -> list[int]:
     """The allowed sizes just below and just above `size` (one of them when at an end)."""
-    below: Optional[int] = None
-    above: Optional[int] = None
+    below: int | None = None
+    above: int | None = None
     for lo, hi, step in ranges:
         if size < lo:
             above = lo if above is None else min(above, lo)
@@ -177,7 +178,7 @@ def nearest_sizes(size: int, ranges: Sequence[Tuple[int, int, int]]) -> List[int
     return [s for s in (below, above) if s is not None and s != size]
 
 
-def filestore_size_problem(tier: str, size: int) -> Optional[str]:
+def filestore_size_problem(tier: str, size: int) -> str | None:
     ranges = FILESTORE_TIERS[tier]
     if _on_step(size, ranges):
         return None
@@ -186,7 +187,7 @@ def filestore_size_problem(tier: str, size: int) -> Optional[str]:
     return f"{size} GiB is not a size Filestore {tier} allows ({spans}); use {near}"
 
 
-def lustre_size_problem(throughput: int, size: int) -> Optional[str]:
+def lustre_size_problem(throughput: int, size: int) -> str | None:
     ranges = LUSTRE_TIERS[throughput]
     if _on_step(size, ranges):
         return None
@@ -196,16 +197,16 @@ def lustre_size_problem(throughput: int, size: int) -> Optional[str]:
             f"use {near}")
 
 
-def filestore_tier(tier: Optional[str]) -> str:
+def filestore_tier(tier: str | None) -> str:
     return (tier or "ZONAL").upper()
 
 
 # ---------------------------------------------------------------- the looked-up cluster
-def cluster_version_problems(cfg: StackConfig, master_version: Optional[str]) -> List[str]:
+def cluster_version_problems(cfg: StackConfig, master_version: str | None) -> list[str]:
     """The looked-up cluster's version against each fabric pool's GPUDirect minimum (gke_version_problem)."""
     if not master_version or not cfg.fabric.enabled:
         return []
-    out: List[str] = []
+    out: list[str] = []
     for pool in cfg.node_pools:
         try:
             m = cfg.machine(pool)
@@ -217,10 +218,10 @@ def cluster_version_problems(cfg: StackConfig, master_version: Optional[str]) ->
     return out
 
 
-def cluster_readiness(enable_multi_networking: Optional[bool], datapath_provider: Optional[str],
-                      needs_networks: bool) -> List[str]:
+def cluster_readiness(enable_multi_networking: bool | None, datapath_provider: str | None,
+                      needs_networks: bool) -> list[str]:
     """What the existing GKE cluster lacks for GPU networks; each message says what to change."""
-    out: List[str] = []
+    out: list[str] = []
     if needs_networks and not enable_multi_networking:
         out.append("the cluster does not have multi-networking enabled, so pods cannot attach the GPU networks; "
                    "update it with `gcloud container clusters update CLUSTER --enable-multi-networking` "
@@ -232,7 +233,7 @@ def cluster_readiness(enable_multi_networking: Optional[bool], datapath_provider
     return out
 
 
-def csi_readiness(kind: str, enabled: Optional[bool]) -> List[str]:
+def csi_readiness(kind: str, enabled: bool | None) -> list[str]:
     """The CSI driver the storage kind needs must be enabled as a GKE add-on."""
     if enabled:
         return []
@@ -250,7 +251,7 @@ def csi_readiness(kind: str, enabled: Optional[bool]) -> List[str]:
 # is not gated. Like upstream, a minor newer than the table's last is accepted; unlike upstream, a minor
 # older than its first is refused (upstream accepts it by default, and its lookup reads
 # `local.gpu_direct_setting`, a name that does not exist, so its check never fires).
-MIN_GKE_VERSION: Dict[str, Dict[str, str]] = {
+MIN_GKE_VERSION: dict[str, dict[str, str]] = {
     "tcpx": {"1.27": "1.27.7-gke.1121000", "1.28": "1.28.8-gke.1095000", "1.29": "1.29.3-gke.1093000",
              "1.30": "1.30.2-gke.1023000"},
     "tcpxo": {"1.28": "1.28.9-gke.1250000", "1.29": "1.29.4-gke.1542000", "1.30": "1.30.4-gke.1129000",
@@ -260,13 +261,13 @@ MIN_GKE_VERSION_SOURCE = "cluster-toolkit modules/compute/gke-node-pool/gpu_dire
 _GKE_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 
 
-def parse_gke_version(version: str) -> Optional[Tuple[int, int, int, int]]:
+def parse_gke_version(version: str) -> tuple[int, int, int, int] | None:
     """'1.32.2-gke.1489001' -> (1, 32, 2, 1489001); None when it is not a GKE version."""
     m = _GKE_VERSION.match((version or "").strip())
     return tuple(int(x) for x in m.groups()) if m else None  # type: ignore[return-value]
 
 
-def gke_version_problem(fabric: str, machine: str, version: str) -> Optional[str]:
+def gke_version_problem(fabric: str, machine: str, version: str) -> str | None:
     """Why this GKE version cannot run the fabric's GPUDirect, or None (also None for ungated fabrics)."""
     table = MIN_GKE_VERSION.get(fabric)
     if not table:
@@ -297,13 +298,13 @@ def _region_of(location: str) -> str:
     return "-".join(parts[:2]) if len(parts) >= 3 else location
 
 
-def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]:
-    p: List[Problem] = []
+def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]:
+    p: list[Problem] = []
     for i, pool in enumerate(cfg.node_pools):
         if not pool.zone:
             p.append(Problem(f"nodePools[{i}].zone", "GPU node pools with compact placement live in one zone; "
                                                      "set zone, e.g. us-central1-a"))
-    cidrs: List[Tuple[int, ipaddress.IPv4Network]] = []
+    cidrs: list[tuple[int, ipaddress.IPv4Network]] = []
     region = _region_of(cfg.cluster.location or "")
     for i, pool in enumerate(cfg.node_pools):
         at = f"nodePools[{i}]"
@@ -382,7 +383,7 @@ def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]
     return p
 
 
-def advisories(cfg: Any) -> List[Problem]:
+def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings of this cloud (none so far)."""
     return []
 
@@ -426,14 +427,15 @@ TCPXO_DAEMON_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarx
 TCPX_DAEMON_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12"
 
 
-def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
+def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine,
+                    count: int) -> tuple[str | None, int, dict[str, Any]]:
     """(device resource, devices per node, what the pod gets) for a GPUDirect pool (multinode/fabric.py).
     GKE exposes the GPU NICs as extra pod networks, not as a device resource."""
     build = {catalog.TCPXO: _tcpxo, catalog.TCPX: _tcpx, catalog.GCP_RDMA: _gcp_rdma}[kind]
     return None, 0, build(pool, machine, count)
 
 
-def _gke_interfaces(first_eth: int, networks: List[str]) -> str:
+def _gke_interfaces(first_eth: int, networks: list[str]) -> str:
     items = [{"interfaceName": "eth0", "network": "default"}]
     items += [{"interfaceName": f"eth{first_eth + i}", "network": n} for i, n in enumerate(networks)]
     return json.dumps(items, separators=(",", ":"))
@@ -454,7 +456,7 @@ _GKE_HOST_VOLUMES = [
 ]
 
 
-def _tcpxo(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
+def _tcpxo(pool: NodePool, machine: Machine, nics: int) -> dict[str, Any]:
     # hardware.md section 2 "GCP GKE A3 Mega (TCPXO)", source G3.
     networks = pools.gcp_network_names(pool, nics)
     lib = "/usr/local/nvidia/lib64"
@@ -515,7 +517,7 @@ def _tcpxo(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
     }
 
 
-def _tcpx(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
+def _tcpx(pool: NodePool, machine: Machine, nics: int) -> dict[str, Any]:
     # hardware.md section 2 "A3 High TCPX": sidecar tcpgpudmarxd-dev:v2.0.12, eth1-4, /run/tcpx.
     # The NCCL_GPUDIRECTTCPX_* variable names follow Google's GKE TCPX guide
     # (cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-tcpx); not in hardware.md.
@@ -557,7 +559,7 @@ def _tcpx(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
     }
 
 
-def _gcp_rdma(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
+def _gcp_rdma(pool: NodePool, machine: Machine, nics: int) -> dict[str, Any]:
     # hardware.md section 2 "A3 Ultra/A4 RDMA": eth2-9 on the RDMA networks, hostPath
     # /home/kubernetes/bin/gib -> /usr/local/gib, NCCL_NET=gIB. (eth1, the second gVNIC, is not a
     # per-pool GPU network and is left to the cluster's defaults.)
@@ -581,7 +583,7 @@ def _gcp_rdma(pool: NodePool, machine: Machine, nics: int) -> Dict[str, Any]:
 FAKE_CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMtbW9jay1jYQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="
 
 
-def gke_cluster(args: Dict[str, Any]) -> Dict[str, Any]:
+def gke_cluster(args: dict[str, Any]) -> dict[str, Any]:
     name = args.get("name", "cluster")
     project = args.get("project", "my-project")
     location = args.get("location", "us-central1")
@@ -601,8 +603,8 @@ def gke_cluster(args: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-MOCK_CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {"gcp:container/getCluster:getCluster": gke_cluster}
-MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
+MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"gcp:container/getCluster:getCluster": gke_cluster}
+MOCK_OUTPUTS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {}
 
 MOCK_OUTPUTS["gcp:filestore/instance:Instance"] = lambda name, inputs: {
     "networks": [dict(n, ipAddresses=["10.20.0.2"]) for n in inputs.get("networks", [])],

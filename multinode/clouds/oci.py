@@ -31,7 +31,8 @@ from __future__ import annotations
 import base64
 import re
 import shlex
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 import yaml
 
@@ -68,11 +69,11 @@ def ca_from_kubeconfig(content: str) -> str:
     for c in doc.get("clusters") or []:
         ca = (c.get("cluster") or {}).get("certificate-authority-data")
         if ca:
-            return ca
+            return str(ca)
     return ""
 
 
-def kubelet_extra_args(labels: Dict[str, str], taints: List[Dict[str, str]]) -> str:
+def kubelet_extra_args(labels: dict[str, str], taints: list[dict[str, str]]) -> str:
     args = ["--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items()))]
     if taints:
         args.append("--register-with-taints=" + ",".join(f"{t['key']}={t['value']}:{t['effect']}" for t in taints))
@@ -110,14 +111,14 @@ _MEMLOCK = ["mkdir -p /etc/crio/crio.conf.d",
             "[crio.runtime]", "default_ulimits = [", '    "memlock=-1:-1"', "]", "EOF"]
 
 
-def _oke_install_script(endpoint: str, ca_b64: str, extra: str) -> List[str]:
+def _oke_install_script(endpoint: str, ca_b64: str, extra: str) -> list[str]:
     return ["bash /etc/oke/oke-install.sh \\",
             f"  --apiserver-endpoint {shlex.quote(api_host(endpoint))} \\",
             f"  --kubelet-ca-cert {shlex.quote(ca_b64)} \\",
             f"  --kubelet-extra-args {shlex.quote(extra)}"]
 
 
-def _oke_package_script(endpoint: str, ca_b64: str, extra: str, kubernetes_version: str) -> List[str]:
+def _oke_package_script(endpoint: str, ca_b64: str, extra: str, kubernetes_version: str) -> list[str]:
     version = _package_version(kubernetes_version)
     minor = ".".join(version.split(".")[:2])
     return [
@@ -150,7 +151,7 @@ def _oke_package_script(endpoint: str, ca_b64: str, extra: str, kubernetes_versi
     ]
 
 
-def node_user_data(endpoint: str, ca_b64: str, labels: Dict[str, str], taints: List[Dict[str, str]],
+def node_user_data(endpoint: str, ca_b64: str, labels: dict[str, str], taints: list[dict[str, str]],
                    path: str = DEFAULT_BOOTSTRAP, kubernetes_version: str = "") -> str:
     """cloud-init (a shell script) for a self-managed OKE GPU node: join the cluster with our labels and
     taints, by the pool's bootstrap path: "oke-package" (O5, needs the cluster's Kubernetes version) or
@@ -173,8 +174,8 @@ def fss_volume_handle(fs_id: str, mount_target_ip: str, export_path: str) -> str
     return f"{fs_id}:{mount_target_ip}:{export_path}"
 
 
-def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]:
-    p: List[Problem] = []
+def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]:
+    p: list[Problem] = []
     region = (cfg.cluster.region or "").lower()
     region_key = region.rsplit("-", 1)[0].upper() if region else ""
     for i, pool in enumerate(cfg.node_pools):
@@ -206,10 +207,10 @@ def config_problems(cfg: StackConfig, machines: Dict[str, Any]) -> List[Problem]
     return p
 
 
-def advisories(cfg: Any) -> List[Problem]:
+def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings of this cloud: a RoCE pool whose shape has no known fabric ports, so the SR-IOV
     device plugin cannot be limited to them."""
-    out: List[Problem] = []
+    out: list[Problem] = []
     for i, pool in enumerate(cfg.node_pools):
         try:
             m = cfg.machine(pool)
@@ -237,7 +238,7 @@ OCI_VF_NETWORK_NAMESPACE = "default"
 # policy.yaml (commit 61d210ac, 2026-08-20), `nicSelector.rootDevices` of each shape's policy (with
 # vendor 15b3, isRdma, numVfs 1, mtu 4220). Selecting these ports, not every Mellanox RDMA port, keeps
 # the host's front-end NIC (also a ConnectX with RDMA on these shapes) out of the VF pool.
-FABRIC_ROOT_DEVICES: Dict[str, tuple] = {
+FABRIC_ROOT_DEVICES: dict[str, tuple] = {
     "BM.GPU4.8": tuple(f"0000:{b}:00.{f}" for b in ("0c", "16", "48", "4c", "8a", "94", "c3", "d1") for f in (0, 1)),
     "BM.GPU.A100-v2.8": tuple(f"0000:{b}:00.{f}" for b in ("0c", "16", "47", "4b", "89", "93", "c3", "d1")
                               for f in (0, 1)),
@@ -251,7 +252,7 @@ FABRIC_ROOT_DEVICES: Dict[str, tuple] = {
 VF_MTU = 4220
 
 
-def fabric_root_devices(shapes: List[str]) -> Optional[List[str]]:
+def fabric_root_devices(shapes: list[str]) -> list[str] | None:
     """The fabric ports of these shapes (sorted union), or None when one shape is not in the table (the
     device plugin then falls back to every Mellanox RDMA port; advisories() says so)."""
     if any(s not in FABRIC_ROOT_DEVICES for s in shapes):
@@ -265,12 +266,13 @@ FABRICS = ("roce",)
 NCCL_NET = {"roce": "IB"}
 
 
-def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine, count: int):
+def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine,
+                    count: int) -> tuple[str, int, dict[str, Any]]:
     """(device resource, devices per node, what the pod gets) for an RDMA pool (multinode/fabric.py)."""
     return OCI_VF_RESOURCE, count, _roce(machine)
 
 
-def _roce(machine: Machine) -> Dict[str, Any]:
+def _roce(machine: Machine) -> dict[str, Any]:
     # hardware.md section 2 "OCI OKE" option B (SR-IOV VFs via the Network Operator), source O1.
     env = {
         "NCCL_IB_GID_INDEX": "3",
@@ -304,7 +306,7 @@ FAKE_CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMtbW9jay1jYQotLS0tLUVORCBDR
 PRIVATE_ENDPOINT = "10.0.0.5:6443"
 
 
-def kube_config(args: Dict[str, Any]) -> Dict[str, Any]:
+def kube_config(args: dict[str, Any]) -> dict[str, Any]:
     cid = args.get("clusterId", "ocid1.cluster.oc1..mock")
     content = yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "context-oke",
@@ -318,7 +320,7 @@ def kube_config(args: Dict[str, Any]) -> Dict[str, Any]:
     return {"id": cid, "clusterId": cid, "content": content, "tokenVersion": args.get("tokenVersion", "2.0.0")}
 
 
-def cluster(args: Dict[str, Any]) -> Dict[str, Any]:
+def cluster(args: dict[str, Any]) -> dict[str, Any]:
     cid = args.get("clusterId", "ocid1.cluster.oc1..mock")
     return {"id": cid, "clusterId": cid, "name": "dev-oke", "type": "ENHANCED_CLUSTER",
             "kubernetesVersion": "v1.33.1", "state": "ACTIVE",
@@ -327,11 +329,11 @@ def cluster(args: Dict[str, Any]) -> Dict[str, Any]:
                            "vcnHostnameEndpoint": "", "ipv6endpoint": ""}]}
 
 
-MOCK_CALLS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
+MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "oci:ContainerEngine/getClusterKubeConfig:getClusterKubeConfig": kube_config,
     "oci:ContainerEngine/getCluster:getCluster": cluster,
 }
-MOCK_OUTPUTS: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]] = {}
+MOCK_OUTPUTS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {}
 
 MOCK_OUTPUTS["oci:FileStorage/mountTarget:MountTarget"] = lambda name, inputs: {
     "ipAddress": "10.0.10.20", "exportSetId": f"ocid1.exportset.oc1.iad.{name}",

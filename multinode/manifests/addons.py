@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from .. import pools
 from ..clouds import azure, oci
 from ..config import ADDON_VERSIONS, Addon, StackConfig
-from ..fabric import (IB_SHARED_RESOURCE, OCI_VF_NETWORK, OCI_VF_NETWORK_NAMESPACE, OCI_VF_RESOURCE,
-                      profile_for)
+from ..fabric import IB_SHARED_RESOURCE, OCI_VF_NETWORK, OCI_VF_NETWORK_NAMESPACE, OCI_VF_RESOURCE, profile_for
 from .dynamo_platform import dynamo_platform_release
 
 
@@ -37,10 +36,10 @@ class ReleaseSpec:
     key: str                     # config key under addons (volcano, lws, ...)
     chart_folder: str            # folder under schemas/ holding the upstream values.yaml
     chart: str                   # chart name, or a full oci:// reference
-    repository: Optional[str]    # https chart repository (None for oci:// charts)
+    repository: str | None    # https chart repository (None for oci:// charts)
     version: str
     namespace: str
-    values: Dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
     installs_crds: tuple = ()    # API groups whose CRDs this release installs
 
     @property
@@ -60,7 +59,7 @@ _DEFAULT_NS = {
 _V_PREFIX = {"grove", "kai"}
 
 
-def deep_merge(base: Dict[str, Any], over: Dict[str, Any]) -> Dict[str, Any]:
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for k, v in (over or {}).items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
@@ -77,8 +76,8 @@ def _version(key: str, addon: Addon) -> str:
     return v
 
 
-def _spec(cfg: StackConfig, key: str, folder: str, chart: str, repo: Optional[str],
-          values: Dict[str, Any], crds: tuple = ()) -> ReleaseSpec:
+def _spec(cfg: StackConfig, key: str, folder: str, chart: str, repo: str | None,
+          values: dict[str, Any], crds: tuple = ()) -> ReleaseSpec:
     addon: Addon = getattr(cfg.addons, _attr(key))
     return ReleaseSpec(key=key, chart_folder=folder, chart=chart, repository=repo, version=_version(key, addon),
                        namespace=addon.namespace or _DEFAULT_NS[key], values=deep_merge(values, addon.values),
@@ -90,7 +89,7 @@ def _attr(key: str) -> str:
             "efaDevicePlugin": "efa_device_plugin", "nvidiaDevicePlugin": "nvidia_device_plugin"}.get(key, key)
 
 
-def _gpu_tolerations() -> List[Dict[str, str]]:
+def _gpu_tolerations() -> list[dict[str, str]]:
     return pools.tolerations()
 
 
@@ -118,7 +117,7 @@ def needs_nvidia_device_plugin(cfg: StackConfig) -> bool:
             and bool(cfg.node_pools))
 
 
-def nvidia_device_plugin_release(cfg: StackConfig) -> Optional[ReleaseSpec]:
+def nvidia_device_plugin_release(cfg: StackConfig) -> ReleaseSpec | None:
     if not needs_nvidia_device_plugin(cfg):
         return None
     return _spec(cfg, "nvidiaDevicePlugin", "nvidia-device-plugin", "nvidia-device-plugin",
@@ -135,10 +134,10 @@ def nvidia_device_plugin_release(cfg: StackConfig) -> Optional[ReleaseSpec]:
                  })
 
 
-def addon_releases(cfg: StackConfig) -> List[ReleaseSpec]:
+def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
     """Device plugin, schedulers and policy engine, each optional per stack (addons.<name>.enabled)."""
     a = cfg.addons
-    out: List[ReleaseSpec] = []
+    out: list[ReleaseSpec] = []
     # First: without it no node advertises nvidia.com/gpu and every GPU pod stays Pending.
     device_plugin = nvidia_device_plugin_release(cfg)
     if device_plugin is not None:
@@ -147,7 +146,7 @@ def addon_releases(cfg: StackConfig) -> List[ReleaseSpec]:
         out.append(_spec(cfg, "volcano", "volcano", "volcano", "https://volcano-sh.github.io/helm-charts", {},
                          ("batch.volcano.sh", "scheduling.volcano.sh", "topology.volcano.sh", "bus.volcano.sh")))
     if a.lws.enabled:
-        values: Dict[str, Any] = {}
+        values: dict[str, Any] = {}
         if a.volcano.enabled:
             # LWS creates one Volcano PodGroup per group (leader + workers) so the gang is
             # scheduled all-or-nothing; pods must use schedulerName volcano (workload templates).
@@ -175,7 +174,7 @@ def addon_releases(cfg: StackConfig) -> List[ReleaseSpec]:
     return out
 
 
-def fabric_releases(cfg: StackConfig) -> List[ReleaseSpec]:
+def fabric_releases(cfg: StackConfig) -> list[ReleaseSpec]:
     """The fabric operator of this stack's cloud only (exactly one cloud's fabric per stack).
 
     aws: EFA device plugin.  azure: NVIDIA Network Operator (+ GPU Operator when enabled).
@@ -183,7 +182,7 @@ def fabric_releases(cfg: StackConfig) -> List[ReleaseSpec]:
     existing: nothing (the cluster already runs its fabric's device plugin).
     """
     a = cfg.addons
-    out: List[ReleaseSpec] = []
+    out: list[ReleaseSpec] = []
     kinds = {profile_for(cfg, p).kind for p in cfg.node_pools}
     if cfg.cloud == "aws" and a.efa_device_plugin.enabled and "efa" in kinds:
         out.append(_spec(cfg, "efaDevicePlugin", "aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin",
@@ -203,7 +202,7 @@ def fabric_releases(cfg: StackConfig) -> List[ReleaseSpec]:
         # Azure/aks-rdma-infiniband configs/values/gpu-operator/values.yaml). useHostMofed only when no
         # DOCA driver container is installed (the node image has MLNX_OFED/DOCA, e.g. OCI's GPU images);
         # with the Network Operator's ofedDriver (Azure's default) it stays false like that file.
-        values: Dict[str, Any] = {
+        values: dict[str, Any] = {
             "driver": {"rdma": {"enabled": True, "useHostMofed": _ofed_driver_version(cfg) is None}},
             "daemonsets": {"tolerations": _gpu_tolerations()},
         }
@@ -219,7 +218,7 @@ def fabric_releases(cfg: StackConfig) -> List[ReleaseSpec]:
 # ------------------------------------------------------------------------------------------
 # Network Operator NicClusterPolicy (azure InfiniBand, oci RoCE SR-IOV)
 # ------------------------------------------------------------------------------------------
-def _ofed_driver_version(cfg: StackConfig) -> Optional[str]:
+def _ofed_driver_version(cfg: StackConfig) -> str | None:
     """DOCA driver container version of the NicClusterPolicy, None = the node image brings the drivers.
     azure: installed by default (GPUDirect RDMA needs it, multinode/clouds/azure.py); other clouds: only
     when fabric.docaDriverVersion is set. `host` means none on every cloud."""
@@ -237,18 +236,18 @@ _MELLANOX_REPO = "nvcr.io/nvidia/mellanox"
 SHARED_IB_HCA_MAX = 63
 
 
-def _component(image: str, version: str) -> Dict[str, Any]:
+def _component(image: str, version: str) -> dict[str, Any]:
     return {"image": image, "repository": _MELLANOX_REPO, "version": f"network-operator-v{version.lstrip('v')}"}
 
 
-def nic_cluster_policy(cfg: StackConfig) -> Optional[Dict[str, Any]]:
+def nic_cluster_policy(cfg: StackConfig) -> dict[str, Any] | None:
     """The NicClusterPolicy exposing RDMA devices to pods, or None when not needed."""
     if cfg.cloud not in ("azure", "oci") or not cfg.addons.network_operator.enabled:
         return None
     profiles = [profile_for(cfg, p) for p in cfg.node_pools]
     kinds = {p.kind for p in profiles}
     version = _version("networkOperator", cfg.addons.network_operator)
-    spec: Dict[str, Any] = {"tolerations": _gpu_tolerations()}
+    spec: dict[str, Any] = {"tolerations": _gpu_tolerations()}
     if "infiniband" in kinds and cfg.fabric.rdma_mode == "shared":
         # Mellanox/k8s-rdma-shared-dev-plugin: resourceName shared_ib -> rdma/shared_ib, every IB HCA
         # (vendor 15b3, link type infiniband) shared by up to 63 pods (hardware.md section 2, Z3/Z5).
@@ -316,7 +315,7 @@ VF_SUBNET = "192.168.0.0/16"       # oci-hpc-oke ip-pool.yaml; must not overlap 
 VF_PER_NODE_BLOCK = 64             # >= 16 VFs of one whole-node pod, with room for restarts
 
 
-def rdma_vf_network(cfg: StackConfig) -> List[Dict[str, Any]]:
+def rdma_vf_network(cfg: StackConfig) -> list[dict[str, Any]]:
     """[nv-ipam IPPool, NetworkAttachmentDefinition] for OCI RDMA VFs, or [] when the stack has no
     OCI RoCE pool or does not manage the Network Operator. Neither kind has a schema in schemas/:
     tests check their fields and that spec.config is valid JSON (see tests/test_addons.py)."""
@@ -361,7 +360,7 @@ def rdma_vf_network(cfg: StackConfig) -> List[Dict[str, Any]]:
     return [pool, nad, rdma_cni_installer(cfg)]
 
 
-def rdma_cni_installer(cfg: StackConfig) -> Dict[str, Any]:
+def rdma_cni_installer(cfg: StackConfig) -> dict[str, Any]:
     """DaemonSet that puts the `rdma` CNI binary into /opt/cni/bin on the RoCE pools' nodes.
 
     oci-hpc-oke gets it from the SR-IOV Network Operator (chart value sriov-network-operator.images.rdmaCni,
@@ -414,7 +413,7 @@ _APERTURE_SCRIPT = "\n".join([
 ])
 
 
-def _daemonset(name: str, pod_spec: Dict[str, Any]) -> Dict[str, Any]:
+def _daemonset(name: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
     labels = {"k8s-app": name}
     return {"apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": {"name": name, "namespace": "kube-system", "labels": labels},
@@ -422,7 +421,7 @@ def _daemonset(name: str, pod_spec: Dict[str, Any]) -> Dict[str, Any]:
                      "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
 
 
-def gcp_daemonsets(cfg: StackConfig) -> List[Dict[str, Any]]:
+def gcp_daemonsets(cfg: StackConfig) -> list[dict[str, Any]]:
     if cfg.cloud != "gcp":
         return []
     kinds = {profile_for(cfg, p).kind for p in cfg.node_pools}

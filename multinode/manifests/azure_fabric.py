@@ -8,7 +8,7 @@ Both are [] on other clouds. components/kubernetes registers them (fabric.py, wo
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any
 
 from .. import pools
 from ..clouds import azure
@@ -16,11 +16,11 @@ from ..config import StackConfig
 from . import storage as sm
 
 
-def _ib_pools(cfg: StackConfig) -> List[Any]:
+def _ib_pools(cfg: StackConfig) -> list[Any]:
     return [p for p in cfg.node_pools if cfg.machine(p).fabric == "infiniband"]
 
 
-def peermem_loader(cfg: StackConfig) -> List[Dict[str, Any]]:
+def peermem_loader(cfg: StackConfig) -> list[dict[str, Any]]:
     """[DaemonSet] loading nvidia-peermem on this stack's InfiniBand pools, or [] when nothing needs it.
 
     Compared with Azure/aks-rdma-infiniband configs/nvidia-peermem-reloader/ds.yaml (commit 700dabb4fe04):
@@ -71,18 +71,18 @@ def peermem_loader(cfg: StackConfig) -> List[Dict[str, Any]]:
     }]
 
 
-def topology_files(cfg: StackConfig) -> List[str]:
+def topology_files(cfg: StackConfig) -> list[str]:
     """The NCCL topology files of the stack's InfiniBand pools (catalog.Machine.nccl_topology), sorted."""
     if cfg.cloud != "azure" or not cfg.fabric.enabled:
         return []
     return sorted({m.nccl_topology for m in (cfg.machine(p) for p in _ib_pools(cfg)) if m.nccl_topology})
 
 
-def workload_namespaces(cfg: StackConfig) -> List[str]:
+def workload_namespaces(cfg: StackConfig) -> list[str]:
     return sorted({w.namespace for w in cfg.workloads})
 
 
-def topology_config_maps(cfg: StackConfig) -> List[Dict[str, Any]]:
+def topology_config_maps(cfg: StackConfig) -> list[dict[str, Any]]:
     """A ConfigMap per (workload namespace, topology file): key = the file name, value = its text
     (multinode/data/nccl-topology/, copied byte for byte from Azure/azhpc-images topology/)."""
     files = topology_files(cfg)

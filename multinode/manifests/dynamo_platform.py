@@ -28,7 +28,7 @@ Where things come from (ai-dynamo/dynamo, read with the code search tool; not in
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, Optional
+from typing import Any
 
 from ..config import ADDON_VERSIONS, StackConfig
 
@@ -38,7 +38,7 @@ DEFAULT_NAMESPACE = "dynamo-system"
 CRD_GROUPS = ("nvidia.com",)   # DynamoGraphDeployment, DynamoComponentDeployment, ...
 
 
-def _deep_merge(base: Dict[str, Any], over: Dict[str, Any]) -> Dict[str, Any]:
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for k, v in (over or {}).items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
@@ -53,7 +53,7 @@ def orchestrator(cfg: StackConfig) -> str:
     return "grove" if cfg.addons.grove.enabled else "lws"
 
 
-def platform_values(cfg: StackConfig) -> Dict[str, Any]:
+def platform_values(cfg: StackConfig) -> dict[str, Any]:
     """Integration switches only; the stack's addons.dynamo.values is merged over them."""
     a = cfg.addons
     grove = orchestrator(cfg) == "grove"
@@ -68,7 +68,7 @@ def platform_values(cfg: StackConfig) -> Dict[str, Any]:
     return _deep_merge(values, a.dynamo.values)
 
 
-def dynamo_platform_release(cfg: StackConfig) -> Optional[Dict[str, Any]]:
+def dynamo_platform_release(cfg: StackConfig) -> dict[str, Any] | None:
     addon = cfg.addons.dynamo
     if not addon.enabled:
         return None

@@ -14,7 +14,7 @@ and ours appear once.
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from ..fabric import FabricProfile
 from . import kyverno
@@ -24,7 +24,7 @@ _MERGE_KEYS = {"containers": "name", "initContainers": "name", "volumes": "name"
                "volumeMounts": "mountPath", "ports": "containerPort"}
 
 
-def _anchor(key: Any) -> Optional[str]:
+def _anchor(key: Any) -> str | None:
     """The field name of Kyverno's add-if-not-present anchor `+(name)`, else None."""
     if isinstance(key, str) and key.startswith("+(") and key.endswith(")"):
         return key[2:-1]
@@ -40,7 +40,7 @@ def _strip_anchors(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def _merge(target: Any, patch: Any, field: Optional[str] = None) -> Any:
+def _merge(target: Any, patch: Any, field: str | None = None) -> Any:
     if isinstance(target, dict) and isinstance(patch, dict):
         merged = dict(target)
         for k, v in patch.items():
@@ -53,7 +53,7 @@ def _merge(target: Any, patch: Any, field: Optional[str] = None) -> Any:
         return merged
     if isinstance(target, list) and isinstance(patch, list) and field in _MERGE_KEYS:
         key = _MERGE_KEYS[field]
-        out: List[Any] = [copy.deepcopy(x) for x in target]
+        out: list[Any] = [copy.deepcopy(x) for x in target]
         index = {x.get(key): i for i, x in enumerate(out) if isinstance(x, dict)}
         for item in patch:
             i = index.get(item.get(key)) if isinstance(item, dict) else None
@@ -65,7 +65,7 @@ def _merge(target: Any, patch: Any, field: Optional[str] = None) -> Any:
     return copy.deepcopy(patch)
 
 
-def apply_policy_to_pod(pod: Dict[str, Any], policy: Dict[str, Any]) -> Dict[str, Any]:
+def apply_policy_to_pod(pod: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
     """Apply a fabric ClusterPolicy's mutate rules to a Pod dict (apiVersion/kind/metadata/spec)."""
     if not kyverno.matches(policy, pod):
         return copy.deepcopy(pod)
@@ -89,8 +89,8 @@ def apply_policy_to_pod(pod: Dict[str, Any], policy: Dict[str, Any]) -> Dict[str
     return out
 
 
-def apply_profile_to_template(template: Dict[str, Any], profile: FabricProfile,
-                              webhook_timeout_seconds: int = 15) -> Dict[str, Any]:
+def apply_profile_to_template(template: dict[str, Any], profile: FabricProfile,
+                              webhook_timeout_seconds: int = 15) -> dict[str, Any]:
     """A pod template ({metadata, spec}) after the profile's policy: metadata and spec."""
     if not profile.enabled:
         return copy.deepcopy(template)
@@ -101,8 +101,9 @@ def apply_profile_to_template(template: Dict[str, Any], profile: FabricProfile,
     return {"metadata": mutated["metadata"], "spec": mutated["spec"]}
 
 
-def apply_profile(pod_spec: Dict[str, Any], profile: FabricProfile) -> Dict[str, Any]:
+def apply_profile(pod_spec: dict[str, Any], profile: FabricProfile) -> dict[str, Any]:
     """The pod spec after the fabric policy, for a pod carrying the fabric label."""
     from ..pools import FABRIC_POD_LABEL, FABRIC_POD_LABEL_VALUE
     template = {"metadata": {"labels": {FABRIC_POD_LABEL: FABRIC_POD_LABEL_VALUE}}, "spec": pod_spec}
-    return apply_profile_to_template(template, profile)["spec"]
+    spec: dict[str, Any] = apply_profile_to_template(template, profile)["spec"]
+    return spec

@@ -40,7 +40,8 @@ must mutate or refuse it is served. Only a real cluster can confirm the timing.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import jmespath
 from jmespath import functions as jfunctions
@@ -66,7 +67,7 @@ def device_count_expr(profile: FabricProfile) -> str:
 EXISTING_CAPS_EXPR = "element.securityContext.capabilities.add || `[]`"
 
 
-def capabilities_add_expr(capabilities: List[str]) -> str:
+def capabilities_add_expr(capabilities: list[str]) -> str:
     """JMESPath for the container's capabilities.add after the patch: the list it already has, then each
     of ours that is not in it (kept once). A strategic merge REPLACES this list (no merge key), so the
     patch must carry the union; plain JMESPath, no variables: `[list, list, ...][]` flattens the parts,
@@ -105,7 +106,7 @@ def device_networks_expr(profile: FabricProfile) -> str:
     return f"truncate('{full}', subtract(multiply({pod_device_count_expr(profile)}, `{len(name) + 1}`), `1`))"
 
 
-def device_networks_rule_body(profile: FabricProfile) -> Optional[Dict[str, Any]]:
+def device_networks_rule_body(profile: FabricProfile) -> dict[str, Any] | None:
     """Mutate: set the pod's Multus networks to one entry per fabric device it requests (only pods that
     request some; the annotation replaces any list the pod brought, as the static annotation did)."""
     if not profile.device_network or not profile.device_resource:
@@ -126,7 +127,7 @@ def policy_name(profile: FabricProfile) -> str:
     return f"multinode-fabric-{profile.pool}"[:63].rstrip("-")
 
 
-def _match() -> Dict[str, Any]:
+def _match() -> dict[str, Any]:
     base = {"kinds": ["Pod"], "operations": ["CREATE"]}
     return {"any": [
         {"resources": {**base, "selector": {"matchLabels": {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}}}},
@@ -134,7 +135,7 @@ def _match() -> Dict[str, Any]:
     ]}
 
 
-def _pool_preconditions(profile: FabricProfile, multi_pool: bool) -> Optional[Dict[str, Any]]:
+def _pool_preconditions(profile: FabricProfile, multi_pool: bool) -> dict[str, Any] | None:
     """With several pools, a policy applies only to pods that select its pool's nodes."""
     if not multi_pool or not profile.node_selector:
         return None
@@ -143,13 +144,13 @@ def _pool_preconditions(profile: FabricProfile, multi_pool: bool) -> Optional[Di
                     for k, v in sorted(profile.node_selector.items())]}
 
 
-def _node_selector_expr(selector: Dict[str, str]) -> str:
+def _node_selector_expr(selector: dict[str, str]) -> str:
     """JMESPath that is true when the pod's spec.nodeSelector carries every label of `selector`."""
     parts = [f'request.object.spec.nodeSelector."{k}" == \'{v}\'' for k, v in sorted(selector.items())]
     return "(" + " && ".join(parts) + ")"
 
 
-def fabric_pool_expr(profiles: List[FabricProfile]) -> str:
+def fabric_pool_expr(profiles: list[FabricProfile]) -> str:
     """JMESPath that is true when the pod's nodeSelector selects one of these pools (a boolean, never null)."""
     return " || ".join(_node_selector_expr(p.node_selector) for p in profiles)
 
@@ -159,7 +160,7 @@ def _pool_hint(p: FabricProfile) -> str:
     return f"pool {p.pool!r} ({p.machine}, {p.kind}): nodeSelector {{{sel}}}"
 
 
-def require_fabric_pool_rule(profiles: List[FabricProfile]) -> Optional[Dict[str, Any]]:
+def require_fabric_pool_rule(profiles: list[FabricProfile]) -> dict[str, Any] | None:
     """Stack-wide validate rule: a fabric-labelled (or NeMo-annotated) pod with a GPU container must select
     one of the stack's fabric pools with spec.nodeSelector. None when a fabric pool has no node selector
     (config refuses that: then any node would match and the rule could not say which labels to use)."""
@@ -189,7 +190,7 @@ def require_fabric_pool_rule(profiles: List[FabricProfile]) -> Optional[Dict[str
 SINGLE_NODE_RULE = "require-fabric-label-on-fabric-pool"
 
 
-def require_fabric_label_rule(profiles: List[FabricProfile]) -> Optional[Dict[str, Any]]:
+def require_fabric_label_rule(profiles: list[FabricProfile]) -> dict[str, Any] | None:
     """Stack-wide validate rule: any GPU pod whose spec.nodeSelector selects a fabric pool carries the fabric
     label (or NeMo's annotation) or the single-node opt-out label; else it is refused (module docstring, 5)."""
     fabric = [p for p in profiles if p.enabled]
@@ -227,22 +228,22 @@ def require_fabric_label_rule(profiles: List[FabricProfile]) -> Optional[Dict[st
     }
 
 
-def _gpu_precondition() -> Dict[str, Any]:
+def _gpu_precondition() -> dict[str, Any]:
     return {"all": [{"key": f"{{{{ {GPU_COUNT_EXPR} }}}}", "operator": "GreaterThan", "value": 0}]}
 
 
-def container_patch(profile: FabricProfile) -> Dict[str, Any]:
+def container_patch(profile: FabricProfile) -> dict[str, Any]:
     """The strategic-merge patch for one GPU container (`element`)."""
-    c: Dict[str, Any] = {"name": "{{ element.name }}"}
+    c: dict[str, Any] = {"name": "{{ element.name }}"}
     if profile.env:
         c["env"] = [{"name": k, "value": v} for k, v in profile.env.items()]
     if profile.volume_mounts:
         c["volumeMounts"] = [dict(m) for m in profile.volume_mounts]
-    limits: Dict[str, Any] = {}
+    limits: dict[str, Any] = {}
     if profile.device_resource:
         limits[profile.device_resource] = f"{{{{ {device_count_expr(profile)} }}}}"
     limits.update(profile.extra_resources)
-    resources: Dict[str, Any] = {}
+    resources: dict[str, Any] = {}
     if limits:
         resources["limits"] = limits
     if profile.requests_per_gpu:
@@ -257,11 +258,11 @@ def container_patch(profile: FabricProfile) -> Dict[str, Any]:
     return c
 
 
-def pod_patch(profile: FabricProfile) -> Dict[str, Any]:
-    patch: Dict[str, Any] = {}
+def pod_patch(profile: FabricProfile) -> dict[str, Any]:
+    patch: dict[str, Any] = {}
     if profile.annotations:
         patch["metadata"] = {"annotations": dict(profile.annotations)}
-    spec: Dict[str, Any] = {}
+    spec: dict[str, Any] = {}
     if profile.volumes:
         spec["volumes"] = [dict(v) for v in profile.volumes]
     if profile.init_containers:
@@ -271,9 +272,9 @@ def pod_patch(profile: FabricProfile) -> Dict[str, Any]:
     return patch
 
 
-def deny_conditions(profile: FabricProfile) -> Dict[str, Any]:
+def deny_conditions(profile: FabricProfile) -> dict[str, Any]:
     """A GPU container is refused if any of these holds (evaluated per container `element`)."""
-    conds: List[Dict[str, Any]] = []
+    conds: list[dict[str, Any]] = []
     if profile.device_resource:
         conds.append({"key": f"{{{{ {device_present_expr(profile)} }}}}", "operator": "Equals", "value": ""})
     if profile.nccl_net:
@@ -282,13 +283,13 @@ def deny_conditions(profile: FabricProfile) -> Dict[str, Any]:
 
 
 def cluster_policy(profile: FabricProfile, webhook_timeout_seconds: int, multi_pool: bool = False,
-                   fabric_pools: Optional[List[FabricProfile]] = None) -> Dict[str, Any]:
+                   fabric_pools: list[FabricProfile] | None = None) -> dict[str, Any]:
     """The pool's policy. fabric_pools: every fabric pool of the stack (for `require-fabric-pool`);
     default: this pool only."""
     pre = _pool_preconditions(profile, multi_pool)
-    rules: List[Dict[str, Any]] = []
+    rules: list[dict[str, Any]] = []
 
-    def rule(name: str, body: Dict[str, Any]) -> Dict[str, Any]:
+    def rule(name: str, body: dict[str, Any]) -> dict[str, Any]:
         r = {"name": name, "match": _match()}
         if pre:
             r["preconditions"] = pre
@@ -354,7 +355,7 @@ def cluster_policy(profile: FabricProfile, webhook_timeout_seconds: int, multi_p
     }
 
 
-def cluster_policies(cfg: StackConfig) -> List[Dict[str, Any]]:
+def cluster_policies(cfg: StackConfig) -> list[dict[str, Any]]:
     """One ClusterPolicy per node pool with a fabric (none when fabric.enabled is false)."""
     profiles = [profile_for(cfg, p) for p in cfg.node_pools]
     multi = len(cfg.node_pools) > 1
@@ -365,24 +366,32 @@ def cluster_policies(cfg: StackConfig) -> List[Dict[str, Any]]:
 # ------------------------------------------------------------------------------------------
 # Python evaluation of the Kyverno JMESPath subset used above
 # ------------------------------------------------------------------------------------------
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _signature(*types: dict[str, list[str]]) -> Callable[[_F], _F]:
+    """jmespath's `signature` decorator with a type (jmespath ships no type information)."""
+    return cast(Callable[[_F], _F], jfunctions.signature(*types))
+
+
 class KyvernoFunctions(jfunctions.Functions):
     """The Kyverno JMESPath extensions these policies use (numbers only), with Kyverno's names."""
 
-    @jfunctions.signature({"types": ["number"]}, {"types": ["number"]})
-    def _func_multiply(self, a, b):
+    @_signature({"types": ["number"]}, {"types": ["number"]})
+    def _func_multiply(self, a: float, b: float) -> float:
         return a * b
 
-    @jfunctions.signature({"types": ["number"]}, {"types": ["number"]})
-    def _func_subtract(self, a, b):
+    @_signature({"types": ["number"]}, {"types": ["number"]})
+    def _func_subtract(self, a: float, b: float) -> float:
         return a - b
 
-    @jfunctions.signature({"types": ["string"]}, {"types": ["number"]})
-    def _func_truncate(self, s, length):
+    @_signature({"types": ["string"]}, {"types": ["number"]})
+    def _func_truncate(self, s: str, length: float) -> str:
         # Kyverno: the first `length` characters; a negative length gives "" (kyverno/kyverno#2856)
         return s[:max(0, int(length))]
 
-    @jfunctions.signature({"types": ["number"]}, {"types": ["number"]})
-    def _func_divide(self, a, b):
+    @_signature({"types": ["number"]}, {"types": ["number"]})
+    def _func_divide(self, a: float, b: float) -> float:
         if b == 0:
             raise ZeroDivisionError("divide by zero")
         return a / b
@@ -391,7 +400,7 @@ class KyvernoFunctions(jfunctions.Functions):
 _OPTIONS = jmespath.Options(custom_functions=KyvernoFunctions())
 
 
-def evaluate(expression: str, data: Dict[str, Any]) -> Any:
+def evaluate(expression: str, data: dict[str, Any]) -> Any:
     """Evaluate one JMESPath expression (without the {{ }}) the way Kyverno would."""
     result = jmespath.search(expression, data, options=_OPTIONS)
     if isinstance(result, float) and result.is_integer():
@@ -399,7 +408,7 @@ def evaluate(expression: str, data: Dict[str, Any]) -> Any:
     return result
 
 
-def substitute(value: Any, data: Dict[str, Any]) -> Any:
+def substitute(value: Any, data: dict[str, Any]) -> Any:
     """Kyverno variable substitution for values that are exactly one `{{ expr }}` (or plain text)."""
     if isinstance(value, str) and value.startswith("{{") and value.endswith("}}"):
         return evaluate(value[2:-2].strip(), data)
@@ -410,20 +419,20 @@ def substitute(value: Any, data: Dict[str, Any]) -> Any:
     return value
 
 
-def _condition_holds(cond: Dict[str, Any], data: Dict[str, Any]) -> bool:
+def _condition_holds(cond: dict[str, Any], data: dict[str, Any]) -> bool:
     key = substitute(cond["key"], data)
     value = cond["value"]
     op = cond["operator"]
     if op == "Equals":
-        return key == value
+        return bool(key == value)
     if op == "NotEquals":
-        return key != value
+        return bool(key != value)
     if op == "GreaterThan":
         return float(key) > float(value)
     raise ValueError(f"operator {op} not supported by this evaluator")
 
 
-def conditions_hold(block: Dict[str, Any], data: Dict[str, Any]) -> bool:
+def conditions_hold(block: dict[str, Any], data: dict[str, Any]) -> bool:
     """Kyverno condition block semantics: all of `all` and at least one of `any` (when present)."""
     ok = True
     if "all" in block:
@@ -433,10 +442,10 @@ def conditions_hold(block: Dict[str, Any], data: Dict[str, Any]) -> bool:
     return ok
 
 
-def denials(policy: Dict[str, Any], pod: Dict[str, Any]) -> List[Tuple[str, str]]:
+def denials(policy: dict[str, Any], pod: dict[str, Any]) -> list[tuple[str, str]]:
     """(rule name, container name) for every container a validate rule of the policy refuses in `pod`.
     A pod the policy does not match, or whose rule preconditions fail, is refused by nothing."""
-    out: List[Tuple[str, str]] = []
+    out: list[tuple[str, str]] = []
     for r in policy["spec"]["rules"]:
         v = r.get("validate")
         if not v or not rule_matches(r, pod):
@@ -454,16 +463,16 @@ def denials(policy: Dict[str, Any], pod: Dict[str, Any]) -> List[Tuple[str, str]
     return out
 
 
-def denied_containers(policy: Dict[str, Any], pod: Dict[str, Any]) -> List[str]:
+def denied_containers(policy: dict[str, Any], pod: dict[str, Any]) -> list[str]:
     """Names of containers the policy's validate rules would refuse in `pod` (a Pod dict), each once."""
-    out: List[str] = []
+    out: list[str] = []
     for _, name in denials(policy, pod):
         if name not in out:
             out.append(name)
     return out
 
 
-def _filter_selects(f: Dict[str, Any], labels: Dict[str, Any], annotations: Dict[str, Any]) -> bool:
+def _filter_selects(f: dict[str, Any], labels: dict[str, Any], annotations: dict[str, Any]) -> bool:
     """One match/exclude resource filter on a Pod CREATE: its label selector and annotations (all given must
     hold; a filter with neither selects every Pod)."""
     res = f["resources"]
@@ -472,7 +481,7 @@ def _filter_selects(f: Dict[str, Any], labels: Dict[str, Any], annotations: Dict
     return all(labels.get(k) == v for k, v in sel.items()) and all(annotations.get(k) == v for k, v in ann.items())
 
 
-def rule_matches(rule: Dict[str, Any], pod: Dict[str, Any]) -> bool:
+def rule_matches(rule: dict[str, Any], pod: dict[str, Any]) -> bool:
     """Would this rule's `match` select the Pod CREATE and its `exclude` (if any) not exclude it?"""
     meta = pod.get("metadata") or {}
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
@@ -481,7 +490,7 @@ def rule_matches(rule: Dict[str, Any], pod: Dict[str, Any]) -> bool:
     return not any(_filter_selects(f, labels, annotations) for f in (rule.get("exclude") or {}).get("any", []))
 
 
-def matches(policy: Dict[str, Any], pod: Dict[str, Any]) -> bool:
+def matches(policy: dict[str, Any], pod: dict[str, Any]) -> bool:
     """Would the policy's `match` (label selector or annotation) select this Pod CREATE?"""
     meta = pod.get("metadata") or {}
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}

@@ -5,7 +5,7 @@ Checkpoints are never lost by destroy or replace: static PVs use `Retain`, Stora
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "multinode"}
 
@@ -14,9 +14,9 @@ def reclaim_policy(allow_delete: bool) -> str:
     return "Delete" if allow_delete else "Retain"
 
 
-def storage_class(name: str, provisioner: str, parameters: Dict[str, str], allow_delete: bool,
-                  mount_options: Optional[List[str]] = None, binding: str = "Immediate") -> Dict[str, Any]:
-    obj: Dict[str, Any] = {
+def storage_class(name: str, provisioner: str, parameters: dict[str, str], allow_delete: bool,
+                  mount_options: list[str] | None = None, binding: str = "Immediate") -> dict[str, Any]:
+    obj: dict[str, Any] = {
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
         "metadata": {"name": name, "labels": dict(MANAGED_BY)},
         "provisioner": provisioner,
@@ -31,12 +31,12 @@ def storage_class(name: str, provisioner: str, parameters: Dict[str, str], allow
 
 
 def static_pv(name: str, driver: str, volume_handle: str, size_gib: int, allow_delete: bool,
-              attributes: Optional[Dict[str, str]] = None, mount_options: Optional[List[str]] = None,
-              storage_class_name: str = "") -> Dict[str, Any]:
-    csi: Dict[str, Any] = {"driver": driver, "volumeHandle": volume_handle}
+              attributes: dict[str, str] | None = None, mount_options: list[str] | None = None,
+              storage_class_name: str = "") -> dict[str, Any]:
+    csi: dict[str, Any] = {"driver": driver, "volumeHandle": volume_handle}
     if attributes:
         csi["volumeAttributes"] = dict(attributes)
-    obj: Dict[str, Any] = {
+    obj: dict[str, Any] = {
         "apiVersion": "v1", "kind": "PersistentVolume",
         "metadata": {"name": name, "labels": dict(MANAGED_BY)},
         "spec": {
@@ -54,8 +54,8 @@ def static_pv(name: str, driver: str, volume_handle: str, size_gib: int, allow_d
 
 
 def pvc(name: str, namespace: str, size_gib: int, storage_class_name: str = "",
-        volume_name: Optional[str] = None) -> Dict[str, Any]:
-    spec: Dict[str, Any] = {
+        volume_name: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
         "accessModes": ["ReadWriteMany"],
         "storageClassName": storage_class_name,
         "resources": {"requests": {"storage": f"{size_gib}Gi"}},
@@ -69,5 +69,5 @@ def pvc(name: str, namespace: str, size_gib: int, storage_class_name: str = "",
     }
 
 
-def namespace(name: str) -> Dict[str, Any]:
+def namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}

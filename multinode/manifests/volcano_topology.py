@@ -14,7 +14,7 @@ Queue (scheduling.volcano.sh/v1beta1): one per cfg.queues entry, weight and capa
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any
 
 from .. import pools
 from ..config import StackConfig
@@ -23,7 +23,7 @@ TOPOLOGY_TIER_CLOUDS = {"aws": "placement group", "azure": "VM scale set / Infin
                         "gcp": "compact placement", "oci": "cluster network"}
 
 
-def hypernodes(cfg: StackConfig) -> List[Dict[str, Any]]:
+def hypernodes(cfg: StackConfig) -> list[dict[str, Any]]:
     if cfg.cloud not in TOPOLOGY_TIER_CLOUDS:
         return []
     out = []
@@ -44,10 +44,10 @@ def hypernodes(cfg: StackConfig) -> List[Dict[str, Any]]:
     return out
 
 
-def queues(cfg: StackConfig) -> List[Dict[str, Any]]:
+def queues(cfg: StackConfig) -> list[dict[str, Any]]:
     out = []
     for q in cfg.queues:
-        spec: Dict[str, Any] = {"weight": q.weight, "reclaimable": True}
+        spec: dict[str, Any] = {"weight": q.weight, "reclaimable": True}
         if q.gpus is not None:
             spec["capability"] = {"nvidia.com/gpu": str(q.gpus)}
         out.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",

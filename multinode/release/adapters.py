@@ -8,8 +8,9 @@ _local_workspace.py, events.py) and kubernetes 37.0.2; the tests exercise everyt
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 from .bandwidth import ConfigMapReading, PodLog
 from .pipeline import Outcome, PolicyFinding, StackMissing, StepFailed
@@ -20,7 +21,7 @@ INSTALL_HINT = "install it with `curl -fsSL https://get.pulumi.com | sh` (https:
 ERROR_TAIL = 1500       # characters of a failed command's stderr kept in the report
 
 
-def pulumi_cli() -> Optional[str]:
+def pulumi_cli() -> str | None:
     return shutil.which("pulumi")
 
 
@@ -42,7 +43,7 @@ class AutomationStack:
         self._out = out
 
     def _policy_collector(self) -> tuple:
-        found: List[PolicyFinding] = []
+        found: list[PolicyFinding] = []
 
         def on_event(event: Any) -> None:
             p = getattr(event, "policy_event", None)
@@ -52,7 +53,7 @@ class AutomationStack:
                                            urn=p.resource_urn))
         return found, on_event
 
-    def _run(self, fn: Callable[..., Any], summary: Callable[[Any], Dict[str, int]], **kwargs: Any) -> Outcome:
+    def _run(self, fn: Callable[..., Any], summary: Callable[[Any], dict[str, int]], **kwargs: Any) -> Outcome:
         from pulumi.automation import errors as auto_errors
 
         found, on_event = self._policy_collector()
@@ -66,22 +67,22 @@ class AutomationStack:
     def refresh(self) -> Outcome:
         return self._run(self._stack.refresh, lambda r: r.summary.resource_changes, show_secrets=False)
 
-    def preview(self, policy_packs: List[str], refresh: bool = False) -> Outcome:
+    def preview(self, policy_packs: list[str], refresh: bool = False) -> Outcome:
         return self._run(self._stack.preview, lambda r: r.change_summary, policy_packs=policy_packs or None,
                          refresh=True if refresh else None)
 
-    def up(self, policy_packs: List[str], replace: List[str]) -> Outcome:
+    def up(self, policy_packs: list[str], replace: list[str]) -> Outcome:
         return self._run(self._stack.up, lambda r: r.summary.resource_changes, policy_packs=policy_packs or None,
                          replace=replace or None, show_secrets=False)
 
-    def outputs(self) -> Dict[str, Any]:
+    def outputs(self) -> dict[str, Any]:
         from pulumi.automation import errors as auto_errors
         try:
             return {k: v.value for k, v in self._stack.outputs().items()}
         except auto_errors.CommandError as e:
             raise StepFailed(_short(e)) from None
 
-    def state_resources(self) -> List[Dict[str, Any]]:
+    def state_resources(self) -> list[dict[str, Any]]:
         from pulumi.automation import errors as auto_errors
         try:
             deployment = self._stack.export_stack().deployment or {}
@@ -89,7 +90,7 @@ class AutomationStack:
             raise StepFailed(_short(e)) from None
         return list(deployment.get("resources") or [])
 
-    def get_tag(self, key: str) -> Optional[str]:
+    def get_tag(self, key: str) -> str | None:
         from pulumi.automation import errors as auto_errors
         try:   # list, not get: `stack tag get` fails for a missing tag, indistinguishable from other errors
             return (self._stack.list_tags() or {}).get(key)
@@ -137,7 +138,7 @@ class KubernetesCluster:
         self._core = client.CoreV1Api(api)
         self._api_exception = client.exceptions.ApiException
 
-    def read_configmap(self, namespace: str, name: str) -> Optional[ConfigMapReading]:
+    def read_configmap(self, namespace: str, name: str) -> ConfigMapReading | None:
         try:
             cm = self._core.read_namespaced_config_map(name=name, namespace=namespace)
         except self._api_exception as e:
@@ -148,7 +149,7 @@ class KubernetesCluster:
         created_at = cm.metadata.creation_timestamp if cm.metadata is not None else None
         return ConfigMapReading(data=dict(cm.data or {}), created_at=created_at)
 
-    def finished_pod_logs(self, namespace: str, selector: str) -> List[PodLog]:
+    def finished_pod_logs(self, namespace: str, selector: str) -> list[PodLog]:
         pods = self._core.list_namespaced_pod(namespace=namespace, label_selector=selector).items
         out = []
         for pod in pods:

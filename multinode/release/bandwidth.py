@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 NCCL_MODULE = "multinode.manifests.workloads.nccl_test"
 NCCL_KIND = "nccl-test"
@@ -49,15 +50,15 @@ class CheckSpec:
     pod_selector: str         # label selector of the pod that prints the verdict line
 
     @classmethod
-    def for_workload(cls, name: str, namespace: str, configmap: Optional[str] = None) -> "CheckSpec":
+    def for_workload(cls, name: str, namespace: str, configmap: str | None = None) -> CheckSpec:
         return cls(name=name, namespace=namespace, configmap=configmap or f"{name}-verdict",
                    pod_selector=f"{WORKLOAD_LABEL}={name},{ROLE_LABEL}={MASTER_ROLE}")
 
 
 @dataclass
 class ConfigMapReading:
-    data: Dict[str, str]
-    created_at: Optional[datetime] = None
+    data: dict[str, str]
+    created_at: datetime | None = None
 
 
 @dataclass
@@ -65,15 +66,15 @@ class PodLog:
     name: str
     phase: str                # Succeeded | Failed (only finished pods are read)
     text: str
-    created_at: Optional[datetime] = None
+    created_at: datetime | None = None
 
 
 class ClusterReader(Protocol):
     """What the check needs from a Kubernetes client (adapters.KubernetesCluster is the real one)."""
 
-    def read_configmap(self, namespace: str, name: str) -> Optional[ConfigMapReading]: ...
+    def read_configmap(self, namespace: str, name: str) -> ConfigMapReading | None: ...
 
-    def finished_pod_logs(self, namespace: str, selector: str) -> List[PodLog]: ...
+    def finished_pod_logs(self, namespace: str, selector: str) -> list[PodLog]: ...
 
 
 @dataclass
@@ -81,17 +82,17 @@ class CheckResult:
     name: str
     namespace: str
     status: str                       # pass | fail | error | timeout
-    busbw: Optional[float] = None     # measured bus bandwidth, GB/s
-    threshold: Optional[float] = None  # GB/s
+    busbw: float | None = None     # measured bus bandwidth, GB/s
+    threshold: float | None = None  # GB/s
     source: str = ""                  # configmap | log | ""
     message: str = ""
-    verdict: Dict[str, Any] = field(default_factory=dict)
+    verdict: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
         return self.status == PASS
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         margin = None
         if self.busbw is not None and self.threshold is not None:
             margin = round(self.busbw - self.threshold, 3)
@@ -102,11 +103,11 @@ class CheckResult:
 
 # A BandwidthCheck waits for every check's verdict on the cluster, at most `timeout` seconds in total,
 # and judges it. `not_before`: verdicts written (well) before this moment are stale and ignored.
-BandwidthCheck = Callable[[ClusterReader, Sequence[CheckSpec], float, datetime], List[CheckResult]]
-ParseVerdict = Callable[[str], Dict[str, Any]]
+BandwidthCheck = Callable[[ClusterReader, Sequence[CheckSpec], float, datetime], list[CheckResult]]
+ParseVerdict = Callable[[str], dict[str, Any]]
 
 
-def _first_number(verdict: Dict[str, Any], *keys: str) -> Optional[float]:
+def _first_number(verdict: dict[str, Any], *keys: str) -> float | None:
     for k in keys:
         v = verdict.get(k)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -114,7 +115,7 @@ def _first_number(verdict: Dict[str, Any], *keys: str) -> Optional[float]:
     return None
 
 
-def judge(spec: CheckSpec, verdict: Dict[str, Any], source: str) -> CheckResult:
+def judge(spec: CheckSpec, verdict: dict[str, Any], source: str) -> CheckResult:
     """Turn a parsed verdict into a result; pass needs the verdict's pass AND busbw >= threshold."""
     busbw = _first_number(verdict, "busbw_GBps", "busbw_gbps", "busbw")
     threshold = _first_number(verdict, "threshold_GBps", "threshold_gbps", "threshold")
@@ -138,11 +139,11 @@ def judge(spec: CheckSpec, verdict: Dict[str, Any], source: str) -> CheckResult:
                         + (f" ({reason})" if reason else ""))
 
 
-def _fresh(created_at: Optional[datetime], not_before: datetime) -> bool:
+def _fresh(created_at: datetime | None, not_before: datetime) -> bool:
     if created_at is None:
         return True
     if created_at.tzinfo is None:
-        created_at = created_at.replace(tzinfo=timezone.utc)
+        created_at = created_at.replace(tzinfo=UTC)
     return created_at >= not_before - CLOCK_SKEW
 
 
@@ -164,7 +165,7 @@ class VerdictWaiter:
     """The default BandwidthCheck: poll the verdict ConfigMap (and the master pod's log) until every check
     has a fresh verdict or the time is up."""
 
-    def __init__(self, parse: Optional[ParseVerdict] = None, interval: float = 10.0,
+    def __init__(self, parse: ParseVerdict | None = None, interval: float = 10.0,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
                  progress: Callable[[str], None] = lambda _msg: None):
         self._parse = parse
@@ -174,7 +175,7 @@ class VerdictWaiter:
         self.progress = progress
 
     def _read_once(self, cluster: ClusterReader, spec: CheckSpec, not_before: datetime,
-                   parse: ParseVerdict) -> Optional[CheckResult]:
+                   parse: ParseVerdict) -> CheckResult | None:
         """A result when a fresh verdict is there; None while the check is still running."""
         cm = cluster.read_configmap(spec.namespace, spec.configmap)
         if cm is not None and _fresh(cm.created_at, not_before):
@@ -198,10 +199,10 @@ class VerdictWaiter:
         return None
 
     def __call__(self, cluster: ClusterReader, checks: Sequence[CheckSpec], timeout: float,
-                 not_before: datetime) -> List[CheckResult]:
+                 not_before: datetime) -> list[CheckResult]:
         parse = self._parse or default_parse_verdict()
         deadline = self.clock() + timeout
-        done: Dict[str, CheckResult] = {}
+        done: dict[str, CheckResult] = {}
         while True:
             for spec in checks:
                 if spec.name in done:
@@ -227,7 +228,7 @@ class VerdictWaiter:
                 for s in checks]
 
 
-def checks_for_stack(stack: str) -> List[CheckSpec]:
+def checks_for_stack(stack: str) -> list[CheckSpec]:
     """The nccl-test workloads of stacks/Pulumi.<stack>.yaml (validated like `plan` does).
 
     Raises ConfigError for a bad stack file."""
@@ -248,7 +249,7 @@ def checks_for_stack(stack: str) -> List[CheckSpec]:
     return specs
 
 
-def check_resource_urns(resources: Sequence[Dict[str, Any]], checks: Sequence[CheckSpec]) -> List[str]:
+def check_resource_urns(resources: Sequence[dict[str, Any]], checks: Sequence[CheckSpec]) -> list[str]:
     """URNs (from the stack's exported state) of each check's Job and verdict ConfigMap.
 
     `up` replaces them so every release measures afresh: a Job that already ran does not run again, and

@@ -7,8 +7,9 @@ import os
 import subprocess
 import sys
 import traceback
+from datetime import UTC
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from . import pipeline as p
 
@@ -31,7 +32,7 @@ def _parser(prog: str = USAGE_PROG) -> argparse.ArgumentParser:
     return ap
 
 
-def _revision(root: Path) -> Optional[str]:
+def _revision(root: Path) -> str | None:
     sha = os.environ.get("GITHUB_SHA") or os.environ.get("CI_COMMIT_SHA")
     if sha:
         return sha
@@ -42,14 +43,14 @@ def _revision(root: Path) -> Optional[str]:
     return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
-def _write(path: Path, doc: Dict[str, Any]) -> None:
+def _write(path: Path, doc: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
-def _early_report(stack: str, dry_run: bool, code: int, message: str) -> Dict[str, Any]:
-    from datetime import datetime, timezone
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _early_report(stack: str, dry_run: bool, code: int, message: str) -> dict[str, Any]:
+    from datetime import datetime
+    when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     r = p.Report(stack=stack, dry_run=dry_run, exit_code=code, message=message, started_at=when, finished_at=when)
     return r.to_json()
 
@@ -58,7 +59,7 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def main(argv: Optional[List[str]] = None, prog: str = USAGE_PROG) -> int:
+def main(argv: list[str] | None = None, prog: str = USAGE_PROG) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = _parser(prog).parse_args(argv)

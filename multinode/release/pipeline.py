@@ -9,12 +9,12 @@ reads the source stack's tag and refuses unless it says pass.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
-from .bandwidth import (BandwidthCheck, CheckResult, CheckSpec, ClusterReader, FAIL, PASS, UNIT,
-                        check_resource_urns)
+from .bandwidth import FAIL, PASS, UNIT, BandwidthCheck, CheckResult, CheckSpec, ClusterReader, check_resource_urns
 
 REPORT_VERSION = 1
 TAG_KEY = "multinode:release"
@@ -47,9 +47,9 @@ class PolicyFinding:
     pack: str
     level: str              # mandatory | advisory | remediate | disabled
     message: str
-    urn: Optional[str] = None
+    urn: str | None = None
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"policy": self.policy, "pack": self.pack, "level": self.level, "message": self.message,
                 "urn": self.urn}
 
@@ -57,9 +57,9 @@ class PolicyFinding:
 @dataclass
 class Outcome:
     """Result of one Pulumi operation. `error` set = the command failed (policy findings still count)."""
-    changes: Dict[str, int] = field(default_factory=dict)     # op -> count (create, update, same, ...)
-    policy: List[PolicyFinding] = field(default_factory=list)
-    error: Optional[str] = None
+    changes: dict[str, int] = field(default_factory=dict)     # op -> count (create, update, same, ...)
+    policy: list[PolicyFinding] = field(default_factory=list)
+    error: str | None = None
 
 
 class StackOps(Protocol):
@@ -68,15 +68,15 @@ class StackOps(Protocol):
 
     def refresh(self) -> Outcome: ...
 
-    def preview(self, policy_packs: List[str], refresh: bool = False) -> Outcome: ...
+    def preview(self, policy_packs: list[str], refresh: bool = False) -> Outcome: ...
 
-    def up(self, policy_packs: List[str], replace: List[str]) -> Outcome: ...
+    def up(self, policy_packs: list[str], replace: list[str]) -> Outcome: ...
 
-    def outputs(self) -> Dict[str, Any]: ...             # plain values, secrets included (never reported)
+    def outputs(self) -> dict[str, Any]: ...             # plain values, secrets included (never reported)
 
-    def state_resources(self) -> List[Dict[str, Any]]: ...  # exported state: [{urn, type, inputs, ...}]
+    def state_resources(self) -> list[dict[str, Any]]: ...  # exported state: [{urn, type, inputs, ...}]
 
-    def get_tag(self, key: str) -> Optional[str]: ...
+    def get_tag(self, key: str) -> str | None: ...
 
     def set_tag(self, key: str, value: str) -> None: ...
 
@@ -97,16 +97,16 @@ ClusterConnector = Callable[[Any], ClusterReader]       # kubeconfig (str or dic
 @dataclass
 class ReleaseOptions:
     stack: str
-    promote_from: Optional[str] = None
+    promote_from: str | None = None
     dry_run: bool = False
     timeout: float = 1800.0                  # seconds to wait for the bandwidth verdicts
-    policy_packs: List[str] = field(default_factory=list)
-    revision: Optional[str] = None           # git commit, recorded in the tag and the report
+    policy_packs: list[str] = field(default_factory=list)
+    revision: str | None = None           # git commit, recorded in the tag and the report
 
 
 # ------------------------------------------------------------------ the stack tag
-def format_tag(status: str, when: datetime, revision: Optional[str], results: Sequence[CheckResult]) -> str:
-    parts = [status, when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")]
+def format_tag(status: str, when: datetime, revision: str | None, results: Sequence[CheckResult]) -> str:
+    parts = [status, when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")]
     if revision:
         parts.append(f"rev={revision[:12]}")
     for r in results:
@@ -115,9 +115,9 @@ def format_tag(status: str, when: datetime, revision: Optional[str], results: Se
     return " ".join(parts)[:256]          # the service limits tag values to 256 characters
 
 
-def parse_tag(value: Optional[str]) -> Dict[str, Any]:
+def parse_tag(value: str | None) -> dict[str, Any]:
     """{'status': pass|fail|None, 'recorded_at': str|None, 'revision': str|None, 'raw': value}."""
-    out: Dict[str, Any] = {"status": None, "recorded_at": None, "revision": None, "raw": value}
+    out: dict[str, Any] = {"status": None, "recorded_at": None, "revision": None, "raw": value}
     if not value:
         return out
     fields = value.split()
@@ -140,21 +140,21 @@ class Report:
     finished_at: str = ""
     exit_code: int = EXIT_OK
     message: str = ""
-    revision: Optional[str] = None
-    promotion: Optional[Dict[str, Any]] = None
-    steps: List[Dict[str, Any]] = field(default_factory=list)
-    resources: Dict[str, Dict[str, int]] = field(default_factory=dict)
-    policy: List[PolicyFinding] = field(default_factory=list)
-    policy_packs: List[str] = field(default_factory=list)
-    checks: List[CheckResult] = field(default_factory=list)
-    tag: Optional[Dict[str, Any]] = None
-    warnings: List[str] = field(default_factory=list)
+    revision: str | None = None
+    promotion: dict[str, Any] | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    resources: dict[str, dict[str, int]] = field(default_factory=dict)
+    policy: list[PolicyFinding] = field(default_factory=list)
+    policy_packs: list[str] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    tag: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return self.exit_code == EXIT_OK
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         up = self.resources.get("up", {})
         mandatory = [p for p in self.policy if p.level == "mandatory"]
         return {
@@ -193,14 +193,14 @@ class Report:
 
 
 def _utc(now: Callable[[], datetime]) -> str:
-    return now().astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def changed(changes: Dict[str, int]) -> int:
+def changed(changes: dict[str, int]) -> int:
     return sum(n for op, n in (changes or {}).items() if op in CHANGE_OPS)
 
 
-def _changes(d: Optional[Dict[str, int]]) -> Dict[str, int]:
+def _changes(d: dict[str, int] | None) -> dict[str, int]:
     return {str(k): int(v) for k, v in (d or {}).items()}
 
 
@@ -214,19 +214,19 @@ class _Stop(Exception):
 # ------------------------------------------------------------------ the pipeline
 def run_release(opts: ReleaseOptions, *, open_stack: StackOpener, connect_cluster: ClusterConnector,
                 bandwidth_check: BandwidthCheck, checks: Sequence[CheckSpec],
-                now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+                now: Callable[[], datetime] = lambda: datetime.now(UTC),
                 clock: Callable[[], float] = time.monotonic,
                 log: Callable[[str], None] = print) -> Report:
     """Run the release; never raises for an expected failure: the report says what stopped it."""
     report = Report(stack=opts.stack, dry_run=opts.dry_run, started_at=_utc(now), revision=opts.revision,
                     policy_packs=list(opts.policy_packs))
-    target: Optional[StackOps] = None
+    target: StackOps | None = None
     tag_allowed = False        # record a verdict only once this release has touched the target stack
 
     def step(name: str, fn: Callable[[], Any], detail: Callable[[Any], Any] = lambda _r: None) -> Any:
         log(f"==> {name}")
         t0 = clock()
-        entry: Dict[str, Any] = {"name": name, "status": "ok", "seconds": 0.0}
+        entry: dict[str, Any] = {"name": name, "status": "ok", "seconds": 0.0}
         report.steps.append(entry)
         try:
             result = fn()
@@ -246,7 +246,7 @@ def run_release(opts: ReleaseOptions, *, open_stack: StackOpener, connect_cluste
         return result
 
     def promotion_gate(src_name: str) -> None:
-        info: Dict[str, Any] = {"from": src_name, "allowed": False}
+        info: dict[str, Any] = {"from": src_name, "allowed": False}
         report.promotion = info
         try:
             src = open_stack(src_name, False)
@@ -309,7 +309,7 @@ def run_release(opts: ReleaseOptions, *, open_stack: StackOpener, connect_cluste
                               f"{changed(preview.changes)} change(s) pending")
             return report
 
-        check_urns: List[str] = []
+        check_urns: list[str] = []
         try:
             check_urns = check_resource_urns(target.state_resources(), checks)
         except StepFailed as e:

@@ -50,8 +50,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 from multinode import pools
 from policy.objects import as_int as _int  # one integer reader for every rule
@@ -63,7 +64,7 @@ GROUP = "nvidia.com"
 KIND = "DynamoGraphDeployment"
 
 # flag names per backend: (tensor, pipeline, data)
-FLAGS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...], Tuple[str, ...]]] = {
+FLAGS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
     "vllm": (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"),
              ("--data-parallel-size", "-dp")),
     "sglang": (("--tp-size", "--tensor-parallel-size", "--tp"), ("--pp-size", "--pipeline-parallel-size"),
@@ -92,11 +93,11 @@ class Component:
     version: str                        # v1alpha1 | v1beta1
     node_count: int                     # 1 without `multinode`
     multinode: bool                     # a `multinode` block is present
-    gpus_per_node: Optional[int]
+    gpus_per_node: int | None
     gpu_field: str                      # where the GPU count was read
-    argv: List[str]
-    env: Dict[str, str]
-    labels: Dict[str, str]
+    argv: list[str]
+    env: dict[str, str]
+    labels: dict[str, str]
     backend: str                        # vllm | sglang | trtllm | unknown
     component_type: str = ""
 
@@ -106,11 +107,11 @@ class Parallelism:
     tensor: int = 1
     pipeline: int = 1
     data: int = 1
-    tp_flag: Optional[str] = None       # how the size was given (flag name or env var), None: default
-    pp_flag: Optional[str] = None
-    dp_flag: Optional[str] = None
+    tp_flag: str | None = None       # how the size was given (flag name or env var), None: default
+    pp_flag: str | None = None
+    dp_flag: str | None = None
     explicit: bool = False              # any size given at all
-    unreadable: List[str] = field(default_factory=list)   # why the sizes cannot be known
+    unreadable: list[str] = field(default_factory=list)   # why the sizes cannot be known
 
     @property
     def gpus(self) -> int:
@@ -127,20 +128,20 @@ def _dict(v: Any) -> Mapping[str, Any]:
     return v if isinstance(v, Mapping) else {}
 
 
-def _list(v: Any) -> List[Any]:
+def _list(v: Any) -> list[Any]:
     return list(v) if isinstance(v, (list, tuple)) else []
 
 
-def _str_map(v: Any) -> Dict[str, str]:
+def _str_map(v: Any) -> dict[str, str]:
     return {str(k): str(x) for k, x in _dict(v).items()}
 
 
-def _plain_env(items: Any) -> Dict[str, str]:
+def _plain_env(items: Any) -> dict[str, str]:
     return {str(e.get("name")): str(e.get("value")) for e in _list(items)
             if isinstance(e, Mapping) and e.get("name") and isinstance(e.get("value"), (str, int, float))}
 
 
-def _gpu_from_native(resources: Any) -> Tuple[Optional[int], str]:
+def _gpu_from_native(resources: Any) -> tuple[int | None, str]:
     """GPUs of a corev1 ResourceRequirements: nvidia.com/gpu, else any */gpu, limits before requests."""
     res = _dict(resources)
     for part in ("limits", "requests"):
@@ -153,7 +154,7 @@ def _gpu_from_native(resources: Any) -> Tuple[Optional[int], str]:
     return None, ""
 
 
-def _node_count(service: Mapping[str, Any]) -> Tuple[int, bool]:
+def _node_count(service: Mapping[str, Any]) -> tuple[int, bool]:
     mn = service.get("multinode")
     if not isinstance(mn, Mapping):
         return 1, False
@@ -169,7 +170,7 @@ def _backend(argv: Sequence[str], framework: Any) -> str:
     return framework if framework in ("vllm", "sglang", "trtllm") else "unknown"
 
 
-def _v1alpha1(spec: Mapping[str, Any]) -> List[Component]:
+def _v1alpha1(spec: Mapping[str, Any]) -> list[Component]:
     out = []
     base_labels = _str_map(spec.get("labels"))
     base_env = _plain_env(spec.get("envs"))
@@ -197,7 +198,7 @@ def _v1alpha1(spec: Mapping[str, Any]) -> List[Component]:
     return out
 
 
-def _main_container(pod_spec: Mapping[str, Any]) -> Dict[str, Any]:
+def _main_container(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
     containers = [c for c in _list(pod_spec.get("containers")) if isinstance(c, Mapping)]
     for c in containers:
         if c.get("name") == "main":
@@ -205,7 +206,7 @@ def _main_container(pod_spec: Mapping[str, Any]) -> Dict[str, Any]:
     return dict(containers[0]) if containers else {}
 
 
-def _v1beta1(spec: Mapping[str, Any]) -> List[Component]:
+def _v1beta1(spec: Mapping[str, Any]) -> list[Component]:
     out = []
     base_labels = _str_map(spec.get("labels"))
     base_env = _plain_env(spec.get("env"))
@@ -231,7 +232,7 @@ def is_dgd(props: Mapping[str, Any]) -> bool:
     return props.get("kind") == KIND and api.split("/", 1)[0] == GROUP
 
 
-def components(props: Mapping[str, Any]) -> List[Component]:
+def components(props: Mapping[str, Any]) -> list[Component]:
     """Every service/component of a DGD in either served version ([] for anything else)."""
     if not is_dgd(props):
         return []
@@ -243,10 +244,10 @@ def components(props: Mapping[str, Any]) -> List[Component]:
 
 
 # ------------------------------------------------------------------ argv parsing
-def tokens(argv: Sequence[str]) -> List[str]:
+def tokens(argv: Sequence[str]) -> list[str]:
     """argv with shell strings split: the script after `-c`, or any element that holds flags.
     JSON values (starting with { or [) are kept whole so they can be parsed."""
-    out: List[str] = []
+    out: list[str] = []
     prev = ""
     for a in argv:
         s = str(a)
@@ -264,9 +265,9 @@ def tokens(argv: Sequence[str]) -> List[str]:
     return out
 
 
-def _flag_value(toks: Sequence[str], names: Sequence[str]) -> Tuple[Optional[str], Optional[str]]:
+def _flag_value(toks: Sequence[str], names: Sequence[str]) -> tuple[str | None, str | None]:
     """(flag, raw value) of the last occurrence of any of `names` (argparse: the last one wins)."""
-    found: Tuple[Optional[str], Optional[str]] = (None, None)
+    found: tuple[str | None, str | None] = (None, None)
     for i, t in enumerate(toks):
         for n in names:
             if t == n:
@@ -279,7 +280,7 @@ def _flag_value(toks: Sequence[str], names: Sequence[str]) -> Tuple[Optional[str
 _VAR = re.compile(r"^\$(?:\((\w+)\)|\{(\w+)\}|(\w+))$")
 
 
-def _resolve(raw: str, env: Mapping[str, str]) -> Optional[int]:
+def _resolve(raw: str, env: Mapping[str, str]) -> int | None:
     n = _int(raw)
     if n is not None:
         return n
@@ -365,9 +366,9 @@ def _fix(comp: Component, par: Parallelism, total: int) -> str:
     return " or ".join(parts) if parts else f"make the parallel sizes multiply to {total}"
 
 
-def check_dgd_parallelism(props: Mapping[str, Any], machine_gpus: Optional[int] = None) -> List[str]:
+def check_dgd_parallelism(props: Mapping[str, Any], machine_gpus: int | None = None) -> list[str]:
     """tensor x pipeline (x data) parallel == multinode.nodeCount x GPUs per node, per component."""
-    out: List[str] = []
+    out: list[str] = []
     for comp in components(props):
         par = parallelism(comp)
         if not comp.multinode and not (par.explicit and comp.gpus_per_node):
@@ -390,7 +391,7 @@ def check_dgd_parallelism(props: Mapping[str, Any], machine_gpus: Optional[int] 
     return out
 
 
-def check_dgd_machine(props: Mapping[str, Any], machine_gpus: Optional[int] = None) -> List[str]:
+def check_dgd_machine(props: Mapping[str, Any], machine_gpus: int | None = None) -> list[str]:
     """GPUs per node not above the machine's GPUs (when the machine is known)."""
     if not machine_gpus:
         return []
@@ -405,13 +406,13 @@ def check_dgd_machine(props: Mapping[str, Any], machine_gpus: Optional[int] = No
     return out
 
 
-def check_dgd(props: Mapping[str, Any], machine_gpus: Optional[int] = None) -> List[str]:
+def check_dgd(props: Mapping[str, Any], machine_gpus: int | None = None) -> list[str]:
     """The multinode rule on a DGD (either version): parallel sizes match nodeCount x GPUs per node,
     and GPUs per node fit the machine. [] when it holds or the props are not a DGD."""
     return check_dgd_parallelism(props, machine_gpus) + check_dgd_machine(props, machine_gpus)
 
 
-def check_dgd_fabric_label(props: Mapping[str, Any], machine_gpus: Optional[int] = None) -> List[str]:
+def check_dgd_fabric_label(props: Mapping[str, Any], machine_gpus: int | None = None) -> list[str]:
     """Multi-node components label their pods for the fabric policies."""
     out = []
     key, value = pools.FABRIC_POD_LABEL, pools.FABRIC_POD_LABEL_VALUE
@@ -425,7 +426,7 @@ def check_dgd_fabric_label(props: Mapping[str, Any], machine_gpus: Optional[int]
     return out
 
 
-def check_dgd_readable(props: Mapping[str, Any], machine_gpus: Optional[int] = None) -> List[str]:
+def check_dgd_readable(props: Mapping[str, Any], machine_gpus: int | None = None) -> list[str]:
     """Components whose parallel sizes the policy cannot read (so the multinode rule cannot judge them)."""
     out = []
     for comp in components(props):
@@ -441,11 +442,11 @@ class DgdRule:
     name: str
     description: str
     enforcement: str                                              # mandatory | advisory
-    check: Callable[[Mapping[str, Any], Optional[int]], List[str]]  # (props, machine GPUs) -> messages
+    check: Callable[[Mapping[str, Any], int | None], list[str]]  # (props, machine GPUs) -> messages
     remediation: str = ""
 
 
-DGD_RULES: List[DgdRule] = [
+DGD_RULES: list[DgdRule] = [
     DgdRule("dynamo-parallelism-matches-gpus",
             "DynamoGraphDeployment (v1alpha1 services / v1beta1 components): tensor x pipeline (x data) parallel "
             "read from the worker's command/args (vLLM, SGLang, TensorRT-LLM flag names) equals "
@@ -475,7 +476,7 @@ DGD_RULES: List[DgdRule] = [
 FABRIC_RULE = "dynamo-multinode-fabric-label"
 
 
-def dgd_props(res: Resource) -> Optional[Dict[str, Any]]:
+def dgd_props(res: Resource) -> dict[str, Any] | None:
     """The DGD's props, or None for anything else. apiVersion/kind come from the props, else from the
     type token (kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment) when a provider leaves them out."""
     props = dict(res.props)
@@ -487,7 +488,7 @@ def dgd_props(res: Resource) -> Optional[Dict[str, Any]]:
     return props if is_dgd(props) else None
 
 
-def _pod_spec(props: Mapping[str, Any], comp: Component) -> Dict[str, Any]:
+def _pod_spec(props: Mapping[str, Any], comp: Component) -> dict[str, Any]:
     """The pod spec of one component: v1beta1 podTemplate.spec, v1alpha1 extraPodSpec."""
     spec = props.get("spec") or {}
     if comp.version == "v1alpha1":
@@ -497,7 +498,7 @@ def _pod_spec(props: Mapping[str, Any], comp: Component) -> Dict[str, Any]:
     return objects.get(spec, "components", index, "podTemplate", "spec", default={}) or {}
 
 
-def machine_gpus(props: Mapping[str, Any], ctx: Context) -> Optional[int]:
+def machine_gpus(props: Mapping[str, Any], ctx: Context) -> int | None:
     """GPUs per node of the one machine every GPU component of the DGD lands on (None: not known)."""
     found = set()
     for comp in components(props):

@@ -5,7 +5,7 @@ a variable given twice -- ours, then a user's copy -- runs with a value no check
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from multinode.admission import check_env_set_once
 

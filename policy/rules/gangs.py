@@ -15,7 +15,7 @@ Jobs that need a gang scheduler.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Dict, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
 
 from multinode import placement
 
@@ -28,17 +28,17 @@ KAI_MIN_MEMBER = "kai.scheduler/batch-min-member"
 POD_GROUP_KINDS = {("scheduling.volcano.sh", "PodGroup"): VOLCANO_GROUP, ("scheduling.run.ai", "PodGroup"): KAI_GROUP}
 
 
-def _ns(props: Dict) -> str:
+def _ns(props: dict) -> str:
     return str(objects.get(props, "metadata", "namespace") or "default")
 
 
-def _members(resources: List[Resource]) -> Dict[Tuple[str, str, str], List[Tuple[str, int]]]:
+def _members(resources: list[Resource]) -> dict[tuple[str, str, str], list[tuple[str, int]]]:
     """(annotation key, namespace, group name) -> [(object label, pods of it that join)]."""
-    out: Dict[Tuple[str, str, str], List[Tuple[str, int]]] = defaultdict(list)
+    out: dict[tuple[str, str, str], list[tuple[str, int]]] = defaultdict(list)
     for r in resources:
         if not r.is_k8s or r.kind in POD_GROUP_KINDS:
             continue
-        counts: Dict[Tuple[str, str], int] = defaultdict(int)
+        counts: dict[tuple[str, str], int] = defaultdict(int)
         for g in placement.gangs_of(r.props):
             for pod in g.pods:
                 meta = pod.template.get("metadata")
@@ -52,7 +52,7 @@ def _members(resources: List[Resource]) -> Dict[Tuple[str, str, str], List[Tuple
     return out
 
 
-def check_pod_group_size(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Optional[Resource], str]]:
+def check_pod_group_size(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource | None, str]]:
     members = _members(resources)
     for r in resources:
         key = POD_GROUP_KINDS.get(r.kind) if r.is_k8s else None
@@ -83,7 +83,7 @@ def check_pod_group_size(resources: List[Resource], ctx: Context) -> Iterator[Tu
                       f"set it to \"{pods}\"")
 
 
-def _gang_scheduled(job: Dict) -> bool:
+def _gang_scheduled(job: dict) -> bool:
     tmpl = objects.get(job, "spec", "template") or {}
     scheduler = objects.get(tmpl, "spec", "schedulerName") or "default-scheduler"
     ann = objects.get(tmpl, "metadata", "annotations")
@@ -95,7 +95,7 @@ def _gang_scheduled(job: Dict) -> bool:
     return False
 
 
-def check_indexed_job_gang(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Optional[Resource], str]]:
+def check_indexed_job_gang(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource | None, str]]:
     for r in resources:
         if not (r.is_k8s and r.kind == ("batch", "Job")) or objects.get(r.props, "spec", "completionMode") != "Indexed":
             continue

@@ -7,7 +7,7 @@ and pods that ask more GPUs than their node has (gpus-per-pod-within-machine).
 """
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Tuple
+from collections.abc import Iterator
 
 from multinode import placement
 
@@ -16,7 +16,7 @@ from ..engine import MANDATORY, Context, Resource, Rule, default_profile
 _NODE_COUNT_RULE_KINDS = ("LeaderWorkerSet ", "Job ", "MPIJob ", "PyTorchJob ")
 
 
-def pool_specs(ctx: Context) -> List[placement.PoolSpec]:
+def pool_specs(ctx: Context) -> list[placement.PoolSpec]:
     """From the stack config when there is one; under `pulumi preview`, from the node-pool resources (their
     taints are not read there, so the check is lenient about tolerations)."""
     if ctx.config is not None:
@@ -37,7 +37,7 @@ def _reported_elsewhere(f: placement.Finding) -> bool:
     return f.kind == placement.POD_TOO_LARGE and placement.GPU in f.resources     # devices follow the GPUs
 
 
-def check_stack_fits(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Optional[Resource], str]]:
+def check_stack_fits(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource | None, str]]:
     pools = pool_specs(ctx)
     if not pools:
         return

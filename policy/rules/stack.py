@@ -4,10 +4,12 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from fractions import Fraction
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any
 
-from multinode import catalog, pools as mpools, safeyaml
+from multinode import catalog, safeyaml
+from multinode import pools as mpools
 from multinode.errors import ConfigError
 
 from .. import objects
@@ -19,7 +21,7 @@ WELL_KNOWN = ("kubernetes.io/os", "kubernetes.io/arch", "kubernetes.io/hostname"
               "topology.kubernetes.io/region")
 
 
-def _gangs(resources: List[Resource]) -> Iterator[Tuple[Resource, Gang]]:
+def _gangs(resources: list[Resource]) -> Iterator[tuple[Resource, Gang]]:
     for r in resources:
         if r.is_k8s:
             for g in objects.gangs(r.props, r.name):
@@ -27,7 +29,7 @@ def _gangs(resources: List[Resource]) -> Iterator[Tuple[Resource, Gang]]:
                     yield r, g
 
 
-def _significant(sel: Dict[str, str]) -> Dict[str, str]:
+def _significant(sel: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in sel.items() if k not in WELL_KNOWN}
 
 
@@ -37,7 +39,7 @@ def _pool_selector(p: PoolInfo) -> str:
     return ", ".join(f"{k}: {v}" for k, v in p.labels.items()) or p.name
 
 
-def _landing(role: Role, ctx: Context) -> List[Tuple[Dict[str, str], List[PoolInfo]]]:
+def _landing(role: Role, ctx: Context) -> list[tuple[dict[str, str], list[PoolInfo]]]:
     out = []
     for sel in role.selectors():
         sig = _significant(sel)
@@ -46,7 +48,7 @@ def _landing(role: Role, ctx: Context) -> List[Tuple[Dict[str, str], List[PoolIn
 
 
 # ------------------------------------------------------------------ workload -> node pool
-def check_workload_pool(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Resource, str]]:
+def check_workload_pool(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource, str]]:
     if not ctx.pools:
         return
     for r, g in _gangs(resources):
@@ -67,7 +69,7 @@ def check_workload_pool(resources: List[Resource], ctx: Context) -> Iterator[Tup
                               f"fewer and add pods")
 
 
-def check_fills_nodes(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Resource, str]]:
+def check_fills_nodes(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource, str]]:
     for r, g in _gangs(resources):
         if not g.multi_node:
             continue
@@ -82,7 +84,7 @@ def check_fills_nodes(resources: List[Resource], ctx: Context) -> Iterator[Tuple
 
 
 # ------------------------------------------------------------------ node counts
-def check_node_count(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Optional[Resource], str]]:
+def check_node_count(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource | None, str]]:
     for p in ctx.pools:
         if p.reservation_nodes is not None and p.node_count is not None and p.node_count > p.reservation_nodes:
             yield None, (f"node pool {p.name!r}: {p.node_count} nodes, but capacity reservation "
@@ -108,7 +110,7 @@ def check_node_count(resources: List[Resource], ctx: Context) -> Iterator[Tuple[
 
 
 # ------------------------------------------------------------------ fabric: one cloud, right device count
-def _walk(obj: Any, path: Tuple[Any, ...] = ()) -> Iterator[Tuple[Tuple[Any, ...], Any, Any]]:
+def _walk(obj: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any, Any]]:
     if isinstance(obj, dict):
         for k, v in obj.items():
             yield path, k, v
@@ -136,9 +138,9 @@ def _expand_patches(obj: Any) -> Any:
     return obj
 
 
-def fabric_signals(r: Resource) -> Dict[str, Set[str]]:
+def fabric_signals(r: Resource) -> dict[str, set[str]]:
     """cloud -> what in this resource uses that cloud's fabric (device resources, GKE networking)."""
-    out: Dict[str, Set[str]] = defaultdict(set)
+    out: dict[str, set[str]] = defaultdict(set)
     if not r.is_k8s:
         return out
     group, _ = r.kind
@@ -158,13 +160,13 @@ def fabric_signals(r: Resource) -> Dict[str, Set[str]]:
     return out
 
 
-def check_one_fabric(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Optional[Resource], str]]:
-    pool_clouds: Dict[str, Set[str]] = defaultdict(set)
+def check_one_fabric(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource | None, str]]:
+    pool_clouds: dict[str, set[str]] = defaultdict(set)
     for p in ctx.pools:
         if p.machine and p.machine.fabric in catalog.FABRIC_CLOUD:
             pool_clouds[catalog.FABRIC_CLOUD[p.machine.fabric]].add(f"pool {p.name} ({p.machine.name})")
     per_resource = [(r, fabric_signals(r)) for r in resources]
-    clouds: Dict[str, int] = defaultdict(int)
+    clouds: dict[str, int] = defaultdict(int)
     for c in pool_clouds:
         clouds[c] += 1000            # the machines decide which fabric the stack really has
     for _, sig in per_resource:
@@ -197,7 +199,7 @@ _MULTIPLIED = [
 ]
 
 
-def per_gpu_factor(expr: str) -> Optional[Fraction]:
+def per_gpu_factor(expr: str) -> Fraction | None:
     m = _DIVIDED.search(expr)
     if m and int(m.group(2)):
         return Fraction(int(m.group(1)), int(m.group(2)))
@@ -208,11 +210,11 @@ def per_gpu_factor(expr: str) -> Optional[Fraction]:
     return None
 
 
-def _strings(obj: Any) -> Set[str]:
+def _strings(obj: Any) -> set[str]:
     return {v for _, _, v in _walk(obj) if isinstance(v, str)} | {k for _, k, _ in _walk(obj) if isinstance(k, str)}
 
 
-def _rule_pools(rule: Dict[str, Any], ctx: Context, policy_name: str = "") -> List[PoolInfo]:
+def _rule_pools(rule: dict[str, Any], ctx: Context, policy_name: str = "") -> list[PoolInfo]:
     """The pools a Kyverno rule is about: those whose name, machine or labels it mentions (or whose name ends
     the policy's name, as in multinode-fabric-<pool>), else all."""
     by_name = [p for p in ctx.pools if p.machine and policy_name.endswith("-" + p.name)]
@@ -226,7 +228,7 @@ def _rule_pools(rule: Dict[str, Any], ctx: Context, policy_name: str = "") -> Li
     return hit or list(ctx.pools)
 
 
-def kyverno_fabric_counts(policy_props: Dict[str, Any]) -> List[Tuple[str, str, Any]]:
+def kyverno_fabric_counts(policy_props: dict[str, Any]) -> list[tuple[str, str, Any]]:
     """(rule name, fabric resource, count as written) for every device count a Kyverno policy sets."""
     out = []
     for rule in objects.seq(objects.get(policy_props, "spec", "rules")):
@@ -246,7 +248,7 @@ def kyverno_fabric_counts(policy_props: Dict[str, Any]) -> List[Tuple[str, str, 
     return out
 
 
-def check_kyverno_devices(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Resource, str]]:
+def check_kyverno_devices(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource, str]]:
     for r in resources:
         if not r.is_k8s or r.kind[0] != "kyverno.io" or r.props.get("kind") not in ("ClusterPolicy", "Policy"):
             continue
@@ -294,7 +296,7 @@ def _per_gpu(devices: int, gpus: int) -> str:
 
 
 # ------------------------------------------------------------------ LWS gang scheduling
-def _lws_not_gang(resources: List[Resource]) -> Iterator[Tuple[Resource, Gang, List[str]]]:
+def _lws_not_gang(resources: list[Resource]) -> Iterator[tuple[Resource, Gang, list[str]]]:
     for r, g in _gangs(resources):
         if g.kind == "LeaderWorkerSet" and g.multi_node:
             off = [f"{ro.name} {ro.scheduler}" for ro in g.gpu_roles if ro.scheduler != "volcano"]
@@ -302,7 +304,7 @@ def _lws_not_gang(resources: List[Resource]) -> Iterator[Tuple[Resource, Gang, L
                 yield r, g, off
 
 
-def check_lws_gang(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Resource, str]]:
+def check_lws_gang(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource, str]]:
     if not ctx.volcano:
         return
     for r, g, off in _lws_not_gang(resources):
@@ -311,7 +313,7 @@ def check_lws_gang(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Re
                   f"schedulerName: volcano on the leader and worker templates")
 
 
-def check_lws_gang_available(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Resource, str]]:
+def check_lws_gang_available(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource, str]]:
     if ctx.volcano:
         return
     for r, g, off in _lws_not_gang(resources):

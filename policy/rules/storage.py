@@ -6,7 +6,7 @@ mounts, and the PVs and StorageClasses those claims use.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from collections.abc import Iterator
 
 from multinode.manifests import storage as sm
 
@@ -21,8 +21,8 @@ def _ours(r: Resource) -> bool:
     return all(labels.get(k) == v for k, v in sm.MANAGED_BY.items())
 
 
-def _claims_mounted_by_gangs(resources: List[Resource]) -> Set[Tuple[Optional[str], str]]:
-    out: Set[Tuple[Optional[str], str]] = set()
+def _claims_mounted_by_gangs(resources: list[Resource]) -> set[tuple[str | None, str]]:
+    out: set[tuple[str | None, str]] = set()
     for r in resources:
         if not r.is_k8s:
             continue
@@ -38,11 +38,11 @@ def _claims_mounted_by_gangs(resources: List[Resource]) -> Set[Tuple[Optional[st
     return out
 
 
-def checkpoint_objects(resources: List[Resource], ctx: Context) -> Dict[str, List[Resource]]:
-    kinds: Dict[str, List[Resource]] = {"PersistentVolumeClaim": [], "PersistentVolume": [], "StorageClass": []}
-    by_kind: Dict[str, List[Resource]] = {k: [r for r in resources if r.is_k8s and r.props.get("kind") == k]
+def checkpoint_objects(resources: list[Resource], ctx: Context) -> dict[str, list[Resource]]:
+    kinds: dict[str, list[Resource]] = {"PersistentVolumeClaim": [], "PersistentVolume": [], "StorageClass": []}
+    by_kind: dict[str, list[Resource]] = {k: [r for r in resources if r.is_k8s and r.props.get("kind") == k]
                                           for k in kinds}
-    names: Set[str] = set()
+    names: set[str] = set()
     cfg = ctx.config
     if cfg is not None and getattr(cfg, "storage", None) is not None:
         names |= {n for n in (cfg.storage.name, cfg.storage.existing_claim) if n}
@@ -53,7 +53,7 @@ def checkpoint_objects(resources: List[Resource], ctx: Context) -> Dict[str, Lis
         ns = objects.text(objects.get(pvc.props, "metadata", "namespace"))
         if _ours(pvc) or name in names or (ns, name) in mounted or (None, name) in mounted:
             kinds["PersistentVolumeClaim"].append(pvc)
-    def field(r: Resource, *path: str) -> Optional[str]:
+    def field(r: Resource, *path: str) -> str | None:
         return objects.text(objects.get(r.props, *path))
 
     volume_names = {field(p, "spec", "volumeName") for p in kinds["PersistentVolumeClaim"]} - {None}
@@ -70,7 +70,7 @@ def checkpoint_objects(resources: List[Resource], ctx: Context) -> Dict[str, Lis
     return kinds
 
 
-def check_rwx(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Resource, str]]:
+def check_rwx(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource, str]]:
     cp = checkpoint_objects(resources, ctx)
     for r in cp["PersistentVolumeClaim"] + cp["PersistentVolume"]:
         modes = objects.seq(objects.get(r.props, "spec", "accessModes"))
@@ -81,7 +81,7 @@ def check_rwx(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Resourc
                   f"supports it (FSx for Lustre, EFS, Azure Files/Lustre, Filestore, OCI FSS)")
 
 
-def check_retained(resources: List[Resource], ctx: Context) -> Iterator[Tuple[Resource, str]]:
+def check_retained(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource, str]]:
     allow = ctx.allow_delete
     if allow is None:
         allow = bool(ctx.setting("checkpoint-storage-retained", "allowDelete", False))

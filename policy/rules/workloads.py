@@ -1,17 +1,17 @@
 """Resource rules over one workload object: topology, gang shape, GPUs per pod, fabric label, /dev/shm."""
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
 
 from multinode import pools, topology
 
 from .. import objects
-from . import dynamo as rules_dynamo
 from ..engine import MANDATORY, Context, PoolInfo, Resource, Rule
 from ..objects import Gang, Role
+from . import dynamo as rules_dynamo
 
 
-def pod_roles(res: Resource) -> List[Tuple[str, Role]]:
+def pod_roles(res: Resource) -> list[tuple[str, Role]]:
     """(owner name, role) for every pod template of a workload; any other object's pod specs too."""
     if not res.is_k8s:
         return []
@@ -102,7 +102,7 @@ def check_parallelism(res: Resource, ctx: Context) -> Iterator[str]:
 
 
 # ------------------------------------------------------------------ uniform pods
-def _fmt(d: Dict[str, int]) -> str:
+def _fmt(d: dict[str, int]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(d.items())) or "none"
 
 
@@ -127,7 +127,7 @@ def check_uniform(res: Resource, ctx: Context) -> Iterator[str]:
 
 
 # ------------------------------------------------------------------ GPUs per pod vs the machine
-def _where(sel: Dict[str, str], pool: Optional[PoolInfo]) -> str:
+def _where(sel: dict[str, str], pool: PoolInfo | None) -> str:
     if pool is not None and not objects.machine_from_labels(sel):
         return f"node pool {pool.name!r}"
     return "nodeSelector " + ", ".join(f"{k}={v}" for k, v in sel.items())
@@ -179,7 +179,7 @@ def check_gang_whole(res: Resource, ctx: Context) -> Iterator[str]:
 
 
 # ------------------------------------------------------------------ fabric label and /dev/shm
-def _multi_node_roles(res: Resource) -> Iterator[Tuple[Gang, Role]]:
+def _multi_node_roles(res: Resource) -> Iterator[tuple[Gang, Role]]:
     for g in objects.gangs(res.props, res.name) if res.is_k8s else []:
         if g.multi_node:
             for r in g.gpu_roles:

@@ -14,7 +14,7 @@ from Pulumi secrets). Nothing here imports Pulumi.
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from collections.abc import Callable
 
 from ...config import StackConfig, Workload
 from . import dynamo, grove, indexed_job, lws, mpijob, nccl_test, volcano

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from ... import pools
 from ...config import StackConfig, Workload
@@ -50,13 +50,13 @@ class WorkloadManifests:
     name: str
     kind: str
     namespace: str
-    objects: List[Dict[str, Any]] = field(default_factory=list)
-    secrets: List[SecretRef] = field(default_factory=list)
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    secrets: list[SecretRef] = field(default_factory=list)
     # objects whose `data` the cluster writes (Pulumi must not reset it): names of ConfigMaps
-    runtime_written: List[str] = field(default_factory=list)
+    runtime_written: list[str] = field(default_factory=list)
 
 
-def labels(w: Workload, role: Optional[str] = None) -> Dict[str, str]:
+def labels(w: Workload, role: str | None = None) -> dict[str, str]:
     out = dict(MANAGED_BY)
     out[WORKLOAD_LABEL] = w.name
     if role:
@@ -64,21 +64,21 @@ def labels(w: Workload, role: Optional[str] = None) -> Dict[str, str]:
     return out
 
 
-def fabric_labels(w: Workload, role: Optional[str] = None) -> Dict[str, str]:
+def fabric_labels(w: Workload, role: str | None = None) -> dict[str, str]:
     """Labels of a pod that spans nodes: the Kyverno fabric policies select it by FABRIC_POD_LABEL."""
     out = labels(w, role)
     out[pools.FABRIC_POD_LABEL] = pools.FABRIC_POD_LABEL_VALUE
     return out
 
 
-def single_node_labels(w: Workload, role: Optional[str] = None) -> Dict[str, str]:
+def single_node_labels(w: Workload, role: str | None = None) -> dict[str, str]:
     """Labels of a GPU pod that runs on one node: the explicit opt-out the fabric-pool rule accepts."""
     out = labels(w, role)
     out[pools.SINGLE_NODE_POD_LABEL] = pools.SINGLE_NODE_POD_LABEL_VALUE
     return out
 
 
-def metadata(w: Workload, name: Optional[str] = None, role: Optional[str] = None) -> Dict[str, Any]:
+def metadata(w: Workload, name: str | None = None, role: str | None = None) -> dict[str, Any]:
     return {"name": name or w.name, "namespace": w.namespace, "labels": labels(w, role)}
 
 
@@ -88,7 +88,7 @@ def image(w: Workload) -> str:
     return DEFAULT_IMAGES[w.engine or ""]
 
 
-def gpu_resources(gpus: int) -> Dict[str, Any]:
+def gpu_resources(gpus: int) -> dict[str, Any]:
     """Identical requests and limits: extended resources must match, and the gang must be uniform."""
     return {"requests": {GPU_RESOURCE: str(gpus)}, "limits": {GPU_RESOURCE: str(gpus)}}
 
@@ -97,7 +97,7 @@ def mount_path(cfg: StackConfig) -> str:
     return cfg.storage.mount_path if cfg.storage else "/checkpoints"
 
 
-def claim_name(cfg: StackConfig) -> Optional[str]:
+def claim_name(cfg: StackConfig) -> str | None:
     """The RWX claim every rank mounts (existing claim, else the claim named after storage.name)."""
     if cfg.storage is None:
         return None
@@ -114,9 +114,9 @@ def model_cache_dir(cfg: StackConfig) -> str:
     return f"{mount_path(cfg)}/models"
 
 
-def volumes(cfg: StackConfig, w: Workload, with_data: bool = True) -> List[Dict[str, Any]]:
+def volumes(cfg: StackConfig, w: Workload, with_data: bool = True) -> list[dict[str, Any]]:
     # /dev/shm as a memory-backed emptyDir: NCCL and the engines' IPC need more than the 64 MiB default.
-    out: List[Dict[str, Any]] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
+    out: list[dict[str, Any]] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
                                                                    "sizeLimit": f"{w.shm_size_gi}Gi"}}]
     claim = claim_name(cfg)
     if with_data and claim:
@@ -124,8 +124,8 @@ def volumes(cfg: StackConfig, w: Workload, with_data: bool = True) -> List[Dict[
     return out
 
 
-def volume_mounts(cfg: StackConfig, with_data: bool = True) -> List[Dict[str, Any]]:
-    out: List[Dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+def volume_mounts(cfg: StackConfig, with_data: bool = True) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
     if with_data and claim_name(cfg):
         out.append({"name": DATA_VOLUME, "mountPath": mount_path(cfg), "readOnly": False})
     return out
@@ -145,14 +145,14 @@ def pull_secret(w: Workload) -> SecretRef:
                      "kubernetes.io/dockerconfigjson")
 
 
-def secret_env(name: str, ref: SecretRef) -> Dict[str, Any]:
+def secret_env(name: str, ref: SecretRef) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
 
 
 def model_secrets(cfg: StackConfig, w: Workload, want_hf: bool = True,
-                  want_ngc: bool = False) -> List[SecretRef]:
+                  want_ngc: bool = False) -> list[SecretRef]:
     """The Secrets this workload uses, given which stack secrets are set."""
-    out: List[SecretRef] = []
+    out: list[SecretRef] = []
     if want_hf and cfg.hf_token:
         out.append(hf_secret(w))
     if want_ngc and cfg.ngc_api_key:
@@ -162,8 +162,8 @@ def model_secrets(cfg: StackConfig, w: Workload, want_hf: bool = True,
     return out
 
 
-def secret_envs(secrets: List[SecretRef]) -> List[Dict[str, Any]]:
-    out: List[Dict[str, Any]] = []
+def secret_envs(secrets: list[SecretRef]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for s in secrets:
         if s.config_key == "hfToken":
             out.append(secret_env("HF_TOKEN", s))
@@ -172,15 +172,15 @@ def secret_envs(secrets: List[SecretRef]) -> List[Dict[str, Any]]:
     return out
 
 
-def image_pull_secrets(secrets: List[SecretRef]) -> List[Dict[str, str]]:
+def image_pull_secrets(secrets: list[SecretRef]) -> list[dict[str, str]]:
     return [{"name": s.name} for s in secrets if s.config_key == "imagePullSecret"]
 
 
-def plain_env(values: Dict[str, str]) -> List[Dict[str, Any]]:
+def plain_env(values: dict[str, str]) -> list[dict[str, Any]]:
     return [{"name": k, "value": str(v)} for k, v in values.items()]
 
 
-def label_env(name: str, label: str) -> Dict[str, Any]:
+def label_env(name: str, label: str) -> dict[str, Any]:
     """An env var read from one of the pod's own labels through the downward API."""
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{label}']"}}}
 
@@ -194,7 +194,7 @@ def startup_failure_threshold(w: Workload) -> int:
     return max(1, math.ceil(w.startup_timeout_minutes * 60 / PROBE_PERIOD_SECONDS))
 
 
-def http_probes(path: str, port: int, w: Workload) -> Dict[str, Any]:
+def http_probes(path: str, port: int, w: Workload) -> dict[str, Any]:
     get = {"httpGet": {"path": path, "port": port}}
     return {
         "startupProbe": {**get, "periodSeconds": PROBE_PERIOD_SECONDS,
@@ -204,14 +204,14 @@ def http_probes(path: str, port: int, w: Workload) -> Dict[str, Any]:
 
 
 # ------------------------------------------------------------------ pod spec
-def pod_spec(cfg: StackConfig, w: Workload, containers: List[Dict[str, Any]], *,
-             secrets: List[SecretRef], restart_policy: Optional[str] = None,
-             with_data: bool = True, extra_volumes: Optional[List[Dict[str, Any]]] = None,
-             scheduler_name: Optional[str] = None, service_account: Optional[str] = None,
-             gpu_pool: bool = True) -> Dict[str, Any]:
+def pod_spec(cfg: StackConfig, w: Workload, containers: list[dict[str, Any]], *,
+             secrets: list[SecretRef], restart_policy: str | None = None,
+             with_data: bool = True, extra_volumes: list[dict[str, Any]] | None = None,
+             scheduler_name: str | None = None, service_account: str | None = None,
+             gpu_pool: bool = True) -> dict[str, Any]:
     """A pod spec placed on the workload's pool (nodeSelector + GPU toleration)."""
     pool = cfg.pool(w.node_pool)
-    spec: Dict[str, Any] = {}
+    spec: dict[str, Any] = {}
     if scheduler_name:
         spec["schedulerName"] = scheduler_name
     if restart_policy:
@@ -229,11 +229,11 @@ def pod_spec(cfg: StackConfig, w: Workload, containers: List[Dict[str, Any]], *,
     return spec
 
 
-def container(name: str, img: str, *, command: Optional[List[str]] = None, args: Optional[List[str]] = None,
-              env: Optional[List[Dict[str, Any]]] = None, gpus: int = 0,
-              mounts: Optional[List[Dict[str, Any]]] = None, ports: Optional[List[Dict[str, Any]]] = None,
-              probes: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    c: Dict[str, Any] = {"name": name, "image": img}
+def container(name: str, img: str, *, command: list[str] | None = None, args: list[str] | None = None,
+              env: list[dict[str, Any]] | None = None, gpus: int = 0,
+              mounts: list[dict[str, Any]] | None = None, ports: list[dict[str, Any]] | None = None,
+              probes: dict[str, Any] | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": img}
     if command:
         c["command"] = command
     if args:
@@ -251,20 +251,20 @@ def container(name: str, img: str, *, command: Optional[List[str]] = None, args:
     return c
 
 
-def shell(script: str) -> List[str]:
+def shell(script: str) -> list[str]:
     return ["/bin/bash", "-c", script]
 
 
-def service(w: Workload, name: str, selector: Dict[str, str], ports: List[Dict[str, Any]],
-            headless: bool = False) -> Dict[str, Any]:
-    spec: Dict[str, Any] = {"selector": selector, "ports": ports}
+def service(w: Workload, name: str, selector: dict[str, str], ports: list[dict[str, Any]],
+            headless: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selector": selector, "ports": ports}
     if headless:
         spec["clusterIP"] = "None"
         spec["publishNotReadyAddresses"] = True   # ranks must resolve each other before they are Ready
     return {"apiVersion": "v1", "kind": "Service", "metadata": metadata(w, name), "spec": spec}
 
 
-def configmap(w: Workload, name: str, data: Dict[str, str]) -> Dict[str, Any]:
+def configmap(w: Workload, name: str, data: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(w, name), "data": data}
 
 

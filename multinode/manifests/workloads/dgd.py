@@ -32,7 +32,8 @@ Nothing here imports Pulumi.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 from ... import pools
 from ...config import ADDON_VERSIONS, StackConfig, Workload
@@ -71,7 +72,7 @@ RUNTIME_IMAGE_REPOSITORIES = {
 # - TensorRT-LLM: `python3 -m dynamo.trtllm --model --tensor-parallel-size --pipeline-parallel-size`
 #   (ai-dynamo/dynamo components/src/dynamo/trtllm/backend_args.py; the upstream YAML examples set
 #   tensor_parallel_size in an --extra-engine-args file instead, which a policy cannot read).
-BACKENDS: Dict[str, Dict[str, str]] = {
+BACKENDS: dict[str, dict[str, str]] = {
     "vllm": {"module": "dynamo.vllm", "model": "--model", "tp": "--tensor-parallel-size",
              "pp": "--pipeline-parallel-size"},
     "sglang": {"module": "dynamo.sglang", "model": "--model-path", "tp": "--tp-size", "pp": "--pp-size"},
@@ -124,7 +125,7 @@ def _image_tag(image: str) -> str:
     return last.split(":", 1)[1] if ":" in last else ""
 
 
-def runtime_version_override(cfg: StackConfig, image: str) -> Optional[str]:
+def runtime_version_override(cfg: StackConfig, image: str) -> str | None:
     """The v1beta1 CRD: DGD admission requires runtimeVersionOverride when the main image tag is not a
     semantic version. Then the pinned Dynamo release is the best statement of the runtime version."""
     if _SEMVER_TAG.match(_image_tag(image)):
@@ -134,7 +135,7 @@ def runtime_version_override(cfg: StackConfig, image: str) -> Optional[str]:
     return ".".join(m.groups()) if m else None
 
 
-def claim(cfg: StackConfig, claim_name: Optional[str]) -> Optional[str]:
+def claim(cfg: StackConfig, claim_name: str | None) -> str | None:
     if claim_name:
         return claim_name
     if cfg.storage is None:
@@ -151,7 +152,7 @@ def model_cache_dir(cfg: StackConfig) -> str:
     return f"{mount_path(cfg)}/models"
 
 
-def _secret_ref(value: Any, default_key: str) -> Tuple[str, str]:
+def _secret_ref(value: Any, default_key: str) -> tuple[str, str]:
     """A Secret name (str), a (name, key) pair, or an object with .name and .key (e.g. SecretRef)."""
     if isinstance(value, str):
         return value, default_key
@@ -165,10 +166,10 @@ def _secret_ref(value: Any, default_key: str) -> Tuple[str, str]:
 
 
 def secret_refs(cfg: StackConfig, workload: Workload,
-                secret_names: Optional[Mapping[str, Any]] = None) -> Dict[str, Tuple[str, str]]:
+                secret_names: Mapping[str, Any] | None = None) -> dict[str, tuple[str, str]]:
     """stack secret key -> (Kubernetes Secret name, data key). With no mapping given, the stack's set
     secrets map to "<workload>-<suffix>" Secrets (the Workload component's naming)."""
-    out: Dict[str, Tuple[str, str]] = {}
+    out: dict[str, tuple[str, str]] = {}
     if secret_names is not None:
         for config_key, value in secret_names.items():
             default_key = SECRET_ENV.get(config_key, ("", ".dockerconfigjson"))[1]
@@ -184,7 +185,7 @@ def secret_refs(cfg: StackConfig, workload: Workload,
     return out
 
 
-def _secret_env(refs: Mapping[str, Tuple[str, str]]) -> List[Dict[str, Any]]:
+def _secret_env(refs: Mapping[str, tuple[str, str]]) -> list[dict[str, Any]]:
     env = []
     for config_key, (env_name, _) in SECRET_ENV.items():
         if config_key in refs:
@@ -198,7 +199,7 @@ class WorkerRole:
     """One worker component: its name/type, nodes, GPUs per node and parallel sizes."""
 
     def __init__(self, name: str, type_: str, nodes: int, gpus_per_node: int, tensor_parallel: int,
-                 pipeline_parallel: int, replicas: int, mode: Optional[str]):
+                 pipeline_parallel: int, replicas: int, mode: str | None):
         self.name, self.type, self.nodes, self.gpus_per_node = name, type_, nodes, gpus_per_node
         self.tensor_parallel, self.pipeline_parallel = tensor_parallel, pipeline_parallel
         self.replicas, self.mode = replicas, mode
@@ -208,7 +209,7 @@ class WorkerRole:
         return self.nodes > 1
 
 
-def worker_roles(cfg: StackConfig, workload: Workload) -> List[WorkerRole]:
+def worker_roles(cfg: StackConfig, workload: Workload) -> list[WorkerRole]:
     """Aggregated: one worker over workload.nodes; disaggregated: prefill + decode from the roles.
     Defaults come from the resolved model (multinode/resolved.py), the one the config checks read."""
     rw = cfg.resolved(workload)
@@ -220,7 +221,7 @@ def worker_roles(cfg: StackConfig, workload: Workload) -> List[WorkerRole]:
                        g.replicas, name) for name, g in rw.roles.items()]
 
 
-def worker_args(workload: Workload, role: WorkerRole) -> List[str]:
+def worker_args(workload: Workload, role: WorkerRole) -> list[str]:
     engine = _engine(workload)
     flags = BACKENDS[engine]
     args = [flags["model"], workload.model or "", "--served-model-name", workload.model or "",
@@ -239,21 +240,21 @@ def worker_args(workload: Workload, role: WorkerRole) -> List[str]:
 
 
 # ------------------------------------------------------------------ components
-def _volumes(claim_name: Optional[str]) -> List[Dict[str, Any]]:
+def _volumes(claim_name: str | None) -> list[dict[str, Any]]:
     if not claim_name:
         return []
     return [{"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": claim_name, "readOnly": False}}]
 
 
-def _volume_mounts(cfg: StackConfig, claim_name: Optional[str]) -> List[Dict[str, Any]]:
+def _volume_mounts(cfg: StackConfig, claim_name: str | None) -> list[dict[str, Any]]:
     if not claim_name:
         return []
     return [{"name": DATA_VOLUME, "mountPath": mount_path(cfg), "readOnly": False}]
 
 
-def _env(cfg: StackConfig, workload: Workload, refs: Mapping[str, Tuple[str, str]],
-         claim_name: Optional[str]) -> List[Dict[str, Any]]:
-    env: List[Dict[str, Any]] = []
+def _env(cfg: StackConfig, workload: Workload, refs: Mapping[str, tuple[str, str]],
+         claim_name: str | None) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = []
     if claim_name:
         env.append({"name": "HF_HOME", "value": model_cache_dir(cfg)})
     env += _secret_env(refs)
@@ -262,9 +263,9 @@ def _env(cfg: StackConfig, workload: Workload, refs: Mapping[str, Tuple[str, str
     return env
 
 
-def _pod_spec(cfg: StackConfig, container: Dict[str, Any], claim_name: Optional[str],
-              refs: Mapping[str, Tuple[str, str]], node_selector: Optional[Dict[str, str]]) -> Dict[str, Any]:
-    spec: Dict[str, Any] = {"containers": [container]}
+def _pod_spec(cfg: StackConfig, container: dict[str, Any], claim_name: str | None,
+              refs: Mapping[str, tuple[str, str]], node_selector: dict[str, str] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [container]}
     if node_selector:
         spec["nodeSelector"] = dict(node_selector)
     spec["tolerations"] = pools.tolerations()
@@ -276,10 +277,10 @@ def _pod_spec(cfg: StackConfig, container: Dict[str, Any], claim_name: Optional[
     return spec
 
 
-def frontend_component(cfg: StackConfig, workload: Workload, image: str, claim_name: Optional[str],
-                       refs: Mapping[str, Tuple[str, str]]) -> Dict[str, Any]:
+def frontend_component(cfg: StackConfig, workload: Workload, image: str, claim_name: str | None,
+                       refs: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
     """The OpenAI-compatible HTTP frontend (python3 -m dynamo.frontend); no GPUs, no node pinning."""
-    container: Dict[str, Any] = {
+    container: dict[str, Any] = {
         "name": MAIN_CONTAINER,
         "image": image,
         "command": ["python3", "-m", "dynamo.frontend"],
@@ -289,7 +290,7 @@ def frontend_component(cfg: StackConfig, workload: Workload, image: str, claim_n
     mounts = _volume_mounts(cfg, claim_name)
     if mounts:
         container["volumeMounts"] = mounts
-    comp: Dict[str, Any] = {
+    comp: dict[str, Any] = {
         "name": "frontend",
         "type": "frontend",
         "replicas": 1,
@@ -300,10 +301,10 @@ def frontend_component(cfg: StackConfig, workload: Workload, image: str, claim_n
 
 
 def worker_component(cfg: StackConfig, workload: Workload, role: WorkerRole, image: str,
-                     claim_name: Optional[str], refs: Mapping[str, Tuple[str, str]]) -> Dict[str, Any]:
+                     claim_name: str | None, refs: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
     engine = _engine(workload)
     gpus = str(role.gpus_per_node)
-    container: Dict[str, Any] = {
+    container: dict[str, Any] = {
         "name": MAIN_CONTAINER,
         "image": image,
         "command": ["python3", "-m", BACKENDS[engine]["module"]],
@@ -327,7 +328,7 @@ def worker_component(cfg: StackConfig, workload: Workload, role: WorkerRole, ima
         # a one-node GPU role on a fabric pool opts out explicitly (kyverno require-fabric-label-on-fabric-pool)
         labels[pools.SINGLE_NODE_POD_LABEL] = pools.SINGLE_NODE_POD_LABEL_VALUE
     pool = cfg.pool(workload.node_pool)
-    comp: Dict[str, Any] = {"name": role.name, "type": role.type, "replicas": role.replicas}
+    comp: dict[str, Any] = {"name": role.name, "type": role.type, "replicas": role.replicas}
     if role.multinode:
         comp["multinode"] = {"nodeCount": role.nodes}
     comp["sharedMemorySize"] = f"{workload.shm_size_gi}Gi"
@@ -336,8 +337,8 @@ def worker_component(cfg: StackConfig, workload: Workload, role: WorkerRole, ima
     return comp
 
 
-def dynamo_graph_deployment(cfg: StackConfig, workload: Workload, *, claim_name: Optional[str] = None,
-                            secret_names: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+def dynamo_graph_deployment(cfg: StackConfig, workload: Workload, *, claim_name: str | None = None,
+                            secret_names: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The DynamoGraphDeployment (nvidia.com/v1beta1) for a `dynamo` workload.
 
     claim_name: the RWX PersistentVolumeClaim (default: storage.existingClaim, else storage.name).
@@ -356,13 +357,13 @@ def dynamo_graph_deployment(cfg: StackConfig, workload: Workload, *, claim_name:
     if override:
         for comp in components:
             comp["runtimeVersionOverride"] = override
-    annotations: Dict[str, str] = {}
+    annotations: dict[str, str] = {}
     if not cfg.addons.grove.enabled:
         # LWS + Volcano path: keep the operator off Grove even if Grove is present in the cluster.
         annotations[ANNOTATION_ENABLE_GROVE] = "false"
     elif workload.queue:
         annotations[ANNOTATION_KAI_QUEUE] = workload.queue
-    metadata: Dict[str, Any] = {"name": workload.name, "namespace": workload.namespace,
+    metadata: dict[str, Any] = {"name": workload.name, "namespace": workload.namespace,
                                 "labels": wc.labels(workload)}
     if annotations:
         metadata["annotations"] = annotations

@@ -14,8 +14,8 @@ Grove PodCliqueSets (or LWS + Volcano PodGroups) and the frontend Service itself
 from __future__ import annotations
 
 from ...config import StackConfig, Workload
-from . import dgd as dm
 from . import common as c
+from . import dgd as dm
 
 
 def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:

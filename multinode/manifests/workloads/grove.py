@@ -20,7 +20,7 @@ GROVE_PCSG_NAME, GROVE_PCSG_INDEX, GROVE_HEADLESS_SERVICE, GROVE_PCLQ_POD_INDEX 
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from ...config import Role, StackConfig, Workload
 from ...resolved import gang
@@ -37,8 +37,8 @@ def _leader_host(role: str) -> str:
     return f"$(GROVE_PCSG_NAME)-$(GROVE_PCSG_INDEX)-{role}-{LEADER}-0.$(GROVE_HEADLESS_SERVICE)"
 
 
-def _engine_command(cfg: StackConfig, w: Workload, role: str, mode: Optional[str], nodes: int,
-                    tp: int, pp: int, leader: bool) -> List[str]:
+def _engine_command(cfg: StackConfig, w: Workload, role: str, mode: str | None, nodes: int,
+                    tp: int, pp: int, leader: bool) -> list[str]:
     engine = w.engine or "vllm"
     mode_args = ["--disaggregation-mode", mode] if mode else []
     if engine == "vllm":
@@ -63,9 +63,9 @@ def _engine_command(cfg: StackConfig, w: Workload, role: str, mode: Optional[str
             + (["--disaggregation-mode", mode] if mode else []) + list(w.extra_args))
 
 
-def _clique(name: str, role_name: str, replicas: int, spec: Dict[str, Any], lbls: Dict[str, str],
-            starts_after: Optional[List[str]] = None) -> Dict[str, Any]:
-    clique_spec: Dict[str, Any] = {"roleName": role_name, "replicas": replicas,
+def _clique(name: str, role_name: str, replicas: int, spec: dict[str, Any], lbls: dict[str, str],
+            starts_after: list[str] | None = None) -> dict[str, Any]:
+    clique_spec: dict[str, Any] = {"roleName": role_name, "replicas": replicas,
                                    # the whole clique or nothing: never a partial multi-node engine
                                    "minAvailable": replicas, "podSpec": spec}
     if starts_after:
@@ -73,7 +73,7 @@ def _clique(name: str, role_name: str, replicas: int, spec: Dict[str, Any], lbls
     return {"name": name, "labels": lbls, "spec": clique_spec}
 
 
-def roles(cfg: StackConfig, w: Workload) -> Dict[str, Role]:
+def roles(cfg: StackConfig, w: Workload) -> dict[str, Role]:
     """prefill/decode from `disaggregated`, else one aggregated `engine` role from the workload itself."""
     if w.disaggregated:
         return {"prefill": w.disaggregated.prefill, "decode": w.disaggregated.decode}
@@ -81,7 +81,7 @@ def roles(cfg: StackConfig, w: Workload) -> Dict[str, Role]:
                            pipeline_parallel=w.pipeline_parallel, replicas=w.replicas)}
 
 
-def role_parallelism(cfg: StackConfig, w: Workload, role: Role) -> Dict[str, int]:
+def role_parallelism(cfg: StackConfig, w: Workload, role: Role) -> dict[str, int]:
     g = gang("", role, cfg.machine(cfg.pool(w.node_pool)).gpus)     # the defaults: multinode/resolved.py
     return {"gpus": g.gpus_per_node, "tp": g.tensor_parallel, "pp": g.pipeline_parallel, "nodes": g.nodes}
 
@@ -91,9 +91,9 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     img = c.image(w)
     base_env = ([{"name": "HF_HOME", "value": c.model_cache_dir(cfg)}] + c.secret_envs(secrets)
                 + c.plain_env(w.env))
-    cliques: List[Dict[str, Any]] = []
-    groups: List[Dict[str, Any]] = []
-    leaders: List[str] = []
+    cliques: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
+    leaders: list[str] = []
     for role_name, role in roles(cfg, w).items():
         p = role_parallelism(cfg, w, role)
         mode = role_name if w.disaggregated else None

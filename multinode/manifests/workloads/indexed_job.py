@@ -18,7 +18,7 @@ admitted whole by the stack's gang scheduler (config check: a multi-node indexed
 """
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any
 
 from ...config import StackConfig, Workload
 from . import common as c
@@ -50,7 +50,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
                       extra_volumes=training.deepspeed_volume(w),
                       scheduler_name={"volcano": "volcano", "kai": "kai-scheduler"}.get(gang))
     spec["subdomain"] = w.name
-    pod_meta: Dict[str, Any] = {"labels": c.fabric_labels(w, "rank")}
+    pod_meta: dict[str, Any] = {"labels": c.fabric_labels(w, "rank")}
     job_meta = c.metadata(w)
     extra: list = []
     if gang == "volcano":
@@ -61,7 +61,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
         job_meta["annotations"] = {KAI_MIN_MEMBER_ANNOTATION: str(w.nodes)}
         from .grove import KAI_QUEUE_LABEL
         job_meta["labels"][KAI_QUEUE_LABEL] = w.queue or (cfg.queues[0].name if cfg.queues else "default")
-    job: Dict[str, Any] = {
+    job: dict[str, Any] = {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": job_meta,
         "spec": {
             "completionMode": "Indexed",

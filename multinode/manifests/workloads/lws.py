@@ -15,7 +15,7 @@ Upstream facts used here (LWS v0.10.0, see schemas/PROVENANCE.md):
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any
 
 from ...config import StackConfig, Workload
 from . import common as c
@@ -27,7 +27,7 @@ RAY_PORT = 6379
 SGLANG_DIST_PORT = 20000
 
 
-def _vllm(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> Dict[str, Any]:
+def _vllm(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> dict[str, Any]:
     """vLLM across nodes on a Ray cluster, the shape vLLM documents for LWS
     (docs.vllm.ai deployment/frameworks/lws): a Ray head on the leader, workers join at
     LWS_LEADER_ADDRESS, `vllm serve` on the leader with --tensor-parallel-size/--pipeline-parallel-size."""
@@ -51,7 +51,7 @@ def _vllm(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> Dict
             "probes": c.http_probes("/health", w.port, w) if leader else None}
 
 
-def _sglang(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> Dict[str, Any]:
+def _sglang(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> dict[str, Any]:
     """SGLang multi-node (docs.sglang.io references/multi_node_deployment): every node runs
     `sglang.launch_server` with --tp, --nnodes, --node-rank and --dist-init-addr at the leader; the node
     rank comes from the LWS worker-index label through the downward API."""
@@ -66,7 +66,7 @@ def _sglang(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> Di
     return {"command": args, "env": env, "probes": c.http_probes("/health", w.port, w) if leader else None}
 
 
-def _nim(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> Dict[str, Any]:
+def _nim(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> dict[str, Any]:
     """NVIDIA NIM multi-node on LWS (NIM LLM docs "Multi-Node Deployment"; the NIM env names as NVIDIA
     Run:ai's distributed-inference NIM guide sets them): NIM_MULTI_NODE=1, the parallel sizes, the number
     of nodes, NIM_LEADER_ROLE, and NIM_NODE_RANK from the LWS worker-index label. Readiness at
@@ -101,10 +101,10 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     volcano = cfg.addons.volcano.enabled
     img = c.image(w)
 
-    def template(role: str) -> Dict[str, Any]:
+    def template(role: str) -> dict[str, Any]:
         leader = role == "leader"
         e = engine(cfg, w, tp, pp, leader)
-        env: List[Dict[str, Any]] = list(e["env"]) + c.secret_envs(secrets) + c.plain_env(w.env)
+        env: list[dict[str, Any]] = list(e["env"]) + c.secret_envs(secrets) + c.plain_env(w.env)
         ports = [{"name": "http", "containerPort": w.port}] if leader else None
         cont = c.container(w.engine or "engine", img, command=e["command"], env=env, gpus=gpn,
                            mounts=c.volume_mounts(cfg), ports=ports, probes=e["probes"])

@@ -8,7 +8,7 @@ The mpi-operator is not one of this project's add-ons: install it on the cluster
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any
 
 from ...config import StackConfig, Workload
 from . import common as c
@@ -19,7 +19,7 @@ FORWARD_PREFIXES = ("NCCL_", "FI_", "UCX_", "OMPI_MCA_btl", "LD_LIBRARY_PATH", "
                     "RESUME_FROM", "PATH")
 
 
-def forward_env_snippet(extra_names: List[str]) -> str:
+def forward_env_snippet(extra_names: list[str]) -> str:
     """Bash that builds MPI_FORWARD="-x NAME ..." from the current env (prefix match) + extra names."""
     pattern = "|".join(FORWARD_PREFIXES)
     names = " ".join(extra_names)
@@ -42,20 +42,20 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
         + f"exec mpirun --allow-run-as-root -np {ranks} --bind-to none --map-by slot "
           f"$MPI_FORWARD {' '.join(w.extra_args)} {run}\n")
 
-    def template(role: str, command: List[str]) -> Dict[str, Any]:
+    def template(role: str, command: list[str]) -> dict[str, Any]:
         cont = c.container("mpi", c.image(w), command=command, env=env, gpus=gpn, mounts=c.volume_mounts(cfg))
         spec = c.pod_spec(cfg, w, [cont], secrets=secrets,
                           scheduler_name="volcano" if cfg.addons.volcano.enabled else None)
         return {"metadata": {"labels": c.fabric_labels(w, role)}, "spec": spec}
 
-    specs: Dict[str, Any] = {
+    specs: dict[str, Any] = {
         "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
                      "template": template("launcher", c.shell(launcher_script))},
     }
     if w.nodes > 1:
         specs["Worker"] = {"replicas": w.nodes - 1, "restartPolicy": "OnFailure",
                            "template": template("worker", ["/usr/sbin/sshd", "-De"])}
-    run_policy: Dict[str, Any] = {"backoffLimit": w.max_retry, "cleanPodPolicy": "Running"}
+    run_policy: dict[str, Any] = {"backoffLimit": w.max_retry, "cleanPodPolicy": "Running"}
     if cfg.addons.volcano.enabled:
         # mpi-operator creates a Volcano PodGroup when started with --gang-scheduling=volcano
         run_policy["schedulingPolicy"] = {"minAvailable": w.nodes, "queue": c.volcano_queue(cfg, w)}

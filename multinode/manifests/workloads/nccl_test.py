@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from ... import fabric
 from ...catalog import Machine
@@ -53,7 +53,7 @@ def bandwidth_confirmed(m: Machine) -> bool:
     return m.bandwidth_gbps is not None and "bandwidth_gbps" not in m.unconfirmed
 
 
-def threshold_gbytes(cfg: StackConfig, w: Workload) -> Tuple[float, str]:
+def threshold_gbytes(cfg: StackConfig, w: Workload) -> tuple[float, str]:
     """(threshold in GB/s, where it came from). Raises ThresholdUnknown."""
     if w.min_bus_bandwidth_gbps is not None:
         return round(w.min_bus_bandwidth_gbps / 8, 2), "minBusBandwidthGbps"
@@ -141,7 +141,7 @@ exit $CODE
 _LINE = re.compile(rf"^.*?{VERDICT_TAG} (\{{.*\}})\s*$", re.MULTILINE)
 
 
-def parse_verdict(log_text: str) -> Dict[str, Any]:
+def parse_verdict(log_text: str) -> dict[str, Any]:
     """The verdict from the check's log (or from ConfigMap data.verdict.json, which is the bare JSON).
 
     Takes the last MULTINODE_NCCL_VERDICT line (a restarted pod may print several). Raises ValueError
@@ -166,9 +166,9 @@ def parse_verdict(log_text: str) -> Dict[str, Any]:
     return verdict
 
 
-def busbw_from_output(nccl_output: str) -> Optional[Tuple[int, float]]:
+def busbw_from_output(nccl_output: str) -> tuple[int, float] | None:
     """(largest message size, its best busbw) from all_reduce_perf output: the rule the script applies."""
-    best: Optional[Tuple[int, float]] = None
+    best: tuple[int, float] | None = None
     for line in nccl_output.splitlines():
         f = line.split()
         if len(f) >= 12 and f[0].isdigit():
@@ -192,7 +192,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     sa = f"{w.name}-verdict-writer"
     cm = verdict_name(w)
 
-    def template(role: str) -> Dict[str, Any]:
+    def template(role: str) -> dict[str, Any]:
         if role == MASTER:
             cmd = c.shell(master_script(cfg, w))
         else:
@@ -203,7 +203,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
                           service_account=sa if role == MASTER else None)
         return {"metadata": {"labels": c.fabric_labels(w, role)}, "spec": spec}
 
-    tasks: List[Dict[str, Any]] = [{
+    tasks: list[dict[str, Any]] = [{
         "name": MASTER, "replicas": 1, "minAvailable": 1, "template": template(MASTER),
         # the verdict stands: no retry of a failed check; done when the master finishes
         "policies": [{"event": "TaskCompleted", "action": "CompleteJob"},

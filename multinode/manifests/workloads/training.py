@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from ...config import StackConfig, Workload
 from . import common as c
@@ -24,8 +24,8 @@ def world_size(cfg: StackConfig, w: Workload) -> int:
     return w.nodes * cfg.gpus_per_node(w)
 
 
-def torchrun_args(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: Optional[str] = None,
-                  max_restarts: int = 0) -> List[str]:
+def torchrun_args(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: str | None = None,
+                  max_restarts: int = 0) -> list[str]:
     """torchrun: --nnodes = pods, --nproc_per_node = GPUs per pod.
 
     Without a node rank: the c10d rendezvous at `rdzv_endpoint` (host:port) assigns ranks and lets a
@@ -45,7 +45,7 @@ def torchrun_args(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: 
     return args
 
 
-def launch_script(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: Optional[str] = None,
+def launch_script(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: str | None = None,
                   max_restarts: int = 0) -> str:
     """Resume-from-latest, then exec torchrun (so signals reach it and its exit code is the pod's)."""
     cmd = " ".join(a if "$" in a else shlex.quote(a)
@@ -58,26 +58,26 @@ def launch_script(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: 
     )
 
 
-def env(cfg: StackConfig, w: Workload, secrets: List[c.SecretRef]) -> List[Dict[str, Any]]:
+def env(cfg: StackConfig, w: Workload, secrets: list[c.SecretRef]) -> list[dict[str, Any]]:
     return ([{"name": "CHECKPOINT_DIR", "value": c.checkpoint_dir(cfg, w)},
              {"name": "HF_HOME", "value": c.model_cache_dir(cfg)}]
             + c.secret_envs(secrets) + c.plain_env(w.env))
 
 
-def deepspeed_configmap(w: Workload) -> Optional[Dict[str, Any]]:
+def deepspeed_configmap(w: Workload) -> dict[str, Any] | None:
     if w.deepspeed_config is None:
         return None
     return c.configmap(w, f"{w.name}-deepspeed", {DEEPSPEED_FILE: json.dumps(w.deepspeed_config, indent=1,
                                                                              sort_keys=True)})
 
 
-def deepspeed_volume(w: Workload) -> List[Dict[str, Any]]:
+def deepspeed_volume(w: Workload) -> list[dict[str, Any]]:
     if w.deepspeed_config is None:
         return []
     return [{"name": "deepspeed", "configMap": {"name": f"{w.name}-deepspeed"}}]
 
 
-def deepspeed_mount(w: Workload) -> List[Dict[str, Any]]:
+def deepspeed_mount(w: Workload) -> list[dict[str, Any]]:
     if w.deepspeed_config is None:
         return []
     return [{"name": "deepspeed", "mountPath": DEEPSPEED_MOUNT, "readOnly": True}]

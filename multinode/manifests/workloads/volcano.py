@@ -15,7 +15,7 @@ rendezvous at the master pod.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any
 
 from ...config import StackConfig, Workload
 from . import common as c
@@ -35,7 +35,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     script = training.launch_script(cfg, w, endpoint, max_restarts=w.max_retry)
     env = training.env(cfg, w, secrets)
 
-    def template(role: str) -> Dict[str, Any]:
+    def template(role: str) -> dict[str, Any]:
         cont = c.container("trainer", c.image(w), command=c.shell(script), env=env, gpus=gpn,
                            mounts=c.volume_mounts(cfg) + training.deepspeed_mount(w),
                            ports=[{"name": "rdzv", "containerPort": training.RDZV_PORT}])
@@ -44,7 +44,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
         return {"metadata": {"labels": c.fabric_labels(w, role)}, "spec": spec}
 
     failed = ["PodFailed", "PodEvicted"]
-    tasks: List[Dict[str, Any]] = [{
+    tasks: list[dict[str, Any]] = [{
         "name": MASTER, "replicas": 1, "minAvailable": 1, "template": template(MASTER),
         "policies": [{"events": failed, "action": "RestartJob"},
                      {"event": "TaskCompleted", "action": "CompleteJob"}],
@@ -54,7 +54,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
             "name": WORKER, "replicas": w.nodes - 1, "minAvailable": w.nodes - 1, "template": template(WORKER),
             "policies": [{"events": failed, "action": "RestartTask"}],
         })
-    spec: Dict[str, Any] = {
+    spec: dict[str, Any] = {
         "schedulerName": "volcano",
         "queue": c.volcano_queue(cfg, w),
         "minAvailable": w.nodes,
