@@ -47,5 +47,5 @@ def test_readme_quick_start_commands_exist_in_makefile():
 def test_readme_corpus_count_matches_the_corpus():
     import re
     n = len(list((ROOT / "tests" / "corpus").glob("*.yaml")))
-    counts = {int(m) for m in re.findall(r"(\d+) broken stacks", README)}
+    counts = {int(m) for m in re.findall(r"(\d+)\s+broken\s+stacks", README)}
     assert counts == {n}, (counts, n)
