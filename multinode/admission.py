@@ -218,7 +218,7 @@ def check_unique_port_names(c: dict[str, Any], spec: dict[str, Any]) -> list[str
     seen, out = set(), []
     for p in _list(c.get("ports")):
         name = p.get("name")
-        if name:
+        if isinstance(name, str) and name:
             if name in seen:
                 out.append(f"ports: Duplicate value: port name {name!r}")
             seen.add(name)
@@ -228,10 +228,10 @@ def check_unique_port_names(c: dict[str, Any], spec: dict[str, Any]) -> list[str
 def check_mounts_name_a_volume(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """ValidateVolumeMounts: every volumeMounts[].name must name one of the pod's volumes (IsMatchedVolume;
     field.NotFound)."""
-    volumes = {v.get("name") for v in _list(spec.get("volumes"))}
+    volumes: set[str] = {v["name"] for v in _list(spec.get("volumes")) if isinstance(v.get("name"), str)}
     return [f"volumeMounts: Not found: {m.get('name')!r} (mounted at {m.get('mountPath')}) is not one of the "
-            f"pod's volumes {sorted(str(v) for v in volumes)}"
-            for m in _list(c.get("volumeMounts")) if m.get("name") not in volumes]
+            f"pod's volumes {sorted(volumes)}"
+            for m in _list(c.get("volumeMounts")) if isinstance(m.get("name"), str) and m["name"] not in volumes]
 
 
 def check_unique_mount_paths(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
@@ -239,6 +239,8 @@ def check_unique_mount_paths(c: dict[str, Any], spec: dict[str, Any]) -> list[st
     seen, out = set(), []
     for m in _list(c.get("volumeMounts")):
         path = m.get("mountPath")
+        if not isinstance(path, str):
+            continue                      # an unreadable path: the schema check refuses it
         if path in seen:
             out.append(f"volumeMounts: mountPath {path!r}: must be unique")
         seen.add(path)
@@ -289,6 +291,8 @@ def check_unique_container_names(spec: dict[str, Any]) -> list[tuple[str, str]]:
     seen, out = set(), []
     for c in _list(spec.get("containers")) + _list(spec.get("initContainers")):
         name = c.get("name")
+        if not isinstance(name, str):
+            continue                      # an unreadable name: the schema check refuses it
         if name in seen:
             out.append((str(name), f"name: Duplicate value: {name!r} (containers and initContainers share names)"))
         seen.add(name)
@@ -300,6 +304,8 @@ def check_unique_volume_names(spec: dict[str, Any]) -> list[tuple[str, str]]:
     seen, out = set(), []
     for v in _list(spec.get("volumes")):
         name = v.get("name")
+        if not isinstance(name, str):
+            continue                      # an unreadable name: the schema check refuses it
         if name in seen:
             out.append(("", f"volumes: Duplicate value: {name!r}"))
         seen.add(name)
@@ -422,7 +428,12 @@ def findings(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for obj in objects:
         for ref in pod_specs(obj):
             variants = [("", ref.spec)]
-            eff = effective_spec(ref, policies)
+            try:
+                eff = effective_spec(ref, policies)
+            except (AttributeError, KeyError, TypeError, ValueError):
+                # a field of a type the fabric policy cannot read (the API server refuses such a pod, and the
+                # schema check names the field): check the pod as written only
+                eff = None
             if eff is not None:
                 variants.append((" after the fabric policy", eff))
             seen = set()

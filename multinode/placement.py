@@ -251,7 +251,7 @@ def _t(meta: Any, spec: Any) -> dict[str, Any]:
 # object may make at most MAX_PODS_PER_OBJECT pods (nested counts: replicas x size); past that it is
 # skipped like an unreadable object (the schema checks and the gang rules still see it).
 MAX_COUNT = 1_000
-MAX_PODS_PER_OBJECT = 10_000
+MAX_PODS_PER_OBJECT = 2_000
 _budget = [MAX_PODS_PER_OBJECT]
 
 
@@ -706,6 +706,13 @@ def _label(o: Outcome) -> str:
     return f"{o.gang.name} ({o.gang.detail})" if o.gang.detail and " + " in o.gang.detail else f"{o.gang.name} ({n})"
 
 
+def _joined(labels: list[str], most: int = 8) -> str:
+    """'a (2) + b (2)', with at most `most` names (a stack of hundreds of replicas gets a readable message)."""
+    if len(labels) <= most:
+        return " + ".join(labels)
+    return " + ".join(labels[:most]) + f" + {len(labels) - most} more"
+
+
 def _nodes_needed(sim: Simulation, gangs: list[Gang], pool: PoolSpec) -> int:
     """Nodes of `pool` the gangs take when the pool is as large as they need (same packing)."""
     big = PoolSpec(pool.name, sum(len(g.pods) for g in gangs) + 1, pool.machine, pool.labels, pool.taints,
@@ -715,7 +722,11 @@ def _nodes_needed(sim: Simulation, gangs: list[Gang], pool: PoolSpec) -> int:
     for g in sorted(gangs, key=lambda g: (g.daemon, -_demand(sim, g))):
         if g.daemon:
             continue
-        s2.place(g, s2.nodes)
+        # every node of `big` is alike, so the used nodes plus as many empty ones as the gang has pods offer
+        # the same choices as all of them (scanning thousands of empty nodes per gang made this quadratic)
+        used = [n for n in s2.nodes if n.pods]
+        fresh = [n for n in s2.nodes if not n.pods][:len(g.pods)]
+        s2.place(g, used + fresh)
     return sum(1 for n in s2.nodes if n.pods)
 
 
@@ -777,7 +788,7 @@ def simulate(objects: Iterable[dict[str, Any]], pools: list[PoolSpec]) -> Result
         if all(o.ok for o in on_pool):
             continue
         need = _nodes_needed(sim, [o.gang for o in on_pool], spec)
-        parts = " + ".join(_label(o) for o in on_pool)
+        parts = _joined([_label(o) for o in on_pool])
         gpu_need = sum(_demand(sim, o.gang) for o in on_pool)
         add = max(1, need - spec.node_count)
         findings.append(Finding(next(o for o in on_pool if not o.ok).gang.owner, (
@@ -805,7 +816,7 @@ def simulate(objects: Iterable[dict[str, Any]], pools: list[PoolSpec]) -> Result
         free_nodes = [n for n in sim.nodes if n.pool == pool and not n.pods]
         gpus_free = sum(n.free(GPU) for n in sim.nodes if n.pool == pool)
         beside = [x for x in outcomes if x.pools[:1] == [pool] and not x.gang.daemon]
-        busy = " + ".join(_label(x) for x in beside) or "nothing"
+        busy = _joined([_label(x) for x in beside]) or "nothing"
         need = _nodes_needed(sim, [g], spec)
         total = _nodes_needed(sim, [x.gang for x in beside] + [g], spec)
         add = max(1, total - spec.node_count)

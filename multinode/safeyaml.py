@@ -251,6 +251,12 @@ def load(text: str, source: str = "stack file",
 
     def scalar_value(e: ev.ScalarEvent, line: int) -> Any:
         parts = path_here()
+        if any("\ud800" <= ch <= "\udfff" for ch in e.value):
+            # "\ud800" in a double-quoted scalar: a lone UTF-16 surrogate is no Unicode text, cannot be sent
+            # as UTF-8 (Pulumi's serialization fails on it)
+            refuse(parts, line, "holds a lone UTF-16 surrogate escape (\\ud800-\\udfff), which is not text; "
+                                "write the character itself or remove the escape")
+            return None
         plain = e.style in (None, "") and e.implicit[0]
         if e.tag not in (None, "!", _STR_TAG) and not (plain and e.tag is None):
             refuse(parts, line, f"explicit YAML tag {e.tag} is not accepted in a stack file (only plain JSON "

@@ -252,3 +252,21 @@ def test_aws_fabric_pods_request_cpu_memory_and_no_hugepages():
                 env = {e["name"]: e.get("value") for e in c.get("env", [])}
                 assert env["FI_EFA_USE_HUGE_PAGE"] == "0" and env["NCCL_NET"] == "AWS Libfabric"
     assert seen >= 4      # LWS leader + worker, the trainer and the NCCL check
+
+
+def test_wrong_typed_names_and_paths_never_raise():
+    """Found by the hostile-input fuzz: a mount path, volume, container or port name of the wrong type (and
+    labels that are not a map, seen by the fabric policy's match) is left to the schema check, never a crash."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": ["not", "a", "map"]},
+           "spec": {"volumes": [{"name": ["x"]}, {"name": "ckpt", "emptyDir": {}}],
+                    "containers": [{"name": {"n": 1}, "image": "i",
+                                    "ports": [{"name": ["p"], "containerPort": 1}],
+                                    "volumeMounts": [{"name": {"v": 1}, "mountPath": {"p": 1}},
+                                                     {"name": "ckpt", "mountPath": "/c"},
+                                                     {"name": "missing", "mountPath": "/m"}]}]}}
+    match = {"any": [{"resources": {"kinds": ["Pod"], "selector": {"matchLabels": {"a": "b"}}}}]}
+    policy = {"apiVersion": "kyverno.io/v1", "kind": "ClusterPolicy", "metadata": {"name": "f"},
+              "spec": {"rules": [{"name": "r", "match": match, "mutate": {"patchStrategicMerge": {"spec": {}}}}]}}
+    found = adm.findings([policy, pod])
+    # the readable problem is still reported
+    assert [f["rule"] for f in found] == [adm.MOUNT_NAMES_A_VOLUME], found

@@ -428,7 +428,10 @@ def _condition_holds(cond: dict[str, Any], data: dict[str, Any]) -> bool:
     if op == "NotEquals":
         return bool(key != value)
     if op == "GreaterThan":
-        return float(key) > float(value)
+        try:
+            return float(key) > float(value)
+        except (TypeError, ValueError):      # a missing or non-numeric value is not greater
+            return False
     raise ValueError(f"operator {op} not supported by this evaluator")
 
 
@@ -483,8 +486,11 @@ def _filter_selects(f: dict[str, Any], labels: dict[str, Any], annotations: dict
 
 def rule_matches(rule: dict[str, Any], pod: dict[str, Any]) -> bool:
     """Would this rule's `match` select the Pod CREATE and its `exclude` (if any) not exclude it?"""
-    meta = pod.get("metadata") or {}
-    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    meta = pod.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    labels, annotations = meta.get("labels"), meta.get("annotations")
+    labels = labels if isinstance(labels, dict) else {}
+    annotations = annotations if isinstance(annotations, dict) else {}
     if not any(_filter_selects(f, labels, annotations) for f in rule["match"]["any"]):
         return False
     return not any(_filter_selects(f, labels, annotations) for f in (rule.get("exclude") or {}).get("any", []))
