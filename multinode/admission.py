@@ -213,16 +213,24 @@ def check_hugepages_need_cpu_or_memory(c: dict[str, Any], spec: dict[str, Any]) 
     return []
 
 
+def _repeated(items: list[dict[str, Any]], key: str) -> list[str]:
+    """Each text value of `key` that an earlier item already has, in order. A value of another type is
+    unreadable: the schema check refuses it, so it is skipped here (never hashed, never a crash)."""
+    seen: set[str] = set()
+    out = []
+    for item in items:
+        value = item.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        if value in seen:
+            out.append(value)
+        seen.add(value)
+    return out
+
+
 def check_unique_port_names(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """validateContainerPorts: a named port appears once per container (field.Duplicate)."""
-    seen, out = set(), []
-    for p in _list(c.get("ports")):
-        name = p.get("name")
-        if isinstance(name, str) and name:
-            if name in seen:
-                out.append(f"ports: Duplicate value: port name {name!r}")
-            seen.add(name)
-    return out
+    return [f"ports: Duplicate value: port name {n!r}" for n in _repeated(_list(c.get("ports")), "name")]
 
 
 def check_mounts_name_a_volume(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
@@ -236,30 +244,16 @@ def check_mounts_name_a_volume(c: dict[str, Any], spec: dict[str, Any]) -> list[
 
 def check_unique_mount_paths(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """ValidateVolumeMounts: each mountPath once per container ("must be unique")."""
-    seen, out = set(), []
-    for m in _list(c.get("volumeMounts")):
-        path = m.get("mountPath")
-        if not isinstance(path, str):
-            continue                      # an unreadable path: the schema check refuses it
-        if path in seen:
-            out.append(f"volumeMounts: mountPath {path!r}: must be unique")
-        seen.add(path)
-    return out
+    return [f"volumeMounts: mountPath {p!r}: must be unique"
+            for p in _repeated(_list(c.get("volumeMounts")), "mountPath")]
 
 
 def check_env_set_once(c: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     """Ours, stricter than upstream: pkg/api/pod/warnings.go only warns ("hides previous definition of
     ...") and the kubelet keeps the last value, so a duplicated NCCL_NET or FI_PROVIDER silently overrides
     the fabric's. Refused here so the value a pod runs with is the one it states once."""
-    seen, out = set(), []
-    for e in _list(c.get("env")):
-        name = e.get("name")
-        if not isinstance(name, str):
-            continue                      # an unreadable name: the schema check refuses it
-        if name in seen:
-            out.append(f"env: {name!r} is set more than once (the API server only warns; the last value wins)")
-        seen.add(name)
-    return out
+    return [f"env: {n!r} is set more than once (the API server only warns; the last value wins)"
+            for n in _repeated(_list(c.get("env")), "name")]
 
 
 CONTAINER_RULES: dict[str, ContainerRule] = {
@@ -288,28 +282,14 @@ def check_containers_required(spec: dict[str, Any]) -> list[tuple[str, str]]:
 def check_unique_container_names(spec: dict[str, Any]) -> list[tuple[str, str]]:
     """validateContainers and validateInitContainers: names unique across containers and initContainers
     (native sidecars included; field.Duplicate)."""
-    seen, out = set(), []
-    for c in _list(spec.get("containers")) + _list(spec.get("initContainers")):
-        name = c.get("name")
-        if not isinstance(name, str):
-            continue                      # an unreadable name: the schema check refuses it
-        if name in seen:
-            out.append((str(name), f"name: Duplicate value: {name!r} (containers and initContainers share names)"))
-        seen.add(name)
-    return out
+    containers = _list(spec.get("containers")) + _list(spec.get("initContainers"))
+    return [(n, f"name: Duplicate value: {n!r} (containers and initContainers share names)")
+            for n in _repeated(containers, "name")]
 
 
 def check_unique_volume_names(spec: dict[str, Any]) -> list[tuple[str, str]]:
     """ValidateVolumes: each volume name once (field.Duplicate)."""
-    seen, out = set(), []
-    for v in _list(spec.get("volumes")):
-        name = v.get("name")
-        if not isinstance(name, str):
-            continue                      # an unreadable name: the schema check refuses it
-        if name in seen:
-            out.append(("", f"volumes: Duplicate value: {name!r}"))
-        seen.add(name)
-    return out
+    return [("", f"volumes: Duplicate value: {n!r}") for n in _repeated(_list(spec.get("volumes")), "name")]
 
 
 POD_RULES: dict[str, PodRule] = {
