@@ -90,86 +90,92 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
-        cfg, pool, cluster = args.config, args.pool, args.cluster
-        machine = cfg.machine(pool)
-        child = pulumi.ResourceOptions(parent=self)
-        tags = {"multinode/pool": pool.name, "multinode/stack": pulumi.get_stack()}
+        build_pool(self, name, args)
 
-        # EFA traffic must be allowed to and from the nodes' own security group, every protocol.
-        self.security_group = aws.ec2.SecurityGroup(
-            f"{name}-efa", vpc_id=cluster.vpc_id, description=f"EFA: all traffic among nodes of pool {pool.name}",
-            tags=tags, opts=child)
-        self.efa_ingress = aws.vpc.SecurityGroupIngressRule(
-            f"{name}-efa-in", security_group_id=self.security_group.id, ip_protocol="-1",
-            referenced_security_group_id=self.security_group.id, description="EFA: from the pool itself", opts=child)
-        self.efa_egress = aws.vpc.SecurityGroupEgressRule(
-            f"{name}-efa-out", security_group_id=self.security_group.id, ip_protocol="-1",
-            referenced_security_group_id=self.security_group.id, description="EFA: to the pool itself", opts=child)
-        # Nodes also need to reach the rest of the VPC and the internet (images, models) over ENA.
-        self.egress_all = aws.vpc.SecurityGroupEgressRule(
-            f"{name}-egress", security_group_id=self.security_group.id, ip_protocol="-1", cidr_ipv4="0.0.0.0/0",
-            description="node egress", opts=child)
 
-        cr = pool.capacity_reservation
-        # A capacity reservation fixes placement itself: an existing reservation only serves a
-        # placement group it was created in, and capacity blocks come colocated. Without one, a
-        # cluster placement group packs the nodes close together.
-        self.placement_group = None
-        if cr is None:
-            self.placement_group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags=tags, opts=child)
+def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
+    """The pool's resources under `comp` (this module's GpuNodePool, or the package's: components/package.py),
+    its outputs set and registered."""
+    cfg, pool, cluster = args.config, args.pool, args.cluster
+    machine = cfg.machine(pool)
+    child = pulumi.ResourceOptions(parent=comp)
+    tags = {"multinode/pool": pool.name, "multinode/stack": pulumi.get_stack()}
 
-        self.node_role = aws.iam.Role(f"{name}-node", assume_role_policy=node_trust(), tags=tags, opts=child)
-        attachments = [aws.iam.RolePolicyAttachment(f"{name}-node-{i}", role=self.node_role.name, policy_arn=arn,
-                                                    opts=child) for i, arn in enumerate(NODE_POLICIES)]
+    # EFA traffic must be allowed to and from the nodes' own security group, every protocol.
+    comp.security_group = aws.ec2.SecurityGroup(
+        f"{name}-efa", vpc_id=cluster.vpc_id, description=f"EFA: all traffic among nodes of pool {pool.name}",
+        tags=tags, opts=child)
+    comp.efa_ingress = aws.vpc.SecurityGroupIngressRule(
+        f"{name}-efa-in", security_group_id=comp.security_group.id, ip_protocol="-1",
+        referenced_security_group_id=comp.security_group.id, description="EFA: from the pool itself", opts=child)
+    comp.efa_egress = aws.vpc.SecurityGroupEgressRule(
+        f"{name}-efa-out", security_group_id=comp.security_group.id, ip_protocol="-1",
+        referenced_security_group_id=comp.security_group.id, description="EFA: to the pool itself", opts=child)
+    # Nodes also need to reach the rest of the VPC and the internet (images, models) over ENA.
+    comp.egress_all = aws.vpc.SecurityGroupEgressRule(
+        f"{name}-egress", security_group_id=comp.security_group.id, ip_protocol="-1", cidr_ipv4="0.0.0.0/0",
+        description="node egress", opts=child)
 
-        groups = [self.security_group.id, cluster.cluster_security_group_id]
-        lt_args: dict[str, Any] = dict(
-            description=f"multinode pool {pool.name}: {machine.name} with EFA",
-            network_interfaces=network_interfaces(machine, cfg.fabric.enabled, groups),
-            block_device_mappings=[{"device_name": "/dev/xvda", "ebs": {
-                "volume_size": pool.disk_size_gb, "volume_type": "gp3", "encrypted": "true",
-                "delete_on_termination": "true"}}],
-            metadata_options={"http_tokens": "required", "http_put_response_hop_limit": 2,
-                              "http_endpoint": "enabled"},
-            tag_specifications=[{"resource_type": "instance", "tags": tags}],
-            tags=tags,
-        )
-        if pool.local_nvme:   # off by default: new user data replaces the pool's nodes (multinode/local_nvme.py)
-            lt_args["user_data"] = local_nvme.user_data_b64(pool.local_nvme)
-        if self.placement_group is not None:
-            lt_args["placement"] = {"group_name": self.placement_group.name}
-        if cr is not None:
-            lt_args["capacity_reservation_specification"] = {
-                "capacity_reservation_target": {"capacity_reservation_id": cr.id}}
-            if cr.type == "capacityBlock":
-                lt_args["instance_market_options"] = {"market_type": "capacity-block"}
-        self.launch_template = aws.ec2.LaunchTemplate(f"{name}-lt", opts=child, **lt_args)
+    cr = pool.capacity_reservation
+    # A capacity reservation fixes placement itself: an existing reservation only serves a
+    # placement group it was created in, and capacity blocks come colocated. Without one, a
+    # cluster placement group packs the nodes close together.
+    comp.placement_group = None
+    if cr is None:
+        comp.placement_group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags=tags, opts=child)
 
-        labels = node_labels(cfg, pool, machine)
-        self.node_group = aws.eks.NodeGroup(
-            f"{name}-ng",
-            cluster_name=cluster.cluster_name,
-            node_role_arn=self.node_role.arn,
-            subnet_ids=[pool.subnet_id],
-            ami_type=ami_type(machine),
-            instance_types=[machine.name],
-            capacity_type="CAPACITY_BLOCK" if cr is not None and cr.type == "capacityBlock" else "ON_DEMAND",
-            scaling_config={"desired_size": pool.node_count, "min_size": pool.node_count,
-                            "max_size": pool.node_count},
-            update_config={"max_unavailable": 1},
-            labels=labels,
-            taints=eks_taints(cfg),
-            launch_template={"id": self.launch_template.id,
-                             "version": self.launch_template.latest_version.apply(str)},
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=attachments + [self.efa_ingress, self.efa_egress]),
-        )
-        if machine.network_cards is None and efa_interface_count(machine, cfg.fabric.enabled) > 1:
-            pulumi.log.warn(f"pool {pool.name}: the network-card layout of {machine.name} is unconfirmed; the launch "
-                            f"template puts one EFA on each of cards 0..{machine.fabric_nics - 1}. Check it against "
-                            f"`aws ec2 describe-instance-types --instance-types {machine.name}`.", resource=self)
-        out = self._set_pool_outputs(cfg, pool)
-        self.register_outputs(out)
+    comp.node_role = aws.iam.Role(f"{name}-node", assume_role_policy=node_trust(), tags=tags, opts=child)
+    attachments = [aws.iam.RolePolicyAttachment(f"{name}-node-{i}", role=comp.node_role.name, policy_arn=arn,
+                                                opts=child) for i, arn in enumerate(NODE_POLICIES)]
+
+    groups = [comp.security_group.id, cluster.cluster_security_group_id]
+    lt_args: dict[str, Any] = dict(
+        description=f"multinode pool {pool.name}: {machine.name} with EFA",
+        network_interfaces=network_interfaces(machine, cfg.fabric.enabled, groups),
+        block_device_mappings=[{"device_name": "/dev/xvda", "ebs": {
+            "volume_size": pool.disk_size_gb, "volume_type": "gp3", "encrypted": "true",
+            "delete_on_termination": "true"}}],
+        metadata_options={"http_tokens": "required", "http_put_response_hop_limit": 2,
+                          "http_endpoint": "enabled"},
+        tag_specifications=[{"resource_type": "instance", "tags": tags}],
+        tags=tags,
+    )
+    if pool.local_nvme:   # off by default: new user data replaces the pool's nodes (multinode/local_nvme.py)
+        lt_args["user_data"] = local_nvme.user_data_b64(pool.local_nvme)
+    if comp.placement_group is not None:
+        lt_args["placement"] = {"group_name": comp.placement_group.name}
+    if cr is not None:
+        lt_args["capacity_reservation_specification"] = {
+            "capacity_reservation_target": {"capacity_reservation_id": cr.id}}
+        if cr.type == "capacityBlock":
+            lt_args["instance_market_options"] = {"market_type": "capacity-block"}
+    comp.launch_template = aws.ec2.LaunchTemplate(f"{name}-lt", opts=child, **lt_args)
+
+    labels = node_labels(cfg, pool, machine)
+    comp.node_group = aws.eks.NodeGroup(
+        f"{name}-ng",
+        cluster_name=cluster.cluster_name,
+        node_role_arn=comp.node_role.arn,
+        subnet_ids=[pool.subnet_id],
+        ami_type=ami_type(machine),
+        instance_types=[machine.name],
+        capacity_type="CAPACITY_BLOCK" if cr is not None and cr.type == "capacityBlock" else "ON_DEMAND",
+        scaling_config={"desired_size": pool.node_count, "min_size": pool.node_count,
+                        "max_size": pool.node_count},
+        update_config={"max_unavailable": 1},
+        labels=labels,
+        taints=eks_taints(cfg),
+        launch_template={"id": comp.launch_template.id,
+                         "version": comp.launch_template.latest_version.apply(str)},
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=comp, depends_on=attachments + [comp.efa_ingress, comp.efa_egress]),
+    )
+    if machine.network_cards is None and efa_interface_count(machine, cfg.fabric.enabled) > 1:
+        pulumi.log.warn(f"pool {pool.name}: the network-card layout of {machine.name} is unconfirmed; the launch "
+                        f"template puts one EFA on each of cards 0..{machine.fabric_nics - 1}. Check it against "
+                        f"`aws ec2 describe-instance-types --instance-types {machine.name}`.", resource=comp)
+    out = comp._set_pool_outputs(cfg, pool)
+    comp.register_outputs(out)
 
 
 class CheckpointStorage(pulumi.ComponentResource):

@@ -84,38 +84,44 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
-        cfg, pool, cluster = args.config, args.pool, args.cluster
-        machine = cfg.machine(pool)
-        cr = pool.capacity_reservation
-        pool_args = dict(
-            resource_group_name=cluster.resource_group,
-            resource_name_=cluster.cluster_name,      # the cluster (SDK renames it: `resource_name` is taken)
-            agent_pool_name=agent_pool_name(pool.name),
-            mode="User",
-            vm_size=machine.name,
-            count=pool.node_count,
-            enable_auto_scaling=False,
-            os_type="Linux",
-            os_sku="Ubuntu",
-            os_disk_size_gb=pool.disk_size_gb,
-            enable_node_public_ip=False,
-            node_labels=node_labels(cfg, pool, machine),
-            node_taints=aks_taints(cfg),
-            gpu_profile={"driver": gpu_driver(cfg)},
-            # Replace one node at a time without a surge node: GPU capacity rarely has a spare VM.
-            upgrade_settings={"max_surge": "0", "max_unavailable": "1"},
-            tags={"multinode-pool": pool.name, "multinode-stack": pulumi.get_stack()},
-        )
-        if pool.zone:
-            pool_args["availability_zones"] = [pool.zone]
-        if pool.subnet_id:
-            pool_args["vnet_subnet_id"] = pool.subnet_id
-        if cr is not None:
-            pool_args["capacity_reservation_group_id"] = cr.id
-        self.agent_pool = azure_native.containerservice.AgentPool(
-            f"{name}-pool", opts=pulumi.ResourceOptions(parent=self), **pool_args)
-        out = self._set_pool_outputs(cfg, pool)
-        self.register_outputs(out)
+        build_pool(self, name, args)
+
+
+def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
+    """The pool's resources under `comp` (this module's GpuNodePool, or the package's: components/package.py),
+    its outputs set and registered."""
+    cfg, pool, cluster = args.config, args.pool, args.cluster
+    machine = cfg.machine(pool)
+    cr = pool.capacity_reservation
+    pool_args = dict(
+        resource_group_name=cluster.resource_group,
+        resource_name_=cluster.cluster_name,      # the cluster (SDK renames it: `resource_name` is taken)
+        agent_pool_name=agent_pool_name(pool.name),
+        mode="User",
+        vm_size=machine.name,
+        count=pool.node_count,
+        enable_auto_scaling=False,
+        os_type="Linux",
+        os_sku="Ubuntu",
+        os_disk_size_gb=pool.disk_size_gb,
+        enable_node_public_ip=False,
+        node_labels=node_labels(cfg, pool, machine),
+        node_taints=aks_taints(cfg),
+        gpu_profile={"driver": gpu_driver(cfg)},
+        # Replace one node at a time without a surge node: GPU capacity rarely has a spare VM.
+        upgrade_settings={"max_surge": "0", "max_unavailable": "1"},
+        tags={"multinode-pool": pool.name, "multinode-stack": pulumi.get_stack()},
+    )
+    if pool.zone:
+        pool_args["availability_zones"] = [pool.zone]
+    if pool.subnet_id:
+        pool_args["vnet_subnet_id"] = pool.subnet_id
+    if cr is not None:
+        pool_args["capacity_reservation_group_id"] = cr.id
+    comp.agent_pool = azure_native.containerservice.AgentPool(
+        f"{name}-pool", opts=pulumi.ResourceOptions(parent=comp), **pool_args)
+    out = comp._set_pool_outputs(cfg, pool)
+    comp.register_outputs(out)
 
 
 class CheckpointStorage(pulumi.ComponentResource):

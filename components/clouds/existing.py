@@ -7,6 +7,8 @@ that class's reclaimPolicy, which is warned about at deploy time: see docs/cloud
 """
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 
 from components.clouds.base import (
@@ -38,8 +40,14 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
-        out = self._set_pool_outputs(args.config, args.pool)
-        self.register_outputs(out)
+        build_pool(self, name, args)
+
+
+def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
+    """The pool's resources under `comp` (this module's GpuNodePool, or the package's: components/package.py),
+    its outputs set and registered."""
+    out = comp._set_pool_outputs(args.config, args.pool)
+    comp.register_outputs(out)
 
 
 def storage_class_warning(storage_class: str) -> str:

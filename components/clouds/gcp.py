@@ -15,6 +15,7 @@ names the fabric profile gives pods.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -98,86 +99,92 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
-        cfg, pool, cluster = args.config, args.pool, args.cluster
-        m = cfg.machine(pool)
-        project = cfg.cluster.project
-        region = gke.region_of(pool.zone or cfg.cluster.location or "")
-        child = pulumi.ResourceOptions(parent=self)
-        self.networks = gke.network_plan(cfg, pool)
+        build_pool(self, name, args)
 
-        vpcs: dict = {}
-        subnets: dict = {}
-        self.firewalls: list[gcp.compute.Firewall] = []
-        for net in self.networks:
-            if net.vpc not in vpcs:
-                vpcs[net.vpc] = gcp.compute.Network(
-                    net.vpc, name=net.vpc, project=project, auto_create_subnetworks=False, mtu=net.mtu,
-                    routing_mode="REGIONAL",
-                    network_profile=gke.roce_network_profile(project, pool.zone) if net.rdma else None,
-                    opts=child)
-            subnets[net.name] = gcp.compute.Subnetwork(
-                net.subnet, name=net.subnet, project=project, region=region, network=vpcs[net.vpc].id,
-                ip_cidr_range=net.cidr, opts=child)
-        # Node-to-node traffic on each GPU VPC. RoCE VPCs take no VPC firewall rules: they allow ingress
-        # and egress implicitly (multinode/clouds/gcp.py G7), so none is created there.
-        for vpc_name, vpc in vpcs.items():
-            cidrs = [n.cidr for n in self.networks if n.vpc == vpc_name]
-            if any(n.rdma for n in self.networks if n.vpc == vpc_name):
-                continue
-            self.firewalls.append(gcp.compute.Firewall(
-                f"{vpc_name}-internal", name=f"{vpc_name}-internal", project=project, network=vpc.id,
-                direction="INGRESS", priority=1000, source_ranges=cidrs,
-                allows=[{"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"}],
-                description="GPU nodes of this pool talk to each other on every port (NCCL)", opts=child))
 
-        labels = pools.node_labels(cfg, pool, m)
-        node_config = {
-            "machine_type": m.name,
-            "disk_size_gb": pool.disk_size_gb,
-            "image_type": "COS_CONTAINERD",
-            "guest_accelerators": [{
-                "type": m.accelerator, "count": m.gpus,
-                "gpu_driver_installation_config": {"gpu_driver_version": "LATEST"},
-            }],
-            "gvnic": {"enabled": True},
-            "labels": labels,
-            "taints": gke.gke_taints(cfg),
-            "oauth_scopes": ["https://www.googleapis.com/auth/cloud-platform"],
-        }
-        if m.fabric == "gcp-rdma":
-            node_config["disk_type"] = "hyperdisk-balanced"   # A3 Ultra / A4 boot from Hyperdisk (G2 examples)
-        cr = pool.capacity_reservation
-        if cr is not None:
-            node_config["reservation_affinity"] = {"consume_reservation_type": "SPECIFIC_RESERVATION",
-                                                   "key": RESERVATION_KEY, "values": [cr.id]}
-        network_config = None
-        if self.networks:
-            network_config = {"additional_node_network_configs": [
-                {"network": vpcs[n.vpc].name, "subnetwork": subnets[n.name].name} for n in self.networks]}
-        self.node_pool = gcp.container.NodePool(
-            f"{name}-nodes", name=f"{pool.name}", project=project, location=cfg.cluster.location,
-            cluster=cluster.cluster_id, node_locations=[pool.zone], node_count=pool.node_count,
-            node_config=node_config, network_config=network_config,
-            placement_policy={"type": "COMPACT"},
-            # GKE refuses auto_upgrade False on release-channel clusters (the default); keep upgrades out of
-            # training runs with a maintenance exclusion on the cluster instead (docs/clouds-gcp-oci.md).
-            management={"auto_repair": True, "auto_upgrade": True},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(subnets.values()) + self.firewalls))
+def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
+    """The pool's resources under `comp` (this module's GpuNodePool, or the package's: components/package.py),
+    its outputs set and registered."""
+    cfg, pool, cluster = args.config, args.pool, args.cluster
+    m = cfg.machine(pool)
+    project = cfg.cluster.project
+    region = gke.region_of(pool.zone or cfg.cluster.location or "")
+    child = pulumi.ResourceOptions(parent=comp)
+    comp.networks = gke.network_plan(cfg, pool)
 
-        # The GKE objects that let pods attach the networks (one pair per network).
-        kopts = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
-        self.network_objects = []
-        for net in self.networks:
-            params = k8s_object(f"{net.name}-paramset", gke.network_param_set(net),
-                                pulumi.ResourceOptions.merge(kopts, pulumi.ResourceOptions(
-                                    depends_on=[subnets[net.name]])))
-            self.network_objects.append(params)
-            self.network_objects.append(k8s_object(f"{net.name}-network", gke.network_object(net),
-                                                   pulumi.ResourceOptions.merge(kopts, pulumi.ResourceOptions(
-                                                       depends_on=[params]))))
-        out = self._set_pool_outputs(cfg, pool)
-        out["gpuNetworks"] = [n.name for n in self.networks]
-        self.register_outputs(out)
+    vpcs: dict = {}
+    subnets: dict = {}
+    comp.firewalls: list[gcp.compute.Firewall] = []
+    for net in comp.networks:
+        if net.vpc not in vpcs:
+            vpcs[net.vpc] = gcp.compute.Network(
+                net.vpc, name=net.vpc, project=project, auto_create_subnetworks=False, mtu=net.mtu,
+                routing_mode="REGIONAL",
+                network_profile=gke.roce_network_profile(project, pool.zone) if net.rdma else None,
+                opts=child)
+        subnets[net.name] = gcp.compute.Subnetwork(
+            net.subnet, name=net.subnet, project=project, region=region, network=vpcs[net.vpc].id,
+            ip_cidr_range=net.cidr, opts=child)
+    # Node-to-node traffic on each GPU VPC. RoCE VPCs take no VPC firewall rules: they allow ingress
+    # and egress implicitly (multinode/clouds/gcp.py G7), so none is created there.
+    for vpc_name, vpc in vpcs.items():
+        cidrs = [n.cidr for n in comp.networks if n.vpc == vpc_name]
+        if any(n.rdma for n in comp.networks if n.vpc == vpc_name):
+            continue
+        comp.firewalls.append(gcp.compute.Firewall(
+            f"{vpc_name}-internal", name=f"{vpc_name}-internal", project=project, network=vpc.id,
+            direction="INGRESS", priority=1000, source_ranges=cidrs,
+            allows=[{"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"}],
+            description="GPU nodes of this pool talk to each other on every port (NCCL)", opts=child))
+
+    labels = pools.node_labels(cfg, pool, m)
+    node_config = {
+        "machine_type": m.name,
+        "disk_size_gb": pool.disk_size_gb,
+        "image_type": "COS_CONTAINERD",
+        "guest_accelerators": [{
+            "type": m.accelerator, "count": m.gpus,
+            "gpu_driver_installation_config": {"gpu_driver_version": "LATEST"},
+        }],
+        "gvnic": {"enabled": True},
+        "labels": labels,
+        "taints": gke.gke_taints(cfg),
+        "oauth_scopes": ["https://www.googleapis.com/auth/cloud-platform"],
+    }
+    if m.fabric == "gcp-rdma":
+        node_config["disk_type"] = "hyperdisk-balanced"   # A3 Ultra / A4 boot from Hyperdisk (G2 examples)
+    cr = pool.capacity_reservation
+    if cr is not None:
+        node_config["reservation_affinity"] = {"consume_reservation_type": "SPECIFIC_RESERVATION",
+                                               "key": RESERVATION_KEY, "values": [cr.id]}
+    network_config = None
+    if comp.networks:
+        network_config = {"additional_node_network_configs": [
+            {"network": vpcs[n.vpc].name, "subnetwork": subnets[n.name].name} for n in comp.networks]}
+    comp.node_pool = gcp.container.NodePool(
+        f"{name}-nodes", name=f"{pool.name}", project=project, location=cfg.cluster.location,
+        cluster=cluster.cluster_id, node_locations=[pool.zone], node_count=pool.node_count,
+        node_config=node_config, network_config=network_config,
+        placement_policy={"type": "COMPACT"},
+        # GKE refuses auto_upgrade False on release-channel clusters (the default); keep upgrades out of
+        # training runs with a maintenance exclusion on the cluster instead (docs/clouds-gcp-oci.md).
+        management={"auto_repair": True, "auto_upgrade": True},
+        opts=pulumi.ResourceOptions(parent=comp, depends_on=list(subnets.values()) + comp.firewalls))
+
+    # The GKE objects that let pods attach the networks (one pair per network).
+    kopts = pulumi.ResourceOptions(parent=comp, provider=cluster.provider)
+    comp.network_objects = []
+    for net in comp.networks:
+        params = k8s_object(f"{net.name}-paramset", gke.network_param_set(net),
+                            pulumi.ResourceOptions.merge(kopts, pulumi.ResourceOptions(
+                                depends_on=[subnets[net.name]])))
+        comp.network_objects.append(params)
+        comp.network_objects.append(k8s_object(f"{net.name}-network", gke.network_object(net),
+                                               pulumi.ResourceOptions.merge(kopts, pulumi.ResourceOptions(
+                                                   depends_on=[params]))))
+    out = comp._set_pool_outputs(cfg, pool)
+    out["gpuNetworks"] = [n.name for n in comp.networks]
+    comp.register_outputs(out)
 
 
 class CheckpointStorage(pulumi.ComponentResource):

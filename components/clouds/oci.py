@@ -19,6 +19,8 @@ and a ClusterNetwork whose instance pool has nodeCount nodes.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_oci as oci
 
@@ -67,52 +69,58 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
-        cfg, pool, cluster = args.config, args.pool, args.cluster
-        m = cfg.machine(pool)
-        compartment = cfg.cluster.compartment_id
-        child = pulumi.ResourceOptions(parent=self)
-        labels = pools.node_labels(cfg, pool, m)
-        taints = pools.node_taints(cfg)
-        # RDMA virtual functions a full node offers: the fabric profile's count, from the catalog
-        self.rdma_vfs_per_node = fabric.profile_for(cfg, pool).devices_per_node
-        # The bootstrap script carries the cluster CA: keep it secret like the kubeconfig it comes from.
-        # The "oke-package" path installs the OKE node package of the cluster's Kubernetes version (get_cluster).
-        path = oke.bootstrap_path(pool)
-        user_data = pulumi.Output.secret(pulumi.Output.all(
-            cluster.api_endpoint, cluster.kubeconfig, cluster.oke.kubernetes_version).apply(
-            lambda a: oke.user_data_b64(oke.node_user_data(a[0], oke.ca_from_kubeconfig(a[1]), labels, taints,
-                                                           path=path, kubernetes_version=a[2] or ""))))
-        launch = {
-            "availability_domain": pool.zone,
-            "compartment_id": compartment,
-            "shape": m.name,
-            "display_name": f"{cfg.cluster.name}-{pool.name}",
-            "source_details": {"source_type": "image", "image_id": pool.image_id,
-                               "boot_volume_size_in_gbs": str(pool.disk_size_gb)},
-            "create_vnic_details": {"subnet_id": pool.subnet_id, "assign_public_ip": False},
-            "metadata": {"user_data": user_data},
-            "agent_config": {
-                "are_all_plugins_disabled": False, "is_management_disabled": False,
-                "is_monitoring_disabled": False,
-                "plugins_configs": [{"name": n, "desired_state": "ENABLED"} for n in oke.RDMA_PLUGINS],
-            },
-            "freeform_tags": {"multinode-node-pool": pool.name},
-        }
-        if pool.capacity_reservation is not None:
-            launch["capacity_reservation_id"] = pool.capacity_reservation.id
-        self.instance_configuration = oci.core.InstanceConfiguration(
-            f"{name}-instance-config", compartment_id=compartment, display_name=f"{cfg.cluster.name}-{pool.name}",
-            instance_details={"instance_type": "compute", "launch_details": launch}, opts=child)
-        self.cluster_network = oci.core.ClusterNetwork(
-            f"{name}-cluster-network", compartment_id=compartment, display_name=f"{cfg.cluster.name}-{pool.name}",
-            instance_pools=[{"instance_configuration_id": self.instance_configuration.id, "size": pool.node_count,
-                             "display_name": f"{cfg.cluster.name}-{pool.name}"}],
-            placement_configuration={"availability_domain": pool.zone,
-                                     "primary_vnic_subnets": {"subnet_id": pool.subnet_id}},
-            freeform_tags={"multinode-node-pool": pool.name}, opts=child)
-        out = self._set_pool_outputs(cfg, pool)
-        out["rdmaVfsPerNode"] = self.rdma_vfs_per_node
-        self.register_outputs(out)
+        build_pool(self, name, args)
+
+
+def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
+    """The pool's resources under `comp` (this module's GpuNodePool, or the package's: components/package.py),
+    its outputs set and registered."""
+    cfg, pool, cluster = args.config, args.pool, args.cluster
+    m = cfg.machine(pool)
+    compartment = cfg.cluster.compartment_id
+    child = pulumi.ResourceOptions(parent=comp)
+    labels = pools.node_labels(cfg, pool, m)
+    taints = pools.node_taints(cfg)
+    # RDMA virtual functions a full node offers: the fabric profile's count, from the catalog
+    comp.rdma_vfs_per_node = fabric.profile_for(cfg, pool).devices_per_node
+    # The bootstrap script carries the cluster CA: keep it secret like the kubeconfig it comes from.
+    # The "oke-package" path installs the OKE node package of the cluster's Kubernetes version (get_cluster).
+    path = oke.bootstrap_path(pool)
+    user_data = pulumi.Output.secret(pulumi.Output.all(
+        cluster.api_endpoint, cluster.kubeconfig, cluster.oke.kubernetes_version).apply(
+        lambda a: oke.user_data_b64(oke.node_user_data(a[0], oke.ca_from_kubeconfig(a[1]), labels, taints,
+                                                       path=path, kubernetes_version=a[2] or ""))))
+    launch = {
+        "availability_domain": pool.zone,
+        "compartment_id": compartment,
+        "shape": m.name,
+        "display_name": f"{cfg.cluster.name}-{pool.name}",
+        "source_details": {"source_type": "image", "image_id": pool.image_id,
+                           "boot_volume_size_in_gbs": str(pool.disk_size_gb)},
+        "create_vnic_details": {"subnet_id": pool.subnet_id, "assign_public_ip": False},
+        "metadata": {"user_data": user_data},
+        "agent_config": {
+            "are_all_plugins_disabled": False, "is_management_disabled": False,
+            "is_monitoring_disabled": False,
+            "plugins_configs": [{"name": n, "desired_state": "ENABLED"} for n in oke.RDMA_PLUGINS],
+        },
+        "freeform_tags": {"multinode-node-pool": pool.name},
+    }
+    if pool.capacity_reservation is not None:
+        launch["capacity_reservation_id"] = pool.capacity_reservation.id
+    comp.instance_configuration = oci.core.InstanceConfiguration(
+        f"{name}-instance-config", compartment_id=compartment, display_name=f"{cfg.cluster.name}-{pool.name}",
+        instance_details={"instance_type": "compute", "launch_details": launch}, opts=child)
+    comp.cluster_network = oci.core.ClusterNetwork(
+        f"{name}-cluster-network", compartment_id=compartment, display_name=f"{cfg.cluster.name}-{pool.name}",
+        instance_pools=[{"instance_configuration_id": comp.instance_configuration.id, "size": pool.node_count,
+                         "display_name": f"{cfg.cluster.name}-{pool.name}"}],
+        placement_configuration={"availability_domain": pool.zone,
+                                 "primary_vnic_subnets": {"subnet_id": pool.subnet_id}},
+        freeform_tags={"multinode-node-pool": pool.name}, opts=child)
+    out = comp._set_pool_outputs(cfg, pool)
+    out["rdmaVfsPerNode"] = comp.rdma_vfs_per_node
+    comp.register_outputs(out)
 
 
 class CheckpointStorage(pulumi.ComponentResource):

@@ -1,0 +1,202 @@
+"""The package's public components: what `pulumi package add` publishes to every Pulumi language.
+
+Each takes typed `args` (components/args.py, generated from multinode/config.py) and runs exactly what the
+Python program runs: the same config validation (one error naming every bad key, before any resource), the
+same cloud module, the same children. `Platform` is the whole stack; `GpuNodePool` is one pool with its
+fabric on an existing cluster. Hosted by provider/__main__.py; `multinode schema` prints the schema.
+"""
+# No `from __future__ import annotations`: Pulumi's analyzer reads these annotations as objects.
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+from pydantic import BaseModel
+
+from components import clouds
+from components.args import ClusterRefArgs, FabricConfigArgs, NodePoolArgs, PlatformArgs
+from components.clouds.base import TYPE_PREFIX, ClusterAccessArgs, PoolOutputsMixin
+from components.clouds.base import GpuNodePoolArgs as _CloudPoolArgs
+from components.platform import Platform as _Platform
+from multinode import checks, config
+from multinode.errors import ConfigError, Problem
+
+PACKAGE = "multinode"
+
+
+class NodePoolOutput(typing.TypedDict):
+    """What a node pool exports."""
+    machine: str
+    "The pool's machine type."
+    node_count: int
+    "Nodes in the pool."
+    gpus_per_node: int
+    "GPUs per node."
+    node_selector: dict[str, str]
+    "The labels that select the pool's nodes (workloads use them)."
+    fabric: dict[str, typing.Any]
+    "The pool's fabric: kind, device resource, devices per node and per GPU, NCCL net plugin, networks."
+
+
+class WorkloadOutput(typing.TypedDict):
+    """What a workload exports."""
+    kind: str
+    "The workload's kind."
+    objects: list[str]
+    "The Kubernetes objects it created, as Kind/name."
+
+
+# ---------------------------------------------------------------- args -> the program's config
+def _to_raw(model: type[BaseModel], value: Any, path: str, problems: list[Problem]) -> Any:
+    """Args as the provider hands them (snake_case keys, plain values) -> the stack file's camelCase raw
+    mapping, directed by the pydantic model so user data (labels, Helm values, manifests) keeps its keys.
+    Non-secret keys must be plain: an Output (a value from another resource, unknown at preview) is
+    reported here, because the topology contract needs the numbers before anything is registered."""
+    if not isinstance(value, Mapping):
+        return value                       # pydantic reports the wrong type with the key's path
+    by_name = {n: f for n, f in model.model_fields.items()}
+    by_alias = {f.alias: n for n, f in model.model_fields.items() if f.alias}
+    out: dict[str, Any] = {}
+    for key, v in value.items():
+        name = key if key in by_name else by_alias.get(key)
+        if name is None:
+            out[key] = v                   # unknown key: config.load names it and the fix
+            continue
+        field = by_name[name]
+        alias = field.alias or name
+        at = f"{path}.{alias}" if path else alias
+        if isinstance(v, pulumi.Output):
+            problems.append(Problem(at, "must be a plain value known at preview (not an Output of another "
+                                        "resource): the topology contract is checked before anything deploys"))
+            continue
+        out[alias] = _convert(field.annotation, v, at, problems)
+    return out
+
+
+def _convert(annotation: Any, value: Any, path: str, problems: list[Problem]) -> Any:
+    for t in [annotation, *typing.get_args(annotation)]:
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            return _to_raw(t, value, path, problems)
+        if typing.get_origin(t) is list:
+            (inner,) = typing.get_args(t)
+            if isinstance(inner, type) and issubclass(inner, BaseModel) and isinstance(value, list):
+                return [_to_raw(inner, v, f"{path}[{i}]", problems) for i, v in enumerate(value)]
+    return value
+
+
+def config_from_args(args: Mapping[str, Any], source: str) -> config.StackConfig:
+    """The validated StackConfig of a component's args, secrets kept as Pulumi secrets.
+
+    Every key of config.SECRET_KEYS is a secret whichever way it arrives (a plain string from a program,
+    or a secret Output from the engine): config.load sees "[secret]" and the loaded config holds the
+    value as a secret Output, which the components pass on as they pass the stack file's secrets."""
+    args = dict(args or {})
+    secret_values: dict[str, Any] = {}
+    for key in config.SECRET_KEYS:
+        name = _python_name(key)
+        for k in (key, name):
+            if k in args and args[k] is not None:
+                secret_values[name] = pulumi.Output.secret(args.pop(k))
+    problems: list[Problem] = []
+    raw = _to_raw(config.StackConfig, args, "", problems)
+    if problems:
+        raise ConfigError(problems, source=source)
+    raw.update({config.StackConfig.model_fields[n].alias or n: config.SECRET_PLACEHOLDER for n in secret_values})
+    cfg = checks.load(raw, [config.StackConfig.model_fields[n].alias or n for n in secret_values], source=source)
+    return cfg.model_copy(update=secret_values)
+
+
+def _python_name(alias: str) -> str:
+    for n, f in config.StackConfig.model_fields.items():
+        if (f.alias or n) == alias:
+            return n
+    raise KeyError(alias)
+
+
+def _pool_summaries(node_pools: Mapping[str, Any]) -> pulumi.Output:
+    return pulumi.Output.from_input({
+        n: {"machine": p.machine, "node_count": p.node_count, "gpus_per_node": p.gpus_per_node,
+            "node_selector": p.node_selector, "fabric": p.fabric} for n, p in node_pools.items()})
+
+
+# ---------------------------------------------------------------- components
+class Platform(_Platform):
+    """The whole multi-node GPU stack on one existing cluster: GPU node pools with the cloud's fabric,
+    ReadWriteMany checkpoint storage (kept through destroy), the schedulers and Kyverno add-ons, the
+    Kyverno fabric policies, and the inference / training workloads. The args are a stack file's
+    `multinode:` keys; the topology contract is checked before any resource is registered."""
+
+    kubeconfig: pulumi.Output[str]
+    "The cluster's kubeconfig (a secret)."
+    node_pools: pulumi.Output[dict[str, NodePoolOutput]]
+    "Each node pool by name: machine, node count, GPUs per node, node selector, fabric."
+    checkpoint_claim: pulumi.Output[str | None]
+    "The ReadWriteMany checkpoint claim's name (when storage is configured)."
+    workloads: pulumi.Output[dict[str, WorkloadOutput]]
+    "Each workload by name: its kind and the Kubernetes objects it created."
+
+    def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
+        cfg = config_from_args(args, source=f"{PACKAGE}:index:Platform {name}")
+        for problem in checks.advisories(cfg):
+            pulumi.log.warn(str(problem))
+        super().__init__(name, cfg, opts)
+        # the program's Platform keeps its children as attributes; the package's outputs are these
+        self.kubeconfig = self.cluster.kubeconfig
+        # The program's Platform keeps its child components under these names; as package outputs they
+        # are the plain summaries the program exports (the children stay reachable as pool_components /
+        # workload_components for Python users of the package).
+        self.pool_components = dict(self.node_pools)
+        self.workload_components = dict(self.workloads)
+        self.node_pools = _pool_summaries(self.pool_components)  # type: ignore[assignment]
+        self.checkpoint_claim = self.storage.claim_name if self.storage else pulumi.Output.from_input(None)
+        self.workloads = pulumi.Output.from_input(  # type: ignore[assignment]
+            {n: {"kind": wl.kind, "objects": wl.objects} for n, wl in self.workload_components.items()})
+
+
+class GpuNodePoolArgs(typing.TypedDict, total=False):
+    """A GPU node pool on an existing cluster."""
+    cloud: typing.Required[str]
+    "The cloud of the cluster: aws, azure, gcp, oci, or existing."
+    cluster: ClusterRefArgs
+    "The existing cluster the pool joins."
+    kubeconfig: pulumi.Input[str]
+    "Secret: the kubeconfig of the cluster, required for cloud `existing`."
+    node_pool: typing.Required[NodePoolArgs]
+    "The pool."
+    fabric: FabricConfigArgs
+    "Fabric overrides (the defaults come from the machine catalog)."
+
+
+class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
+    """One GPU node pool with its cloud's fabric (EFA, InfiniBand, GPUDirect-TCPXO, RDMA over SR-IOV) on an
+    existing cluster: the same cloud resources a Platform creates for the pool, checked the same way."""
+
+    machine: pulumi.Output[str]
+    "The pool's machine type."
+    node_count: pulumi.Output[int]
+    "Nodes in the pool."
+    gpus_per_node: pulumi.Output[int]
+    "GPUs per node."
+    node_labels: pulumi.Output[dict[str, str]]
+    "The labels the pool's nodes carry."
+    node_selector: pulumi.Output[dict[str, str]]
+    "The labels that select the pool's nodes (give them to workloads)."
+    node_taints: pulumi.Output[list[dict[str, str]]]
+    "The taints the pool's nodes carry."
+    fabric: pulumi.Output[dict[str, typing.Any]]
+    "The pool's fabric: kind, device resource, devices per node and per GPU, NCCL net plugin, networks."
+
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        raw = {k: v for k, v in dict(args or {}).items() if k not in ("node_pool", "nodePool")}
+        raw["node_pools"] = [dict((args or {}).get("node_pool") or (args or {}).get("nodePool") or {})]
+        # a pool alone installs no add-ons: the add-on rules (e.g. Grove needs KAI) are the Platform's
+        raw["addons"] = {n: {"enabled": False} for n in config.Addons.model_fields}
+        cfg = config_from_args(raw, source=f"{PACKAGE}:index:GpuNodePool {name}")
+        pool = cfg.node_pools[0]
+        cm = clouds.load(cfg.cloud)
+        super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
+        self.cluster = cm.ClusterAccess(f"{name}-cluster", ClusterAccessArgs(cfg), pulumi.ResourceOptions(parent=self))
+        cm.build_pool(self, name, _CloudPoolArgs(cfg, pool, self.cluster))
+
+
+COMPONENTS: list[type[pulumi.ComponentResource]] = [Platform, GpuNodePool]

@@ -1,0 +1,172 @@
+"""What each config key means, for the package's typed args and its schema (`multinode schema`).
+
+One entry per field of every model in multinode/config.py, keyed `<Model>.<camelCase key>`, plus one per
+model. The shape (types, defaults, allowed values, required) is read from the pydantic models themselves
+by tools/gen_args.py, which writes components/args.py; tests/test_package.py fails when a field has no
+entry here, when an entry names no field, or when components/args.py is not what the generator writes.
+The README's config reference says the same things for stack files.
+"""
+from __future__ import annotations
+
+MODELS: dict[str, str] = {
+    "StackConfig": "The whole stack: the cluster, its GPU node pools, storage, add-ons, fabric and workloads "
+                   "(the `multinode:` keys of a stack file).",
+    "ClusterRef": "The existing cluster to attach to (clusters are looked up, never created).",
+    "NodePool": "A pool of identical GPU nodes with the fabric of its machine.",
+    "MachineSpec": "A machine described explicitly instead of by catalog name.",
+    "CapacityReservation": "A capacity reservation or capacity block the pool's nodes are launched into.",
+    "FabricConfig": "Fabric overrides; every default comes from the catalog entry of the pool's machine.",
+    "Addons": "The cluster add-ons: schedulers, Kyverno, the cloud's device plugin or network operator.",
+    "Addon": "One add-on's Helm release: whether it is installed, its version, namespace and extra values.",
+    "Storage": "ReadWriteMany checkpoint storage, kept through destroy and replace unless allowDelete.",
+    "Queue": "A Volcano queue.",
+    "NetworkTopology": "Volcano network-topology constraint of a training job's gang.",
+    "Role": "A prefill or decode role of a disaggregated Grove / Dynamo deployment.",
+    "Disaggregated": "The prefill and decode roles of a disaggregated deployment.",
+    "Workload": "A multi-node inference or training workload placed on one node pool.",
+}
+
+FIELDS: dict[str, str] = {
+    # StackConfig
+    "StackConfig.cloud": "The cloud of the cluster: aws, azure, gcp, oci, or existing (any cluster by kubeconfig).",
+    "StackConfig.cluster": "The existing EKS / AKS / GKE / OKE cluster to attach to.",
+    "StackConfig.kubeconfig": "Secret: the kubeconfig of the cluster, required for cloud `existing`.",
+    "StackConfig.hfToken": "Secret: Hugging Face token for model downloads.",
+    "StackConfig.ngcApiKey": "Secret: NGC API key for NIM images and models.",
+    "StackConfig.imagePullSecret": "Secret: a .dockerconfigjson document for private images.",
+    "StackConfig.nodePools": "GPU node pools (at least one).",
+    "StackConfig.fabric": "Fabric overrides (the defaults come from the machine catalog).",
+    "StackConfig.addons": "Add-ons to install and their versions / values.",
+    "StackConfig.storage": "ReadWriteMany checkpoint storage.",
+    "StackConfig.queues": "Volcano queues.",
+    "StackConfig.workloads": "The inference and training workloads.",
+    "StackConfig.manifests": "Bring your own Kubernetes objects, applied as-is and checked by the policy pack "
+                             "(each needs apiVersion, kind, metadata.name).",
+    # ClusterRef
+    "ClusterRef.name": "The EKS / AKS / GKE cluster name (required except on oci and existing).",
+    "ClusterRef.region": "aws, oci: the cluster's region.",
+    "ClusterRef.location": "azure: the region; gcp: the region or zone of the cluster.",
+    "ClusterRef.resourceGroup": "azure: the resource group of the AKS cluster.",
+    "ClusterRef.project": "gcp: the project of the GKE cluster.",
+    "ClusterRef.compartmentId": "oci: the compartment OCID of the OKE cluster.",
+    "ClusterRef.clusterId": "oci: the OKE cluster OCID.",
+    "ClusterRef.vpcId": "aws: the VPC, when not the cluster's.",
+    "ClusterRef.network": "gcp: the primary VPC network, when not the cluster's.",
+    "ClusterRef.gkeVersion": "gcp: the cluster's GKE version (1.X.Y-gke.Z), checked against the GPUDirect "
+                             "minimum of TCPX / TCPXO machines.",
+    # NodePool
+    "NodePool.name": "The pool's name: a DNS label, unique in the stack.",
+    "NodePool.machine": "A catalog machine (see the README's machine catalog); or give machineSpec.",
+    "NodePool.machineSpec": "Describe a machine that is not in the catalog.",
+    "NodePool.nodeCount": "Nodes in the pool (1-512).",
+    "NodePool.zone": "Availability zone / GCP zone / OCI availability domain (required on gcp, oci).",
+    "NodePool.subnetId": "aws: the one subnet (one AZ) of the pool; oci: the OKE worker subnet.",
+    "NodePool.capacityReservation": "A capacity reservation or block the nodes are launched into.",
+    "NodePool.diskSizeGb": "Boot disk size in GB.",
+    "NodePool.labels": "Extra node labels.",
+    "NodePool.nodeSelector": "existing: the labels that select the pool's nodes (required on existing).",
+    "NodePool.imageId": "oci: the GPU image OCID (required on oci).",
+    "NodePool.bootstrap": "oci: how a node joins OKE (oke-package or oke-install).",
+    "NodePool.gpuNetworkCidr": "gcp: the IPv4 range (/20 or larger) the pool's GPU subnets are cut from.",
+    "NodePool.localNvme": "aws: `raid0` stripes the instance store at boot and puts kubelet / containerd on it.",
+    # MachineSpec
+    "MachineSpec.name": "The machine type name as the cloud spells it.",
+    "MachineSpec.gpus": "GPUs per node (1-64).",
+    "MachineSpec.gpuModel": "The GPU model, e.g. H100.",
+    "MachineSpec.gpuMemoryGb": "Memory per GPU in GB (for the model-fit check).",
+    "MachineSpec.fabric": "The machine's GPU fabric.",
+    "MachineSpec.fabricNics": "Fabric NICs per node.",
+    "MachineSpec.bandwidthGbps": "Fabric bandwidth per node in Gbit/s.",
+    "MachineSpec.vcpus": "vCPUs per node, for the placement check (unset: not checked).",
+    "MachineSpec.memoryGib": "Memory per node in GiB, for the placement check (unset: not checked).",
+    # CapacityReservation
+    "CapacityReservation.id": "The reservation's id (a GCP projects/P/zones/Z/reservations/N id names its zone).",
+    "CapacityReservation.type": "reservation, or aws capacityBlock.",
+    "CapacityReservation.nodes": "How many nodes the reservation holds, when known (checked against nodeCount).",
+    "CapacityReservation.zone": "Where it holds them (checked against the pool's zone and the cluster's region).",
+    # FabricConfig
+    "FabricConfig.enabled": "Inject the fabric into multi-node pods.",
+    "FabricConfig.kind": "existing only: the fabric the nodes have.",
+    "FabricConfig.devicesPerGpu": "Override the catalog's fabric devices per GPU.",
+    "FabricConfig.rdmaMode": "azure: the RDMA device plugin mode, shared or sriov.",
+    "FabricConfig.pinTransport": "Pin NCCL to the fabric so it fails instead of falling back to sockets.",
+    "FabricConfig.webhookTimeoutSeconds": "Kyverno webhook timeout in seconds (1-30).",
+    "FabricConfig.docaDriverVersion": "azure/oci: DOCA-OFED driver container version for the NicClusterPolicy; "
+                                      "`host` when the node image provides it.",
+    # Addons
+    "Addons.volcano": "Volcano (gang scheduling of training jobs, queues, network topology).",
+    "Addons.lws": "LeaderWorkerSet (multi-node inference groups).",
+    "Addons.grove": "Grove (PodCliqueSets for disaggregated inference; needs KAI).",
+    "Addons.kai": "KAI-Scheduler (Grove's gang scheduler).",
+    "Addons.kyverno": "Kyverno (the fabric policies).",
+    "Addons.networkOperator": "azure, oci: NVIDIA Network Operator (RDMA device plugin, DOCA-OFED).",
+    "Addons.gpuOperator": "NVIDIA GPU Operator (off by default).",
+    "Addons.efaDevicePlugin": "aws: the EFA device plugin.",
+    "Addons.nvidiaDevicePlugin": "aws, azure: NVIDIA's device plugin advertising nvidia.com/gpu.",
+    "Addons.dynamo": "The Dynamo platform operator (off by default).",
+    # Addon
+    "Addon.enabled": "Install this add-on.",
+    "Addon.version": "The chart version (default: the pinned release, see docs/addons-fabric.md).",
+    "Addon.namespace": "The namespace of the release.",
+    "Addon.values": "Helm values merged over the project's (escape hatch).",
+    # Storage
+    "Storage.kind": "fsx-lustre, efs (aws); azure-files, azure-lustre (azure); filestore, gcp-lustre (gcp); "
+                    "oci-fss (oci); existing.",
+    "Storage.name": "The claim's name.",
+    "Storage.sizeGib": "Capacity in GiB (required for cloud file systems).",
+    "Storage.throughput": "fsx-lustre, azure-lustre: MB/s per TiB.",
+    "Storage.tier": "The file system's tier / SKU where the cloud has one.",
+    "Storage.allowDelete": "Only then may destroy remove the data (default: protected and retained).",
+    "Storage.existingClaim": "existing: an existing ReadWriteMany claim to mount.",
+    "Storage.existingStorageClass": "existing: a storage class to provision a new claim from.",
+    "Storage.subnetId": "aws / azure: the subnet of the file system (required for azure-lustre).",
+    "Storage.namespace": "The claim's namespace.",
+    "Storage.mountPath": "Where workloads mount the claim.",
+    # Queue
+    "Queue.name": "The queue's name.",
+    "Queue.weight": "The queue's share weight (1-65535).",
+    "Queue.gpus": "The queue's capability in nvidia.com/gpu.",
+    # NetworkTopology
+    "NetworkTopology.mode": "hard (never cross the tier) or soft (prefer).",
+    "NetworkTopology.highestTierAllowed": "The highest HyperNode tier a gang may span.",
+    # Role
+    "Role.nodes": "Nodes per replica of the role.",
+    "Role.gpusPerNode": "GPUs per node (default: the machine's).",
+    "Role.tensorParallel": "Tensor-parallel size (default: fill the role's GPUs).",
+    "Role.pipelineParallel": "Pipeline-parallel size.",
+    "Role.replicas": "Replicas of the role.",
+    # Disaggregated
+    "Disaggregated.prefill": "The prefill role.",
+    "Disaggregated.decode": "The decode role.",
+    # Workload
+    "Workload.name": "The workload's name: a DNS label, unique in the stack.",
+    "Workload.kind": "What runs it: lws-inference, grove-inference, dynamo, volcano-training, indexed-job, "
+                     "mpijob or nccl-test.",
+    "Workload.nodePool": "The node pool it runs on.",
+    "Workload.engine": "The engine (vllm, sglang, nim, trtllm, torchrun, deepspeed, mpirun, by kind).",
+    "Workload.model": "The model to serve or train (a Hugging Face id or path).",
+    "Workload.modelParamsB": "The model's size in billions of parameters, when not a built-in model.",
+    "Workload.precision": "The weights' precision (for the model-fit check).",
+    "Workload.image": "The container image (default: the engine's pinned image).",
+    "Workload.namespace": "The workload's namespace.",
+    "Workload.nodes": "Nodes per replica (the gang size).",
+    "Workload.gpusPerNode": "GPUs per node (default: the machine's).",
+    "Workload.tensorParallel": "Tensor-parallel size (default: fill the GPUs).",
+    "Workload.pipelineParallel": "Pipeline-parallel size.",
+    "Workload.replicas": "Replicas (gangs) of the workload.",
+    "Workload.port": "The serving port.",
+    "Workload.startupTimeoutMinutes": "How long the engine may take to start before its probes fail it.",
+    "Workload.shmSizeGi": "Size of /dev/shm in GiB.",
+    "Workload.queue": "The Volcano queue of a training job.",
+    "Workload.env": "Extra environment variables (never credentials).",
+    "Workload.extraArgs": "Extra engine arguments.",
+    "Workload.disaggregated": "Prefill / decode roles (grove-inference, dynamo).",
+    "Workload.script": "The training script.",
+    "Workload.scriptArgs": "Arguments of the training script.",
+    "Workload.maxRetry": "Restarts of a training job before it fails.",
+    "Workload.networkTopology": "Volcano network-topology constraint of the gang.",
+    "Workload.deepspeedConfig": "The DeepSpeed config (deepspeed engine).",
+    "Workload.checkpointDir": "Where training writes checkpoints (under the storage mount).",
+    "Workload.minBusBandwidthGbps": "nccl-test: the bus bandwidth threshold in Gbit/s.",
+    "Workload.busBandwidthEfficiency": "nccl-test: the threshold as a share of the catalog bandwidth.",
+}
