@@ -11,6 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
+from pulumi.output import Unknown
+from pulumi.provider import ConstructResult
+from pulumi.provider.experimental.component import ComponentProvider
+from pulumi.runtime import rpc
 from pydantic import BaseModel
 
 from components import clouds
@@ -84,6 +88,31 @@ def _convert(annotation: Any, value: Any, path: str, problems: list[Problem]) ->
     return value
 
 
+def _whole_numbers(value: Any) -> Any:
+    """The engine sends every number as a double (protobuf Struct): 4 arrives as 4.0. Give whole numbers
+    back as ints, as a stack file's YAML has them, so free-form data (Helm values, manifests, DeepSpeed
+    config) renders the same from any language."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    return value
+
+
+def unknown_paths(value: Any, path: str = "") -> list[str]:
+    """Key paths (camelCase, as the caller wrote them) whose value is unknown (a preview's computed value)
+    or an Output: the plain inputs must be known before the topology contract can be checked."""
+    if isinstance(value, (Unknown, pulumi.Output)) or value == rpc.UNKNOWN:
+        return [path]
+    if isinstance(value, Mapping):
+        return [p for k, v in value.items() for p in unknown_paths(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in unknown_paths(v, f"{path}[{i}]")]
+    return []
+
+
 def config_from_args(args: Mapping[str, Any], source: str) -> config.StackConfig:
     """The validated StackConfig of a component's args, secrets kept as Pulumi secrets.
 
@@ -98,7 +127,7 @@ def config_from_args(args: Mapping[str, Any], source: str) -> config.StackConfig
             if k in args and args[k] is not None:
                 secret_values[name] = pulumi.Output.secret(args.pop(k))
     problems: list[Problem] = []
-    raw = _to_raw(config.StackConfig, args, "", problems)
+    raw = _to_raw(config.StackConfig, _whole_numbers(args), "", problems)
     if problems:
         raise ConfigError(problems, source=source)
     raw.update({config.StackConfig.model_fields[n].alias or n: config.SECRET_PLACEHOLDER for n in secret_values})
@@ -114,9 +143,11 @@ def _python_name(alias: str) -> str:
 
 
 def _pool_summaries(node_pools: Mapping[str, Any]) -> pulumi.Output:
+    # Keys in the schema's camelCase: the provider renames the keys of an output that is itself a typed
+    # object, not those of a map of them, so NodePoolOutput's values are written as the wire has them.
     return pulumi.Output.from_input({
-        n: {"machine": p.machine, "node_count": p.node_count, "gpus_per_node": p.gpus_per_node,
-            "node_selector": p.node_selector, "fabric": p.fabric} for n, p in node_pools.items()})
+        n: {"machine": p.machine, "nodeCount": p.node_count, "gpusPerNode": p.gpus_per_node,
+            "nodeSelector": p.node_selector, "fabric": p.fabric} for n, p in node_pools.items()})
 
 
 # ---------------------------------------------------------------- components
@@ -200,3 +231,20 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 
 
 COMPONENTS: list[type[pulumi.ComponentResource]] = [Platform, GpuNodePool]
+
+
+class Provider(ComponentProvider):
+    """Pulumi's component provider with one check first: a plain input (every key but the secrets) that is
+    unknown is refused naming its key path, before the component or any resource is constructed (the SDK
+    would otherwise fail on it with a bare conversion error)."""
+
+    def construct(self, name: str, resource_type: str, inputs: Any,
+                  options: pulumi.ResourceOptions | None = None) -> ConstructResult:
+        plain = {k: v for k, v in dict(inputs or {}).items() if k not in config.SECRET_KEYS}
+        paths = unknown_paths(plain)
+        if paths:
+            token = resource_type.rsplit(":", 1)[-1]
+            raise ConfigError([Problem(p, "is unknown at preview (a value computed by another resource); give a "
+                                          "plain value: the topology contract is checked before anything "
+                                          "deploys") for p in paths], source=f"{PACKAGE}:index:{token} {name}")
+        return super().construct(name, resource_type, inputs, options)

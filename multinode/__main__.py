@@ -1,4 +1,4 @@
-"""The `multinode` command (console script) and `python -m multinode`: `plan` (offline) and `release`."""
+"""The `multinode` command (console script) and `python -m multinode`: `plan` (offline), `release`, `schema`."""
 from __future__ import annotations
 
 import sys
@@ -9,6 +9,8 @@ COMMANDS = {
              "exit 0 ok, 1 policy violation, 2 bad config", "multinode.plan"),
     "release": ("preview with the policy pack, up, NCCL bandwidth gate, JSON report (needs the Pulumi CLI)",
                 "multinode.release.cli"),
+    "schema": ("print the package schema of the components (what `pulumi package get-schema` shows)",
+               "multinode.package_schema"),
 }
 
 

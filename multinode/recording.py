@@ -172,6 +172,20 @@ def run_program(wire_config: dict[str, str], secret_keys: list[str], stack: str,
 
 
 def _run_program(wire_config: dict[str, str], secret_keys: list[str], stack: str, program: Path) -> ProgramRun:
+    root = str(program.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+
+    def run() -> None:
+        runpy.run_path(str(program), run_name="__main__")
+
+    return run_callable(run, wire_config, secret_keys, stack)
+
+
+def run_callable(body: Callable[[], None], wire_config: dict[str, str], secret_keys: list[str],
+                 stack: str) -> ProgramRun:
+    """Run `body` under mocks like a program (the program itself, or a test playing the engine's part for
+    a component constructed from another language) and record what it registers."""
     asyncio.set_event_loop(asyncio.new_event_loop())   # a fresh loop per run (see DESIGN pitfalls)
     pulumi.runtime.set_all_config(dict(wire_config), list(secret_keys))
     _register_mock_data(str(wire_config.get("multinode:cloud", "")))
@@ -182,16 +196,10 @@ def _run_program(wire_config: dict[str, str], secret_keys: list[str], stack: str
     settings.ROOT.set(None)
     pmocks.set_mocks(mocks, project="multinode", stack=stack, preview=False, monitor=monitor)
 
-    root = str(program.parent)
-    if root not in sys.path:
-        sys.path.insert(0, root)
     from pulumi.runtime.stack import Stack, run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
-    def run() -> None:
-        runpy.run_path(str(program), run_name="__main__")
-
-    _sync_await(run_pulumi_func(run))
+    _sync_await(run_pulumi_func(body))
     outputs: dict[str, Any] = {}
     stack_res = pulumi.runtime.get_root_resource()      # the Stack that set_mocks created
     if isinstance(stack_res, Stack) and stack_res.outputs:

@@ -1,0 +1,208 @@
+"""The package (issue: components usable from other Pulumi languages).
+
+- the schema the analyzer derives lists every component with typed, documented inputs and outputs;
+- components/args.py is what tools/gen_args.py writes from the config models (no drift), and every model
+  field has a meaning in multinode/config_docs.py;
+- the provider's `construct`, given inputs shaped as the engine sends them (a protobuf Struct: numbers as
+  doubles, secrets wrapped in the secret signature, unknowns), registers exactly what the Python program
+  registers for the same stack (Platform), and a standalone GpuNodePool registers the same pool resources.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pulumi
+import pytest
+from google.protobuf import struct_pb2
+from pulumi.provider.server import ProviderServicer
+from pulumi.runtime import rpc
+
+from multinode import config, config_docs, package_schema
+from multinode.recording import ProgramRun, Registration, run_callable
+from tools import gen_args
+
+from .cloudrun import run
+from .conftest import ROOT, example_raw
+
+SCHEMA = package_schema.schema()
+COMPONENTS = ["multinode:index:Platform", "multinode:index:GpuNodePool"]
+
+
+# ---------------------------------------------------------------- schema
+def test_schema_lists_the_components_with_typed_documented_inputs_and_outputs():
+    assert SCHEMA["name"] == "multinode" and SCHEMA["version"] == package_schema.version()
+    assert sorted(SCHEMA["resources"]) == sorted(COMPONENTS)
+    for token in COMPONENTS:
+        res = SCHEMA["resources"][token]
+        assert res["isComponent"] is True and res["description"], token
+        assert res["inputProperties"] and res["properties"], token
+        for kind, props in (("input", res["inputProperties"]), ("output", res["properties"])):
+            for name, prop in props.items():
+                assert prop.get("description"), f"{token} {kind} {name} has no description"
+                assert "type" in prop or "$ref" in prop, f"{token} {kind} {name} has no type"
+    for token, typ in SCHEMA["types"].items():
+        for name, prop in typ["properties"].items():
+            assert prop.get("description"), f"{token}.{name} has no description"
+            assert "type" in prop or "$ref" in prop, f"{token}.{name} has no type"
+
+
+def test_schema_inputs_mirror_the_stack_config():
+    platform = SCHEMA["resources"]["multinode:index:Platform"]
+    keys = {f.alias or n for n, f in config.StackConfig.model_fields.items()}
+    assert set(platform["inputProperties"]) == keys
+    assert set(platform["requiredInputs"]) == {"cloud", "nodePools"}
+    pool = SCHEMA["types"]["multinode:index:NodePoolArgs"]
+    assert set(pool["properties"]) == {f.alias or n for n, f in config.NodePool.model_fields.items()}
+    assert pool["properties"]["nodeCount"]["type"] == "integer"
+    assert pool["properties"]["diskSizeGb"]["description"].endswith("Default: 500.")
+    assert "One of: oke-package, oke-install." in pool["properties"]["bootstrap"]["description"]
+    # secrets are Inputs (may be secret Outputs); every other key is plain (checked before any resource)
+    secret = {k for k, p in platform["inputProperties"].items() if not p.get("plain")}
+    assert secret == set(config.SECRET_KEYS)
+
+
+def test_multinode_schema_command_prints_the_same_schema():
+    out = subprocess.run([sys.executable, "-m", "multinode", "schema"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out) == SCHEMA
+
+
+def test_args_file_is_generated_from_the_config_models():
+    assert (ROOT / "components" / "args.py").read_text() == gen_args.render(), \
+        "components/args.py is stale: run `python -m tools.gen_args`"
+
+
+def test_every_config_field_has_a_meaning_and_every_meaning_a_field():
+    fields = {f"{m.__name__}.{f.alias or n}" for m in gen_args.models_in_order(config.StackConfig)
+              for n, f in m.model_fields.items()}
+    assert fields == set(config_docs.FIELDS), (sorted(fields - set(config_docs.FIELDS)),
+                                               sorted(set(config_docs.FIELDS) - fields))
+    assert {m.__name__ for m in gen_args.models_in_order(config.StackConfig)} == set(config_docs.MODELS)
+
+
+def test_version_is_semver_and_in_the_changelog():
+    import re
+    v = package_schema.version()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", v), v
+    assert f"## {v}" in (ROOT / "CHANGELOG.md").read_text()
+
+
+# ---------------------------------------------------------------- the engine's part
+def _secret(value: Any) -> dict[str, Any]:
+    return {rpc._special_sig_key: rpc._special_secret_sig, "value": value}
+
+
+def engine_inputs(raw: dict[str, Any], secrets: set[str]) -> struct_pb2.Struct:
+    """Inputs as the engine sends them to Construct: a protobuf Struct (every number a double), camelCase
+    keys, secret values wrapped in the secret signature."""
+    struct = struct_pb2.Struct()
+    struct.update({k: _secret(v) if k in secrets else v for k, v in raw.items()})
+    return struct
+
+
+def construct(token: str, name: str, struct: struct_pb2.Struct, cloud: str,
+              stack: str) -> tuple[ProgramRun, dict[str, Any] | None]:
+    """Play the engine: deserialize the inputs like the provider server does, then call construct."""
+    from pulumi.runtime.sync_await import _sync_await
+    state: list[dict[str, Any]] = []
+
+    def body() -> None:
+        inputs = _sync_await(ProviderServicer._construct_inputs(struct, {}))
+        result = package_schema.provider().construct(name, token, inputs, None)
+        pulumi.Output.from_input(result.state).apply(state.append)   # the outputs, resolved
+
+    ran = run_callable(body, {f"{config.NAMESPACE}:cloud": cloud}, [], stack)
+    return ran, state[0] if state else None
+
+
+def _shape(r: Registration) -> tuple:
+    return (r.urn, r.type, r.parent, r.custom, r.protect, r.retain_on_delete, tuple(r.dependencies), r.provider,
+            json.dumps(r.inputs, sort_keys=True), r.delete_before_replace, tuple(r.ignore_changes))
+
+
+@pytest.mark.parametrize("stack", ["aws-dev", "existing-dev"])
+def test_platform_constructed_from_another_language_registers_what_the_program_registers(stack):
+    raw, secrets = example_raw(stack)
+    program = run(raw, secrets, stack)
+    ran, result = construct("multinode:index:Platform", "multinode", engine_inputs(raw, secrets), raw["cloud"],
+                            stack)
+    # registration order follows asyncio scheduling (plan sorts it for its files): compare as sets of URNs
+    assert sorted(map(_shape, ran.registrations)) == sorted(map(_shape, program.registrations))
+    assert sorted(map(str, ran.reads)) == sorted(map(str, program.reads))
+    assert set(result) == {"kubeconfig", "nodePools", "checkpointClaim", "workloads"}
+    pools = {p["name"]: p for p in raw["nodePools"]}
+    item_keys = set(SCHEMA["types"]["multinode:index:NodePoolOutput"]["properties"])
+    assert all(set(o) == item_keys for o in result["nodePools"].values()), result["nodePools"]
+    assert {n: (o["machine"], o["nodeCount"]) for n, o in result["nodePools"].items()} == {
+        n: (p.get("machine", p.get("machineSpec", {}).get("name")), p["nodeCount"]) for n, p in pools.items()}
+    assert set(result["workloads"]) == {w["name"] for w in raw["workloads"]}
+    item_keys = set(SCHEMA["types"]["multinode:index:WorkloadOutput"]["properties"])
+    assert all(set(o) == item_keys for o in result["workloads"].values()), result["workloads"]
+
+
+def test_secret_inputs_stay_secret_and_unknowns_pass_through():
+    raw, secrets = example_raw("existing-dev")
+    struct = engine_inputs(raw, secrets)
+    struct["kubeconfig"] = rpc.UNKNOWN                      # e.g. another resource's output at preview
+    ran, _ = construct("multinode:index:Platform", "multinode", struct, "existing", "existing-dev")
+    provider = next(r for r in ran.registrations if r.type == "pulumi:providers:kubernetes")
+    assert provider.inputs["kubeconfig"] in (config.SECRET_PLACEHOLDER, "[unknown]")
+    assert "apiVersion: v1" not in json.dumps([r.inputs for r in ran.registrations])
+
+
+def test_a_plain_key_given_an_unknown_is_refused_naming_it():
+    raw, secrets = example_raw("aws-dev")
+    struct = engine_inputs(raw, secrets)
+    struct["nodePools"][0]["nodeCount"] = rpc.UNKNOWN
+    with pytest.raises(Exception, match=r"nodePools\[0\]\.nodeCount"):
+        construct("multinode:index:Platform", "multinode", struct, "aws", "aws-dev")
+
+
+def test_bad_args_get_the_config_error_before_any_resource():
+    raw, secrets = example_raw("aws-dev")
+    bad = json.loads(json.dumps(raw))
+    bad["workloads"][0]["tensorParallel"] = 3
+    with pytest.raises(Exception, match=r"workloads\[0\]") as e:
+        construct("multinode:index:Platform", "multinode", engine_inputs(bad, secrets), "aws", "aws-dev")
+    assert "tensorParallel" in str(e.value)
+
+
+def _subtree(regs: list[Registration], root_urn: str) -> list[Registration]:
+    keep: set[str] = {root_urn}
+    out = []
+    for r in regs:
+        if r.parent in keep:
+            keep.add(r.urn)
+            out.append(r)
+    return out
+
+
+def _pool_shape(r: Registration, pool_urn: str) -> tuple:
+    # the standalone pool looks its cluster up itself (child "<pool>-cluster"); inputs that come from the
+    # cluster lookup are the same mock answers in both runs
+    return (r.type, r.name, r.custom, r.protect, r.retain_on_delete, json.dumps(r.inputs, sort_keys=True))
+
+
+@pytest.mark.parametrize("stack", ["aws-dev", "oci-dev", "gcp-dev"])
+def test_gpu_node_pool_constructed_alone_registers_the_programs_pool_resources(stack):
+    raw, secrets = example_raw(stack)
+    program = run(raw, secrets, stack)
+    pool_raw = raw["nodePools"][0]
+    prog_pool = next(r for r in program.registrations
+                     if r.type == "multinode:index:GpuNodePool" and r.name == pool_raw["name"])
+    args = {"cloud": raw["cloud"], "cluster": raw.get("cluster", {}), "nodePool": pool_raw}
+    if "fabric" in raw:
+        args["fabric"] = raw["fabric"]
+    ran, result = construct("multinode:index:GpuNodePool", pool_raw["name"], engine_inputs(args, set()),
+                            raw["cloud"], stack)
+    alone = next(r for r in ran.registrations if r.type == "multinode:index:GpuNodePool")
+    cluster_urns = {r.urn for r in ran.registrations if r.type == "multinode:index:ClusterAccess"}
+    in_cluster = {r.urn for u in cluster_urns for r in _subtree(ran.registrations, u)} | cluster_urns
+    alone_children = [r for r in _subtree(ran.registrations, alone.urn) if r.urn not in in_cluster]
+    expected = sorted(_pool_shape(r, prog_pool.urn) for r in _subtree(program.registrations, prog_pool.urn))
+    assert expected and sorted(_pool_shape(r, alone.urn) for r in alone_children) == expected
+    assert result["machine"] == pool_raw["machine"] and result["nodeCount"] == pool_raw["nodeCount"]
+    assert result["fabric"]["kind"] in ("efa", "tcpxo", "roce", "infiniband")
