@@ -6,6 +6,7 @@ same cloud module, the same children. `Platform` is the whole stack; `GpuNodePoo
 fabric on an existing cluster. Hosted by provider/__main__.py; `multinode schema` prints the schema.
 """
 # No `from __future__ import annotations`: Pulumi's analyzer reads these annotations as objects.
+import inspect
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -231,6 +232,10 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
 
 
 COMPONENTS: list[type[pulumi.ComponentResource]] = [Platform, GpuNodePool]
+# The analyzer takes a class's __doc__ as its schema description, indentation included (Python 3.11
+# keeps it): give it the text as written.
+for _component in COMPONENTS:
+    _component.__doc__ = inspect.cleandoc(_component.__doc__ or "")
 
 
 class Provider(ComponentProvider):

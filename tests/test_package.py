@@ -64,10 +64,13 @@ def test_schema_inputs_mirror_the_stack_config():
     assert secret == set(config.SECRET_KEYS)
 
 
-def test_multinode_schema_command_prints_the_same_schema():
-    out = subprocess.run([sys.executable, "-m", "multinode", "schema"], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout
-    assert json.loads(out) == SCHEMA
+def test_multinode_schema_command_prints_the_same_schema_and_loads_no_cloud_sdk():
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "multinode", "schema"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == SCHEMA
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines() if "|" in line}
+    assert "pulumi_kubernetes" in imported          # the check sees imports at all
+    assert not imported & {"pulumi_aws", "pulumi_azure_native", "pulumi_gcp", "pulumi_oci"}
 
 
 def test_args_file_is_generated_from_the_config_models():
@@ -206,3 +209,87 @@ def test_gpu_node_pool_constructed_alone_registers_the_programs_pool_resources(s
     assert expected and sorted(_pool_shape(r, alone.urn) for r in alone_children) == expected
     assert result["machine"] == pool_raw["machine"] and result["nodeCount"] == pool_raw["nodeCount"]
     assert result["fabric"]["kind"] in ("efa", "tcpxo", "roce", "infiniband")
+
+
+# ---------------------------------------------------------------- example consumer programs
+def _schema_problems(value: Any, spec: dict[str, Any], path: str) -> list[str]:
+    """Where `value` does not fit a schema property / type spec (keys, types, required inputs)."""
+    if "$ref" in spec:
+        typ = SCHEMA["types"][spec["$ref"].removeprefix("#/types/")]
+        return _schema_problems(value, {"type": "object", "properties": typ["properties"],
+                                        "required": typ.get("required", [])}, path)
+    kind = spec.get("type")
+    if kind == "object" and "properties" in spec:
+        if not isinstance(value, dict):
+            return [f"{path}: not an object"]
+        out = [f"{path}.{k}: not in the schema" for k in value if k not in spec["properties"]]
+        out += [f"{path}.{k}: required" for k in spec.get("required", []) if k not in value]
+        return out + [p for k, v in value.items() if k in spec["properties"]
+                      for p in _schema_problems(v, spec["properties"][k], f"{path}.{k}")]
+    if kind == "object":
+        inner = spec.get("additionalProperties")
+        return [p for k, v in value.items() for p in _schema_problems(v, inner, f"{path}.{k}")] if inner else []
+    if kind == "array":
+        return [p for i, v in enumerate(value) for p in _schema_problems(v, spec["items"], f"{path}[{i}]")]
+    expected = {"string": str, "integer": int, "number": (int, float), "boolean": bool}.get(kind)
+    if expected and not isinstance(value, expected):
+        return [f"{path}: {value!r} is not {kind}"]
+    return []
+
+
+def _component_problems(token: str, args: dict[str, Any]) -> list[str]:
+    res = SCHEMA["resources"][token]
+    return _schema_problems(args, {"type": "object", "properties": res["inputProperties"],
+                                   "required": res.get("requiredInputs", [])}, token)
+
+
+def _without_secrets(raw: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in raw.items() if k not in config.SECRET_KEYS}
+
+
+def test_yaml_example_program_uses_the_schema_and_is_the_aws_dev_stack():
+    import yaml
+    program = yaml.safe_load((ROOT / "examples" / "yaml" / "Pulumi.yaml").read_text())
+    res = program["resources"]["platform"]
+    assert res["type"] == "multinode:index:Platform"
+    props = res["properties"]
+    assert props["hfToken"] == "${hfToken}" and program["config"]["hfToken"]["secret"] is True
+    assert _component_problems("multinode:index:Platform", props) == []
+    raw, _ = example_raw("aws-dev")
+    assert _without_secrets(props) == _without_secrets(raw)
+    for out in program["outputs"].values():        # outputs the program reads exist on the component
+        assert out.removeprefix("${platform.").removesuffix("}") in SCHEMA["resources"][res["type"]]["properties"]
+
+
+def _ts_object(source: str, marker: str) -> dict[str, Any]:
+    """The object literal between `// BEGIN <marker>` and `// END <marker>`, read as JSON (keys quoted,
+    trailing commas dropped: the example keeps to that subset of TypeScript)."""
+    import re
+    body = source.split(f"// BEGIN {marker}\n", 1)[1].split(f"// END {marker}", 1)[0]
+    body = body.split("=", 1)[1].strip().removesuffix(";")
+    body = re.sub(r"([{,]\s*)([A-Za-z_]\w*)\s*:", r'\1"\2":', body)
+    body = re.sub(r",(\s*[}\]])", r"\1", body)
+    return dict(json.loads(body))
+
+
+def test_typescript_example_program_uses_the_schema_and_is_the_gcp_dev_stack():
+    source = (ROOT / "examples" / "typescript" / "index.ts").read_text()
+    platform = _ts_object(source, "platform args")
+    assert _component_problems("multinode:index:Platform", platform) == []
+    raw, _ = example_raw("gcp-dev")
+    assert platform == _without_secrets(raw)
+    assert 'hfToken: config.requireSecret("hfToken")' in source
+    pool = _ts_object(source, "pool args")
+    assert _component_problems("multinode:index:GpuNodePool", pool) == []
+    for name in ("nodePools", "workloads"):
+        assert f"platform.{name}" in source and name in SCHEMA["resources"]["multinode:index:Platform"]["properties"]
+    for name in ("nodeSelector", "fabric"):
+        assert f"spare.{name}" in source and name in SCHEMA["resources"]["multinode:index:GpuNodePool"]["properties"]
+
+
+def test_schema_check_of_the_examples_can_fail():
+    assert _component_problems("multinode:index:Platform", {"cloud": "aws", "nodePols": []}) == [
+        "multinode:index:Platform.nodePols: not in the schema", "multinode:index:Platform.nodePools: required"]
+    assert _component_problems("multinode:index:Platform", {"cloud": "aws", "nodePools": [{"name": "x",
+                                "nodeCount": "4"}]}) == ["multinode:index:Platform.nodePools[0].nodeCount: "
+                                                          "'4' is not integer"]
