@@ -39,10 +39,25 @@ def main(argv: list[str] | None = None, prog: str = "python -m multinode") -> in
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
 
 
+def _run(prog: str) -> int:
+    """main(), quiet when the reader of stdout goes away (`multinode schema | head`): the rest of the output
+    is dropped and the exit status is the shell's for SIGPIPE, with no traceback."""
+    import os
+    try:
+        code = main(prog=prog)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # stdout's buffer still holds unwritten text: point the descriptor at /dev/null so the interpreter's
+        # final flush does not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
+
+
 def entry_point() -> None:
     """The `multinode` console script ([project.scripts] in pyproject.toml)."""
-    sys.exit(main(prog="multinode"))
+    sys.exit(_run("multinode"))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_run("python -m multinode"))

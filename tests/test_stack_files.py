@@ -142,11 +142,28 @@ def test_console_script_is_declared_and_callable():
 
 @pytest.mark.parametrize("argv,expect", [(["--help"], "usage: multinode <command>"),
                                          (["plan", "--help"], "usage: multinode plan"),
-                                         (["release", "--help"], "usage: multinode release")])
+                                         (["release", "--help"], "usage: multinode release"),
+                                         (["schema", "--help"], "usage: multinode schema")])
 def test_every_command_has_help(argv, expect, capsys):
     from multinode.__main__ import main
     assert main(argv, prog="multinode") == 0
     assert expect in capsys.readouterr().out
+
+
+def test_a_closed_stdout_ends_the_command_quietly():
+    """`multinode --help | head -1`: when the reader is gone, no traceback, the shell's SIGPIPE status."""
+    import os
+    import subprocess
+    import sys
+    read_end, write_end = os.pipe()
+    os.close(read_end)                       # every write to stdout now fails with EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "multinode", "--help"], cwd=ROOT, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 141
 
 
 def test_unknown_command_exits_2(capsys):
