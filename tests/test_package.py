@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -121,6 +122,13 @@ def construct(token: str, name: str, struct: struct_pb2.Struct, cloud: str,
     return ran, state[0] if state else None
 
 
+@functools.cache
+def _program(stack: str) -> ProgramRun:
+    """The Python program's run of an example stack (shared by the tests below: each run costs seconds)."""
+    raw, secrets = example_raw(stack)
+    return run(raw, secrets, stack)
+
+
 def _shape(r: Registration) -> tuple:
     return (r.urn, r.type, r.parent, r.custom, r.protect, r.retain_on_delete, tuple(r.dependencies), r.provider,
             json.dumps(r.inputs, sort_keys=True), r.delete_before_replace, tuple(r.ignore_changes))
@@ -129,7 +137,7 @@ def _shape(r: Registration) -> tuple:
 @pytest.mark.parametrize("stack", ["aws-dev", "existing-dev"])
 def test_platform_constructed_from_another_language_registers_what_the_program_registers(stack):
     raw, secrets = example_raw(stack)
-    program = run(raw, secrets, stack)
+    program = _program(stack)
     ran, result = construct("multinode:index:Platform", "multinode", engine_inputs(raw, secrets), raw["cloud"],
                             stack)
     # registration order follows asyncio scheduling (plan sorts it for its files): compare as sets of URNs
@@ -192,7 +200,7 @@ def _pool_shape(r: Registration, pool_urn: str) -> tuple:
 @pytest.mark.parametrize("stack", ["aws-dev", "oci-dev", "gcp-dev"])
 def test_gpu_node_pool_constructed_alone_registers_the_programs_pool_resources(stack):
     raw, secrets = example_raw(stack)
-    program = run(raw, secrets, stack)
+    program = _program(stack)
     pool_raw = raw["nodePools"][0]
     prog_pool = next(r for r in program.registrations
                      if r.type == "multinode:index:GpuNodePool" and r.name == pool_raw["name"])
