@@ -328,3 +328,19 @@ class PlatformArgs(typing.TypedDict, total=False):
     manifests: list[dict[str, typing.Any]]
     ("Bring your own Kubernetes objects, applied as-is and checked by the policy pack (each needs apiVersion, "
      "kind, metadata.name). Default: [].")
+
+
+class GpuNodePoolArgs(typing.TypedDict, total=False):
+    "A GPU node pool with its fabric on an existing cluster."
+    cloud: typing.Required[str]
+    ("The cloud of the cluster: aws, azure, gcp, oci, or existing (any cluster by kubeconfig). One of: aws, azure, "
+     "gcp, oci, existing.")
+    cluster: ClusterRefArgs
+    "The existing EKS / AKS / GKE / OKE cluster to attach to. Default: {}."
+    kubeconfig: pulumi.Input[str]
+    "Secret: the kubeconfig of the cluster, required for cloud `existing`. Stored as a Pulumi secret."
+    fabric: FabricConfigArgs
+    ("Fabric overrides (the defaults come from the machine catalog). Default: {\"enabled\": true, "
+     "\"pinTransport\": true, \"rdmaMode\": \"shared\", \"webhookTimeoutSeconds\": 15}.")
+    node_pool: typing.Required[NodePoolArgs]
+    "A pool of identical GPU nodes with the fabric of its machine."

@@ -19,7 +19,7 @@ from pulumi.runtime import rpc
 from pydantic import BaseModel
 
 from components import clouds
-from components.args import ClusterRefArgs, FabricConfigArgs, NodePoolArgs, PlatformArgs
+from components.args import GpuNodePoolArgs, PlatformArgs
 from components.clouds.base import TYPE_PREFIX, ClusterAccessArgs, PoolOutputsMixin
 from components.clouds.base import GpuNodePoolArgs as _CloudPoolArgs
 from components.platform import Platform as _Platform
@@ -183,20 +183,6 @@ class Platform(_Platform):
         self.checkpoint_claim = self.storage.claim_name if self.storage else pulumi.Output.from_input(None)
         self.workloads = pulumi.Output.from_input(  # type: ignore[assignment]
             {n: {"kind": wl.kind, "objects": wl.objects} for n, wl in self.workload_components.items()})
-
-
-class GpuNodePoolArgs(typing.TypedDict, total=False):
-    """A GPU node pool on an existing cluster."""
-    cloud: typing.Required[str]
-    "The cloud of the cluster: aws, azure, gcp, oci, or existing."
-    cluster: ClusterRefArgs
-    "The existing cluster the pool joins."
-    kubeconfig: pulumi.Input[str]
-    "Secret: the kubeconfig of the cluster, required for cloud `existing`."
-    node_pool: typing.Required[NodePoolArgs]
-    "The pool."
-    fabric: FabricConfigArgs
-    "Fabric overrides (the defaults come from the machine catalog)."
 
 
 class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):

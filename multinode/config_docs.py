@@ -24,6 +24,8 @@ MODELS: dict[str, str] = {
     "Role": "A prefill or decode role of a disaggregated Grove / Dynamo deployment.",
     "Disaggregated": "The prefill and decode roles of a disaggregated deployment.",
     "Workload": "A multi-node inference or training workload placed on one node pool.",
+    # not a config model: the args of the standalone GpuNodePool component (POOL_KEYS of StackConfig + a pool)
+    "GpuNodePool": "A GPU node pool with its fabric on an existing cluster.",
 }
 
 FIELDS: dict[str, str] = {

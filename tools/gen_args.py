@@ -138,22 +138,38 @@ def _doc_lines(text: str, indent: str = "    ", width: int = 116) -> list[str]:
             + [f"{indent} {json.dumps(chunks[-1])})"])
 
 
+# A standalone GpuNodePool takes these keys of the whole stack's config, and one pool.
+POOL_KEYS = ("cloud", "cluster", "kubeconfig", "fabric")
+
+
+def _field_lines(model: type[BaseModel], name: str, field: Any) -> list[str]:
+    key = field.alias or name
+    ann, allowed = annotation(field.annotation)
+    secret = model is config.StackConfig and key in config.SECRET_KEYS
+    if secret:
+        ann = f"pulumi.Input[{ann}]"
+    if field.is_required():
+        ann = f"typing.Required[{ann}]"
+    return [f"    {name}: {ann}", *_doc_lines(field_doc(model, key, field, allowed, secret))]
+
+
 def render() -> str:
     parts = [HEADER]
     for model in models_in_order(config.StackConfig):
         lines = [f"\n\nclass {class_name(model)}(typing.TypedDict, total=False):",
                  *_doc_lines(config_docs.MODELS[model.__name__])]
         for name, field in model.model_fields.items():
-            key = field.alias or name
-            ann, allowed = annotation(field.annotation)
-            secret = model is config.StackConfig and key in config.SECRET_KEYS
-            if secret:
-                ann = f"pulumi.Input[{ann}]"
-            if field.is_required():
-                ann = f"typing.Required[{ann}]"
-            lines.append(f"    {name}: {ann}")
-            lines.extend(_doc_lines(field_doc(model, key, field, allowed, secret)))
+            lines.extend(_field_lines(model, name, field))
         parts.append("\n".join(lines) + "\n")
+    fields = config.StackConfig.model_fields
+    lines = ["\n\nclass GpuNodePoolArgs(typing.TypedDict, total=False):",
+             *_doc_lines(config_docs.MODELS["GpuNodePool"])]
+    for name, field in fields.items():
+        if (field.alias or name) in POOL_KEYS:
+            lines.extend(_field_lines(config.StackConfig, name, field))
+    lines += [f"    node_pool: typing.Required[{class_name(config.NodePool)}]",
+              *_doc_lines(config_docs.MODELS["NodePool"])]
+    parts.append("\n".join(lines) + "\n")
     return "".join(parts)
 
 
