@@ -98,7 +98,13 @@ def _remove(doc: Any, pointer: str) -> tuple[Any, Any]:
 
 def apply(doc: Any, operations: list[dict[str, Any]]) -> Any:
     """The document after the operations (RFC 6902 section 4), a new object."""
-    out = copy.deepcopy(doc)
+    return apply_in_place(copy.deepcopy(doc), operations)
+
+
+def apply_in_place(doc: Any, operations: list[dict[str, Any]]) -> Any:
+    """apply() on a document the caller owns: changed in place (and returned: an op on the root replaces it).
+    On a failing operation the document may be partly patched; the caller discards it (the patch fails whole)."""
+    out = doc
     for n, op in enumerate(operations):
         kind, path = op.get("op"), op.get("path")
         if not isinstance(path, str):
@@ -130,4 +136,4 @@ def apply(doc: Any, operations: list[dict[str, Any]]) -> Any:
     return out
 
 
-__all__ = ["PatchError", "apply", "escape", "unescape", "get"]
+__all__ = ["PatchError", "apply", "apply_in_place", "escape", "unescape", "get"]

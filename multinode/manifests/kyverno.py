@@ -424,7 +424,7 @@ def mutate(policy: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
         ops = cel.evaluate(m["jsonPatch"]["expression"], **_variables(spec, out))
         if not isinstance(ops, list):
             raise cel.CelError("a JSONPatch expression must return a list of JSONPatch")
-        out = jsonpatch.apply(out, ops)
+        out = jsonpatch.apply_in_place(out, ops)    # `out` is this function's own copy; CEL values are fresh
     return out
 
 
