@@ -365,7 +365,8 @@ def test_plan_writes_effective_pods_for_labelled_templates(tmp_path):
     muts = edited[0]["spec"]["mutations"]
     (dev,) = [m for m in muts if "vpc.amazonaws.com~1efa" in m["jsonPatch"]["expression"]]
     assert " * 32 + 8 - 1) / 8)" in dev["jsonPatch"]["expression"]
-    dev["jsonPatch"]["expression"] = dev["jsonPatch"]["expression"].replace(" * 32 + 8 - 1) / 8)", " * 16 + 8 - 1) / 8)")
+    dev["jsonPatch"]["expression"] = dev["jsonPatch"]["expression"].replace(" * 32 + 8 - 1) / 8)",
+                                                                            " * 16 + 8 - 1) / 8)")
     edited[0]["spec"]["mutations"] = [m for m in muts if "env NCCL_NET" not in m["jsonPatch"]["expression"]]
     written = mplan.write_effective_pods(mplan.PlanResult("aws-dev", cfg, k8s_objects=[*edited, lws, other]),
                                          tmp_path / "edited")

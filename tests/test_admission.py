@@ -267,7 +267,8 @@ def test_wrong_typed_names_and_paths_never_raise():
     policy = {"apiVersion": "policies.kyverno.io/v1", "kind": "MutatingPolicy", "metadata": {"name": "f"},
               "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
                                                                "operations": ["CREATE"], "resources": ["pods"]}]},
-                       "matchConditions": [{"name": "a", "expression": "object.metadata.?labels[?'a'].orValue('') == 'b'"}],
+                       "matchConditions": [{"name": "a",
+                                            "expression": "object.metadata.?labels[?'a'].orValue('') == 'b'"}],
                        "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": "[]"}}]}}
     found = adm.findings([policy, pod])
     # the readable problem is still reported

@@ -137,9 +137,9 @@ def container_mutations(profile: FabricProfile) -> list[dict[str, Any]]:
             f"{profile.device_resource}: ceil(GPUs x {profile.devices_per_node} / {profile.gpus_per_node})",
             _patch("add", f"{limits} + {_q(jsonpatch.escape(profile.device_resource))}",
                    f"string({devices(profile, 'c')})")))
-    for name, amount in sorted(profile.extra_resources.items()):
-        out.append(_per_gpu_container(f"limit {name}", _patch("add", f"{limits} + {_q(jsonpatch.escape(name))}",
-                                                                cel.literal(amount))))
+    for resource, quantity in sorted(profile.extra_resources.items()):
+        out.append(_per_gpu_container(f"limit {resource}", _patch(
+            "add", f"{limits} + {_q(jsonpatch.escape(resource))}", cel.literal(quantity))))
     for k, v in profile.env.items():
         out.append(_per_gpu_container(f"env {k}", _upsert("c", CONTAINER_PATH, "env", "name",
                                                           {"name": k, "value": v})))
@@ -188,11 +188,12 @@ def pod_mutations(profile: FabricProfile) -> list[dict[str, Any]]:
 
     for k, v in profile.annotations.items():
         out.append(f"// annotation {k}\n{annotation_ops(k, _q(v))}")
-    for v in profile.volumes:
-        out.append(f"// volume {v['name']}\n[{_upsert('object.spec', _q('/spec'), 'volumes', 'name', dict(v))}]")
-    for c in profile.init_containers:
-        out.append(f"// init container {c['name']}\n"
-                   f"[{_upsert('object.spec', _q('/spec'), 'initContainers', 'name', dict(c))}]")
+    for volume in profile.volumes:
+        out.append(f"// volume {volume['name']}\n"
+                   f"[{_upsert('object.spec', _q('/spec'), 'volumes', 'name', dict(volume))}]")
+    for sidecar in profile.init_containers:
+        out.append(f"// init container {sidecar['name']}\n"
+                   f"[{_upsert('object.spec', _q('/spec'), 'initContainers', 'name', dict(sidecar))}]")
     if profile.device_network and profile.device_resource:
         n = f"object.spec.containers.map(c, {devices(profile, 'c')}).sum()"
         out.append(f"// {NETWORKS_ANNOTATION}: one {profile.device_network} per fabric device the pod requests\n"

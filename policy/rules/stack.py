@@ -248,7 +248,7 @@ def _rule_pools(rule: dict[str, Any], ctx: Context, policy_name: str = "") -> li
 
 def kyverno_fabric_counts(policy_props: dict[str, Any]) -> list[tuple[str, str, Any]]:
     """(rule name, fabric resource, count as written) for every device count a Kyverno policy sets."""
-    out = []
+    out: list[tuple[str, str, Any]] = []
     for i, mutation in enumerate(objects.seq(objects.get(policy_props, "spec", "mutations"))):
         expression = objects.get(mutation, "jsonPatch", "expression")     # a Kyverno MutatingPolicy
         if isinstance(expression, str):
