@@ -11,6 +11,8 @@ its Kubernetes definition (tests/test_cel.py):
 - `<list>.indexOf(x)` and `<list<int>>.sum()`: the Kubernetes list library (k8s.io/apiserver/pkg/cel/library/
   lists.go; https://kubernetes.io/docs/reference/using-api/cel/#kubernetes-list-library): indexOf is the first
   index of an element equal to x, -1 when absent; sum of an empty list is 0.
+The bindings extension (`cel.bind`) serves the CRD rules only: schema_check binds `oldSelf` to optional.none() for
+an `optionalOldSelf` x-kubernetes-validations rule on CREATE.
 Variables are declared `dyn` (Kyverno hands the webhook's JSON object to CEL); a real Kyverno also type-checks the
 expressions against the Pod schema, which only a real Kyverno can confirm.
 
@@ -23,11 +25,12 @@ import functools
 from typing import Any
 
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_optional, ext_strings
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, struct_pb2
 from google.protobuf.message import Message
 
-VARIABLES = ("object", "oldObject", "request", "variables", "namespaceObject")
+# Kyverno / admission policy variables, and `self` of a CRD's x-kubernetes-validations rule
+VARIABLES = ("object", "oldObject", "request", "variables", "namespaceObject", "self")
 
 
 class CelError(ValueError):
@@ -76,7 +79,8 @@ def _k8s_lists() -> Any:
 @functools.cache
 def _env() -> Any:
     return cel.NewEnv(_pool(), variables={v: cel.Type.DYN for v in VARIABLES},
-                      extensions=[ext_optional.ExtOptional(), ext_strings.ExtStrings(), _k8s_lists()])
+                      extensions=[ext_optional.ExtOptional(), ext_strings.ExtStrings(), ext_bindings.ExtBindings(),
+                                  _k8s_lists()])
 
 
 @functools.lru_cache(maxsize=4096)
