@@ -439,3 +439,15 @@ def test_oci_networks_per_pool_in_a_two_pool_stack():
         nets = pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")
         assert nets == ["default/rdma-vf"] * (4 * per_gpu)
         assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/rdma-vf"] == str(4 * per_gpu)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_mutations_are_idempotent_so_reinvocation_adds_nothing(stack):
+    """reinvocationPolicy: IfNeeded re-runs the mutations after a later webhook's change: a second pass over the
+    mutated pod must change nothing (env / mounts / volumes / sidecars replaced by key, the rest only if absent)."""
+    cfg = load(stack)
+    (pol,) = mutating(cfg)
+    assert pol["spec"]["reinvocationPolicy"] == "IfNeeded"
+    pod = {"apiVersion": "v1", "kind": "Pod", **lws_like(cfg)["leader"]}
+    once = effective_pod.apply_policy_to_pod(pod, pol)
+    assert once != pod and effective_pod.apply_policy_to_pod(once, pol) == once
