@@ -64,9 +64,11 @@ class FabricPolicies(pulumi.ComponentResource):
 
         # Kyverno policies: after Kyverno (CRD + webhook) and after the device plugins exist.
         self.policies: list[pulumi.Resource] = []
+        # The policies.kyverno.io CRDs come with Kyverno itself: today the add-on spec lists its group as kyverno.io
+        # (one release installs both groups); either name finds what installs them, each dependency once.
+        kyverno_crds = list({id(r): r for r in crds("policies.kyverno.io") + crds("kyverno.io")}.values())
         for pol in kyverno.fabric_policies(config):
-            # the kyverno release installs both API groups' CRDs (kyverno.io and policies.kyverno.io)
-            deps = crds("kyverno.io") + list(self.operators.values())
+            deps = kyverno_crds + list(self.operators.values())
             self.policies.append(k8s_object(f"{name}-{pol['metadata']['name']}", pol, after(deps)))
 
         # Volcano topology and queues (only when Volcano is managed by this stack).
