@@ -374,23 +374,21 @@ def _walk(node: Any, path: str) -> Iterator[PodSpecRef]:
 
 
 def _fabric_policies(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The Kyverno ClusterPolicies the stack renders (the fabric injection), in apply order."""
-    return [o for o in objects if o.get("kind") == "ClusterPolicy"
-            and str(o.get("apiVersion", "")).startswith("kyverno.io/")]
+    """The Kyverno MutatingPolicies the stack renders (the fabric injection, and any a user wrote), in apply order.
+    Legacy kyverno.io/v1 ClusterPolicies are not evaluated here (the policy pack reads their device counts)."""
+    from .manifests import kyverno
+    return [o for o in objects if kyverno.is_cel_policy(o, kyverno.MUTATING_KIND)]
 
 
 def effective_spec(ref: PodSpecRef, policies: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The pod spec after the rendered fabric policies mutate the Pod (None when none applies): computed
-    by evaluating the policies themselves (manifests.effective_pod), not a copy of their logic."""
-    from .manifests.effective_pod import apply_policy_to_pod
+    by evaluating the policies' CEL (manifests.effective_pod), not a copy of their logic."""
+    from .manifests.effective_pod import apply_policies_to_template
     spec = copy.deepcopy(ref.spec)
     for c in all_containers(spec):      # the webhook sees the Pod after SetDefaults_Pod (requests from limits)
         if isinstance(c.get("resources"), dict) and _map(c["resources"].get("limits")):
             c["resources"]["requests"] = defaulted_requests(c)
-    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": copy.deepcopy(ref.metadata), "spec": spec}
-    out = pod
-    for policy in policies:
-        out = apply_policy_to_pod(out, policy)
+    out = apply_policies_to_template({"metadata": ref.metadata, "spec": spec}, policies)
     return out["spec"] if out["spec"] != spec else None
 
 

@@ -213,13 +213,15 @@ def _map(value: Any) -> dict[str, Any]:
 
 
 def write_effective_pods(result: PlanResult, out: Path) -> list[Path]:
-    """build/<stack>/effective/<workload>-<role>.yaml: each fabric-labelled pod template after the
-    Kyverno fabric policy of the pool it selects (computed by multinode.manifests.effective_pod)."""
-    from . import fabric, pools
-    from .manifests.effective_pod import apply_profile_to_template
+    """build/<stack>/effective/<workload>-<role>.yaml: each fabric-labelled (or NeMo-annotated) pod template after
+    the Kyverno MutatingPolicies the stack renders, computed by evaluating their CEL (manifests.effective_pod)."""
+    from . import pools
+    from .manifests import kyverno
+    from .manifests.effective_pod import apply_policies_to_template
     cfg = result.config
     if cfg is None:
         return []
+    policies = [o for o in result.k8s_objects if kyverno.is_cel_policy(o, kyverno.MUTATING_KIND)]
     written: list[Path] = []
     for obj in result.k8s_objects:
         for path, tmpl in _pod_templates(obj):
@@ -227,18 +229,13 @@ def write_effective_pods(result: PlanResult, out: Path) -> list[Path]:
             labelled = _map(meta.get("labels")).get(pools.FABRIC_POD_LABEL) == pools.FABRIC_POD_LABEL_VALUE
             if not labelled and _map(meta.get("annotations")).get(pools.NEMO_ANNOTATION) != "true":
                 continue
-            selector = _map(tmpl["spec"].get("nodeSelector"))
-            pool = next((p for p in cfg.node_pools
-                         if pools.node_selector(cfg, p) and all(selector.get(k) == v for k, v in
-                                                                pools.node_selector(cfg, p).items())),
-                        cfg.node_pools[0])
-            profile = fabric.profile_for(cfg, pool)
             name = (obj.get("metadata") or {}).get("name", obj.get("kind", "object"))
             try:
-                effective = apply_profile_to_template(tmpl, profile, cfg.fabric.webhook_timeout_seconds)
+                effective = apply_policies_to_template(tmpl, policies)
             except Exception as e:  # noqa: BLE001 - a hand-written template of the wrong shape (see below)
-                # The API server refuses a malformed pod before Kyverno sees it, so there is no effective pod
-                # to show: say so (the policy pack reports the object itself) instead of failing the plan.
+                # The API server refuses a malformed pod before Kyverno sees it (and a CEL error under failurePolicy
+                # Fail refuses it too), so there is no effective pod to show: say so (the policy pack reports the
+                # object itself) instead of failing the plan.
                 result.advisories.append(f"{obj.get('kind')} {name} {path}: no effective pod written: the pod "
                                          f"template is not well-formed ({type(e).__name__}); fix its shape")
                 continue

@@ -3,10 +3,10 @@
 Three kinds of checks, all offline and all against schemas this project did not write:
 
 * Custom resources (LeaderWorkerSet, Volcano Job/Queue/HyperNode, Grove PodCliqueSet, KAI Queue,
-  Kyverno ClusterPolicy, NicClusterPolicy, MPIJob, DynamoGraphDeployment, ...) are checked against
-  the upstream CRD schemas copied unchanged into ``schemas/`` (see ``schemas/PROVENANCE.md``).
-  The check mirrors what the API server does with a custom resource, minus CEL rules, ``format``,
-  defaulting and admission webhooks:
+  Kyverno MutatingPolicy / ValidatingPolicy / ClusterPolicy, NicClusterPolicy, MPIJob, DynamoGraphDeployment, ...)
+  are checked against the upstream CRD schemas copied unchanged into ``schemas/`` (see ``schemas/PROVENANCE.md``).
+  The check mirrors what the API server does with a custom resource on CREATE, minus ``format``, defaulting and
+  admission webhooks:
 
   - the served version's ``openAPIV3Schema`` (types, enums, required, bounds, patterns, anyOf ...),
     read as JSON Schema draft 4 with OpenAPI 3.0 ``nullable``;
@@ -20,8 +20,10 @@ Three kinds of checks, all offline and all against schemas this project did not 
   - a ``null`` for a field that is not ``nullable`` counts as absent (the API server prunes it);
   - root metadata: name or generateName required, name a DNS-1123 subdomain, namespace a DNS
     label, label/annotation keys qualified names, label values valid, no unknown ObjectMeta field;
-  - the apiVersion must be served by the CRD (``CrdIndex.deprecation`` reports deprecated ones,
-    ``CrdIndex.cel_rules`` lists the CEL rules this module does not evaluate).
+  - the apiVersion must be served by the CRD (``CrdIndex.deprecation`` reports deprecated ones);
+  - once the schema holds, the ``x-kubernetes-validations`` CEL rules (``CrdIndex.cel_rule_errors``, with the
+    engine of multinode.manifests.cel): each at every value its schema node describes; transition rules
+    (``oldSelf``, UPDATE only) and rules the engine cannot evaluate are skipped (``cel_rules_skipped``).
 
 * Core kinds (Deployment, Service, PodTemplate, ...) are checked with the ``kubernetes-validate``
   package's *strict* schemas (``additionalProperties: false`` everywhere), collecting all errors,
@@ -414,17 +416,22 @@ class CrdIndex:
 
     def cel_rules(self, api_version: str, kind: str) -> list[tuple[str, str, str]]:
         """(schema path, rule, message) of every ``x-kubernetes-validations`` CEL rule of this
-        version: these are enforced by the API server but NOT by ``validate``."""
+        version (``validate`` evaluates them with ``cel_rule_errors``)."""
+        return [(path, str(r.get("rule", "")), str(r.get("message", "")))
+                for path, r in self._cel_rule_nodes(api_version, kind)]
+
+    def _cel_rule_nodes(self, api_version: Any, kind: Any) -> list[tuple[str, dict]]:
         found = self._version(api_version, kind)
         if not found:
             raise UnknownKindError(api_version, kind)
-        out: list[tuple[str, str, str]] = []
+        out: list[tuple[str, dict]] = []
 
         def walk(n: Any, path: str) -> None:
             if not isinstance(n, dict):
                 return
             for r in n.get("x-kubernetes-validations") or []:
-                out.append((path or "<root>", r.get("rule", ""), r.get("message", "")))
+                if isinstance(r, dict):
+                    out.append((path or "<root>", r))
             for k, v in (n.get("properties") or {}).items():
                 walk(v, f"{path}.{k}" if path else k)
             if isinstance(n.get("items"), dict):
@@ -433,6 +440,35 @@ class CrdIndex:
                 walk(n["additionalProperties"], path + "{}")
 
         walk(found[1].get("schema", {}).get("openAPIV3Schema"), "")
+        return out
+
+    def cel_rule_errors(self, obj: dict) -> list[str]:
+        """The object's ``x-kubernetes-validations`` rules that evaluate to false, as the API server checks them on
+        CREATE: each rule with ``self`` bound to every value its schema node describes (absent values are not
+        checked), "path: message" per failure. Evaluated with the CEL engine of the Kyverno policies
+        (multinode.manifests.cel). A rule with ``optionalOldSelf: true`` is evaluated with oldSelf =
+        optional.none(), as on CREATE. Not evaluated (listed by ``cel_rules_skipped``): other transition rules
+        (they read ``oldSelf``, which exists only on UPDATE), and rules that engine cannot compile or evaluate (a
+        Kubernetes-only function such as ``quantity()`` or ``format``): never a guess."""
+        from .manifests import cel
+        out: list[str] = []
+        for path, rule in self._cel_rule_nodes(obj.get("apiVersion"), obj.get("kind")):
+            expression = str(rule.get("rule", ""))
+            if "oldSelf" in expression:
+                if rule.get("optionalOldSelf") is not True:
+                    _CEL_SKIPPED[expression] = "transition rule (oldSelf): UPDATE only"
+                    continue
+                # optionalOldSelf: evaluated on CREATE too, with oldSelf = optional.none() (the CRD field's doc)
+                expression = f"cel.bind(oldSelf, optional.none(), {expression})"
+            for where, value in _instances(obj, path):
+                try:
+                    ok = cel.evaluate(expression, self=value)
+                except cel.CelError as e:
+                    _CEL_SKIPPED[expression] = str(e).splitlines()[0]
+                    break
+                if ok is False:
+                    out.append(f"{where}: {rule.get('message') or 'failed rule: ' + expression} "
+                               f"(x-kubernetes-validations)")
         return out
 
     def _validator(self, path: Path, version: dict) -> Any:     # a jsonschema validator (untyped library)
@@ -474,7 +510,48 @@ class CrdIndex:
         validator = self._validator(path, version)
         cleaned = _drop_nulls(obj, validator.schema)
         errors += [_format_error(e, _PRUNED) for e in _sorted_errors(validator.iter_errors(cleaned))]
+        if not errors:        # the rules assume a structurally valid object (the API server checks both)
+            errors += self.cel_rule_errors(cleaned)
         return errors
+
+
+# rule -> why it was not evaluated (transition rule, or a function the CEL engine lacks); see cel_rule_errors
+_CEL_SKIPPED: dict[str, str] = {}
+
+
+def cel_rules_skipped() -> dict[str, str]:
+    """The x-kubernetes-validations rules met so far that were not evaluated, with the reason."""
+    return dict(_CEL_SKIPPED)
+
+
+def _instances(obj: Any, path: str) -> list[tuple[str, Any]]:
+    """(instance path, value) of every value a schema path ("spec.members[].selector", "<root>", "a{}") describes."""
+    found: list[tuple[str, Any]] = [("", obj)]
+    if path == "<root>":
+        return [("<root>", obj)]
+    for seg in path.split("."):
+        name, suffix = seg, ""
+        while name.endswith(("[]", "{}")):
+            suffix = name[-2:] + suffix
+            name = name[:-2]
+        nxt: list[tuple[str, Any]] = []
+        for where, value in found:
+            if name:
+                if not isinstance(value, dict) or name not in value or value[name] is None:
+                    continue
+                nxt.append((f"{where}.{name}" if where else name, value[name]))
+            else:
+                nxt.append((where, value))
+        for mark in [suffix[i:i + 2] for i in range(0, len(suffix), 2)]:
+            expanded: list[tuple[str, Any]] = []
+            for where, value in nxt:
+                if mark == "[]" and isinstance(value, list):
+                    expanded += [(f"{where}[{i}]", v) for i, v in enumerate(value)]
+                elif mark == "{}" and isinstance(value, dict):
+                    expanded += [(f"{where}.{k}", v) for k, v in value.items()]
+            nxt = expanded
+        found = nxt
+    return found
 
 
 _DEFAULT_INDEX: CrdIndex | None = None

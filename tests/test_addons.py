@@ -2,13 +2,15 @@
 the components under Pulumi mocks, and plan's effective pods (issue 4)."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 import yaml
 
 from multinode import checks, config, fabric, pools, stackfile
 from multinode import plan as mplan
 from multinode import schema_check as validation
-from multinode.manifests import addons, volcano_topology
+from multinode.manifests import addons, kyverno, volcano_topology
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
 ALL_ON = {"grove": {"enabled": True}, "kai": {"enabled": True}, "gpuOperator": {"enabled": True},
@@ -309,8 +311,12 @@ def test_components_register_with_crd_dependencies(existing_plan):
         assert regs[name].type == "kubernetes:helm.sh/v3:Release" and regs[name].parent == urn["addons"]
         assert "cluster-k8s" in regs[name].provider
     pol = regs["fabric-multinode-fabric-gpu"]
-    assert pol.type == "kubernetes:kyverno.io/v1:ClusterPolicy" and pol.parent == urn["fabric"]
+    assert pol.type == "kubernetes:policies.kyverno.io/v1:MutatingPolicy" and pol.parent == urn["fabric"]
     assert urn["addons-kyverno"] in pol.dependencies
+    checks = regs["fabric-multinode-fabric-checks"]
+    assert checks.type == "kubernetes:policies.kyverno.io/v1:ValidatingPolicy" and checks.parent == urn["fabric"]
+    assert urn["addons-kyverno"] in checks.dependencies
+    assert not [r for r in regs.values() if r.type.startswith("kubernetes:kyverno.io/")]
     assert urn["addons-volcano"] in regs["addons-lws"].dependencies
     # existing: the cluster already runs its fabric's plugin: no operator is installed
     assert not any(r.name.startswith("fabric-") and r.type == "kubernetes:helm.sh/v3:Release" for r in regs.values())
@@ -342,7 +348,8 @@ def test_plan_writes_effective_pods_for_labelled_templates(tmp_path):
     other = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
              "spec": {"selector": {},
                       "template": {"metadata": {}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
-    result = mplan.PlanResult("aws-dev", cfg, k8s_objects=[lws, other])
+    policies = kyverno.fabric_policies(cfg)
+    result = mplan.PlanResult("aws-dev", cfg, k8s_objects=[*policies, lws, other])
     written = mplan.write_effective_pods(result, tmp_path)
     assert sorted(p.name for p in written) == ["llama-405b-leader.yaml", "llama-405b-worker.yaml"]
     for p in written:
@@ -351,6 +358,27 @@ def test_plan_writes_effective_pods_for_labelled_templates(tmp_path):
         c = eff["spec"]["containers"][0]
         assert c["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32"
         assert {"name": "NCCL_NET", "value": "AWS Libfabric"} in c["env"]
+    # the effective pod is what the rendered policy's CEL says: edit the device expression in the rendered
+    # MutatingPolicy (32 EFA per 8 GPUs -> 16) and the effective pod follows; drop the NCCL_NET mutation and the
+    # pin disappears
+    edited = copy.deepcopy(policies)
+    muts = edited[0]["spec"]["mutations"]
+    (dev,) = [m for m in muts if "vpc.amazonaws.com~1efa" in m["jsonPatch"]["expression"]]
+    assert " * 32 + 8 - 1) / 8)" in dev["jsonPatch"]["expression"]
+    dev["jsonPatch"]["expression"] = dev["jsonPatch"]["expression"].replace(" * 32 + 8 - 1) / 8)",
+                                                                            " * 16 + 8 - 1) / 8)")
+    edited[0]["spec"]["mutations"] = [m for m in muts if "env NCCL_NET" not in m["jsonPatch"]["expression"]]
+    written = mplan.write_effective_pods(mplan.PlanResult("aws-dev", cfg, k8s_objects=[*edited, lws, other]),
+                                         tmp_path / "edited")
+    c = yaml.safe_load(written[0].read_text())["spec"]["containers"][0]
+    assert c["resources"]["limits"]["vpc.amazonaws.com/efa"] == "16"
+    assert "NCCL_NET" not in {e["name"] for e in c["env"]} and "FI_PROVIDER" in {e["name"] for e in c["env"]}
+    # and the stack's ValidatingPolicy refuses that pod (no pin), admits the one the real policy produced
+    checks = policies[-1]
+    assert kyverno.refused_by(checks, {"metadata": tmpl["metadata"], "spec": {**tmpl["spec"], "containers": [c]}}) \
+        == [kyverno.FABRIC_RULE]
+    good = yaml.safe_load((tmp_path / "llama-405b-leader.yaml").read_text())
+    assert kyverno.denials(checks, good) == []
 
 
 _PROGRAM = '''

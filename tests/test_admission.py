@@ -225,16 +225,16 @@ def test_every_pod_of_every_example_stack_is_admitted(stack):
     bad = adm.findings(objects)
     assert bad == [], "\n".join(v["resource"] + " " + v["message"] for v in bad)
     # the fabric pods were checked after injection too: at least one pod spec is changed by a policy
-    policies = [o for o in objects if o.get("kind") == "ClusterPolicy"]
-    if policies:
-        assert any(adm.effective_spec(r, policies) is not None for r in refs)
+    policies = [o for o in objects if o.get("kind") == "MutatingPolicy"]
+    assert policies, "every example stack has a fabric pool"
+    assert any(adm.effective_spec(r, policies) is not None for r in refs)
 
 
 def test_aws_fabric_pods_request_cpu_memory_and_no_hugepages():
     """Issue 14, AWS: every GPU container of every aws-dev pod, after the fabric policy, requests cpu and
     memory (the per-GPU share from the catalog) and no hugepages."""
     result = mplan.plan("aws-dev", None)
-    policies = [o for o in result.k8s_objects if o.get("kind") == "ClusterPolicy"]
+    policies = [o for o in result.k8s_objects if o.get("kind") == "MutatingPolicy"]
     seen = 0
     for o in result.k8s_objects:
         for ref in adm.pod_specs(o):
@@ -264,9 +264,12 @@ def test_wrong_typed_names_and_paths_never_raise():
                                     "volumeMounts": [{"name": {"v": 1}, "mountPath": {"p": 1}},
                                                      {"name": "ckpt", "mountPath": "/c"},
                                                      {"name": "missing", "mountPath": "/m"}]}]}}
-    match = {"any": [{"resources": {"kinds": ["Pod"], "selector": {"matchLabels": {"a": "b"}}}}]}
-    policy = {"apiVersion": "kyverno.io/v1", "kind": "ClusterPolicy", "metadata": {"name": "f"},
-              "spec": {"rules": [{"name": "r", "match": match, "mutate": {"patchStrategicMerge": {"spec": {}}}}]}}
+    policy = {"apiVersion": "policies.kyverno.io/v1", "kind": "MutatingPolicy", "metadata": {"name": "f"},
+              "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                               "operations": ["CREATE"], "resources": ["pods"]}]},
+                       "matchConditions": [{"name": "a",
+                                            "expression": "object.metadata.?labels[?'a'].orValue('') == 'b'"}],
+                       "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": "[]"}}]}}
     found = adm.findings([policy, pod])
     # the readable problem is still reported
     assert [f["rule"] for f in found] == [adm.MOUNT_NAMES_A_VOLUME], found

@@ -93,8 +93,10 @@ def test_dgd_depends_on_the_platform_release_and_the_fabric_policy(dev):
     assert platform.inputs["namespace"] == "dynamo-system"
     deps = set(_dgd_reg(dev).dependencies)
     assert platform.urn in deps                                   # it installs the nvidia.com CRDs
-    (policy,) = _regs(dev, "kubernetes:kyverno.io/v1:ClusterPolicy")
+    (policy,) = _regs(dev, "kubernetes:policies.kyverno.io/v1:MutatingPolicy")
     assert policy.urn in deps                                     # fabric injection before the pods exist
+    (checks_policy,) = _regs(dev, "kubernetes:policies.kyverno.io/v1:ValidatingPolicy")
+    assert checks_policy.urn in deps                              # and the fail-closed checks
     # the operator goes in after the schedulers it hands its graphs to
     grove = next(r for c, r in releases.items() if "grove" in c)
     kai = next(r for c, r in releases.items() if "kai-scheduler" in c)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -35,6 +36,15 @@ def lws_like(cfg: config.StackConfig):
                            {"name": "metrics", "image": "busybox:1.36"}]}
     return {"leader": {"metadata": copy.deepcopy(meta), "spec": copy.deepcopy(spec)},
             "worker": {"metadata": copy.deepcopy(meta), "spec": copy.deepcopy(spec)}}
+
+
+def mutating(cfg):
+    return [p for p in kyverno.fabric_policies(cfg) if p["kind"] == kyverno.MUTATING_KIND]
+
+
+def checks_policy(cfg):
+    (vp,) = [p for p in kyverno.fabric_policies(cfg) if p["kind"] == kyverno.VALIDATING_KIND]
+    return vp
 
 
 def env_of(container):
@@ -168,70 +178,83 @@ def test_oci_networks_sum_over_gpu_containers_and_skip_gpu_less_pods():
 def test_fabric_disabled_gives_nothing():
     cfg = load("aws-dev", fabric={"enabled": False})
     assert not fabric.profile_for(cfg, cfg.node_pools[0]).enabled
-    assert kyverno.cluster_policies(cfg) == []
+    assert kyverno.fabric_policies(cfg) == []
 
 
 # ---------------------------------------------------------------- Kyverno policies
 @pytest.mark.parametrize("stack", STACKS)
-def test_policies_validate_against_crd_and_jmespath_compiles(stack):
+def test_policies_validate_against_crd_and_cel_compiles(stack):
+    from multinode.manifests import cel
     cfg = load(stack)
-    pols = kyverno.cluster_policies(cfg)
-    assert len(pols) == 1
+    pols = kyverno.fabric_policies(cfg)
+    assert [p["kind"] for p in pols] == [kyverno.MUTATING_KIND, kyverno.VALIDATING_KIND]
     for pol in pols:
+        assert pol["apiVersion"] == "policies.kyverno.io/v1"
         assert validation.validate_object(pol) == []
-        assert validation.kyverno_jmespath_errors(pol) == []
-        assert validation.kyverno_expressions(pol)          # there are expressions to check
-        assert pol["spec"]["webhookConfiguration"] == {"failurePolicy": "Fail",
-                                                       "timeoutSeconds": cfg.fabric.webhook_timeout_seconds}
-        v = [r for r in pol["spec"]["rules"] if "validate" in r][0]["validate"]
-        assert v["failureAction"] == "Enforce"
+        spec = pol["spec"]
+        assert spec["failurePolicy"] == "Fail"
+        assert spec["webhookConfiguration"] == {"timeoutSeconds": cfg.fabric.webhook_timeout_seconds}
+        assert spec["autogen"] == {"podControllers": {"controllers": []}}       # pods, not their controllers
+        exprs = [c["expression"] for c in spec["matchConditions"]]
+        exprs += [m["jsonPatch"]["expression"] for m in spec.get("mutations", [])]
+        exprs += [v["expression"] for v in spec.get("validations", [])]
+        assert exprs
+        for e in exprs:
+            cel.compile_expression(e)                                      # raises on a syntax / type error
+    assert pols[1]["spec"]["validationActions"] == ["Deny"]
+    assert all(m["patchType"] == "JSONPatch" for m in pols[0]["spec"]["mutations"])
 
 
 def test_policy_matches_any_owner_and_nemo_annotation():
     cfg = load("aws-dev")
-    (pol,) = kyverno.cluster_policies(cfg)
-    for r in pol["spec"]["rules"]:
-        for f in r["match"]["any"]:
-            assert f["resources"]["kinds"] == ["Pod"] and f["resources"]["operations"] == ["CREATE"]
-        # no owner filter anywhere; the one exclude (issue 16's fail-closed rule) filters by label, never by owner
-        assert "exclude" not in r or (r["name"] == kyverno.SINGLE_NODE_RULE and all(
-            set(f["resources"]) <= {"kinds", "operations", "selector", "annotations"}
-            and f["resources"]["kinds"] == ["Pod"] for f in r["exclude"]["any"]))
-    assert kyverno.matches(pol, {"metadata": {"labels": {"multinode.dev/fabric": "enabled"}}})
-    assert kyverno.matches(pol, {"metadata": {"annotations": {pools.NEMO_ANNOTATION: "true"}}})
-    assert not kyverno.matches(pol, {"metadata": {"labels": {"app": "x"}}})
+    (pol,) = mutating(cfg)
+    for p in kyverno.fabric_policies(cfg):
+        # Pod CREATE only, no owner filter, no object selector: the conditions read labels / annotations
+        assert p["spec"]["matchConstraints"] == {"resourceRules": [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]}
+    spec = {"containers": [gpu_container()]}
+    assert kyverno.matches(pol, {"metadata": {"labels": {"multinode.dev/fabric": "enabled"}}, "spec": spec})
+    assert kyverno.matches(pol, {"metadata": {"annotations": {pools.NEMO_ANNOTATION: "true"}}, "spec": spec})
+    assert not kyverno.matches(pol, {"metadata": {"labels": {"app": "x"}}, "spec": spec})
+    assert not kyverno.matches(pol, {"metadata": {"annotations": {pools.NEMO_ANNOTATION: "false"}}, "spec": spec})
+    # pods of any owner: LWS, Volcano, Grove, Job pods differ only in labels / ownerReferences the policy ignores
+    owned = {"metadata": {"labels": {"multinode.dev/fabric": "enabled", "leaderworkerset.sigs.k8s.io/name": "x"},
+                          "ownerReferences": [{"kind": "StatefulSet", "name": "x"}]}, "spec": spec}
+    assert kyverno.matches(pol, owned)
 
 
 def test_webhook_timeout_from_config():
     cfg = load("aws-dev", fabric={"webhookTimeoutSeconds": 27})
-    assert kyverno.cluster_policies(cfg)[0]["spec"]["webhookConfiguration"]["timeoutSeconds"] == 27
+    assert all(p["spec"]["webhookConfiguration"]["timeoutSeconds"] == 27 for p in kyverno.fabric_policies(cfg))
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_validate_rule_rejects_pod_without_fabric_and_accepts_mutated(stack):
     cfg = load(stack)
-    (pol,) = kyverno.cluster_policies(cfg)
+    (pol,) = mutating(cfg)
+    checks = checks_policy(cfg)
     t = lws_like(cfg)["worker"]
     pod = {"apiVersion": "v1", "kind": "Pod", **t}
-    assert kyverno.denied_containers(pol, pod) == ["engine"]            # GPU container, no fabric
+    assert kyverno.refused_by(checks, pod) == [kyverno.FABRIC_RULE]       # GPU container, no fabric
     mutated = effective_pod.apply_policy_to_pod(pod, pol)
-    assert kyverno.denied_containers(pol, mutated) == []
+    assert kyverno.refused_by(checks, mutated) == []
     # the pin alone is not enough where a device resource exists, and vice versa
     profile = fabric.profile_for(cfg, cfg.node_pools[0])
     broken = copy.deepcopy(mutated)
     broken["spec"]["containers"][0]["env"] = [e for e in broken["spec"]["containers"][0]["env"]
                                               if e["name"] != "NCCL_NET"]
-    assert kyverno.denied_containers(pol, broken) == ["engine"]
+    assert kyverno.refused_by(checks, broken) == [kyverno.FABRIC_RULE]
     if profile.device_resource:
         broken = copy.deepcopy(mutated)
         del broken["spec"]["containers"][0]["resources"]["limits"][profile.device_resource]
-        assert kyverno.denied_containers(pol, broken) == ["engine"]
+        assert kyverno.refused_by(checks, broken) == [kyverno.FABRIC_RULE]
     # wrong transport pinned by hand: refused too
     wrong = copy.deepcopy(mutated)
     for e in wrong["spec"]["containers"][0]["env"]:
         if e["name"] == "NCCL_NET":
             e["value"] = "Socket"
-    assert kyverno.denied_containers(pol, wrong) == ["engine"]
+    assert kyverno.refused_by(checks, wrong) == [kyverno.FABRIC_RULE]
+    assert all(m.startswith("[") for m in kyverno.denials(checks, wrong))
 
 
 def test_multi_pool_policies_select_their_pool():
@@ -239,7 +262,7 @@ def test_multi_pool_policies_select_their_pool():
         {"name": "p5", "machine": "p5.48xlarge", "nodeCount": 2, "zone": "us-east-1a", "subnetId": "subnet-1"},
         {"name": "p5en", "machine": "p5en.48xlarge", "nodeCount": 2, "zone": "us-east-1a", "subnetId": "subnet-1"}],
         workloads=[])
-    pols = {p["metadata"]["name"]: p for p in kyverno.cluster_policies(cfg)}
+    pols = {p["metadata"]["name"]: p for p in mutating(cfg)}
     assert set(pols) == {"multinode-fabric-p5", "multinode-fabric-p5en"}
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {pools.FABRIC_POD_LABEL: "enabled"}},
            "spec": {"nodeSelector": {pools.POOL_LABEL: "p5en"}, "containers": [gpu_container()]}}
@@ -247,8 +270,9 @@ def test_multi_pool_policies_select_their_pool():
     assert "vpc.amazonaws.com/efa" not in out["spec"]["containers"][0]["resources"]["limits"]
     out = effective_pod.apply_policy_to_pod(pod, pols["multinode-fabric-p5en"])
     assert out["spec"]["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == "16"
-    for p in pols.values():
-        assert validation.validate_object(p) == [] and validation.kyverno_jmespath_errors(p) == []
+    for p in kyverno.fabric_policies(cfg):
+        assert validation.validate_object(p) == []
+    assert kyverno.refused_by(checks_policy(cfg), out) == []
 
 
 # ---------------------------------------------------------------- effective pods
@@ -282,7 +306,7 @@ def test_device_count_is_gpus_times_devices_per_gpu(stack, gpus, expect):
     spec = effective_pod.apply_profile({"containers": [gpu_container(gpus=gpus), gpu_container("b", gpus=0)]},
                                        profile)
     assert spec["containers"][0]["resources"]["limits"][profile.device_resource] == str(expect)
-    assert profile.devices_for(gpus) == expect                         # JMESPath == Python
+    assert profile.devices_for(gpus) == expect                         # CEL == Python
     assert profile.device_resource not in spec["containers"][1]["resources"]["limits"]
 
 
@@ -297,7 +321,7 @@ def test_fractional_devices_round_up():
 
 def test_string_gpu_limit_and_unlabelled_pod():
     cfg = load("aws-dev")
-    (pol,) = kyverno.cluster_policies(cfg)
+    (pol,) = mutating(cfg)
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {pools.FABRIC_POD_LABEL: "enabled"}},
            "spec": {"containers": [gpu_container(gpus="8")]}}
     assert effective_pod.apply_policy_to_pod(pod, pol)["spec"]["containers"][0]["resources"]["limits"][
@@ -318,38 +342,34 @@ def test_user_capabilities_are_kept_and_ours_added_once(stack):
     cfg = load(stack)
     profile = fabric.profile_for(cfg, cfg.node_pools[0])
     assert profile.capabilities == ["IPC_LOCK"]
-    (pol,) = kyverno.cluster_policies(cfg)
-    # 1) the Kyverno expression itself, evaluated as the tests evaluate every policy expression
-    (gpu_rule,) = [r for r in pol["spec"]["rules"] if r["name"] == "gpu-container-fabric"]
-    patch = gpu_rule["mutate"]["foreach"][0]["patchStrategicMerge"]["spec"]["containers"][0]
-    value = patch["securityContext"]["capabilities"]["add"]
-    assert value.startswith("{{") and value.endswith("}}")
-    assert validation.kyverno_jmespath_errors(pol) == [] and validation.validate_object(pol) == []
-    for have, want in [(["SYS_PTRACE"], ["SYS_PTRACE", "IPC_LOCK"]),
-                       (["IPC_LOCK", "SYS_PTRACE"], ["IPC_LOCK", "SYS_PTRACE"]),
-                       ([], ["IPC_LOCK"])]:
-        element = {"name": "engine", "securityContext": {"capabilities": {"add": have}}}
-        assert kyverno.substitute(value, {"element": element}) == want
-    assert kyverno.substitute(value, {"element": {"name": "engine"}}) == ["IPC_LOCK"]   # no securityContext
-    # 2) the whole policy applied in Python (effective_pod): same result, other fields untouched
-    for have, want in [(["SYS_PTRACE"], ["SYS_PTRACE", "IPC_LOCK"]), (["IPC_LOCK"], ["IPC_LOCK"])]:
+    (pol,) = mutating(cfg)
+    assert validation.validate_object(pol) == []
+    for have, want in [(["SYS_PTRACE"], ["SYS_PTRACE", "IPC_LOCK"]), (["IPC_LOCK"], ["IPC_LOCK"]),
+                       (["IPC_LOCK", "SYS_PTRACE"], ["IPC_LOCK", "SYS_PTRACE"]), ([], ["IPC_LOCK"])]:
         out = effective_pod.apply_policy_to_pod(_with_caps(cfg, have), pol)
         sc = out["spec"]["containers"][0]["securityContext"]
         assert sc["capabilities"]["add"] == want and sc["privileged"] is False
-        assert out["spec"]["containers"][0]["securityContext"]["capabilities"]["add"].count("IPC_LOCK") == 1
         assert validation.validate_pod_spec(out["spec"]) == []
-        # applying the policy again (e.g. a re-admission) adds nothing
+        # applying the policy again (a reinvocation) adds nothing
         again = effective_pod.apply_policy_to_pod(out, pol)
         assert again["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] == want
+    bare = _with_caps(cfg, [])
+    del bare["spec"]["containers"][0]["securityContext"]                      # no securityContext at all
+    out = effective_pod.apply_policy_to_pod(bare, pol)
+    assert out["spec"]["containers"][0]["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
 
 
-def test_capabilities_expression_unions_several_capabilities():
-    expr = kyverno.capabilities_add_expr(["IPC_LOCK", "NET_ADMIN"])
+def test_several_capabilities_are_each_added_once():
+    cfg = load("azure-dev")
+    profile = dataclasses.replace(fabric.profile_for(cfg, cfg.node_pools[0]), capabilities=["IPC_LOCK", "NET_ADMIN"])
     for have, want in [(["NET_ADMIN"], ["NET_ADMIN", "IPC_LOCK"]),
                        (["SYS_PTRACE"], ["SYS_PTRACE", "IPC_LOCK", "NET_ADMIN"]),
                        (None, ["IPC_LOCK", "NET_ADMIN"])]:
-        element = {"securityContext": {"capabilities": {"add": have}}} if have is not None else {}
-        assert kyverno.evaluate(expr, {"element": element}) == want
+        c = gpu_container()
+        if have is not None:
+            c["securityContext"] = {"capabilities": {"add": have}}
+        spec = effective_pod.apply_profile({"containers": [c]}, profile)
+        assert spec["containers"][0]["securityContext"]["capabilities"]["add"] == want
 
 
 # ---------------------------------------------------------------- AWS pods the API server admits (issue 14)
@@ -390,20 +410,25 @@ def test_efa_requests_keep_what_the_container_states():
     assert spec["containers"][0]["resources"]["requests"]["memory"] == "100Gi"
 
 
-def test_efa_policy_uses_add_if_absent_anchors():
+def test_efa_requests_are_added_only_where_absent_and_no_hugepages():
     cfg = load("aws-dev")
-    (pol,) = kyverno.cluster_policies(cfg)
-    patch = kyverno.container_patch(fabric.profile_for(cfg, cfg.node_pools[0]))
-    assert set(patch["resources"]["requests"]) == {"+(cpu)", "+(memory)"}
-    assert not any(k.startswith("hugepages-") for k in patch["resources"]["limits"])
+    (pol,) = mutating(cfg)
+    exprs = [m["jsonPatch"]["expression"] for m in pol["spec"]["mutations"]]
+    req = [e for e in exprs if "/resources/requests" in e]
+    assert len(req) == 2 and all("!('cpu' in" in e or "!('memory' in" in e for e in req)
+    assert not any("hugepages-" in e for e in exprs)
+    c = gpu_container()
+    c["resources"]["requests"] = {"cpu": "32"}
+    spec = effective_pod.apply_profile({"containers": [c]}, fabric.profile_for(cfg, cfg.node_pools[0]))
+    assert spec["containers"][0]["resources"]["requests"] == {"cpu": "32", "memory": "1536Gi"}
 
 
 def test_oci_networks_per_pool_in_a_two_pool_stack():
-    """With two pools, each pool's policy sizes the list by its own VFs per GPU (its pool precondition and the
-    device-count precondition both hold only for pods on that pool)."""
+    """With two pools, each pool's policy sizes the list by its own VFs per GPU (its pool condition holds only for
+    pods on that pool)."""
     cfg = load("oci-dev", nodePools=[{**OCI_POOL, "machine": "BM.GPU.H100.8"},
                                      {**OCI_POOL, "name": "h200", "machine": "BM.GPU.H200.8"}], workloads=[])
-    pols = kyverno.cluster_policies(cfg)
+    pols = mutating(cfg)
     assert len(pols) == 2
     for pool, per_gpu in ((cfg.node_pools[0], 2), (cfg.node_pools[1], 1)):
         pod = {"apiVersion": "v1", "kind": "Pod",
@@ -414,3 +439,15 @@ def test_oci_networks_per_pool_in_a_two_pool_stack():
         nets = pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")
         assert nets == ["default/rdma-vf"] * (4 * per_gpu)
         assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/rdma-vf"] == str(4 * per_gpu)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_mutations_are_idempotent_so_reinvocation_adds_nothing(stack):
+    """reinvocationPolicy: IfNeeded re-runs the mutations after a later webhook's change: a second pass over the
+    mutated pod must change nothing (env / mounts / volumes / sidecars replaced by key, the rest only if absent)."""
+    cfg = load(stack)
+    (pol,) = mutating(cfg)
+    assert pol["spec"]["reinvocationPolicy"] == "IfNeeded"
+    pod = {"apiVersion": "v1", "kind": "Pod", **lws_like(cfg)["leader"]}
+    once = effective_pod.apply_policy_to_pod(pod, pol)
+    assert once != pod and effective_pod.apply_policy_to_pod(once, pol) == once

@@ -33,28 +33,37 @@ def pod(labels=None, annotations=None, node_selector=None, gpus=8):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
+def checks_of(cfg):
+    (vp,) = [p for p in kyverno.fabric_policies(cfg) if p["kind"] == kyverno.VALIDATING_KIND]
+    return vp
+
+
 def refused(policy, p):
-    return [c for r, c in kyverno.denials(policy, p) if r == RULE]
+    """["engine"] when this rule refuses the pod (a pod-level check; the old per-container form named the GPU
+    container), else []."""
+    return ["engine"] if RULE in kyverno.refused_by(policy, p) else []
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_rule_is_in_every_fabric_policy_and_valid_against_the_kyverno_crd(stack):
-    for pol in kyverno.cluster_policies(load(stack)):
-        assert [r["name"] for r in pol["spec"]["rules"]].count(RULE) == 1
+def test_rule_is_in_the_stack_checks_and_valid_against_the_kyverno_crd(stack):
+    pols = kyverno.fabric_policies(load(stack))
+    vp = [p for p in pols if p["kind"] == kyverno.VALIDATING_KIND]
+    assert len(vp) == 1
+    assert [v["message"].startswith(f"[{RULE}]") for v in vp[0]["spec"]["validations"]].count(True) == 1
+    for pol in pols:
         assert validation.validate_object(pol) == []
-        assert validation.kyverno_jmespath_errors(pol) == []
         assert pol["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Ready"
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_unlabelled_gpu_pod_on_a_fabric_pool_is_refused(stack):
     cfg = load(stack)
-    (pol,) = kyverno.cluster_policies(cfg)
+    pol = checks_of(cfg)
     on_pool = pools.node_selector(cfg, cfg.node_pools[0])
     assert refused(pol, pod(labels={"app": "from-kubectl"}, node_selector=on_pool)) == ["engine"]
     assert refused(pol, pod(node_selector=on_pool)) == ["engine"]
-    rule = next(r for r in pol["spec"]["rules"] if r["name"] == RULE)
-    assert pools.SINGLE_NODE_POD_LABEL in rule["validate"]["message"]
+    rule = next(v for v in pol["spec"]["validations"] if v["message"].startswith(f"[{RULE}]"))
+    assert pools.SINGLE_NODE_POD_LABEL in rule["message"]
 
 
 @pytest.mark.parametrize("labels,annotations", [
@@ -64,14 +73,14 @@ def test_unlabelled_gpu_pod_on_a_fabric_pool_is_refused(stack):
 ])
 def test_labelled_or_opted_out_pods_pass_this_rule(labels, annotations):
     cfg = load("aws-dev")
-    (pol,) = kyverno.cluster_policies(cfg)
+    pol = checks_of(cfg)
     p = pod(labels=labels, annotations=annotations, node_selector=pools.node_selector(cfg, cfg.node_pools[0]))
     assert refused(pol, p) == []
 
 
 def test_rule_leaves_other_pods_alone():
     cfg = load("aws-dev")
-    (pol,) = kyverno.cluster_policies(cfg)
+    pol = checks_of(cfg)
     on_pool = pools.node_selector(cfg, cfg.node_pools[0])
     assert refused(pol, pod(node_selector=on_pool, gpus=0)) == []                   # no GPU
     assert refused(pol, pod(node_selector={pools.POOL_LABEL: "cpu"})) == []         # another pool
@@ -79,13 +88,22 @@ def test_rule_leaves_other_pods_alone():
 
 
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
-def test_no_pod_the_stack_renders_is_refused_by_it(stack):
+def test_every_pod_the_stack_renders_is_admitted_after_its_mutations(stack):
+    """Every pod template of the example stack, after the stack's MutatingPolicies (evaluated: plan's effective
+    pod), passes every check of its ValidatingPolicy; the templates as written (before the mutation) would not all
+    pass, so the check is not vacuous."""
+    from multinode.manifests import effective_pod
     result = mplan.plan(stack, out_root=None)
     assert result.exit_code in (0, 1), result.error
-    policies = [o for o in result.k8s_objects if o.get("kind") == "ClusterPolicy"
-                and any(r["name"] == RULE for r in o["spec"]["rules"])]
+    policies = [o for o in result.k8s_objects if kyverno.is_cel_policy(o, kyverno.MUTATING_KIND)]
+    (checks,) = [o for o in result.k8s_objects if kyverno.is_cel_policy(o, kyverno.VALIDATING_KIND)]
+    assert not [o for o in result.k8s_objects if str(o.get("apiVersion", "")).startswith("kyverno.io/")]
     templates = [t for o in result.k8s_objects for _, t in mplan._pod_templates(o)]
-    assert templates
-    for pol in policies:
-        for t in templates:
-            assert refused(pol, {"metadata": t.get("metadata") or {}, "spec": t["spec"]}) == [], t.get("metadata")
+    assert templates and policies
+    before = 0
+    for t in templates:
+        pod_of = {"metadata": t.get("metadata") or {}, "spec": t["spec"]}
+        before += bool(kyverno.denials(checks, pod_of))
+        eff = effective_pod.apply_policies_to_template(t, policies)
+        assert kyverno.denials(checks, eff) == [], t.get("metadata")
+    assert before > 0

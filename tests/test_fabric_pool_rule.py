@@ -52,37 +52,47 @@ def gpu_pod(labels=None, annotations=None, node_selector=None, affinity=None, gp
 FABRIC = {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}
 
 
+def checks_of(cfg):
+    (vp,) = [p for p in kyverno.fabric_policies(cfg) if p["kind"] == kyverno.VALIDATING_KIND]
+    return vp
+
+
+def mutating_of(cfg):
+    return [p for p in kyverno.fabric_policies(cfg) if p["kind"] == kyverno.MUTATING_KIND]
+
+
 def pool_rule(policy):
-    (rule,) = [r for r in policy["spec"]["rules"] if r["name"] == RULE]
+    (rule,) = [v for v in policy["spec"]["validations"] if v["message"].startswith(f"[{RULE}]")]
     return rule
 
 
 def refused_by_pool_rule(policy, pod):
-    return [c for r, c in kyverno.denials(policy, pod) if r == RULE]
+    """["engine"] when the pool rule refuses the pod (the pod-level CEL check; the old per-container form named
+    the GPU container), else []."""
+    return ["engine"] if RULE in kyverno.refused_by(policy, pod) else []
 
 
 # ---------------------------------------------------------------- the rule itself
 @pytest.mark.parametrize("stack", STACKS)
 def test_rule_compiles_validates_and_has_no_pool_precondition(stack):
+    from multinode.manifests import cel
     cfg = load(stack)
-    (pol,) = kyverno.cluster_policies(cfg)
+    pol = checks_of(cfg)
     assert validation.validate_object(pol) == []
-    assert validation.kyverno_jmespath_errors(pol) == []
     rule = pool_rule(pol)
-    assert "preconditions" not in rule                           # stack-wide: no nodeSelector precondition
-    assert rule["validate"]["failureAction"] == "Enforce"
-    key = rule["validate"]["foreach"][0]["deny"]["conditions"]["any"][0]["key"]
-    assert key in validation.kyverno_expressions(pol)               # checked by kyverno_jmespath_errors
+    cel.compile_expression(rule["expression"])
+    # stack-wide: the only condition is a GPU container (no nodeSelector condition on the policy)
+    assert [c["name"] for c in pol["spec"]["matchConditions"]] == ["has-gpu-container"]
+    assert pol["spec"]["validationActions"] == ["Deny"] and pol["spec"]["failurePolicy"] == "Fail"
     # the message names the labels to use: the pool's node selector from pools.node_selector
     for k, v in pools.node_selector(cfg, cfg.node_pools[0]).items():
-        assert f"{k}: {v}" in rule["validate"]["message"]
-    assert "nodeAffinity" in rule["validate"]["message"]
+        assert f"{k}: {v}" in rule["message"]
+    assert "nodeAffinity" in rule["message"]
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_labelled_gpu_pod_without_node_selector_is_refused(stack):
-    cfg = load(stack)
-    (pol,) = kyverno.cluster_policies(cfg)
+    pol = checks_of(load(stack))
     assert refused_by_pool_rule(pol, gpu_pod(labels=FABRIC)) == ["engine"]
     assert refused_by_pool_rule(pol, gpu_pod(labels=FABRIC, node_selector={})) == ["engine"]
     # the NeMo annotation is matched the same way
@@ -92,7 +102,7 @@ def test_labelled_gpu_pod_without_node_selector_is_refused(stack):
 @pytest.mark.parametrize("stack", STACKS)
 def test_labelled_gpu_pod_for_an_unknown_pool_is_refused(stack):
     cfg = load(stack)
-    (pol,) = kyverno.cluster_policies(cfg)
+    pol = checks_of(cfg)
     right = pools.node_selector(cfg, cfg.node_pools[0])
     wrong = {k: v + "-other" for k, v in right.items()}
     assert refused_by_pool_rule(pol, gpu_pod(labels=FABRIC, node_selector=wrong)) == ["engine"]
@@ -106,36 +116,37 @@ def test_labelled_gpu_pod_for_an_unknown_pool_is_refused(stack):
 @pytest.mark.parametrize("stack", STACKS)
 def test_correct_pod_passes_every_rule(stack):
     cfg = load(stack)
-    (pol,) = kyverno.cluster_policies(cfg)
+    pol = checks_of(cfg)
+    (mpol,) = mutating_of(cfg)
     pod = gpu_pod(labels=FABRIC, node_selector=pools.node_selector(cfg, cfg.node_pools[0]))
     assert refused_by_pool_rule(pol, pod) == []
-    assert kyverno.denials(pol, pod) == [("require-fabric", "engine")]      # not yet mutated
-    mutated = effective_pod.apply_policy_to_pod(pod, pol)
+    assert kyverno.refused_by(pol, pod) == [kyverno.FABRIC_RULE]      # not yet mutated
+    mutated = effective_pod.apply_policy_to_pod(pod, mpol)
     assert kyverno.denials(pol, mutated) == []
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_unlabelled_pod_is_untouched(stack):
     cfg = load(stack)
-    (pol,) = kyverno.cluster_policies(cfg)
+    pol = checks_of(cfg)
+    (mpol,) = mutating_of(cfg)
     pod = gpu_pod(labels={"app": "single-node"})
     assert kyverno.denials(pol, pod) == []
-    assert effective_pod.apply_policy_to_pod(pod, pol) == pod
+    assert effective_pod.apply_policy_to_pod(pod, mpol) == pod
     bare = gpu_pod()
-    assert kyverno.denials(pol, bare) == [] and effective_pod.apply_policy_to_pod(bare, pol) == bare
+    assert kyverno.denials(pol, bare) == [] and effective_pod.apply_policy_to_pod(bare, mpol) == bare
 
 
 def test_labelled_pod_without_gpus_is_not_refused():
-    cfg = load("aws-dev")
-    (pol,) = kyverno.cluster_policies(cfg)
+    pol = checks_of(load("aws-dev"))
     assert refused_by_pool_rule(pol, gpu_pod(labels=FABRIC, gpus=0)) == []
+    assert not kyverno.matches(pol, gpu_pod(labels=FABRIC, gpus=0))       # has-gpu-container: not evaluated
 
 
 def test_node_affinity_alone_is_refused():
     """Chosen behaviour: the pool must be named with spec.nodeSelector; a required nodeAffinity on the pool
-    label is not read (the mutate rules pick the pool from nodeSelector), so such a pod is refused."""
-    cfg = load("aws-dev")
-    (pol,) = kyverno.cluster_policies(cfg)
+    label is not read (the mutations pick the pool from nodeSelector), so such a pod is refused."""
+    pol = checks_of(load("aws-dev"))
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": pools.POOL_LABEL, "operator": "In", "values": ["gpu"]}]}]}}}
     assert refused_by_pool_rule(pol, gpu_pod(labels=FABRIC, affinity=affinity)) == ["engine"]
@@ -150,29 +161,32 @@ def multi_pool_cfg():
         workloads=[])
 
 
-def test_multi_pool_every_policy_carries_the_same_stack_wide_rule():
+def test_multi_pool_one_stack_wide_check_covers_every_pool():
     cfg = multi_pool_cfg()
-    pols = {p["metadata"]["name"]: p for p in kyverno.cluster_policies(cfg)}
-    rules = [pool_rule(p) for p in pols.values()]
-    assert len(rules) == 2 and rules[0] == rules[1]
-    msg = rules[0]["validate"]["message"]
+    pol = checks_of(cfg)
+    mpols = {p["metadata"]["name"]: p for p in mutating_of(cfg)}
+    msg = pool_rule(pol)["message"]
     assert f"{pools.POOL_LABEL}: p5}}" in msg and f"{pools.POOL_LABEL}: p5en}}" in msg
-    for name, pol in pols.items():
-        assert validation.validate_object(pol) == [] and validation.kyverno_jmespath_errors(pol) == []
-        for pool in ("p5", "p5en"):
-            # a pod for the other pool is not refused by this pool's policy (the per-pool rules skip it)
-            assert kyverno.denials(pol, gpu_pod(labels=FABRIC, node_selector={pools.POOL_LABEL: pool})) in (
-                [], [("require-fabric", "engine")])
-            assert refused_by_pool_rule(pol, gpu_pod(labels=FABRIC, node_selector={pools.POOL_LABEL: pool})) == []
-        # before this rule, a pod for no pool was neither mutated nor refused by any policy
-        stray = gpu_pod(labels=FABRIC, node_selector={pools.POOL_LABEL: "p4d"})
-        assert effective_pod.apply_policy_to_pod(stray, pol) == stray
-        assert kyverno.denials(pol, stray) == [(RULE, "engine")]
-        assert kyverno.denials(pol, gpu_pod(labels=FABRIC)) == [(RULE, "engine")]
-    # the pod for p5en ends up mutated by its policy and passes both
+    # one require-fabric check per pool, each scoped to the pods that select its pool
+    assert [v["message"].split("]")[0] for v in pol["spec"]["validations"]].count(f"[{kyverno.FABRIC_RULE}") == 2
+    assert validation.validate_object(pol) == []
+    for pool in ("p5", "p5en"):
+        pod = gpu_pod(labels=FABRIC, node_selector={pools.POOL_LABEL: pool})
+        assert kyverno.refused_by(pol, pod) == [kyverno.FABRIC_RULE]       # not mutated yet
+        for name, mpol in mpols.items():
+            # a pod for the other pool is not touched by this pool's policy
+            out = effective_pod.apply_policy_to_pod(pod, mpol)
+            assert (out != pod) == name.endswith("-" + pool)
+    # a pod for no pool is neither mutated by any policy nor admitted
+    stray = gpu_pod(labels=FABRIC, node_selector={pools.POOL_LABEL: "p4d"})
+    assert all(effective_pod.apply_policy_to_pod(stray, m) == stray for m in mpols.values())
+    assert kyverno.refused_by(pol, stray) == [RULE]
+    assert kyverno.refused_by(pol, gpu_pod(labels=FABRIC)) == [RULE]
+    # the pod for p5en ends up mutated by its policy and passes every check
     pod = gpu_pod(labels=FABRIC, node_selector={pools.POOL_LABEL: "p5en"})
-    mutated = effective_pod.apply_policy_to_pod(pod, pols["multinode-fabric-p5en"])
-    assert all(kyverno.denials(p, mutated) == [] for p in pols.values())
+    for m in mpols.values():
+        pod = effective_pod.apply_policy_to_pod(pod, m)
+    assert kyverno.denials(pol, pod) == []
 
 
 def test_fabric_pool_expression_requires_every_selector_label():
@@ -180,8 +194,7 @@ def test_fabric_pool_expression_requires_every_selector_label():
                                            "nodeSelector": {"node.kubernetes.io/instance-type": "p5.48xlarge",
                                                             "lab.example.com/rack": "r1"}}],
                workloads=[])
-    (pol,) = kyverno.cluster_policies(cfg)
-    assert validation.kyverno_jmespath_errors(pol) == []
+    pol = checks_of(cfg)
     one = gpu_pod(labels=FABRIC, node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge"})
     assert refused_by_pool_rule(pol, one) == ["engine"]
     both = gpu_pod(labels=FABRIC, node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge",

@@ -86,19 +86,19 @@ def test_recorded_example_stack_plus_hand_written_objects():
 
 
 def test_recorded_fabric_policy_is_read_and_checked():
-    """The Kyverno ClusterPolicy our fabric component renders passes; the same policy with another
+    """The Kyverno MutatingPolicy our fabric component renders passes; the same policy with another
     per-GPU device count (as a hand edit would make it) fails fabric-devices-match-catalog."""
     import json
     raw, secrets, wire = stackfile.read_stack_file(stackfile.stack_path("existing-dev"))
     cfg = checks.load(raw, secrets)
     run = run_program(wire, [f"multinode:{k}" for k in secrets], "existing-dev")
     records = [r.as_dict() for r in run.registrations]
-    policies = [r for r in records if r["type"] == "kubernetes:kyverno.io/v1:ClusterPolicy"]
-    assert policies, "the fabric component renders no Kyverno ClusterPolicy for existing-dev"
+    policies = [r for r in records if r["type"] == "kubernetes:policies.kyverno.io/v1:MutatingPolicy"]
+    assert policies, "the fabric component renders no Kyverno MutatingPolicy for existing-dev"
     assert evaluate(records, cfg) == []
     text = json.dumps(policies[0]["inputs"])
-    assert "`32`), `8`" in text           # p5.48xlarge: 32 EFA for 8 GPUs
-    policies[0]["inputs"] = json.loads(text.replace("`32`), `8`", "`16`), `8`"))
+    assert " * 32 + 8 - 1) / 8)" in text           # p5.48xlarge: 32 EFA for 8 GPUs
+    policies[0]["inputs"] = json.loads(text.replace(" * 32 + 8 - 1) / 8)", " * 16 + 8 - 1) / 8)"))
     out = evaluate(records, cfg)
     assert [v["policy"] for v in out] == ["fabric-devices-match-catalog"]
     assert "2 per GPU" in out[0]["message"] and "use 4" in out[0]["message"]

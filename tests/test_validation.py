@@ -467,6 +467,43 @@ def test_index_is_lazy_and_knows_kinds():
     assert rules and all(r[1] for r in rules)
 
 
+# ---------------------------------------------------------------------------- x-kubernetes-validations (CEL)
+def test_crd_cel_rules_are_evaluated_at_every_instance():
+    """HyperNode's selector rules (one of exactMatch / regexMatch / labelMatch, exactly one) run on every
+    spec.members[] entry; the messages are the CRD's own."""
+    ok = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "s0"},
+          "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "n1"}}},
+                                          {"type": "Node", "selector": {"regexMatch": {"pattern": "n.*"}}}]}}
+    assert validate_object(ok) == []
+    none = copy.deepcopy(ok)
+    none["spec"]["members"][1]["selector"] = {}
+    assert validate_object(none) == ["spec.members[1].selector: Either ExactMatch or RegexMatch or LabelMatch must "
+                                     "be specified (x-kubernetes-validations)"]
+    two = copy.deepcopy(ok)
+    two["spec"]["members"][0]["selector"]["regexMatch"] = {"pattern": "x"}
+    assert validate_object(two) == ["spec.members[0].selector: Only one of ExactMatch, RegexMatch, or LabelMatch "
+                                    "can be specified (x-kubernetes-validations)"]
+
+
+def test_optional_old_self_rules_run_on_create_and_transition_rules_do_not():
+    """Grove's packDomain rules are `optionalOldSelf: true` (oldSelf.hasValue() || ...): on CREATE oldSelf is
+    optional.none(), so a new PodCliqueSet with the deprecated packDomain is refused. `self == oldSelf` rules
+    (immutability) exist only on UPDATE and are listed as not evaluated."""
+    pcs = {"apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet", "metadata": {"name": "g"},
+           "spec": {"replicas": 1, "template": {"cliques": [{"name": "c", "spec": {
+               "roleName": "c", "replicas": 1, "podSpec": {"containers": [{"name": "x", "image": "i"}]}}}]}}}
+    assert validate_object(pcs) == []
+    old = copy.deepcopy(pcs)
+    old["spec"]["template"]["topologyConstraint"] = {"packDomain": "rack"}
+    errors = validate_object(old)
+    assert errors == ["<root>: packDomain is deprecated and cannot be used on new workloads; use pack.required "
+                      "(x-kubernetes-validations)"]
+    from multinode.schema_check import cel_rules_skipped
+    CrdIndex().cel_rule_errors({"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t"},
+                                "spec": {"levels": [{"nodeLabel": "a"}]}})
+    assert cel_rules_skipped()["self == oldSelf"].startswith("transition rule")
+
+
 # ---------------------------------------------------------------------------- Helm values
 def test_helm_values_known_typo_and_free_form():
     assert helm_values_unknown_keys("kyverno", {"admissionController": {"replicas": 3}}) == []

@@ -6,8 +6,9 @@
   NetworkAttachmentDefinition (namespace default) and its IPPool. gcp: TCPXO NCCL plugin installer and NRI
   device injector DaemonSets; azure also the nvidia-peermem loader DaemonSet. existing: none (the cluster
   already has its fabric's plugin).
-- One Kyverno ClusterPolicy per pool with a fabric (multinode.manifests.kyverno); each also carries the
-  stack-wide `require-fabric-pool` rule (a multi-node GPU pod must select a fabric pool by nodeSelector).
+- Kyverno CEL policies (multinode.manifests.kyverno): one MutatingPolicy per pool with a fabric (the injection)
+  and one ValidatingPolicy per stack (fail-closed checks: fabric pods select a fabric pool by nodeSelector and
+  carry the fabric; GPU pods on a fabric pool say whether they are multi-node).
 - Volcano HyperNodes (tier 1 per pool) and Queues when Volcano is managed here.
 Every custom resource depends on the release that installs its CRD (ClusterAddons.crd_ready).
 `ready` lists what a multi-node workload must wait for (policies in place before its pods exist).
@@ -63,8 +64,11 @@ class FabricPolicies(pulumi.ComponentResource):
 
         # Kyverno policies: after Kyverno (CRD + webhook) and after the device plugins exist.
         self.policies: list[pulumi.Resource] = []
-        for pol in kyverno.cluster_policies(config):
-            deps = crds("kyverno.io") + list(self.operators.values())
+        # The policies.kyverno.io CRDs come with Kyverno itself: today the add-on spec lists its group as kyverno.io
+        # (one release installs both groups); either name finds what installs them, each dependency once.
+        kyverno_crds = list({id(r): r for r in crds("policies.kyverno.io") + crds("kyverno.io")}.values())
+        for pol in kyverno.fabric_policies(config):
+            deps = kyverno_crds + list(self.operators.values())
             self.policies.append(k8s_object(f"{name}-{pol['metadata']['name']}", pol, after(deps)))
 
         # Volcano topology and queues (only when Volcano is managed by this stack).

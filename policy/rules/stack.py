@@ -157,7 +157,18 @@ def fabric_signals(r: Resource) -> dict[str, set[str]]:
             for res, cloud in objects.FABRIC_RESOURCES.items():
                 if decoded.endswith("/" + res):
                     out[cloud].add(res)
+        elif key == "expression" and isinstance(value, str):
+            for res in _cel_limit_resources(value):           # a CEL JSONPatch (Kyverno MutatingPolicy)
+                out[objects.FABRIC_RESOURCES[res]].add(res)
     return out
+
+
+def _cel_limit_resources(expression: str) -> list[str]:
+    """Fabric resources a CEL JSONPatch expression writes as a container limit (its path names
+    /resources/limits/<resource> with '/' escaped as '~1', as multinode.manifests.kyverno writes it: the path is
+    string literals joined with +, read here as one)."""
+    joined = re.sub(r"'\s*\+\s*'", "", expression)
+    return [res for res in objects.FABRIC_RESOURCES if "/resources/limits/" + res.replace("/", "~1") in joined]
 
 
 def check_one_fabric(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource | None, str]]:
@@ -199,7 +210,14 @@ _MULTIPLIED = [
 ]
 
 
+# The same in CEL integer arithmetic (a MutatingPolicy): (<gpus> * A + B - 1) / B = ceil(A/B per GPU).
+_CEL_CEIL = re.compile(r"\*\s*(\d+)\s*\+\s*(\d+)\s*-\s*1\s*\)\s*/\s*(\d+)")
+
+
 def per_gpu_factor(expr: str) -> Fraction | None:
+    c = _CEL_CEIL.search(expr)
+    if c and int(c.group(3)) and c.group(2) == c.group(3):
+        return Fraction(int(c.group(1)), int(c.group(3)))
     m = _DIVIDED.search(expr)
     if m and int(m.group(2)):
         return Fraction(int(m.group(1)), int(m.group(2)))
@@ -230,7 +248,11 @@ def _rule_pools(rule: dict[str, Any], ctx: Context, policy_name: str = "") -> li
 
 def kyverno_fabric_counts(policy_props: dict[str, Any]) -> list[tuple[str, str, Any]]:
     """(rule name, fabric resource, count as written) for every device count a Kyverno policy sets."""
-    out = []
+    out: list[tuple[str, str, Any]] = []
+    for i, mutation in enumerate(objects.seq(objects.get(policy_props, "spec", "mutations"))):
+        expression = objects.get(mutation, "jsonPatch", "expression")     # a Kyverno MutatingPolicy
+        if isinstance(expression, str):
+            out += [(f"mutations[{i}]", res, expression) for res in _cel_limit_resources(expression)]
     for rule in objects.seq(objects.get(policy_props, "spec", "rules")):
         rule = _expand_patches(rule)
         if not isinstance(rule, dict):
@@ -248,12 +270,20 @@ def kyverno_fabric_counts(policy_props: dict[str, Any]) -> list[tuple[str, str, 
     return out
 
 
+# Kyverno kinds that inject devices: the legacy kyverno.io policies (hand-written ones are still read) and the CEL
+# MutatingPolicy the stack renders.
+_KYVERNO_MUTATING = {("kyverno.io", "ClusterPolicy"), ("kyverno.io", "Policy"),
+                     ("policies.kyverno.io", "MutatingPolicy"), ("policies.kyverno.io", "NamespacedMutatingPolicy")}
+
+
 def check_kyverno_devices(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource, str]]:
     for r in resources:
-        if not r.is_k8s or r.kind[0] != "kyverno.io" or r.props.get("kind") not in ("ClusterPolicy", "Policy"):
+        if not r.is_k8s or (r.kind[0], r.props.get("kind")) not in _KYVERNO_MUTATING:
             continue
         rules = {str(x.get("name", "?")): x for x in objects.seq(objects.get(r.props, "spec", "rules"))
                  if isinstance(x, dict)}
+        rules.update({f"mutations[{i}]": x for i, x in enumerate(objects.seq(objects.get(r.props, "spec", "mutations")))
+                      if isinstance(x, dict)})
         for rule_name, res_name, value in kyverno_fabric_counts(r.props):
             pname = str(objects.get(r.props, "metadata", "name") or "")
             targets = [(p, p.machine) for p in _rule_pools(rules.get(rule_name, {}), ctx, pname) if p.machine

@@ -1,0 +1,154 @@
+"""CEL evaluation of Kyverno's CEL policies (MutatingPolicy / ValidatingPolicy), as `plan` needs it.
+
+Engine: cel-expr-python (Google's cel-cpp for Python, pinned in pyproject.toml). It brings the CEL standard library,
+the macros (map/filter/all/exists), optional types and the strings extension (`substring`, `join`: cel-go
+ext.Strings, which Kubernetes enables). What the policies use that it lacks is supplied here, each tested against
+its Kubernetes definition (tests/test_cel.py):
+- `JSONPatch{op, path, from, value}`: the type MutatingAdmissionPolicy's JSONPatch mutations return
+  (k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch, and the `jsonPatch.expression` description in
+  the MutatingPolicy CRD). cel-cpp builds struct literals from protobuf messages, so JSONPatch is declared as one
+  here, with `value` a google.protobuf.Value (any JSON value).
+- `<list>.indexOf(x)` and `<list<int>>.sum()`: the Kubernetes list library (k8s.io/apiserver/pkg/cel/library/
+  lists.go; https://kubernetes.io/docs/reference/using-api/cel/#kubernetes-list-library): indexOf is the first
+  index of an element equal to x, -1 when absent; sum of an empty list is 0.
+The bindings extension (`cel.bind`) serves the CRD rules only: schema_check binds `oldSelf` to optional.none() for
+an `optionalOldSelf` x-kubernetes-validations rule on CREATE.
+Variables are declared `dyn` (Kyverno hands the webhook's JSON object to CEL); a real Kyverno also type-checks the
+expressions against the Pod schema, which only a real Kyverno can confirm.
+
+Each distinct expression is compiled once per process (`compile_expression` is cached): a plan evaluates the same
+few policy expressions for every pod template.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, struct_pb2
+from google.protobuf.message import Message
+
+# Kyverno / admission policy variables, and `self` of a CRD's x-kubernetes-validations rule
+VARIABLES = ("object", "oldObject", "request", "variables", "namespaceObject", "self")
+
+
+class CelError(ValueError):
+    """An expression that does not compile, or fails at evaluation (Kyverno with failurePolicy Fail refuses
+    the request then)."""
+
+
+def _pool() -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(struct_pb2.DESCRIPTOR.serialized_pb)
+    fd = descriptor_pb2.FileDescriptorProto(name="multinode_jsonpatch.proto", syntax="proto3",
+                                            dependency=["google/protobuf/struct.proto"])
+    msg = fd.message_type.add(name="JSONPatch")
+    optional = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+    for number, name in enumerate(("op", "path", "from"), 1):
+        msg.field.add(name=name, number=number, label=optional, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING)
+    msg.field.add(name="value", number=4, label=optional, type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+                  type_name=".google.protobuf.Value")
+    pool.Add(fd)
+    return pool
+
+
+def list_index_of(items: list[Any], x: Any) -> int:
+    """Kubernetes `<list<T>>.indexOf(<T>) <int>`: first index of an element equal to x, -1 if none."""
+    for i, item in enumerate(items):
+        if item == x:
+            return i
+    return -1
+
+
+def list_sum(items: list[int]) -> int:
+    """Kubernetes `<list<int>>.sum() <int>`: the sum; 0 for an empty list."""
+    return sum(items)
+
+
+def _k8s_lists() -> Any:
+    dyn_list = cel.Type.List(cel.Type.DYN)
+    return cel.CelExtension("kubernetes.lists", [
+        cel.FunctionDecl("indexOf", [cel.Overload("list_indexOf", cel.Type.INT, [dyn_list, cel.Type.DYN],
+                                                  is_member=True, impl=list_index_of)]),
+        cel.FunctionDecl("sum", [cel.Overload("list_int_sum", cel.Type.INT, [cel.Type.List(cel.Type.INT)],
+                                              is_member=True, impl=list_sum)]),
+    ])
+
+
+@functools.cache
+def _env() -> Any:
+    return cel.NewEnv(_pool(), variables={v: cel.Type.DYN for v in VARIABLES},
+                      extensions=[ext_optional.ExtOptional(), ext_strings.ExtStrings(), ext_bindings.ExtBindings(),
+                                  _k8s_lists()])
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_expression(expression: str) -> Any:
+    """The compiled program of one expression (cached: each expression compiles once per process)."""
+    try:
+        return _env().compile(expression)
+    except RuntimeError as e:
+        raise CelError(f"CEL expression does not compile: {e}") from None
+
+
+def _number(x: Any) -> Any:
+    """google.protobuf.Value keeps every number as a double; CEL ints (all the policies write) come back as ints."""
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    if isinstance(x, list):
+        return [_number(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _number(v) for k, v in x.items()}
+    return x
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Message):
+        if value.DESCRIPTOR.full_name == "JSONPatch":
+            out: dict[str, Any] = {"op": getattr(value, "op"), "path": getattr(value, "path")}
+            if getattr(value, "from"):
+                out["from"] = getattr(value, "from")
+            if value.HasField("value"):
+                out["value"] = _number(json_format.MessageToDict(getattr(value, "value")))
+            return out
+        return _number(json_format.MessageToDict(value))
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def evaluate(expression: str, **variables: Any) -> Any:
+    """Evaluate one expression with the given variables (object=..., variables=...) to plain Python values
+    (JSONPatch values become {"op", "path", "value"} dicts)."""
+    program = compile_expression(expression)
+    try:
+        result = program.eval(data=variables)
+        plain = result.plain_value()
+    except RuntimeError as e:
+        raise CelError(f"CEL evaluation failed: {e}") from None
+    if result.type() == cel.Type.ERROR or isinstance(plain, BaseException):
+        raise CelError(f"CEL evaluation failed: {plain}")
+    return _plain(plain)
+
+
+def literal(value: Any) -> str:
+    """A CEL literal for a JSON-like Python value (map / list / string / int / bool / null)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{literal(str(k))}: {literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    raise TypeError(f"no CEL literal for {type(value).__name__}")
+
+
+__all__ = ["CelError", "compile_expression", "evaluate", "literal", "list_index_of", "list_sum"]

@@ -1,0 +1,139 @@
+"""RFC 6902 JSON Patch (with RFC 6901 JSON Pointers), as Kubernetes applies a MutatingAdmissionPolicy /
+Kyverno MutatingPolicy `patchType: JSONPatch` mutation: the operations in order, each on the result of the one
+before; any failing operation (a missing parent, an index out of range, a failed `test`) fails the whole patch
+(with failurePolicy Fail the pod is refused). Pure functions over JSON-like data; the input is not changed."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+
+class PatchError(ValueError):
+    """An operation that RFC 6902 says fails."""
+
+
+def unescape(token: str) -> str:
+    """RFC 6901 section 4: '~1' is '/', then '~0' is '~'."""
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def escape(key: str) -> str:
+    """RFC 6901: '~' -> '~0', '/' -> '~1' (what Kubernetes' jsonpatch.escapeKey does)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _tokens(pointer: str) -> list[str]:
+    if pointer == "":
+        return []
+    if not pointer.startswith("/"):
+        raise PatchError(f"JSON pointer {pointer!r} does not start with '/'")
+    return [unescape(t) for t in pointer[1:].split("/")]
+
+
+def _index(container: list[Any], token: str, pointer: str, allow_end: bool) -> int:
+    if token == "-" and allow_end:
+        return len(container)
+    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
+        raise PatchError(f"{pointer}: {token!r} is not an array index")
+    i = int(token)
+    if i > len(container) or (i == len(container) and not allow_end):
+        raise PatchError(f"{pointer}: index {i} is out of range (array of {len(container)})")
+    return i
+
+
+def _parent(doc: Any, pointer: str) -> tuple[Any, str]:
+    tokens = _tokens(pointer)
+    if not tokens:
+        raise PatchError("the whole document cannot be the target here")
+    node = doc
+    for t in tokens[:-1]:
+        if isinstance(node, dict):
+            if t not in node:
+                raise PatchError(f"{pointer}: {t!r} does not exist")
+            node = node[t]
+        elif isinstance(node, list):
+            node = node[_index(node, t, pointer, allow_end=False)]
+        else:
+            raise PatchError(f"{pointer}: {t!r} is inside a value that is neither object nor array")
+    return node, tokens[-1]
+
+
+def get(doc: Any, pointer: str) -> Any:
+    node = doc
+    for t in _tokens(pointer):
+        if isinstance(node, dict):
+            if t not in node:
+                raise PatchError(f"{pointer}: {t!r} does not exist")
+            node = node[t]
+        elif isinstance(node, list):
+            node = node[_index(node, t, pointer, allow_end=False)]
+        else:
+            raise PatchError(f"{pointer}: no such value")
+    return node
+
+
+def _add(doc: Any, pointer: str, value: Any) -> Any:
+    if pointer == "":
+        return value
+    parent, key = _parent(doc, pointer)
+    if isinstance(parent, dict):
+        parent[key] = value                      # RFC 6902 4.1: an existing member is replaced
+    elif isinstance(parent, list):
+        parent.insert(_index(parent, key, pointer, allow_end=True), value)
+    else:
+        raise PatchError(f"{pointer}: the parent is neither object nor array")
+    return doc
+
+
+def _remove(doc: Any, pointer: str) -> tuple[Any, Any]:
+    parent, key = _parent(doc, pointer)
+    if isinstance(parent, dict):
+        if key not in parent:
+            raise PatchError(f"{pointer}: nothing to remove")
+        return doc, parent.pop(key)
+    if isinstance(parent, list):
+        return doc, parent.pop(_index(parent, key, pointer, allow_end=False))
+    raise PatchError(f"{pointer}: the parent is neither object nor array")
+
+
+def apply(doc: Any, operations: list[dict[str, Any]]) -> Any:
+    """The document after the operations (RFC 6902 section 4), a new object."""
+    return apply_in_place(copy.deepcopy(doc), operations)
+
+
+def apply_in_place(doc: Any, operations: list[dict[str, Any]]) -> Any:
+    """apply() on a document the caller owns: changed in place (and returned: an op on the root replaces it).
+    On a failing operation the document may be partly patched; the caller discards it (the patch fails whole)."""
+    out = doc
+    for n, op in enumerate(operations):
+        kind, path = op.get("op"), op.get("path")
+        if not isinstance(path, str):
+            raise PatchError(f"operation {n}: no path")
+        if kind == "add":
+            out = _add(out, path, copy.deepcopy(op.get("value")))
+        elif kind == "remove":
+            out, _ = _remove(out, path)
+        elif kind == "replace":
+            get(out, path)                           # 4.3: the target must exist
+            if path == "":
+                out = copy.deepcopy(op.get("value"))
+            else:
+                out, _ = _remove(out, path)
+                out = _add(out, path, copy.deepcopy(op.get("value")))
+        elif kind == "move":
+            src = str(op.get("from", ""))
+            if path.startswith(src + "/"):
+                raise PatchError(f"operation {n}: cannot move {src} into its own child {path}")
+            out, value = _remove(out, src)
+            out = _add(out, path, value)
+        elif kind == "copy":
+            out = _add(out, path, copy.deepcopy(get(out, str(op.get("from", "")))))
+        elif kind == "test":
+            if get(out, path) != op.get("value"):
+                raise PatchError(f"operation {n}: test of {path} failed")
+        else:
+            raise PatchError(f"operation {n}: unknown op {kind!r}")
+    return out
+
+
+__all__ = ["PatchError", "apply", "apply_in_place", "escape", "unescape", "get"]

@@ -1,0 +1,142 @@
+"""The CEL engine plan evaluates Kyverno's CEL policies with (multinode.manifests.cel), the functions supplied
+beside cel-expr-python, each against its Kubernetes definition, and RFC 6902 JSON Patch (manifests.jsonpatch)
+against the RFC's own examples."""
+from __future__ import annotations
+
+import pytest
+
+from multinode.manifests import cel, jsonpatch, kyverno
+
+
+# ---------------------------------------------------------------- Kubernetes list library (supplied here)
+# Definition: k8s.io/apiserver/pkg/cel/library/lists.go and https://kubernetes.io/docs/reference/using-api/cel/
+# ("Kubernetes list library"): indexOf returns the first index of an equal element, -1 when none;
+# sum of a list of ints, 0 for an empty list. Examples from that documentation.
+@pytest.mark.parametrize("expr,want", [
+    ("[1, 2, 2, 3].indexOf(2)", 1),
+    ("['a', 'b', 'b', 'c'].indexOf('b')", 1),
+    ("['a', 'b'].indexOf('z')", -1),
+    ("[].indexOf(1)", -1),
+    ("[1, 3].sum()", 4),
+    ("[].sum()", 0),
+    ("[{'name': 'x'}, {'name': 'y'}].map(c, c.name).indexOf('y')", 1),
+])
+def test_kubernetes_list_functions(expr, want):
+    assert cel.evaluate(expr) == want
+
+
+def test_string_indexOf_of_the_strings_extension_is_not_shadowed():
+    # cel-go ext.Strings (Kubernetes enables it): 'hello mellow'.indexOf('ello') == 1
+    assert cel.evaluate("'hello mellow'.indexOf('ello')") == 1
+    assert cel.evaluate("'tacocat'.substring(4)") == "cat" and cel.evaluate("['a', 'b'].join(',')") == "a,b"
+
+
+def test_optional_field_and_index_selection():
+    # Kubernetes enables CEL optional types (1.29+): obj.?f and m[?k] give optional values, orValue a default
+    obj = {"metadata": {"labels": {"multinode.dev/fabric": "enabled"}}}
+    assert cel.evaluate("object.metadata.?labels[?'multinode.dev/fabric'].orValue('')", object=obj) == "enabled"
+    assert cel.evaluate("object.metadata.?annotations[?'x'].orValue('none')", object=obj) == "none"
+
+
+def test_jsonpatch_type_builds_patch_operations():
+    # k8s MutatingAdmissionPolicy JSONPatch{op, path, from, value}; value may be any JSON value
+    out = cel.evaluate("[JSONPatch{op: 'add', path: '/spec/x', value: {'a': [1, 'b', true]}},"
+                       " JSONPatch{op: 'move', from: '/a', path: '/b'}, JSONPatch{op: 'add', path: '/n', value: 3}]")
+    assert out == [{"op": "add", "path": "/spec/x", "value": {"a": [1, "b", True]}},
+                   {"op": "move", "path": "/b", "from": "/a"}, {"op": "add", "path": "/n", "value": 3}]
+
+
+def test_compile_once_and_errors_are_cel_errors():
+    e = "1 + 2"
+    assert cel.compile_expression(e) is cel.compile_expression(e)          # cached
+    with pytest.raises(cel.CelError, match="does not compile"):
+        cel.evaluate("1 +")
+    with pytest.raises(cel.CelError, match="evaluation failed"):
+        cel.evaluate("object.missing", object={})
+
+
+def test_literal_round_trips():
+    value = {"name": "x", "n": 3, "ok": True, "l": ["a'b", "c\\d"], "none": None}
+    assert cel.evaluate(cel.literal(value)) == value
+
+
+# ---------------------------------------------------------------- RFC 6902 (appendix A examples)
+def test_rfc6902_examples():
+    assert jsonpatch.apply({"foo": "bar"}, [{"op": "add", "path": "/baz", "value": "qux"}]) == \
+        {"baz": "qux", "foo": "bar"}                                                          # A.1
+    assert jsonpatch.apply({"foo": ["bar", "baz"]}, [{"op": "add", "path": "/foo/1", "value": "qux"}]) == \
+        {"foo": ["bar", "qux", "baz"]}                                                        # A.2
+    assert jsonpatch.apply({"baz": "qux", "foo": "bar"}, [{"op": "remove", "path": "/baz"}]) == {"foo": "bar"}  # A.3
+    assert jsonpatch.apply({"baz": "qux", "foo": "bar"}, [{"op": "replace", "path": "/baz", "value": "boo"}]) == \
+        {"baz": "boo", "foo": "bar"}                                                          # A.5
+    assert jsonpatch.apply({"foo": ["bar"]}, [{"op": "add", "path": "/foo/-", "value": ["abc", "def"]}]) == \
+        {"foo": ["bar", ["abc", "def"]]}                                                      # A.16
+    doc = {"baz": "qux", "foo": ["a", 2, "c"]}
+    assert jsonpatch.apply(doc, [{"op": "test", "path": "/baz", "value": "qux"},
+                                 {"op": "test", "path": "/foo/1", "value": 2}]) == doc         # A.8
+    with pytest.raises(jsonpatch.PatchError):
+        jsonpatch.apply({"baz": "qux"}, [{"op": "test", "path": "/baz", "value": "bar"}])       # A.9
+    with pytest.raises(jsonpatch.PatchError):
+        jsonpatch.apply({"foo": "bar"}, [{"op": "add", "path": "/baz/bat", "value": "qux"}])   # A.12
+    with pytest.raises(jsonpatch.PatchError):
+        jsonpatch.apply({"foo": ["a"]}, [{"op": "add", "path": "/foo/5", "value": "x"}])      # index past the end
+    assert jsonpatch.apply({"a": {"b": 1}}, [{"op": "move", "from": "/a/b", "path": "/c"}]) == {"a": {}, "c": 1}
+    assert jsonpatch.apply({"a": [1]}, [{"op": "copy", "from": "/a", "path": "/b"}]) == {"a": [1], "b": [1]}
+
+
+def test_json_pointer_escapes_rfc6901():
+    assert jsonpatch.escape("vpc.amazonaws.com/efa") == "vpc.amazonaws.com~1efa"
+    assert jsonpatch.escape("a~b/c") == "a~0b~1c" and jsonpatch.unescape("a~0b~1c") == "a~b/c"
+    assert jsonpatch.unescape("~01") == "~1"                 # '~1' is replaced first, then '~0' (RFC 6901 section 4)
+    doc = {"limits": {}}
+    out = jsonpatch.apply(doc, [{"op": "add", "path": "/limits/vpc.amazonaws.com~1efa", "value": "32"}])
+    assert out == {"limits": {"vpc.amazonaws.com/efa": "32"}} and doc == {"limits": {}}
+
+
+# ---------------------------------------------------------------- the policy evaluator on hand-written policies
+POD_CREATE = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                 "resources": ["pods"]}]}
+
+
+def _mpol(**spec):
+    return {"apiVersion": "policies.kyverno.io/v1", "kind": "MutatingPolicy", "metadata": {"name": "m"},
+            "spec": {"matchConstraints": POD_CREATE, **spec}}
+
+
+def test_mutations_apply_in_order_each_on_the_result_of_the_one_before_and_variables():
+    pol = _mpol(variables=[{"name": "n", "expression": "size(object.spec.containers)"}], mutations=[
+        {"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: 'add', path: '/metadata/labels', "
+                                                               "value: {'n': string(variables.n)}}]"}},
+        {"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: 'add', path: '/metadata/labels/m', "
+                                                               "value: object.metadata.labels.n + '!'}]"}}])
+    pod = {"metadata": {}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}}
+    assert kyverno.mutate(pol, pod)["metadata"]["labels"] == {"n": "2", "m": "2!"}
+    assert pod == {"metadata": {}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}}    # input untouched
+
+
+def test_match_constraints_selector_and_conditions():
+    m = [{"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: 'add', path: '/x', value: 1}]"}}]
+    pod = {"metadata": {"labels": {"team": "a"}}, "spec": {"containers": []}}
+    assert kyverno.mutate(_mpol(mutations=m), pod)["x"] == 1
+    assert "x" not in kyverno.mutate(_mpol(mutations=m, matchConditions=[{"name": "c", "expression": "false"}]), pod)
+    sel = {**POD_CREATE, "objectSelector": {"matchExpressions": [{"key": "team", "operator": "NotIn",
+                                                                  "values": ["a"]}]}}
+    assert "x" not in kyverno.mutate({"spec": {"matchConstraints": sel, "mutations": m}}, pod)
+    deployments = {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                      "resources": ["deployments"]}]}
+    assert "x" not in kyverno.mutate({"spec": {"matchConstraints": deployments, "mutations": m}}, pod)
+
+
+def test_apply_configuration_is_not_guessed():
+    pol = _mpol(mutations=[{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object{}"}}])
+    with pytest.raises(ValueError, match="ApplyConfiguration"):
+        kyverno.mutate(pol, {"metadata": {}, "spec": {"containers": []}})
+
+
+def test_validation_error_refuses_like_failure_policy_fail():
+    vpol = {"apiVersion": "policies.kyverno.io/v1", "kind": "ValidatingPolicy", "metadata": {"name": "v"},
+            "spec": {"matchConstraints": POD_CREATE, "validations": [
+                {"expression": "object.spec.nope == 1", "message": "[r] needs nope"},
+                {"expression": "true", "message": "[ok] never"}]}}
+    (msg,) = kyverno.denials(vpol, {"metadata": {}, "spec": {"containers": []}})
+    assert msg.startswith("[r] needs nope") and "evaluation error" in msg
