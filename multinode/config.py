@@ -77,7 +77,7 @@ ENGINES_BY_KIND = {
     "dynamo": ("vllm", "sglang", "trtllm"),
     "volcano-training": ("torchrun", "deepspeed"),
     "indexed-job": ("torchrun", "deepspeed"),
-    "mpijob": ("mpirun",),
+    "mpijob": ("mpirun", "nim"),    # nim: the NIM guide's MPIJob fallback (manifests/workloads/mpijob.py)
     "nccl-test": ("mpirun",),
 }
 
@@ -648,9 +648,10 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
     engines = ENGINES_BY_KIND[w.kind]
     if w.engine is not None and w.engine not in engines:
         p.append(Problem(f"{at}.engine", f"{w.engine!r} does not run as {w.kind}; use one of {', '.join(engines)}"))
-    if w.kind in INFERENCE_KINDS and not w.model:
+    serving = w.kind in INFERENCE_KINDS or w.engine == "nim"   # NIM serves on LWS or on an MPIJob
+    if serving and not w.model:
         p.append(Problem(f"{at}.model", f"{w.kind} needs the model to serve, e.g. meta-llama/Llama-3.1-405B-Instruct"))
-    if w.kind in TRAINING_KINDS and not w.script:
+    if w.kind in TRAINING_KINDS and not serving and not w.script:
         starter = "mpirun" if w.kind == "mpijob" else "torchrun"
         p.append(Problem(f"{at}.script", f"{w.kind} needs the training script {starter} starts, e.g. "
                                          f"/workspace/train.py"))
@@ -685,7 +686,7 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
     if w.nodes > pool.node_count and w.kind != "nccl-test":
         p.append(Problem(f"{at}.nodes", f"{w.nodes} nodes, but node pool {pool.name!r} has {pool.node_count}; "
                                         f"use nodes {pool.node_count} or raise nodePools nodeCount"))
-    if w.kind in INFERENCE_KINDS and not w.disaggregated:
+    if serving and not w.disaggregated:
         for f in topology.check_parallelism(rw.tensor_parallel, w.pipeline_parallel, w.nodes, gpn, m.name):
             p.append(Problem(f"{at}.{f.field}", f.message))
         if w.model:
@@ -710,7 +711,7 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
             if role.nodes > pool.node_count:
                 p.append(Problem(f"{rat}.nodes", f"{role.nodes} nodes, but node pool {pool.name!r} has "
                                                  f"{pool.node_count}; use at most {pool.node_count}"))
-    if w.kind in TRAINING_KINDS:
+    if w.kind in TRAINING_KINDS and not serving:
         tp = w.tensor_parallel or 1
         for f in topology.check_training(w.nodes, gpn, w.nodes, gpn, tp, w.pipeline_parallel):
             p.append(Problem(f"{at}.{f.field}", f.message))
@@ -740,7 +741,8 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
     if need_storage and cfg.storage is not None and w.namespace != cfg.storage.namespace:
         p.append(Problem(f"{at}.namespace", f"{w.namespace!r}, but the checkpoint claim lives in namespace "
                                             f"{cfg.storage.namespace!r}; use namespace {cfg.storage.namespace!r}"))
-    image_key = "nccl-test" if w.kind == "nccl-test" else ("mpijob" if w.kind == "mpijob" else w.engine)
+    image_key = "nccl-test" if w.kind == "nccl-test" else (
+        "mpijob" if w.kind == "mpijob" and w.engine != "nim" else w.engine)
     if image_key in IMAGE_REQUIRED and not w.image:
         p.append(Problem(f"{at}.image", f"{w.kind} {w.engine or ''} has no default image; set image to "
                                         f"{IMAGE_REQUIRED[image_key]}".replace("  ", " ")))

@@ -308,10 +308,11 @@ def test_indexed_job_node_rank_from_completion_index(cfg, built):
 def test_mpijob_ranks_fill_every_gpu(cfg, built):
     w = workload(cfg, "train-mpi")
     s = obj(built["train-mpi"], "MPIJob")["spec"]
-    pods = sum(r["replicas"] for r in s["mpiReplicaSpecs"].values())
-    assert s["runLauncherAsWorker"] is True and pods == w.nodes
+    # issue 18: the guides' shape, a launcher without GPUs and Worker replicas = nodes
+    pods = s["mpiReplicaSpecs"]["Worker"]["replicas"]
+    assert s["runLauncherAsWorker"] is False and pods == w.nodes
     launcher = command_text(s["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0])
-    np_ = int(re.search(r"-np (\d+)", launcher).group(1))
+    np_ = int(re.search(r"-n (\d+)", launcher).group(1))
     assert np_ == s["slotsPerWorker"] * pods == w.nodes * cfg.gpus_per_node(w)
     assert s["runPolicy"]["schedulingPolicy"]["minAvailable"] == w.nodes
 

@@ -1,0 +1,132 @@
+"""Issue 18: one stack per guide example (tests/guides/Pulumi.<name>.yaml) plans clean, every rendered
+custom resource validates against its upstream CRD, and the guide's fields are asserted one by one. The
+expected values are written here from the guide's own YAML, with its source next to them."""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from multinode import plan as mplan
+from multinode.schema_check import validate_object
+
+GUIDES = Path(__file__).resolve().parent / "guides"
+_CACHE: dict[str, mplan.PlanResult] = {}
+
+
+def planned(name: str, tmp_path_factory: pytest.TempPathFactory) -> mplan.PlanResult:
+    if name not in _CACHE:
+        out = tmp_path_factory.mktemp(name)
+        _CACHE[name] = mplan.plan(name, out, GUIDES / f"Pulumi.{name}.yaml")
+    return _CACHE[name]
+
+
+def find(res: mplan.PlanResult, kind: str, name: str | None = None) -> dict[str, Any]:
+    hits = [o for o in res.k8s_objects if o.get("kind") == kind
+            and (name is None or o["metadata"]["name"] == name)]
+    assert len(hits) == 1, [(o.get("kind"), o["metadata"].get("name")) for o in res.k8s_objects]
+    return hits[0]
+
+
+def script(container: dict[str, Any]) -> str:
+    cmd = container["command"]
+    assert cmd[:2] == ["/bin/bash", "-c"], cmd
+    return cmd[2]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in GUIDES.glob("Pulumi.*.yaml"))
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_guide_stack_plans_clean_and_validates(name, tmp_path_factory):
+    res = planned(name, tmp_path_factory)
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    assert [v for v in res.violations if v["enforcementLevel"] == "mandatory"] == []
+    for obj in res.k8s_objects:
+        assert validate_object(obj) == [], (obj["kind"], obj["metadata"].get("name"))
+
+
+# ------------------------------------------------------------------ NIM on MPIJob
+# NVIDIA/nim-deploy helm/nim-llm templates/multi_node_deployment.yaml (MPIJob branch) and values.yaml,
+# commit bb84c40 (2025-05-12), with the values of tests/guides/Pulumi.nim-mpijob.yaml:
+#   multiNode.workers: 2, multiNode.gpusPerNode: 8, model.openaiPort: 8000
+NIM_WORKERS, NIM_GPUS_PER_NODE, NIM_PORT = 2, 8, 8000
+
+
+def test_nim_mpijob_matches_the_chart(tmp_path_factory):
+    res = planned("nim-mpijob", tmp_path_factory)
+    job = find(res, "MPIJob", "llama-405b-nim")
+    spec = job["spec"]
+    specs = spec["mpiReplicaSpecs"]
+    # chart: `slotsPerWorker: {{ multiNode.gpusPerNode }}`, `launcherCreationPolicy: WaitForWorkersReady`
+    assert spec["slotsPerWorker"] == NIM_GPUS_PER_NODE
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+    # chart: `sshAuthMountPath: {{ nim-llm.sshDir }}` = /root/.ssh for a root pod
+    assert spec["sshAuthMountPath"] == "/root/.ssh"
+    # chart: `runPolicy.cleanPodPolicy: None`; Launcher replicas 1; Worker replicas multiNode.workers
+    assert spec["runPolicy"]["cleanPodPolicy"] == "None"
+    assert specs["Launcher"]["replicas"] == 1
+    assert specs["Worker"]["replicas"] == NIM_WORKERS
+    assert spec["runLauncherAsWorker"] is False
+    launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
+    worker = specs["Worker"]["template"]["spec"]["containers"][0]
+    # chart: the launcher gets only multiNode.mpiJob.launcherResources (empty): no GPUs
+    assert "nvidia.com/gpu" not in str(launcher.get("resources", {}))
+    # chart: workers get resources.limits.nvidia.com/gpu = gpusPerNode
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == str(NIM_GPUS_PER_NODE)
+    # chart: `mpirun --allow-run-as-root -n {{ mul gpusPerNode workers }} -bind-to none -map-by slot -x ...`
+    toks = shlex.split(script(launcher).replace("exec ", "", 1))
+    assert toks[:2] == ["mpirun", "--allow-run-as-root"]
+    assert toks[toks.index("-n") + 1] == str(NIM_GPUS_PER_NODE * NIM_WORKERS)
+    assert toks[toks.index("-bind-to") + 1] == "none" and toks[toks.index("-map-by") + 1] == "slot"
+    forwarded = {toks[i + 1] for i, t in enumerate(toks) if t == "-x"}
+    # chart: the -x list (every NIM env name the chart forwards from the launcher)
+    assert {"NIM_CACHE_PATH", "NGC_API_KEY", "NIM_SERVER_PORT", "NIM_NUM_COMPUTE_NODES", "HF_HOME",
+            "NGC_HOME", "NUMBA_CACHE_DIR", "OUTLINES_CACHE_DIR"} <= forwarded
+    # chart: multiNodeExec for NIM > 1.1.2 is /opt/nim/start-mpi-cluster.sh
+    assert toks[-1] == "/opt/nim/start-mpi-cluster.sh"
+    env = env_of(launcher)
+    # chart: NIM_NUM_COMPUTE_NODES = multiNode.workers, NIM_SERVER_PORT = model.openaiPort,
+    # NUMBA_CACHE_DIR=/tmp/numba, OUTLINES_CACHE_DIR=/tmp/outlines, NGC_API_KEY from the NGC secret's NGC_API_KEY
+    assert env["NIM_NUM_COMPUTE_NODES"] == str(NIM_WORKERS)
+    assert env["NIM_SERVER_PORT"] == str(NIM_PORT)
+    assert env["NUMBA_CACHE_DIR"] == "/tmp/numba" and env["OUTLINES_CACHE_DIR"] == "/tmp/outlines"
+    assert env["NGC_API_KEY"]["secretKeyRef"]["key"] == "NGC_API_KEY"
+    assert env["NGC_HOME"] == env["NIM_CACHE_PATH"] + "/ngc"
+    assert env["HF_HOME"] == env["NIM_CACHE_PATH"] + "/huggingface"
+    # chart worker: host key into the ssh-confs emptyDir, then `sshd -De -f .../.sshd_config -h .../hostkey.rsa`
+    ws = script(worker)
+    assert "/usr/bin/ssh-keygen -f /ssh-confs/hostkey.rsa -N '' -t rsa" in ws
+    assert ws.rstrip().endswith("/usr/sbin/sshd -De -f /ssh-confs/.sshd_config -h /ssh-confs/hostkey.rsa")
+    assert {"name": "ssh-confs", "mountPath": "/ssh-confs"} in worker["volumeMounts"]
+    assert {"name": "ssh-confs", "emptyDir": {}} in specs["Worker"]["template"]["spec"]["volumes"]
+    # chart: terminationGracePeriodSeconds 60 on both roles
+    for role in ("Launcher", "Worker"):
+        assert specs[role]["template"]["spec"]["terminationGracePeriodSeconds"] == 60
+    # no automatic restart (docs/workloads.md): the MPIJob default restartPolicy Never, backoffLimit 0
+    assert specs["Launcher"]["restartPolicy"] == specs["Worker"]["restartPolicy"] == "Never"
+    assert spec["runPolicy"]["backoffLimit"] == 0
+
+
+def test_nim_mpijob_fabric_and_service(tmp_path_factory):
+    res = planned("nim-mpijob", tmp_path_factory)
+    specs = find(res, "MPIJob")["spec"]["mpiReplicaSpecs"]
+    # only the GPU workers ask for the fabric; the launcher runs no rank
+    assert specs["Worker"]["template"]["metadata"]["labels"]["multinode.dev/fabric"] == "enabled"
+    assert "multinode.dev/fabric" not in specs["Launcher"]["template"]["metadata"]["labels"]
+    # every rank sources the fabric env its worker saved before exec'ing the NIM entrypoint
+    launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
+    assert "bash -c '. /tmp/multinode-rank-env.sh; exec \"$@\"' rank" in script(launcher)
+    assert script(specs["Worker"]["template"]["spec"]["containers"][0]).startswith(
+        "export -p | grep -E '^declare -x (NCCL_|FI_|")
+    svc = find(res, "Service", "llama-405b-nim")
+    assert svc["spec"]["selector"] == {"training.kubeflow.org/job-name": "llama-405b-nim",
+                                       "training.kubeflow.org/replica-type": "worker",
+                                       "training.kubeflow.org/replica-index": "0"}
+    assert svc["spec"]["ports"] == [{"name": "http", "port": NIM_PORT, "targetPort": NIM_PORT}]
