@@ -750,6 +750,13 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
         # the builders pick their default image by engine (manifests/workloads/common.DEFAULT_IMAGES)
         p.append(Problem(f"{at}.engine", f"{w.kind} without an engine has no default image; set engine "
                                          f"(torchrun or deepspeed) or image"))
+    # --- issue 18: torchrun's rendezvous comes from the rendered flags (c10d at the rank-0 pod); MASTER_ADDR /
+    # MASTER_PORT in env would name another one and silently disagree with them.
+    if w.kind in ("volcano-training", "indexed-job"):
+        for name in w.env:
+            if name.upper() in ("MASTER_ADDR", "MASTER_PORT"):
+                p.append(Problem(f"{at}.env.{name}", f"the rendezvous is set by the rendered torchrun flags "
+                                                     f"(--rdzv_endpoint at the rank-0 pod); remove {name}"))
     if w.engine == "nim" and not cfg.ngc_api_key:
         p.append(Problem("ngcApiKey", f"{at} runs NIM, which downloads its model from NGC; set "
                                       f"`pulumi config set --secret {NAMESPACE}:ngcApiKey ...`"))

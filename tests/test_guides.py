@@ -130,3 +130,101 @@ def test_nim_mpijob_fabric_and_service(tmp_path_factory):
                                        "training.kubeflow.org/replica-type": "worker",
                                        "training.kubeflow.org/replica-index": "0"}
     assert svc["spec"]["ports"] == [{"name": "http", "port": NIM_PORT, "targetPort": NIM_PORT}]
+
+
+# ------------------------------------------------------------------ the torchrun / DeepSpeed recipe
+# kubernetes.recipes/recipes/ai/multi-node-training-kubernetes, "PyTorch DDP with torchrun": an Indexed Job
+#   completions: 4, parallelism: 4, completionMode: Indexed
+#   template.spec.subdomain: <headless Service>, setHostnameAsFQDN: true
+#   torchrun --nnodes=4 --nproc_per_node=8 --node_rank=$(JOB_COMPLETION_INDEX) --rdzv_backend=c10d
+#            --rdzv_endpoint=<job>-0.<subdomain>:29400 train.py ...
+# and its DeepSpeed config mounted as one file via subPath.
+RECIPE_NODES, RECIPE_GPUS, RECIPE_PORT = 4, 8, 29400
+
+
+def _torchrun(text: str) -> list[str]:
+    return shlex.split(text[text.index("torchrun"):].splitlines()[0])
+
+
+def _flag(args: list[str], name: str) -> str:
+    return next(a.split("=", 1)[1] for a in args if a.startswith(name + "="))
+
+
+def test_torchrun_recipe_indexed_job(tmp_path_factory):
+    res = planned("torchrun-recipe", tmp_path_factory)
+    job = find(res, "Job", "llm-finetune")
+    svc = find(res, "Service", "llm-finetune")
+    spec, pod = job["spec"], job["spec"]["template"]["spec"]
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"] == RECIPE_NODES
+    assert pod["subdomain"] == svc["metadata"]["name"]
+    assert pod["setHostnameAsFQDN"] is True
+    # the headless Service on the rendezvous port
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["ports"] == [{"name": "rdzv", "port": RECIPE_PORT, "targetPort": RECIPE_PORT}]
+    assert svc["spec"]["selector"] == {"batch.kubernetes.io/job-name": "llm-finetune"}
+    args = _torchrun(script(pod["containers"][0]))
+    assert _flag(args, "--nnodes") == str(RECIPE_NODES)
+    assert _flag(args, "--nproc_per_node") == str(RECIPE_GPUS)
+    assert _flag(args, "--node_rank") == "$JOB_COMPLETION_INDEX"
+    assert _flag(args, "--rdzv_backend") == "c10d"
+    assert _flag(args, "--rdzv_endpoint") == f"llm-finetune-0.{pod['subdomain']}:{RECIPE_PORT}"
+    assert not any(a.startswith(("--master_addr", "--master_port")) for a in args)
+    assert args[args.index("--deepspeed_config") + 1] == "/etc/multinode/deepspeed/ds_config.json"
+
+
+def test_torchrun_recipe_deepspeed_file_and_numbers(tmp_path_factory):
+    import json
+    res = planned("torchrun-recipe", tmp_path_factory)
+    pod = find(res, "Job", "llm-finetune")["spec"]["template"]["spec"]
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "deepspeed")
+    assert mount == {"name": "deepspeed", "mountPath": "/etc/multinode/deepspeed/ds_config.json",
+                     "subPath": "ds_config.json", "readOnly": True}
+    cm = find(res, "ConfigMap", "llm-finetune-deepspeed")
+    ds = json.loads(cm["data"]["ds_config.json"])
+    # `reduce_bucket_size: 5e8` in the stack file: a number, and a whole one (DeepSpeed's int fields)
+    assert ds["zero_optimization"]["reduce_bucket_size"] == 500000000
+    assert isinstance(ds["zero_optimization"]["reduce_bucket_size"], int)
+    assert ds["zero_optimization"]["stage3_prefetch_bucket_size"] == 500000000
+
+
+def test_master_addr_in_env_is_refused_before_any_resource(tmp_path):
+    import yaml
+    doc = yaml.safe_load((GUIDES / "Pulumi.torchrun-recipe.yaml").read_text())
+    doc["config"]["multinode:workloads"][0]["env"] = {"MASTER_ADDR": "llm-finetune-0.llm-finetune",
+                                                      "MASTER_PORT": "29400"}
+    f = tmp_path / "Pulumi.bad.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    res = mplan.plan("bad", tmp_path / "out", f)
+    assert res.exit_code == mplan.EXIT_CONFIG and res.registrations == []
+    assert "workloads[0].env.MASTER_ADDR" in res.error and "workloads[0].env.MASTER_PORT" in res.error
+    assert "remove MASTER_ADDR" in res.error
+
+
+# ------------------------------------------------------------------ MPIJob, the mpi-operator examples' shape
+# kubeflow/mpi-operator examples/v2beta1/tensorflow-benchmarks/tensorflow-benchmarks.yaml (commit caa3c47):
+#   slotsPerWorker: <GPUs per worker>, runPolicy.cleanPodPolicy: Running, Launcher replicas 1 with no GPU
+#   resources, Worker replicas 2 with nvidia.com/gpu limits, mpirun --allow-run-as-root -np <workers x slots>
+#   -bind-to none -map-by slot ... python scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py --model=resnet101
+MPI_WORKERS, MPI_SLOTS = 2, 8
+
+
+def test_mpijob_matches_the_operator_example(tmp_path_factory):
+    res = planned("torchrun-recipe", tmp_path_factory)
+    spec = find(res, "MPIJob", "horovod-bench")["spec"]
+    specs = spec["mpiReplicaSpecs"]
+    assert spec["slotsPerWorker"] == MPI_SLOTS
+    assert spec["runPolicy"]["cleanPodPolicy"] == "Running"
+    assert specs["Launcher"]["replicas"] == 1 and specs["Worker"]["replicas"] == MPI_WORKERS
+    launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
+    worker = specs["Worker"]["template"]["spec"]["containers"][0]
+    assert "resources" not in launcher
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == str(MPI_SLOTS)
+    text = script(launcher)
+    line = next(ln for ln in text.splitlines() if "mpirun" in ln)
+    toks = shlex.split(line.replace("exec ", "", 1))
+    assert toks[:2] == ["mpirun", "--allow-run-as-root"]
+    assert toks[toks.index("-n") + 1] == str(MPI_WORKERS * MPI_SLOTS)
+    assert toks[toks.index("-bind-to") + 1] == "none" and toks[toks.index("-map-by") + 1] == "slot"
+    assert toks[-5:] == ["python", "scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py", "--model=resnet101",
+                         "--batch_size=64", "--variable_update=horovod"]

@@ -302,7 +302,10 @@ def test_indexed_job_node_rank_from_completion_index(cfg, built):
     assert job["spec"]["template"]["spec"]["subdomain"] == svc["metadata"]["name"]
     args = _torchrun(command_text(job["spec"]["template"]["spec"]["containers"][0]))
     assert _opt(args, "--node_rank") == "$JOB_COMPLETION_INDEX"
-    assert _opt(args, "--master_addr") == f"{w.name}-0.{w.name}"
+    # issue 18: the recipe's c10d rendezvous at pod 0 on 29400 (was a static --master_addr on 29500)
+    assert _opt(args, "--rdzv_backend") == "c10d"
+    assert _opt(args, "--rdzv_endpoint") == f"{w.name}-0.{w.name}:{training.C10D_PORT}"
+    assert not any(a.startswith("--master_addr") for a in args)
 
 
 def test_mpijob_ranks_fill_every_gpu(cfg, built):
