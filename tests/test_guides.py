@@ -228,3 +228,215 @@ def test_mpijob_matches_the_operator_example(tmp_path_factory):
     assert toks[toks.index("-bind-to") + 1] == "none" and toks[toks.index("-map-by") + 1] == "slot"
     assert toks[-5:] == ["python", "scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py", "--model=resnet101",
                          "--batch_size=64", "--variable_update=horovod"]
+
+
+# ------------------------------------------------------------------ Volcano: recovery, priorities, topology
+# volcano-sh/volcano v1.15.1 docs/user-guide:
+#   how_to_use_job_policy.md: `events: PodEvicted, action: RestartJob, timeout: 10m`
+#   how_to_configure_priorityclass_for_job.md: PriorityClass {value, preemptionPolicy} + Job spec.priorityClassName
+#   how_to_use_network_topology_aware_scheduling.md: `networkTopology: {mode: hard, highestTierAllowed: 2}` and
+#     the scheduler plugin `- name: network-topology-aware`
+#   how_to_use_hypernode_auto_discovery.md: `source: label`, `networkTopologyTypes`, labels top to bottom
+#     ending with kubernetes.io/hostname
+# installer/helm/chart/volcano/config/volcano-scheduler.conf (v1.15.1): actions "enqueue, allocate, backfill"
+
+
+def _volcano_values(res: mplan.PlanResult) -> dict[str, Any]:
+    rel = next(r for r in res.registrations if r.type == "kubernetes:helm.sh/v3:Release"
+               and r.inputs.get("chart") == "volcano")
+    return rel.inputs["values"]
+
+
+def test_volcano_job_recovery_priority_topology(tmp_path_factory):
+    res = planned("volcano-llm-training", tmp_path_factory)
+    job = find(res, "Job", "llama-pretrain")
+    spec = job["spec"]
+    assert job["apiVersion"] == "batch.volcano.sh/v1alpha1"
+    assert spec["networkTopology"] == {"mode": "hard", "highestTierAllowed": 2}
+    assert spec["priorityClassName"] == "training-high"
+    assert spec["queue"] == "research"
+    for task in spec["tasks"]:
+        restart = [p for p in task["policies"] if p.get("action") in ("RestartJob", "RestartTask")]
+        assert restart and all(p["timeout"] == "10m" and "PodEvicted" in p["events"] for p in restart)
+    pcs = {o["metadata"]["name"]: o for o in res.k8s_objects if o["kind"] == "PriorityClass"}
+    assert pcs["training-high"]["value"] == 1000
+    assert pcs["training-high"]["preemptionPolicy"] == "PreemptLowerPriority"
+    assert pcs["experiments"]["preemptionPolicy"] == "Never" and pcs["experiments"]["value"] == 10
+    queue = find(res, "Queue", "research")
+    assert queue["spec"]["priority"] == 10 and queue["spec"]["weight"] == 2
+
+
+def test_volcano_scheduler_and_discovery_values(tmp_path_factory):
+    import yaml
+    res = planned("volcano-llm-training", tmp_path_factory)
+    custom = _volcano_values(res)["custom"]
+    sched = yaml.safe_load(custom["scheduler_config_override"])
+    # the chart's actions with preempt before backfill (addons.volcano.preemption)
+    assert sched["actions"] == "enqueue, allocate, preempt, backfill"
+    names = [p["name"] for tier in sched["tiers"] for p in tier["plugins"]]
+    # the chart's plugins, all kept, plus network-topology-aware
+    assert names == ["priority", "gang", "conformance", "overcommit", "drf", "predicates", "proportion",
+                     "nodeorder", "binpack", "network-topology-aware"]
+    disc = custom["controller_config_override"]["networkTopologyDiscovery"]
+    assert disc == [{"source": "label", "enabled": True, "config": {"networkTopologyTypes": {"aws-3-tier": [
+        {"nodeLabel": "topology.k8s.aws/network-node-layer-1"},
+        {"nodeLabel": "topology.k8s.aws/network-node-layer-2"},
+        {"nodeLabel": "topology.k8s.aws/network-node-layer-3"},
+        {"nodeLabel": "kubernetes.io/hostname"}]}}}]
+    # the tiers come from the labels: no per-pool HyperNode beside them
+    assert not [o for o in res.k8s_objects if o["kind"] == "HyperNode"]
+
+
+def test_default_scheduler_config_is_the_charts(tmp_path_factory):
+    # no topology asked and no preemption: the chart's own config (no override)
+    res = planned("nim-mpijob", tmp_path_factory)
+    assert "scheduler_config_override" not in _volcano_values(res).get("custom", {})
+
+
+@pytest.mark.parametrize("edit, key, words", [
+    (lambda w, d: w.update(networkTopology={"mode": "hard", "highestTierAllowed": 1}),
+     "workloads[0].networkTopology.mode", "use mode soft"),
+    (lambda w, d: w.update(recoveryTimeout="ten minutes"), "workloads[0].recoveryTimeout", "'10m'"),
+    (lambda w, d: w.update(priorityClassName="urgent"), "workloads[0].priorityClassName",
+     "define it under priorityClasses"),
+])
+def test_volcano_option_errors_name_the_key(tmp_path, edit, key, words):
+    import yaml
+    doc = {"config": {
+        "multinode:cloud": "existing", "multinode:cluster": {"name": "lab"},
+        "multinode:kubeconfig": {"secure": "v1:c2VjcmV0"},
+        "multinode:fabric": {"kind": "efa"},
+        "multinode:nodePools": [{"name": "gpu", "machine": "p5.48xlarge", "nodeCount": 2,
+                                 "nodeSelector": {"node.kubernetes.io/instance-type": "p5.48xlarge"}}],
+        "multinode:storage": {"kind": "existing", "existingStorageClass": "efs-sc", "sizeGib": 100},
+        "multinode:workloads": [{"name": "t", "kind": "volcano-training", "engine": "torchrun",
+                                 "nodePool": "gpu", "nodes": 2, "script": "train.py"}]}}
+    edit(doc["config"]["multinode:workloads"][0], doc)
+    f = tmp_path / "Pulumi.bad.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    res = mplan.plan("bad", tmp_path / "out", f)
+    assert res.exit_code == mplan.EXIT_CONFIG and res.registrations == [], res.error
+    assert key in res.error and words in res.error
+
+
+def test_topology_rules_judge_the_stacks_volcano():
+    from policy.engine import Resource, build_context
+    from policy.rules import topology as rt
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j", "namespace": "n"},
+           "spec": {"networkTopology": {"mode": "hard", "highestTierAllowed": 1}, "tasks": []}}
+
+    def res(obj, t=None):
+        return Resource(type=t or f"kubernetes:{obj['apiVersion']}:{obj['kind']}", name=obj["metadata"]["name"],
+                        urn="u", props=obj)
+
+    def release(custom):
+        return Resource(type="kubernetes:helm.sh/v3:Release", name="volcano", urn="r",
+                        props={"chart": "volcano", "values": {"custom": custom} if custom else {}})
+
+    ctx = build_context(None, [])
+    bare = [res(job), release({})]
+    assert len(list(rt.check_hard_topology(bare, ctx))) == 1
+    assert len(list(rt.check_topology_plugin(bare, ctx))) == 1
+    hn = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "h"}}
+    assert list(rt.check_hard_topology(bare + [res(hn)], ctx)) == []
+    disc = {"controller_config_override": {"networkTopologyDiscovery": [{"source": "label", "enabled": True}]},
+            "scheduler_config_override": "tiers:\n- plugins:\n  - name: network-topology-aware\n"}
+    ok = [res(job), release(disc)]
+    assert list(rt.check_hard_topology(ok, ctx)) == [] and list(rt.check_topology_plugin(ok, ctx)) == []
+    soft = dict(job, spec={"networkTopology": {"mode": "soft"}})
+    assert list(rt.check_hard_topology([res(soft), release({})], ctx)) == []
+    # Volcano not installed by the stack: the cluster's own config, nothing to judge
+    assert list(rt.check_hard_topology([res(job)], ctx)) == [] and list(rt.check_topology_plugin([res(job)], ctx)) == []
+
+
+# ------------------------------------------------------------------ NIM on LeaderWorkerSet + group placement
+# NVIDIA/nim-deploy helm/nim-llm templates/multi_node_deployment.yaml (LWS branch, commit bb84c40):
+#   spec.replicas: replicaCount (1); leaderWorkerTemplate.size: multiNode.workers (2);
+#   restartPolicy: RecreateGroupOnPodRestart; NIM_NUM_COMPUTE_NODES = multiNode.workers;
+#   NIM_SERVER_PORT = model.openaiPort (8000); GPUs per pod = resources.limits.nvidia.com/gpu (8)
+# kubernetes-sigs/lws v0.10.0: annotation leaderworkerset.sigs.k8s.io/exclusive-topology: <node label key>;
+#   subgroups: leaderWorkerTemplate.subGroupPolicy.subGroupSize + subgroup-exclusive-topology
+
+
+def test_nim_lws_matches_the_chart_and_keeps_groups_in_one_domain(tmp_path_factory):
+    res = planned("nim-lws", tmp_path_factory)
+    lws = find(res, "LeaderWorkerSet", "llama-405b-nim")
+    spec, lwt = lws["spec"], lws["spec"]["leaderWorkerTemplate"]
+    assert spec["replicas"] == 1 and lwt["size"] == NIM_WORKERS
+    assert lwt["restartPolicy"] == "RecreateGroupOnPodRestart"
+    for role in ("leaderTemplate", "workerTemplate"):
+        cont = lwt[role]["spec"]["containers"][0]
+        env = env_of(cont)
+        assert env["NIM_NUM_COMPUTE_NODES"] == str(NIM_WORKERS) and env["NIM_SERVER_PORT"] == str(NIM_PORT)
+        assert cont["resources"]["limits"]["nvidia.com/gpu"] == str(NIM_GPUS_PER_NODE)
+    assert lws["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"] == \
+        "topology.k8s.aws/network-node-layer-3"
+    assert "subGroupPolicy" not in lwt
+
+
+def test_lws_subgroup_placement_and_its_errors(tmp_path):
+    import yaml
+    doc = yaml.safe_load((GUIDES / "Pulumi.nim-lws.yaml").read_text())
+    w = doc["config"]["multinode:workloads"][0]
+    w.update(nodes=4, pipelineParallel=4, groupPlacement={"topologyKey": "example.com/rack", "subGroupSize": 2})
+    f = tmp_path / "Pulumi.sub.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    res = mplan.plan("sub", tmp_path / "out", f)
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    lws = find(res, "LeaderWorkerSet")
+    assert lws["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"] == \
+        "example.com/rack"
+    assert "leaderworkerset.sigs.k8s.io/exclusive-topology" not in lws["metadata"]["annotations"]
+    assert lws["spec"]["leaderWorkerTemplate"]["subGroupPolicy"] == {"subGroupSize": 2}
+    assert validate_object(lws) == []
+    w["groupPlacement"] = {"topologyKey": "not a key!", "subGroupSize": 3}
+    f.write_text(yaml.safe_dump(doc))
+    bad = mplan.plan("sub", tmp_path / "out2", f)
+    assert bad.exit_code == mplan.EXIT_CONFIG and bad.registrations == []
+    assert "workloads[0].groupPlacement.topologyKey" in bad.error
+    assert "workloads[0].groupPlacement.subGroupSize" in bad.error and "divisor of 4" in bad.error
+
+
+# ------------------------------------------------------------------ Dynamo DGD with and without KAI
+# ai-dynamo/dynamo docs/kubernetes/deployment/multinode-deployment.md: Grove (+ KAI-Scheduler, optional)
+# or LWS + Volcano; the DGD annotation nvidia.com/kai-scheduler-queue names the KAI queue.
+# ai-dynamo/grove docs/installation.md "Supported Schedulers": KAI-Scheduler gang-schedules PodGangs.
+
+
+def _dynamo_values(res: mplan.PlanResult) -> dict[str, Any]:
+    rel = next(r for r in res.registrations if r.type == "kubernetes:helm.sh/v3:Release"
+               and r.inputs.get("chart") == "dynamo-platform")
+    return rel.inputs["values"]
+
+
+@pytest.mark.parametrize("name, kai", [("dynamo-grove-kai", True), ("dynamo-grove-nokai", False)])
+def test_dynamo_dgd_with_and_without_kai(tmp_path_factory, name, kai):
+    res = planned(name, tmp_path_factory)
+    assert res.exit_code == mplan.EXIT_OK, res.error
+    dgd = find(res, "DynamoGraphDeployment", "llama-405b-dynamo")
+    ann = dgd["metadata"].get("annotations", {})
+    assert ("nvidia.com/kai-scheduler-queue" in ann) is kai
+    assert ann.get("nvidia.com/kai-scheduler-queue", "dynamo") == "dynamo"
+    assert "nvidia.com/enable-grove" not in ann                  # Grove orchestrates in both
+    g = _dynamo_values(res)["global"]
+    assert g["grove"] == {"install": False, "enabled": True}
+    assert g["kai-scheduler"] == {"install": False, "enabled": kai}
+    releases = {r.inputs.get("chart") for r in res.registrations if r.type == "kubernetes:helm.sh/v3:Release"}
+    assert any("kai-scheduler" in str(c) for c in releases) is kai
+    advisory = [a for a in res.advisories if "addons.kai.enabled" in a]
+    assert bool(advisory) is (not kai)
+    if not kai:
+        assert "does not gang-schedule" in advisory[0] and "llama-405b-dynamo" in advisory[0]
+
+
+def test_grove_workload_without_kai_names_no_kai_scheduler(tmp_path):
+    from multinode import checks
+    from multinode.manifests.workloads import build
+    from tests import workload_fixtures as WF
+    raw = WF.raw_config([w for w in WF.WORKLOADS if w["kind"] == "grove-inference"],
+                        addons={"grove": {"enabled": True}, "kai": {"enabled": False}})
+    cfg = checks.load(raw, {"kubeconfig", "hfToken", "ngcApiKey", "imagePullSecret"})
+    out = build(cfg, cfg.workloads[0])
+    pcs = next(o for o in out.objects if o["kind"] == "PodCliqueSet")
+    assert "kai.scheduler/queue" not in pcs["metadata"]["labels"]
+    assert "kai-scheduler" not in str(pcs)

@@ -276,7 +276,7 @@ def test_volcano_job_gang_recovery_and_topology(cfg, built):
     assert all(t["minAvailable"] == t["replicas"] for t in s["tasks"])
     assert set(s["plugins"]) == {"pytorch", "svc", "env"}
     assert s["queue"] == "research" and s["schedulerName"] == "volcano" and s["maxRetry"] == w.max_retry
-    assert s["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+    assert s["networkTopology"] == {"mode": "soft", "highestTierAllowed": 1}
     tasks = {t["name"]: t for t in s["tasks"]}
     worker_actions = {(tuple(p.get("events", [p.get("event")])), p["action"]) for p in tasks["worker"]["policies"]}
     assert worker_actions == {(("PodFailed", "PodEvicted"), "RestartTask")}

@@ -165,14 +165,12 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
         # workers + 1 (pkg/controller/podgroup.go); with WaitForWorkersReady the launcher pod is created
         # only after every worker is Ready, so a gang that counted it would never form: count the workers.
         run_policy["schedulingPolicy"] = {"minAvailable": w.nodes, "queue": c.volcano_queue(cfg, w)}
-    job = {
-        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": c.metadata(w),
-        "spec": {"slotsPerWorker": gpn, "runLauncherAsWorker": False, "mpiImplementation": "OpenMPI",
-                 "launcherCreationPolicy": "WaitForWorkersReady", "runPolicy": run_policy,
-                 "mpiReplicaSpecs": specs},
-    }
+    job_spec: dict[str, Any] = {"slotsPerWorker": gpn, "runLauncherAsWorker": False, "mpiImplementation": "OpenMPI",
+                                "launcherCreationPolicy": "WaitForWorkersReady", "runPolicy": run_policy,
+                                "mpiReplicaSpecs": specs}
     if nim:
-        job["spec"]["sshAuthMountPath"] = SSH_AUTH_DIR
+        job_spec["sshAuthMountPath"] = SSH_AUTH_DIR
+    job = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": c.metadata(w), "spec": job_spec}
     objects: list[dict[str, Any]] = [job]
     if nim:
         # rank 0 (the OpenAI server) runs on worker 0: -map-by slot fills the first host's slots first
