@@ -440,3 +440,16 @@ def test_grove_workload_without_kai_names_no_kai_scheduler(tmp_path):
     pcs = next(o for o in out.objects if o["kind"] == "PodCliqueSet")
     assert "kai.scheduler/queue" not in pcs["metadata"]["labels"]
     assert "kai-scheduler" not in str(pcs)
+
+
+def test_mpijob_script_with_its_interpreter_is_split_into_words():
+    from multinode import checks
+    from multinode.manifests.workloads import build
+    from tests import workload_fixtures as WF
+    raw = WF.raw_config([w for w in WF.WORKLOADS if w["name"] == "train-mpi"])
+    cfg = checks.load(raw, {"kubeconfig", "hfToken", "ngcApiKey", "imagePullSecret"})
+    job = next(o for o in build(cfg, cfg.workloads[0]).objects if o["kind"] == "MPIJob")
+    text = script(job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0])
+    line = next(ln for ln in text.splitlines() if "mpirun" in ln)
+    # the fixture's script is "python3 /workspace/train_hvd.py": two words after the rank wrapper
+    assert shlex.split(line)[-2:] == ["python3", "/workspace/train_hvd.py"]

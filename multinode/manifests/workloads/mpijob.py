@@ -125,7 +125,8 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     else:
         env = training.env(cfg, w, secrets)
         forwarded = [e["name"] for e in env]
-        argv = [w.script or ""] + list(w.script_args)
+        # `script` may carry its interpreter ("python3 /workspace/train.py"): one word per argument
+        argv = shlex.split(w.script or "") + list(w.script_args)
         launcher_script = (
             'mkdir -p "$CHECKPOINT_DIR"\n'
             'if [ -e "$CHECKPOINT_DIR/latest" ]; then export RESUME_FROM="$(readlink -f "$CHECKPOINT_DIR/latest")"; '
