@@ -453,3 +453,15 @@ def test_mpijob_script_with_its_interpreter_is_split_into_words():
     line = next(ln for ln in text.splitlines() if "mpirun" in ln)
     # the fixture's script is "python3 /workspace/train_hvd.py": two words after the rank wrapper
     assert shlex.split(line)[-2:] == ["python3", "/workspace/train_hvd.py"]
+
+
+def test_gang_whole_fix_for_an_mpijob_whose_launcher_waits_for_workers():
+    # mpi-operator creates a WaitForWorkersReady launcher after the workers are Ready, so the suggested gang
+    # is the workers alone; otherwise workers + launcher (mpi-operator's default minMember, podgroup.go)
+    from tests import policy_fixtures as F
+    from tests.test_policy_rules import run
+    job = F.mpijob()
+    job["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 1}
+    assert "set minAvailable 3" in run([job], "gang-whole")[0]["message"]
+    job["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady"
+    assert "set minAvailable 2" in run([job], "gang-whole")[0]["message"]

@@ -173,9 +173,13 @@ def check_gang_whole(res: Resource, ctx: Context) -> Iterator[str]:
                            f"pods together hold one model instance; set minAvailable {reps} (or leave it unset)")
         elif g.kind in ("MPIJob", "PyTorchJob") and g.min_available is not None:
             need = sum(r.pods for r in g.compute_roles)
+            # An MPIJob launcher created only once the workers are Ready (WaitForWorkersReady) cannot be in the
+            # gang that places them (mpi-operator creates it later): then the workers are the whole gang.
+            later = g.kind == "MPIJob" and g.extra.get("launcherCreationPolicy") == "WaitForWorkersReady"
+            fix = need if later else sum(r.pods for r in g.roles)
             if g.min_available < need:
                 yield (f"{g.name}: runPolicy.schedulingPolicy.minAvailable {g.min_available}, but the job needs "
-                       f"{need} pods to run at all; set minAvailable {sum(r.pods for r in g.roles)}")
+                       f"{need} pods to run at all; set minAvailable {fix}")
 
 
 # ------------------------------------------------------------------ fabric label and /dev/shm
