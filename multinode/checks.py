@@ -17,6 +17,7 @@ from typing import Any
 from . import clouds, config, fabric, images, local_nvme, numbers, overrides
 from .config import StackConfig, to_snake
 from .errors import Problem
+from .manifests import volcano_topology
 
 
 def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = "stack config") -> StackConfig:
@@ -35,6 +36,7 @@ def problems(cfg: StackConfig) -> list[Problem]:
     p.extend(numbers.problems(cfg, machines))
     p.extend(overrides.devices_per_gpu_problems(cfg))
     p.extend(local_nvme.config_problems(cfg))
+    p.extend(_hard_topology_problems(cfg))
     return p
 
 
@@ -77,4 +79,23 @@ def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: dict[str, Any
             p.append(Problem(f"nodePools[{i}].{key}", f"{m.name} has no {want} (its fabric is {m.fabric}), but "
                                                       f"{name} multi-node pools use {want}; choose a machine with "
                                                       f"{want}, or set fabric.enabled false to run without a fabric"))
+    return p
+
+
+# issue 18
+def _hard_topology_problems(cfg: StackConfig) -> list[Problem]:
+    """A hard networkTopology needs HyperNodes up to its tier; with none, Volcano can never place the job."""
+    p: list[Problem] = []
+    for i, w in enumerate(cfg.workloads):
+        nt = w.network_topology
+        if nt is None or nt.mode != "hard" or w.kind != "volcano-training":
+            continue
+        if w.node_pool not in config.pool_machines(cfg):
+            continue     # an unknown pool or machine is reported on its own key
+        tiers = volcano_topology.tiers_for_pool(cfg, w.node_pool)
+        if not tiers:
+            p.append(Problem(f"workloads[{i}].networkTopology.mode",
+                             f"hard, but this stack gives pool {w.node_pool!r} no HyperNode "
+                             f"({volcano_topology.why_no_tiers(cfg)}), so nothing can satisfy it and the job would "
+                             f"stay Pending; use mode soft, or remove networkTopology"))
     return p

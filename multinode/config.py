@@ -77,7 +77,7 @@ ENGINES_BY_KIND = {
     "dynamo": ("vllm", "sglang", "trtllm"),
     "volcano-training": ("torchrun", "deepspeed"),
     "indexed-job": ("torchrun", "deepspeed"),
-    "mpijob": ("mpirun",),
+    "mpijob": ("mpirun", "nim"),    # nim: the NIM guide's MPIJob fallback (manifests/workloads/mpijob.py)
     "nccl-test": ("mpirun",),
 }
 
@@ -158,8 +158,24 @@ class Addon(_Model):
     values: dict[str, Any] = {}     # escape hatch: merged over our Helm values
 
 
+# --- issue 18: Volcano's scheduler options the guides use -----------------------------------------------
+class VolcanoAddon(Addon):
+    """addons.volcano, plus `preemption`: add Volcano's `preempt` action to the scheduler's actions, so a
+    job of a higher PriorityClass evicts lower ones in the same queue (Volcano docs: actions, preempt;
+    docs/user-guide/how_to_configure_priorityclass_for_job.md)."""
+    preemption: bool = False
+
+
+class PriorityClassSpec(_Model):
+    """A scheduling.k8s.io/v1 PriorityClass the stack creates; workloads name it in priorityClassName."""
+    name: str
+    value: int = Field(ge=-2147483648, le=1000000000)     # above 1e9 is reserved for system classes
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    description: str = ""
+
+
 class Addons(_Model):
-    volcano: Addon = Addon()
+    volcano: VolcanoAddon = VolcanoAddon()
     lws: Addon = Addon()
     grove: Addon = Addon(enabled=False)
     kai: Addon = Addon(enabled=False)
@@ -192,6 +208,9 @@ class Queue(_Model):
     name: str
     weight: int = Field(default=1, ge=1, le=65535)
     gpus: int | None = Field(default=None, ge=0)    # capability: nvidia.com/gpu
+    # issue 18: Volcano Queue spec.priority ("higher values are prioritized for scheduling and considered
+    # later during reclamation", scheduling.volcano.sh_queues CRD v1.15.1)
+    priority: int | None = Field(default=None, ge=0)
 
 
 class NetworkTopology(_Model):
@@ -206,6 +225,12 @@ class Role(_Model):
     tensor_parallel: int | None = Field(default=None, ge=1)
     pipeline_parallel: int = Field(default=1, ge=1)
     replicas: int = Field(default=1, ge=1, le=64)
+
+
+class GroupPlacement(_Model):
+    """issue 18, lws-inference: keep each LWS group inside one topology domain (LWS exclusive placement)."""
+    topology_key: str                              # the node label naming the domain, e.g. a rack / block label
+    sub_group_size: int | None = Field(default=None, ge=1)   # per subgroup of this many pods instead
 
 
 class Disaggregated(_Model):
@@ -242,6 +267,11 @@ class Workload(_Model):
     network_topology: NetworkTopology | None = None
     deepspeed_config: dict[str, Any] | None = None
     checkpoint_dir: str | None = None
+    # --- issue 18 (volcano-training): Volcano Job options from Volcano's LLM training features
+    recovery_timeout: str | None = None        # Go duration, e.g. "10m": the grace period of the restart policies
+    priority_class_name: str | None = None     # job priority: one of the stack's priorityClasses
+    # --- issue 18 (lws-inference): each group (or subgroup) inside one topology domain
+    group_placement: GroupPlacement | None = None
     # nccl-test: threshold = minBusBandwidthGbps / 8 GB/s, else catalog Gbit/s / 8 x busBandwidthEfficiency
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0)
     bus_bandwidth_efficiency: float = Field(default=0.6, gt=0, le=1)
@@ -259,6 +289,7 @@ class StackConfig(_Model):
     addons: Addons = Addons()
     storage: Storage | None = None
     queues: list[Queue] = []
+    priority_classes: list[PriorityClassSpec] = []     # issue 18: rendered as PriorityClass objects
     workloads: list[Workload] = []
     # Bring your own objects: raw Kubernetes objects applied as-is under the cluster provider (the policy
     # pack checks them like ours).
@@ -431,9 +462,27 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = 
     return cfg
 
 
+def grove_without_kai(cfg: StackConfig) -> list[Problem]:
+    """issue 18. Grove's docs (ai-dynamo/grove docs/installation.md "Supported Schedulers", 2026-08) name
+    KAI-Scheduler as the only scheduler that gang-schedules Grove's PodGangs; Grove's default-scheduler
+    backend is always available (docs/proposals/375-scheduler-backend-framework) but the Kubernetes
+    default scheduler places pods one by one. So Grove runs without KAI, with no gang: an advisory."""
+    if not (cfg.addons.grove.enabled and not cfg.addons.kai.enabled):
+        return []
+    multi = [w.name for w in cfg.workloads if w.kind in ("grove-inference", "dynamo")
+             and (w.nodes > 1 or (w.disaggregated is not None and
+                                  max(w.disaggregated.prefill.nodes, w.disaggregated.decode.nodes) > 1))]
+    what = (f"multi-node workloads ({', '.join(multi)}) can start half-placed and hold GPUs while they wait"
+            if multi else "a multi-node role could start half-placed")
+    return [Problem("addons.kai.enabled", f"Grove without KAI-Scheduler: its pods use the Kubernetes default "
+                                          f"scheduler, which does not gang-schedule Grove's PodGangs (Grove docs: "
+                                          f"KAI is the scheduler that does), so {what}; set addons.kai.enabled "
+                                          f"true for all-or-nothing placement")]
+
+
 def advisories(cfg: StackConfig) -> list[Problem]:
     """Non-fatal findings of the cloud-independent contract (checks.advisories adds the cloud's)."""
-    out: list[Problem] = []
+    out: list[Problem] = grove_without_kai(cfg)
     for i, w in enumerate(cfg.workloads):
         try:
             m = cfg.machine(cfg.pool(w.node_pool))
@@ -509,13 +558,12 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
                                       f"exactly one cloud fabric, so put these pools in separate stacks"))
 
     # add-ons
-    if cfg.addons.grove.enabled and not cfg.addons.kai.enabled:
-        p.append(Problem("addons.kai.enabled", "Grove gang-schedules through KAI-Scheduler; set "
-                                               "addons.kai.enabled true (or disable addons.grove)"))
+    # Grove without KAI is allowed (issue 18: the Dynamo guide lists KAI as optional); grove_without_kai()
+    # says what it costs, as an advisory.
     if cfg.addons.dynamo.enabled and not (cfg.addons.grove.enabled or
                                           (cfg.addons.lws.enabled and cfg.addons.volcano.enabled)):
-        p.append(Problem("addons.dynamo.enabled", "the Dynamo operator needs Grove + KAI (default) or LWS + "
-                                                  "Volcano; enable addons.grove and addons.kai"))
+        p.append(Problem("addons.dynamo.enabled", "the Dynamo operator needs Grove (with KAI for gang scheduling) "
+                                                  "or LWS + Volcano; enable addons.grove (and addons.kai)"))
 
     # storage
     if cfg.storage is not None:
@@ -538,6 +586,16 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
         if q.name in qnames:
             p.append(Problem(f"queues[{i}].name", f"queue {q.name!r} is defined twice"))
         qnames.add(q.name)
+
+    # issue 18: priority classes (DNS subdomain names; system- is reserved by Kubernetes)
+    pcnames: set[str] = set()
+    for i, pc in enumerate(cfg.priority_classes):
+        if not _DNS_LABEL.match(pc.name) or pc.name.startswith("system-"):
+            p.append(Problem(f"priorityClasses[{i}].name", f"{pc.name!r} must be a DNS label not starting with "
+                                                           f"'system-' (reserved), e.g. 'training-high'"))
+        if pc.name in pcnames:
+            p.append(Problem(f"priorityClasses[{i}].name", f"PriorityClass {pc.name!r} is defined twice"))
+        pcnames.add(pc.name)
 
     # manifests (bring your own objects)
     seen_objects: dict[tuple[str, str, str], int] = {}
@@ -648,9 +706,10 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
     engines = ENGINES_BY_KIND[w.kind]
     if w.engine is not None and w.engine not in engines:
         p.append(Problem(f"{at}.engine", f"{w.engine!r} does not run as {w.kind}; use one of {', '.join(engines)}"))
-    if w.kind in INFERENCE_KINDS and not w.model:
+    serving = w.kind in INFERENCE_KINDS or w.engine == "nim"   # NIM serves on LWS or on an MPIJob
+    if serving and not w.model:
         p.append(Problem(f"{at}.model", f"{w.kind} needs the model to serve, e.g. meta-llama/Llama-3.1-405B-Instruct"))
-    if w.kind in TRAINING_KINDS and not w.script:
+    if w.kind in TRAINING_KINDS and not serving and not w.script:
         starter = "mpirun" if w.kind == "mpijob" else "torchrun"
         p.append(Problem(f"{at}.script", f"{w.kind} needs the training script {starter} starts, e.g. "
                                          f"/workspace/train.py"))
@@ -672,7 +731,8 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
     if w.kind == "lws-inference" and not cfg.addons.lws.enabled:
         p.append(Problem(f"{at}.kind", "lws-inference needs addons.lws.enabled true"))
     if w.kind == "grove-inference" and not cfg.addons.grove.enabled:
-        p.append(Problem(f"{at}.kind", "grove-inference needs addons.grove.enabled true (and addons.kai)"))
+        p.append(Problem(f"{at}.kind", "grove-inference needs addons.grove.enabled true (and addons.kai for gang "
+                                       "scheduling)"))
     if w.kind == "dynamo" and not cfg.addons.dynamo.enabled:
         p.append(Problem(f"{at}.kind", "dynamo needs addons.dynamo.enabled true"))
     if w.kind in ("dynamo", "grove-inference", "lws-inference") and w.engine is None:
@@ -685,7 +745,7 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
     if w.nodes > pool.node_count and w.kind != "nccl-test":
         p.append(Problem(f"{at}.nodes", f"{w.nodes} nodes, but node pool {pool.name!r} has {pool.node_count}; "
                                         f"use nodes {pool.node_count} or raise nodePools nodeCount"))
-    if w.kind in INFERENCE_KINDS and not w.disaggregated:
+    if serving and not w.disaggregated:
         for f in topology.check_parallelism(rw.tensor_parallel, w.pipeline_parallel, w.nodes, gpn, m.name):
             p.append(Problem(f"{at}.{f.field}", f.message))
         if w.model:
@@ -710,10 +770,50 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
             if role.nodes > pool.node_count:
                 p.append(Problem(f"{rat}.nodes", f"{role.nodes} nodes, but node pool {pool.name!r} has "
                                                  f"{pool.node_count}; use at most {pool.node_count}"))
-    if w.kind in TRAINING_KINDS:
+    if w.kind in TRAINING_KINDS and not serving:
         tp = w.tensor_parallel or 1
         for f in topology.check_training(w.nodes, gpn, w.nodes, gpn, tp, w.pipeline_parallel):
             p.append(Problem(f"{at}.{f.field}", f.message))
+    return p
+
+
+# --- issue 18: Volcano Job options ---------------------------------------------------------------------
+# Go's time.ParseDuration units (metav1.Duration); Volcano's policy `timeout` is one.
+_GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
+
+
+def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list[Problem]:
+    p: list[Problem] = []
+    if w.recovery_timeout is not None:
+        if w.kind != "volcano-training":
+            p.append(Problem(f"{at}.recoveryTimeout", "only volcano-training has Volcano restart policies; remove "
+                                                      "it or use kind volcano-training"))
+        elif not _GO_DURATION.match(w.recovery_timeout):
+            p.append(Problem(f"{at}.recoveryTimeout", f"{w.recovery_timeout!r} is not a duration; write it like "
+                                                      f"'10m', '90s' or '1h30m'"))
+    if w.priority_class_name is not None:
+        names = [pc.name for pc in cfg.priority_classes]
+        if w.kind != "volcano-training":
+            p.append(Problem(f"{at}.priorityClassName", "only volcano-training takes a job priority here; remove "
+                                                        "it or use kind volcano-training"))
+        elif w.priority_class_name not in names:
+            known = f"one of {', '.join(names)}" if names else "none is defined"
+            p.append(Problem(f"{at}.priorityClassName", f"no PriorityClass named {w.priority_class_name!r} in "
+                                                        f"priorityClasses ({known}); define it under "
+                                                        f"priorityClasses with a value"))
+    gp = w.group_placement
+    if gp is not None:
+        if w.kind != "lws-inference":
+            p.append(Problem(f"{at}.groupPlacement", "only lws-inference places its groups by topology here; "
+                                                     "remove it (volcano-training: use networkTopology)"))
+        bad = _label_problem(gp.topology_key, "x")
+        if bad:
+            p.append(Problem(f"{at}.groupPlacement.topologyKey", bad))
+        if gp.sub_group_size is not None and (gp.sub_group_size >= w.nodes or w.nodes % gp.sub_group_size):
+            p.append(Problem(f"{at}.groupPlacement.subGroupSize",
+                             f"{gp.sub_group_size} must divide the group's {w.nodes} pods and be smaller (LWS: size "
+                             f"divisible by subGroupSize); use a divisor of {w.nodes}, or remove it to keep the "
+                             f"whole group in one domain"))
     return p
 
 
@@ -740,7 +840,8 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
     if need_storage and cfg.storage is not None and w.namespace != cfg.storage.namespace:
         p.append(Problem(f"{at}.namespace", f"{w.namespace!r}, but the checkpoint claim lives in namespace "
                                             f"{cfg.storage.namespace!r}; use namespace {cfg.storage.namespace!r}"))
-    image_key = "nccl-test" if w.kind == "nccl-test" else ("mpijob" if w.kind == "mpijob" else w.engine)
+    image_key = "nccl-test" if w.kind == "nccl-test" else (
+        "mpijob" if w.kind == "mpijob" and w.engine != "nim" else w.engine)
     if image_key in IMAGE_REQUIRED and not w.image:
         p.append(Problem(f"{at}.image", f"{w.kind} {w.engine or ''} has no default image; set image to "
                                         f"{IMAGE_REQUIRED[image_key]}".replace("  ", " ")))
@@ -748,6 +849,14 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
         # the builders pick their default image by engine (manifests/workloads/common.DEFAULT_IMAGES)
         p.append(Problem(f"{at}.engine", f"{w.kind} without an engine has no default image; set engine "
                                          f"(torchrun or deepspeed) or image"))
+    # --- issue 18: torchrun's rendezvous comes from the rendered flags (c10d at the rank-0 pod); MASTER_ADDR /
+    # MASTER_PORT in env would name another one and silently disagree with them.
+    if w.kind in ("volcano-training", "indexed-job"):
+        for name in w.env:
+            if name.upper() in ("MASTER_ADDR", "MASTER_PORT"):
+                p.append(Problem(f"{at}.env.{name}", f"the rendezvous is set by the rendered torchrun flags "
+                                                     f"(--rdzv_endpoint at the rank-0 pod); remove {name}"))
+    p.extend(_volcano_job_option_problems(cfg, at, w))
     if w.engine == "nim" and not cfg.ngc_api_key:
         p.append(Problem("ngcApiKey", f"{at} runs NIM, which downloads its model from NGC; set "
                                       f"`pulumi config set --secret {NAMESPACE}:ngcApiKey ...`"))

@@ -567,8 +567,7 @@ class Simulation:
         key = (id(tmpl), pool)
         if key not in self._effective:
             meta = _dict(tmpl.get("metadata"))
-            labelled = _dict(meta.get("labels")).get(mpools.FABRIC_POD_LABEL) == mpools.FABRIC_POD_LABEL_VALUE \
-                or _dict(meta.get("annotations")).get(mpools.NEMO_ANNOTATION) == "true"
+            labelled = mpools.asks_for_fabric(meta.get("labels"), meta.get("annotations"))
             prof = self.by_name[pool].profile
             out = tmpl
             if labelled and prof is not None and getattr(prof, "enabled", False):

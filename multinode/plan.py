@@ -226,8 +226,7 @@ def write_effective_pods(result: PlanResult, out: Path) -> list[Path]:
     for obj in result.k8s_objects:
         for path, tmpl in _pod_templates(obj):
             meta = _map(tmpl.get("metadata"))
-            labelled = _map(meta.get("labels")).get(pools.FABRIC_POD_LABEL) == pools.FABRIC_POD_LABEL_VALUE
-            if not labelled and _map(meta.get("annotations")).get(pools.NEMO_ANNOTATION) != "true":
+            if not pools.asks_for_fabric(meta.get("labels"), meta.get("annotations")):
                 continue
             name = (obj.get("metadata") or {}).get("name", obj.get("kind", "object"))
             try:

@@ -18,6 +18,16 @@ SINGLE_NODE_POD_LABEL = "multinode.dev/single-node"
 SINGLE_NODE_POD_LABEL_VALUE = "true"
 # NeMo-launched pods are marked this way; the fabric policies match them too.
 NEMO_ANNOTATION = "nmp.nvidia.com/enable-multi-node-networking"
+NEMO_ANNOTATION_VALUE = "true"
+
+
+def asks_for_fabric(labels: object, annotations: object) -> bool:
+    """A pod asks for the fabric with our label or with NeMo's annotation (the Kyverno fabric policies
+    match either); the policy pack, plan and placement must accept the same two triggers."""
+    lab = labels if isinstance(labels, dict) else {}
+    ann = annotations if isinstance(annotations, dict) else {}
+    return (lab.get(FABRIC_POD_LABEL) == FABRIC_POD_LABEL_VALUE
+            or ann.get(NEMO_ANNOTATION) == NEMO_ANNOTATION_VALUE)
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"

@@ -383,7 +383,8 @@ def _mpijob(props: dict[str, Any], name: str) -> list[Gang]:
                           compute=(rname == "Worker" or as_worker)))
     return [Gang("MPIJob", name, roles,
                  min_available=as_int(get(spec, "runPolicy", "schedulingPolicy", "minAvailable")),
-                 extra={"slotsPerWorker": as_int(spec.get("slotsPerWorker"))})]
+                 extra={"slotsPerWorker": as_int(spec.get("slotsPerWorker")),
+                        "launcherCreationPolicy": spec.get("launcherCreationPolicy")})]
 
 
 def _pytorchjob(props: dict[str, Any], name: str) -> list[Gang]:

@@ -66,7 +66,6 @@ BAD = [
                  ("workloads.0.tensorParallel", 8), ("workloads.0.pipelineParallel", 1)],
      "workloads[0].nodes", "needs 810 GB of weights"),
     ("aws-dev", [("workloads.0.kind", "inference")], "workloads[0].kind", "is not allowed; use one of"),
-    ("aws-dev", [("addons.grove", {"enabled": True})], "addons.kai.enabled", "Grove gang-schedules through KAI"),
     ("aws-dev", [("workloads.0.name", "Llama_405B")], "workloads[0].name", "must be lowercase"),
     ("existing-dev", [("kubeconfig", None)], "kubeconfig", "needs the cluster's kubeconfig"),
     ("existing-dev", [("fabric.kind", "infiniband")], "fabric.kind", "use fabric.kind 'efa'"),

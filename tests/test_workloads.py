@@ -276,7 +276,7 @@ def test_volcano_job_gang_recovery_and_topology(cfg, built):
     assert all(t["minAvailable"] == t["replicas"] for t in s["tasks"])
     assert set(s["plugins"]) == {"pytorch", "svc", "env"}
     assert s["queue"] == "research" and s["schedulerName"] == "volcano" and s["maxRetry"] == w.max_retry
-    assert s["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+    assert s["networkTopology"] == {"mode": "soft", "highestTierAllowed": 1}
     tasks = {t["name"]: t for t in s["tasks"]}
     worker_actions = {(tuple(p.get("events", [p.get("event")])), p["action"]) for p in tasks["worker"]["policies"]}
     assert worker_actions == {(("PodFailed", "PodEvicted"), "RestartTask")}
@@ -302,16 +302,20 @@ def test_indexed_job_node_rank_from_completion_index(cfg, built):
     assert job["spec"]["template"]["spec"]["subdomain"] == svc["metadata"]["name"]
     args = _torchrun(command_text(job["spec"]["template"]["spec"]["containers"][0]))
     assert _opt(args, "--node_rank") == "$JOB_COMPLETION_INDEX"
-    assert _opt(args, "--master_addr") == f"{w.name}-0.{w.name}"
+    # issue 18: the recipe's c10d rendezvous at pod 0 on 29400 (was a static --master_addr on 29500)
+    assert _opt(args, "--rdzv_backend") == "c10d"
+    assert _opt(args, "--rdzv_endpoint") == f"{w.name}-0.{w.name}:{training.C10D_PORT}"
+    assert not any(a.startswith("--master_addr") for a in args)
 
 
 def test_mpijob_ranks_fill_every_gpu(cfg, built):
     w = workload(cfg, "train-mpi")
     s = obj(built["train-mpi"], "MPIJob")["spec"]
-    pods = sum(r["replicas"] for r in s["mpiReplicaSpecs"].values())
-    assert s["runLauncherAsWorker"] is True and pods == w.nodes
+    # issue 18: the guides' shape, a launcher without GPUs and Worker replicas = nodes
+    pods = s["mpiReplicaSpecs"]["Worker"]["replicas"]
+    assert s["runLauncherAsWorker"] is False and pods == w.nodes
     launcher = command_text(s["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0])
-    np_ = int(re.search(r"-np (\d+)", launcher).group(1))
+    np_ = int(re.search(r"-n (\d+)", launcher).group(1))
     assert np_ == s["slotsPerWorker"] * pods == w.nodes * cfg.gpus_per_node(w)
     assert s["runPolicy"]["schedulingPolicy"]["minAvailable"] == w.nodes
 

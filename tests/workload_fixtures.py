@@ -27,7 +27,7 @@ WORKLOADS: list[dict[str, Any]] = [
                        "decode": {"nodes": 2, "tensorParallel": 8, "pipelineParallel": 2, "replicas": 2}}},
     {"name": "train-volcano", "kind": "volcano-training", "engine": "torchrun", "nodePool": "gpu", "nodes": 2,
      "script": "/workspace/train.py", "scriptArgs": ["--epochs", "3"], "maxRetry": 4,
-     "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+     "networkTopology": {"mode": "soft", "highestTierAllowed": 1},   # hard: refused on `existing` (issue 18)
      "deepspeedConfig": {"zero_optimization": {"stage": 3}, "bf16": {"enabled": True}}},
     {"name": "train-indexed", "kind": "indexed-job", "engine": "torchrun", "nodePool": "gpu", "nodes": 2,
      "script": "/workspace/train.py"},

@@ -71,6 +71,10 @@ class FabricPolicies(pulumi.ComponentResource):
             deps = kyverno_crds + list(self.operators.values())
             self.policies.append(k8s_object(f"{name}-{pol['metadata']['name']}", pol, after(deps)))
 
+        # PriorityClasses (issue 18: job priority): in `objects`, so the workloads wait for them.
+        for pc in volcano_topology.priority_classes(config):
+            self.objects.append(k8s_object(f"{name}-priorityclass-{pc['metadata']['name']}", pc, child))
+
         # Volcano topology and queues (only when Volcano is managed by this stack).
         self.volcano_objects: list[pulumi.Resource] = []
         if config.addons.volcano.enabled:

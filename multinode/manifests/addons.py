@@ -28,6 +28,7 @@ from .. import pools
 from ..clouds import azure, oci
 from ..config import ADDON_VERSIONS, Addon, StackConfig
 from ..fabric import IB_SHARED_RESOURCE, OCI_VF_NETWORK, OCI_VF_NETWORK_NAMESPACE, OCI_VF_RESOURCE, profile_for
+from . import volcano_topology
 from .dynamo_platform import dynamo_platform_release
 
 
@@ -143,7 +144,10 @@ def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
     if device_plugin is not None:
         out.append(device_plugin)
     if a.volcano.enabled:
-        out.append(_spec(cfg, "volcano", "volcano", "volcano", "https://volcano-sh.github.io/helm-charts", {},
+        # issue 18: scheduler plugins/actions and HyperNode discovery when the stack needs them
+        # (manifests/volcano_topology.volcano_values; {} leaves the chart's own config)
+        out.append(_spec(cfg, "volcano", "volcano", "volcano", "https://volcano-sh.github.io/helm-charts",
+                         volcano_topology.volcano_values(cfg),
                          ("batch.volcano.sh", "scheduling.volcano.sh", "topology.volcano.sh", "bus.volcano.sh")))
     if a.lws.enabled:
         values: dict[str, Any] = {}

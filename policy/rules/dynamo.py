@@ -100,6 +100,7 @@ class Component:
     labels: dict[str, str]
     backend: str                        # vllm | sglang | trtllm | unknown
     component_type: str = ""
+    annotations: dict[str, str] = field(default_factory=dict)   # pod annotations (NeMo's fabric trigger)
 
 
 @dataclass
@@ -192,9 +193,11 @@ def _v1alpha1(spec: Mapping[str, Any]) -> list[Component]:
                   **_str_map(_dict(svc.get("extraPodMetadata")).get("labels"))}
         env = {**base_env, **_plain_env(svc.get("envs")), **_plain_env(main.get("env"))}
         nodes, multinode = _node_count(svc)
+        annotations = {**_str_map(spec.get("annotations")), **_str_map(svc.get("annotations")),
+                       **_str_map(_dict(svc.get("extraPodMetadata")).get("annotations"))}
         out.append(Component(str(name), f"spec.services.{name}", "v1alpha1", nodes, multinode, gpus, gpu_field,
                              argv, env, labels, _backend(argv, spec.get("backendFramework")),
-                             str(svc.get("subComponentType") or svc.get("componentType") or "")))
+                             str(svc.get("subComponentType") or svc.get("componentType") or ""), annotations))
     return out
 
 
@@ -223,7 +226,9 @@ def _v1beta1(spec: Mapping[str, Any]) -> list[Component]:
         out.append(Component(name, f"spec.components[{i}]", "v1beta1", nodes, multinode, gpus,
                              f"podTemplate container {main.get('name', '?')} {gpu_field}" if gpu_field else "",
                              argv, env, labels, _backend(argv, spec.get("backendFramework")),
-                             str(comp.get("type") or "")))
+                             str(comp.get("type") or ""),
+                             {**_str_map(spec.get("annotations")),
+                              **_str_map(_dict(tmpl.get("metadata")).get("annotations"))}))
     return out
 
 
@@ -417,12 +422,14 @@ def check_dgd_fabric_label(props: Mapping[str, Any], machine_gpus: int | None = 
     out = []
     key, value = pools.FABRIC_POD_LABEL, pools.FABRIC_POD_LABEL_VALUE
     for comp in components(props):
-        if comp.node_count > 1 and comp.labels.get(key) != value:
+        # NeMo's annotation is the other trigger the Kyverno fabric policies match.
+        if comp.node_count > 1 and not pools.asks_for_fabric(comp.labels, comp.annotations):
             where = ("podTemplate.metadata.labels" if comp.version == "v1beta1"
                      else "extraPodMetadata.labels")
             out.append(f"{_who(comp)}: multinode.nodeCount {comp.node_count} but its pods lack the label "
                        f"{key}={value} (found {comp.labels.get(key)!r}), so the fabric policies do not give them "
-                       f"their fabric devices and NCCL settings; add it under {where} (or spec.labels)")
+                       f"their fabric devices and NCCL settings; add it under {where} (or spec.labels), or "
+                       f"NeMo's annotation {pools.NEMO_ANNOTATION}: \"true\"")
     return out
 
 

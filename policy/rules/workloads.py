@@ -173,9 +173,13 @@ def check_gang_whole(res: Resource, ctx: Context) -> Iterator[str]:
                            f"pods together hold one model instance; set minAvailable {reps} (or leave it unset)")
         elif g.kind in ("MPIJob", "PyTorchJob") and g.min_available is not None:
             need = sum(r.pods for r in g.compute_roles)
+            # An MPIJob launcher created only once the workers are Ready (WaitForWorkersReady) cannot be in the
+            # gang that places them (mpi-operator creates it later): then the workers are the whole gang.
+            later = g.kind == "MPIJob" and g.extra.get("launcherCreationPolicy") == "WaitForWorkersReady"
+            fix = need if later else sum(r.pods for r in g.roles)
             if g.min_available < need:
                 yield (f"{g.name}: runPolicy.schedulingPolicy.minAvailable {g.min_available}, but the job needs "
-                       f"{need} pods to run at all; set minAvailable {sum(r.pods for r in g.roles)}")
+                       f"{need} pods to run at all; set minAvailable {fix}")
 
 
 # ------------------------------------------------------------------ fabric label and /dev/shm
@@ -191,12 +195,15 @@ def check_fabric_label(res: Resource, ctx: Context) -> Iterator[str]:
         return
     key, want = pools.FABRIC_POD_LABEL, pools.FABRIC_POD_LABEL_VALUE
     for g, r in _multi_node_roles(res):
+        # NeMo's annotation is the other trigger the Kyverno fabric policies match (pools.asks_for_fabric).
+        if pools.asks_for_fabric(r.labels, r.annotations):
+            continue
         have = r.labels.get(key)
-        if have != want:
-            state = "lacks it" if have is None else f"has {key}={have}"
-            yield (f"{g.name} {r.name}: a multi-node pod ({_pair(g.pods, 'pod')} per gang) needs the label "
-                   f"{key}={want} so the fabric policy injects its devices and NCCL settings, but its template "
-                   f"{state}; add metadata.labels {key}: {want!r}")
+        state = "lacks it" if have is None else f"has {key}={have}"
+        yield (f"{g.name} {r.name}: a multi-node pod ({_pair(g.pods, 'pod')} per gang) needs the label "
+               f"{key}={want} (or NeMo's annotation {pools.NEMO_ANNOTATION}: \"true\") so the fabric policy "
+               f"injects its devices and NCCL settings, but its template {state}; add metadata.labels "
+               f"{key}: {want!r}")
 
 
 def check_shm(res: Resource, ctx: Context) -> Iterator[str]:
@@ -240,8 +247,8 @@ RULES = [
          "has minAvailable below its replicas; MPIJob/PyTorchJob minAvailable covers every worker.",
          MANDATORY, check_gang_whole),
     Rule("multinode-pod-fabric-label",
-         f"Multi-node pods carry {pools.FABRIC_POD_LABEL}={pools.FABRIC_POD_LABEL_VALUE} so the fabric policy "
-         "injects their devices, env and volumes.",
+         f"Multi-node pods carry {pools.FABRIC_POD_LABEL}={pools.FABRIC_POD_LABEL_VALUE} (or NeMo's annotation "
+         f"{pools.NEMO_ANNOTATION}=true) so the fabric policy injects their devices, env and volumes.",
          MANDATORY, check_fabric_label),
     Rule("multinode-pod-shm",
          "Multi-node GPU containers mount a memory-backed emptyDir at /dev/shm.",

@@ -361,7 +361,7 @@ def dynamo_graph_deployment(cfg: StackConfig, workload: Workload, *, claim_name:
     if not cfg.addons.grove.enabled:
         # LWS + Volcano path: keep the operator off Grove even if Grove is present in the cluster.
         annotations[ANNOTATION_ENABLE_GROVE] = "false"
-    elif workload.queue:
+    elif workload.queue and cfg.addons.kai.enabled:     # issue 18: no KAI, no KAI queue to name
         annotations[ANNOTATION_KAI_QUEUE] = workload.queue
     metadata: dict[str, Any] = {"name": workload.name, "namespace": workload.namespace,
                                 "labels": wc.labels(workload)}

@@ -14,7 +14,10 @@ the frontend after both leaders.
 
 KAI-Scheduler places the gangs: every pod names `schedulerName: kai-scheduler` and the PodCliqueSet
 carries the queue label `kai.scheduler/queue` (KAI v0.13 values.yaml `queueLabelKey`; KAI docs
-"Configuring Workloads for KAI Scheduler"). Leader addresses use the env Grove injects:
+"Configuring Workloads for KAI Scheduler"). Without addons.kai (issue 18: optional in the Dynamo guide)
+the pods name no scheduler, so Grove's always-enabled default-scheduler backend and the Kubernetes
+default scheduler place them, with no gang (config advisory; Grove docs/installation.md).
+Leader addresses use the env Grove injects:
 GROVE_PCSG_NAME, GROVE_PCSG_INDEX, GROVE_HEADLESS_SERVICE, GROVE_PCLQ_POD_INDEX (Grove docs
 "environment variables"; Dynamo's Grove multinode deployer builds the same host names).
 """
@@ -87,6 +90,8 @@ def role_parallelism(cfg: StackConfig, w: Workload, role: Role) -> dict[str, int
 
 
 def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
+    kai = cfg.addons.kai.enabled
+    scheduler = KAI_SCHEDULER if kai else None
     secrets = c.model_secrets(cfg, w)
     img = c.image(w)
     base_env = ([{"name": "HF_HOME", "value": c.model_cache_dir(cfg)}] + c.secret_envs(secrets)
@@ -107,7 +112,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
             cmd = _engine_command(cfg, w, role_name, mode, p["nodes"], p["tp"], p["pp"], leader)
             cont = c.container("main", img, command=cmd, env=base_env, gpus=p["gpus"],
                                mounts=c.volume_mounts(cfg))
-            spec = c.pod_spec(cfg, w, [cont], secrets=secrets, scheduler_name=KAI_SCHEDULER)
+            spec = c.pod_spec(cfg, w, [cont], secrets=secrets, scheduler_name=scheduler)
             role_label = f"{role_name}-leader" if leader else f"{role_name}-worker"
             # multi-node roles run NCCL across nodes; disaggregated roles move the KV cache between nodes
             spans_nodes = p["nodes"] > 1 or w.disaggregated is not None
@@ -122,12 +127,13 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     frontend_cmd = ["python3", "-m", "dynamo.frontend", "--http-port", str(w.port)]
     fe = c.container("main", img, command=frontend_cmd, env=c.plain_env(w.env),
                      ports=[{"name": "http", "containerPort": w.port}])
-    fe_spec = c.pod_spec(cfg, w, [fe], secrets=secrets, scheduler_name=KAI_SCHEDULER, with_data=False,
+    fe_spec = c.pod_spec(cfg, w, [fe], secrets=secrets, scheduler_name=scheduler, with_data=False,
                          gpu_pool=False)
     cliques.insert(0, _clique("frontend", "frontend", 1, fe_spec, c.labels(w, "frontend"), leaders))
 
     meta = c.metadata(w)
-    meta["labels"][KAI_QUEUE_LABEL] = w.queue or (cfg.queues[0].name if cfg.queues else "default")
+    if kai:
+        meta["labels"][KAI_QUEUE_LABEL] = w.queue or (cfg.queues[0].name if cfg.queues else "default")
     pcs = {
         "apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet", "metadata": meta,
         "spec": {"replicas": 1, "template": {

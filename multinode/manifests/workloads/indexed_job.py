@@ -1,5 +1,9 @@
 """Training without Volcano: an Indexed batch/v1 Job (one pod per node, completion index = node rank)
-behind a headless Service, torchrun with the static rendezvous at pod 0.
+behind a headless Service, torchrun with the c10d rendezvous at pod 0, the shape of the Kubernetes
+multi-node training recipe (kubernetes.recipes/recipes/ai/multi-node-training-kubernetes):
+`--node_rank=$JOB_COMPLETION_INDEX --rdzv_backend=c10d --rdzv_endpoint=<job>-0.<subdomain>:29400`,
+`subdomain` + `setHostnameAsFQDN: true`, and a headless Service on the rendezvous port (the recipe's fix
+for "workers not finding each other").
 
 Indexed Job pods get the host name `<job>-<index>` and, with `subdomain` = the headless Service, the DNS
 name `<job>-<index>.<service>`; the index is in JOB_COMPLETION_INDEX (Kubernetes docs: Job, completion
@@ -40,16 +44,17 @@ def gang_scheduler(cfg: StackConfig) -> str:
 def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     gpn = cfg.gpus_per_node(w)
     secrets = c.model_secrets(cfg, w)
-    endpoint = f"{w.name}-0.{w.name}:{training.RDZV_PORT}"
+    endpoint = f"{w.name}-0.{w.name}:{training.C10D_PORT}"
     script = training.launch_script(cfg, w, endpoint, node_rank="$JOB_COMPLETION_INDEX")
     cont = c.container("trainer", c.image(w), command=c.shell(script), env=training.env(cfg, w, secrets),
                        gpus=gpn, mounts=c.volume_mounts(cfg) + training.deepspeed_mount(w),
-                       ports=[{"name": "rdzv", "containerPort": training.RDZV_PORT}])
+                       ports=[{"name": "rdzv", "containerPort": training.C10D_PORT}])
     gang = gang_scheduler(cfg)
     spec = c.pod_spec(cfg, w, [cont], secrets=secrets, restart_policy="Never",
                       extra_volumes=training.deepspeed_volume(w),
                       scheduler_name={"volcano": "volcano", "kai": "kai-scheduler"}.get(gang))
     spec["subdomain"] = w.name
+    spec["setHostnameAsFQDN"] = True      # the recipe's: the pod's hostname is its <job>-<i>.<subdomain>... name
     pod_meta: dict[str, Any] = {"labels": c.fabric_labels(w, "rank")}
     job_meta = c.metadata(w)
     extra: list = []
@@ -72,7 +77,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
         },
     }
     svc = c.service(w, w.name, {"batch.kubernetes.io/job-name": w.name},
-                    [{"name": "rdzv", "port": training.RDZV_PORT, "targetPort": training.RDZV_PORT}],
+                    [{"name": "rdzv", "port": training.C10D_PORT, "targetPort": training.C10D_PORT}],
                     headless=True)
     objects = [o for o in (training.deepspeed_configmap(w),) if o] + extra + [svc, job]
     return c.WorkloadManifests(w.name, w.kind, w.namespace, objects, secrets)

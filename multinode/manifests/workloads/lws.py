@@ -23,6 +23,11 @@ from . import common as c
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+# LWS exclusive placement (kubernetes-sigs/lws v0.10.0 api/leaderworkerset/v1/leaderworkerset_types.go,
+# site docs concepts "Exclusive LWS to Topology Placement"): a 1:1 group (or subgroup) to topology domain
+# placement, done by LWS with pod affinity to its leader's domain and anti-affinity to other groups'.
+EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
 RAY_PORT = 6379
 SGLANG_DIST_PORT = 20000
 
@@ -112,21 +117,32 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
         return {"metadata": {"labels": c.fabric_labels(w, role)}, "spec": spec}
 
     meta = c.metadata(w)
+    annotations: dict[str, str] = {}
     if volcano:
-        meta["annotations"] = {VOLCANO_QUEUE_ANNOTATION: c.volcano_queue(cfg, w)}
+        annotations[VOLCANO_QUEUE_ANNOTATION] = c.volcano_queue(cfg, w)
+    gp = w.group_placement
+    if gp is not None and gp.sub_group_size is None:
+        annotations[EXCLUSIVE_TOPOLOGY_ANNOTATION] = gp.topology_key
+    elif gp is not None:
+        annotations[SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION] = gp.topology_key
+    if annotations:
+        meta["annotations"] = annotations
+    lwt: dict[str, Any] = {
+        "size": w.nodes,
+        # any pod failure recreates the whole group: a TP/PP group cannot lose one member and go on
+        "restartPolicy": "RecreateGroupOnPodRestart",
+        "leaderTemplate": template("leader"),
+        "workerTemplate": template("worker"),
+    }
+    if gp is not None and gp.sub_group_size is not None:
+        lwt["subGroupPolicy"] = {"subGroupSize": gp.sub_group_size}
     lws = {
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": meta,
         "spec": {
             "replicas": w.replicas,
             # LeaderCreated: leader and workers are created together, so a Volcano gang of `size` can form.
             "startupPolicy": "LeaderCreated",
-            "leaderWorkerTemplate": {
-                "size": w.nodes,
-                # any pod failure recreates the whole group: a TP/PP group cannot lose one member and go on
-                "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": template("leader"),
-                "workerTemplate": template("worker"),
-            },
+            "leaderWorkerTemplate": lwt,
         },
     }
     svc = c.service(w, w.name, {LWS_NAME_LABEL: w.name, c.ROLE_LABEL: "leader"},

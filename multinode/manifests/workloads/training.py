@@ -16,8 +16,13 @@ from ...config import StackConfig, Workload
 from . import common as c
 
 RDZV_PORT = 29500
+# torchrun's c10d rendezvous port (torch.distributed.elastic: the c10d backend's default port 29400); the
+# Kubernetes multi-node training recipe (kubernetes.recipes/recipes/ai/multi-node-training-kubernetes)
+# rendezvous at `<job>-0.<subdomain>:29400`.
+C10D_PORT = 29400
 DEEPSPEED_MOUNT = "/etc/multinode/deepspeed"
 DEEPSPEED_FILE = "ds_config.json"
+DEEPSPEED_PATH = f"{DEEPSPEED_MOUNT}/{DEEPSPEED_FILE}"
 
 
 def world_size(cfg: StackConfig, w: Workload) -> int:
@@ -26,22 +31,19 @@ def world_size(cfg: StackConfig, w: Workload) -> int:
 
 def torchrun_args(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: str | None = None,
                   max_restarts: int = 0) -> list[str]:
-    """torchrun: --nnodes = pods, --nproc_per_node = GPUs per pod.
-
-    Without a node rank: the c10d rendezvous at `rdzv_endpoint` (host:port) assigns ranks and lets a
-    restarted pod rejoin (elastic agent, --max_restarts). With a node rank (Indexed Job): the static
-    rendezvous at the rank-0 pod, node rank = the pod's completion index."""
+    """torchrun: --nnodes = pods, --nproc_per_node = GPUs per pod, the c10d rendezvous at `rdzv_endpoint`
+    (host:port), which assigns ranks and lets a restarted pod rejoin (elastic agent, --max_restarts).
+    With a node rank (Indexed Job, as the Kubernetes multi-node training recipe writes it): the pod's
+    completion index is passed as --node_rank too, so rank 0 is the pod the endpoint names."""
     args = ["torchrun", f"--nnodes={w.nodes}", f"--nproc_per_node={cfg.gpus_per_node(w)}"]
-    if node_rank is None:
-        args += ["--rdzv_backend=c10d", f"--rdzv_endpoint={rdzv_endpoint}", f"--rdzv_id={w.name}",
-                 f"--max_restarts={max_restarts}"]
-    else:
-        host, _, port = rdzv_endpoint.rpartition(":")
-        args += [f"--node_rank={node_rank}", f"--master_addr={host}", f"--master_port={port}"]
+    if node_rank is not None:
+        args.append(f"--node_rank={node_rank}")
+    args += ["--rdzv_backend=c10d", f"--rdzv_endpoint={rdzv_endpoint}", f"--rdzv_id={w.name}",
+             f"--max_restarts={max_restarts}"]
     args.append(w.script or "train.py")
     args += list(w.script_args)
     if w.deepspeed_config is not None:
-        args += ["--deepspeed", "--deepspeed_config", f"{DEEPSPEED_MOUNT}/{DEEPSPEED_FILE}"]
+        args += ["--deepspeed", "--deepspeed_config", DEEPSPEED_PATH]
     return args
 
 
@@ -67,8 +69,20 @@ def env(cfg: StackConfig, w: Workload, secrets: list[c.SecretRef]) -> list[dict[
 def deepspeed_configmap(w: Workload) -> dict[str, Any] | None:
     if w.deepspeed_config is None:
         return None
-    return c.configmap(w, f"{w.name}-deepspeed", {DEEPSPEED_FILE: json.dumps(w.deepspeed_config, indent=1,
-                                                                             sort_keys=True)})
+    return c.configmap(w, f"{w.name}-deepspeed", {DEEPSPEED_FILE: json.dumps(_whole_numbers(w.deepspeed_config),
+                                                                             indent=1, sort_keys=True)})
+
+
+def _whole_numbers(value: Any) -> Any:
+    """Whole floats as integers: a stack file's `5e8` reads as the float 500000000.0 (multinode/safeyaml.py),
+    and DeepSpeed's integer fields (reduce_bucket_size, allgather_bucket_size, ...) want 500000000."""
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value
 
 
 def deepspeed_volume(w: Workload) -> list[dict[str, Any]]:
@@ -80,4 +94,6 @@ def deepspeed_volume(w: Workload) -> list[dict[str, Any]]:
 def deepspeed_mount(w: Workload) -> list[dict[str, Any]]:
     if w.deepspeed_config is None:
         return []
-    return [{"name": "deepspeed", "mountPath": DEEPSPEED_MOUNT, "readOnly": True}]
+    # The recipe's shape: the one file, mounted with subPath (a subPath mount never sees later ConfigMap
+    # edits; a job reads its config once at start, and a changed config is a new job).
+    return [{"name": "deepspeed", "mountPath": DEEPSPEED_PATH, "subPath": DEEPSPEED_FILE, "readOnly": True}]

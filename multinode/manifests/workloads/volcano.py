@@ -44,15 +44,24 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
         return {"metadata": {"labels": c.fabric_labels(w, role)}, "spec": spec}
 
     failed = ["PodFailed", "PodEvicted"]
+
+    def restart(action: str) -> dict[str, Any]:
+        # recoveryTimeout (issue 18): Volcano's policy `timeout`, "the grace period for controller to take
+        # actions; default nil (take action immediately)" (volcano.sh/apis batch/v1alpha1 LifecyclePolicy):
+        # a pod that comes back within it costs no restart.
+        pol: dict[str, Any] = {"events": failed, "action": action}
+        if w.recovery_timeout:
+            pol["timeout"] = w.recovery_timeout
+        return pol
+
     tasks: list[dict[str, Any]] = [{
         "name": MASTER, "replicas": 1, "minAvailable": 1, "template": template(MASTER),
-        "policies": [{"events": failed, "action": "RestartJob"},
-                     {"event": "TaskCompleted", "action": "CompleteJob"}],
+        "policies": [restart("RestartJob"), {"event": "TaskCompleted", "action": "CompleteJob"}],
     }]
     if w.nodes > 1:
         tasks.append({
             "name": WORKER, "replicas": w.nodes - 1, "minAvailable": w.nodes - 1, "template": template(WORKER),
-            "policies": [{"events": failed, "action": "RestartTask"}],
+            "policies": [restart("RestartTask")],
         })
     spec: dict[str, Any] = {
         "schedulerName": "volcano",
@@ -63,6 +72,10 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
                     "pytorch": [f"--master={MASTER}", f"--worker={WORKER}", f"--port={training.RDZV_PORT}"]},
         "tasks": tasks,
     }
+    if w.priority_class_name:
+        # job priority (Volcano "how to configure priorityclass for job": tasks without their own class
+        # take the job's, PreemptionPolicy included)
+        spec["priorityClassName"] = w.priority_class_name
     if w.network_topology:
         spec["networkTopology"] = {"mode": w.network_topology.mode,
                                    "highestTierAllowed": w.network_topology.highest_tier_allowed}
