@@ -121,6 +121,21 @@ class FabricConfigArgs(typing.TypedDict, total=False):
      "it.")
 
 
+class VolcanoAddonArgs(typing.TypedDict, total=False):
+    "Volcano's Helm release, plus its scheduler's preemption."
+    enabled: bool
+    "Install this add-on. Default: true."
+    version: str
+    "The chart version (default: the pinned release, see docs/addons-fabric.md)."
+    namespace: str
+    "The namespace of the release."
+    values: dict[str, typing.Any]
+    "Helm values merged over the project's (escape hatch). Default: {}."
+    preemption: bool
+    ("Add Volcano's preempt action: a job of a higher PriorityClass evicts lower ones in the same queue. Default: "
+     "false.")
+
+
 class AddonArgs(typing.TypedDict, total=False):
     "One add-on's Helm release: whether it is installed, its version, namespace and extra values."
     enabled: bool
@@ -135,9 +150,9 @@ class AddonArgs(typing.TypedDict, total=False):
 
 class AddonsArgs(typing.TypedDict, total=False):
     "The cluster add-ons: schedulers, Kyverno, the cloud's device plugin or network operator."
-    volcano: AddonArgs
+    volcano: VolcanoAddonArgs
     ("Volcano (gang scheduling of training jobs, queues, network topology). Default: {\"enabled\": true, "
-     "\"values\": {}}.")
+     "\"preemption\": false, \"values\": {}}.")
     lws: AddonArgs
     "LeaderWorkerSet (multi-node inference groups). Default: {\"enabled\": true, \"values\": {}}."
     grove: AddonArgs
@@ -194,6 +209,21 @@ class QueueArgs(typing.TypedDict, total=False):
     "The queue's share weight (1-65535). Default: 1."
     gpus: int
     "The queue's capability in nvidia.com/gpu."
+    priority: int
+    "The queue's priority: Volcano serves higher-priority queues first."
+
+
+class PriorityClassSpecArgs(typing.TypedDict, total=False):
+    "A PriorityClass the stack creates; workloads name it in priorityClassName."
+    name: typing.Required[str]
+    "The PriorityClass's name."
+    value: typing.Required[int]
+    "Its priority (at most 1000000000; higher is scheduled first)."
+    preemption_policy: str
+    ("Whether its pods preempt lower-priority pods. One of: PreemptLowerPriority, Never. Default: "
+     "\"PreemptLowerPriority\".")
+    description: str
+    "What the class is for. Default: \"\"."
 
 
 class RoleArgs(typing.TypedDict, total=False):
@@ -224,6 +254,14 @@ class NetworkTopologyArgs(typing.TypedDict, total=False):
     "hard (never cross the tier) or soft (prefer). One of: hard, soft. Default: \"hard\"."
     highest_tier_allowed: int
     "The highest HyperNode tier a gang may span. Default: 1."
+
+
+class GroupPlacementArgs(typing.TypedDict, total=False):
+    "lws-inference: keep each LWS group (or subgroup) inside one topology domain."
+    topology_key: typing.Required[str]
+    "The node label naming the topology domain (e.g. a block or rack label)."
+    sub_group_size: int
+    "Keep subgroups of this many pods in one domain instead of the whole group."
 
 
 class WorkloadArgs(typing.TypedDict, total=False):
@@ -285,6 +323,12 @@ class WorkloadArgs(typing.TypedDict, total=False):
     "The DeepSpeed config (deepspeed engine)."
     checkpoint_dir: str
     "Where training writes checkpoints (under the storage mount)."
+    recovery_timeout: str
+    "Volcano: restart the job only when a pod has not come back within this duration (e.g. 10m)."
+    priority_class_name: str
+    "The PriorityClass of the workload's pods (one of priorityClasses)."
+    group_placement: GroupPlacementArgs
+    "lws-inference: keep each group inside one topology domain."
     min_bus_bandwidth_gbps: float
     "nccl-test: the bus bandwidth threshold in Gbit/s."
     bus_bandwidth_efficiency: float
@@ -318,11 +362,13 @@ class PlatformArgs(typing.TypedDict, total=False):
      "{}}, \"grove\": {\"enabled\": false, \"values\": {}}, \"kai\": {\"enabled\": false, \"values\": {}}, "
      "\"kyverno\": {\"enabled\": true, \"values\": {}}, \"lws\": {\"enabled\": true, \"values\": {}}, "
      "\"networkOperator\": {\"enabled\": true, \"values\": {}}, \"nvidiaDevicePlugin\": {\"enabled\": true, "
-     "\"values\": {}}, \"volcano\": {\"enabled\": true, \"values\": {}}}.")
+     "\"values\": {}}, \"volcano\": {\"enabled\": true, \"preemption\": false, \"values\": {}}}.")
     storage: StorageArgs
     "ReadWriteMany checkpoint storage."
     queues: list[QueueArgs]
     "Volcano queues. Default: []."
+    priority_classes: list[PriorityClassSpecArgs]
+    "PriorityClasses the stack creates (Volcano job priority and preemption). Default: []."
     workloads: list[WorkloadArgs]
     "The inference and training workloads. Default: []."
     manifests: list[dict[str, typing.Any]]

@@ -24,6 +24,9 @@ MODELS: dict[str, str] = {
     "Role": "A prefill or decode role of a disaggregated Grove / Dynamo deployment.",
     "Disaggregated": "The prefill and decode roles of a disaggregated deployment.",
     "Workload": "A multi-node inference or training workload placed on one node pool.",
+    "VolcanoAddon": "Volcano's Helm release, plus its scheduler's preemption.",
+    "PriorityClassSpec": "A PriorityClass the stack creates; workloads name it in priorityClassName.",
+    "GroupPlacement": "lws-inference: keep each LWS group (or subgroup) inside one topology domain.",
     # not a config model: the args of the standalone GpuNodePool component (POOL_KEYS of StackConfig + a pool)
     "GpuNodePool": "A GPU node pool with its fabric on an existing cluster.",
 }
@@ -41,6 +44,7 @@ FIELDS: dict[str, str] = {
     "StackConfig.addons": "Add-ons to install and their versions / values.",
     "StackConfig.storage": "ReadWriteMany checkpoint storage.",
     "StackConfig.queues": "Volcano queues.",
+    "StackConfig.priorityClasses": "PriorityClasses the stack creates (Volcano job priority and preemption).",
     "StackConfig.workloads": "The inference and training workloads.",
     "StackConfig.manifests": "Bring your own Kubernetes objects, applied as-is and checked by the policy pack "
                              "(each needs apiVersion, kind, metadata.name).",
@@ -128,6 +132,18 @@ FIELDS: dict[str, str] = {
     "Queue.name": "The queue's name.",
     "Queue.weight": "The queue's share weight (1-65535).",
     "Queue.gpus": "The queue's capability in nvidia.com/gpu.",
+    "Queue.priority": "The queue's priority: Volcano serves higher-priority queues first.",
+    # VolcanoAddon (its other keys are Addon's)
+    "VolcanoAddon.preemption": "Add Volcano's preempt action: a job of a higher PriorityClass evicts lower ones "
+                               "in the same queue.",
+    # PriorityClassSpec
+    "PriorityClassSpec.name": "The PriorityClass's name.",
+    "PriorityClassSpec.value": "Its priority (at most 1000000000; higher is scheduled first).",
+    "PriorityClassSpec.preemptionPolicy": "Whether its pods preempt lower-priority pods.",
+    "PriorityClassSpec.description": "What the class is for.",
+    # GroupPlacement
+    "GroupPlacement.topologyKey": "The node label naming the topology domain (e.g. a block or rack label).",
+    "GroupPlacement.subGroupSize": "Keep subgroups of this many pods in one domain instead of the whole group.",
     # NetworkTopology
     "NetworkTopology.mode": "hard (never cross the tier) or soft (prefer).",
     "NetworkTopology.highestTierAllowed": "The highest HyperNode tier a gang may span.",
@@ -166,6 +182,10 @@ FIELDS: dict[str, str] = {
     "Workload.script": "The training script.",
     "Workload.scriptArgs": "Arguments of the training script.",
     "Workload.maxRetry": "Restarts of a training job before it fails.",
+    "Workload.recoveryTimeout": "Volcano: restart the job only when a pod has not come back within this "
+                                "duration (e.g. 10m).",
+    "Workload.priorityClassName": "The PriorityClass of the workload's pods (one of priorityClasses).",
+    "Workload.groupPlacement": "lws-inference: keep each group inside one topology domain.",
     "Workload.networkTopology": "Volcano network-topology constraint of the gang.",
     "Workload.deepspeedConfig": "The DeepSpeed config (deepspeed engine).",
     "Workload.checkpointDir": "Where training writes checkpoints (under the storage mount).",

@@ -107,8 +107,28 @@ def _default_text(field: Any) -> str | None:
     return json.dumps(d, sort_keys=True)
 
 
+def config_base(model: type[BaseModel]) -> type[BaseModel] | None:
+    """The config model `model` extends (e.g. VolcanoAddon extends Addon), if any: its inherited keys keep
+    their meaning."""
+    for base in model.__bases__:
+        if issubclass(base, BaseModel) and base.model_fields and base is not model:
+            return base
+    return None
+
+
+def meaning(model: type[BaseModel], key: str) -> str:
+    """config_docs' text for a key, looked up on the model, then on the model it extends."""
+    m: type[BaseModel] | None = model
+    while m is not None:
+        text = config_docs.FIELDS.get(f"{m.__name__}.{key}")
+        if text is not None:
+            return text
+        m = config_base(m)
+    raise KeyError(f"{model.__name__}.{key}: no meaning in multinode/config_docs.py")
+
+
 def field_doc(model: type[BaseModel], key: str, field: Any, allowed: list[str], secret: bool) -> str:
-    doc = config_docs.FIELDS[f"{model.__name__}.{key}"]
+    doc = meaning(model, key)
     extra = []
     if allowed:
         extra.append("One of: " + ", ".join(allowed) + ".")
@@ -156,6 +176,8 @@ def _field_lines(model: type[BaseModel], name: str, field: Any) -> list[str]:
 def render() -> str:
     parts = [HEADER]
     for model in models_in_order(config.StackConfig):
+        # Flat, even for a model that extends another: the analyzer reads a key's docstring from the source
+        # of the class that declares it, so an inherited key would lose its description.
         lines = [f"\n\nclass {class_name(model)}(typing.TypedDict, total=False):",
                  *_doc_lines(config_docs.MODELS[model.__name__])]
         for name, field in model.model_fields.items():
