@@ -1,0 +1,122 @@
+"""Fleet stacks (multinode/fleet): the config contract, the cross-cluster fit check, the Karmada and
+Volcano Global objects, the policy rule and `plan` of a fleet stack."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from multinode.errors import ConfigError
+from multinode.fleet import checks as fchecks
+
+TRAIN = {"name": "fleet-finetune", "kind": "volcano-training", "engine": "torchrun", "nodes": 2,
+         "script": "/workspace/train.py"}
+
+
+def fleet_raw(**fleet: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"host": {"stack": "aws-dev"},
+                            "members": [{"name": "aws-dev", "stack": "aws-dev"},
+                                        {"name": "gcp-dev", "stack": "gcp-dev"}],
+                            "workloads": [dict(TRAIN)]}
+    base.update(fleet)
+    return {"fleet": base, "hfToken": "[secret]"}
+
+
+def load(raw: dict[str, Any], secrets: set[str] | None = None) -> Any:
+    return fchecks.load(raw, {"hfToken"} if secrets is None else secrets)
+
+
+def problems(raw: dict[str, Any], secrets: set[str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as e:
+        load(raw, secrets)
+    return [str(p) for p in e.value.problems]
+
+
+def test_example_shape_loads_and_names_the_fitting_member() -> None:
+    cfg = load(fleet_raw())
+    fit = cfg.fits["fleet-finetune"]
+    assert fit.members() == ["aws-dev"]
+    gcp = [c for c in fit.candidates if c.member == "gcp-dev"]
+    assert gcp and not gcp[0].fits and "0 free nodes" in gcp[0].reasons[0]
+
+
+def test_unknown_member_stack_names_the_key_and_the_known_stacks() -> None:
+    raw = fleet_raw(members=[{"name": "aws-dev", "stack": "aws-dev"}, {"name": "x", "stack": "aws-prod"}])
+    (msg,) = problems(raw)
+    assert msg.startswith("fleet.members[1].stack: no stack file stacks/Pulumi.aws-prod.yaml")
+    assert "gcp-dev" in msg and "kubeconfigSecret" in msg
+
+
+def test_missing_kubeconfig_secret_and_plain_text_one() -> None:
+    raw = fleet_raw(members=[{"name": "aws-dev", "stack": "aws-dev"},
+                             {"name": "lab", "kubeconfigSecret": "labKubeconfig",
+                              "nodePools": [{"name": "gpu", "machineSpec": {"name": "h100", "gpus": 8},
+                                             "nodeCount": 2, "nodeSelector": {"pool": "gpu"}}]}])
+    (msg,) = problems(raw)
+    assert msg.startswith("fleet.members[1].kubeconfigSecret: no key multinode:labKubeconfig")
+    assert "pulumi config set --secret multinode:labKubeconfig" in msg
+    raw["labKubeconfig"] = "apiVersion: v1"
+    (msg,) = problems(raw, {"hfToken"})
+    assert msg.startswith("labKubeconfig: is a secret but is stored in plain text")
+
+
+def test_stack_and_kubeconfig_are_exclusive_and_pull_is_refused() -> None:
+    raw = fleet_raw(members=[{"name": "aws-dev", "stack": "aws-dev", "kubeconfigSecret": "k", "syncMode": "Pull"}])
+    raw["k"] = "[secret]"
+    msgs = problems(raw, {"hfToken", "k"})
+    assert any(m.startswith("fleet.members[0]: set exactly one of stack") for m in msgs)
+    assert any(m.startswith("fleet.members[0].syncMode: Pull mode") for m in msgs)
+
+
+def test_unknown_keys_get_did_you_mean() -> None:
+    raw = fleet_raw()
+    raw["fleet"]["member"] = []
+    msgs = problems(raw)
+    assert any(m.startswith("fleet.member: unknown key 'member'; did you mean 'members'?") for m in msgs), msgs
+    raw = fleet_raw()
+    raw["nodePools"] = []
+    assert any(m.startswith("nodePools: not a fleet stack key") for m in problems(raw))
+
+
+def test_workload_that_fits_no_member_names_each_member_and_why() -> None:
+    big = dict(TRAIN, nodes=5)
+    (msg,) = problems(fleet_raw(workloads=[big]))
+    assert msg.startswith("fleet.workloads[0]: 'fleet-finetune' fits in no member cluster")
+    assert "member aws-dev pool gpu: nodes: 5 nodes, but node pool 'gpu' has 4" in msg
+    assert "member gcp-dev pool gpu: nodes: 5 nodes, but node pool 'gpu' has 6" not in msg
+    assert "member gcp-dev pool gpu:" in msg and "6 nodes of a3-megagpu-8g" in msg
+
+
+def test_multi_node_gang_is_refused_on_a_member_without_fabric() -> None:
+    lab = {"name": "lab", "kubeconfigSecret": "labKubeconfig",
+           "nodePools": [{"name": "gpu", "machineSpec": {"name": "l40s-box", "gpus": 8, "vcpus": 96, "memoryGib": 768},
+                          "nodeCount": 4, "nodeSelector": {"pool": "gpu"}}], "fabric": {"kind": "none"},
+           "storage": {"kind": "existing", "existingClaim": "checkpoints"}}
+    raw = fleet_raw(members=[lab], workloads=[dict(TRAIN, image="nvcr.io/nvidia/pytorch:25.01-py3")])
+    raw["labKubeconfig"] = "[secret]"
+    (msg,) = problems(raw, {"hfToken", "labKubeconfig"})
+    assert "member lab pool gpu: a gang over 2 nodes needs a GPU fabric, but l40s-box has no GPU fabric" in msg
+    one = copy.deepcopy(raw)
+    one["fleet"]["workloads"][0]["nodes"] = 1
+    assert load(one, {"hfToken", "labKubeconfig"}).fits["fleet-finetune"].members() == ["lab"]
+
+
+def test_cross_key_contract() -> None:
+    raw = fleet_raw(workloads=[dict(TRAIN, queue="nope", priorityClassName="hi", members=["azure"],
+                                    images={"azure": "x"}),
+                               dict(TRAIN, kind="mpijob")],
+                    karmada={"version": "v1.12.0"})
+    msgs = problems(raw)
+    for start in ("fleet.workloads[0].queue: no queue named 'nope'", "fleet.workloads[0].priorityClassName",
+                  "fleet.workloads[0].members[0]: no member named 'azure'", "fleet.workloads[0].images.azure",
+                  "fleet.workloads[1].kind: 'mpijob' is not submitted across clusters",
+                  "fleet.workloads[1].name: 'fleet-finetune' is already fleet.workloads[0]",
+                  "fleet.karmada.version: v1.12.0: Volcano Global needs Karmada v1.13.0-beta.0"):
+        assert any(m.startswith(start) for m in msgs), (start, msgs)
+
+
+def test_a_member_workload_name_collision_is_a_reason() -> None:
+    raw = fleet_raw(workloads=[dict(TRAIN, name="llama-finetune", members=["aws-dev"])])
+    (msg,) = problems(raw)
+    assert "member aws-dev pool -: the member stack already runs a workload named 'llama-finetune'" in msg
