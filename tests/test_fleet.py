@@ -15,7 +15,7 @@ TRAIN = {"name": "fleet-finetune", "kind": "volcano-training", "engine": "torchr
 
 
 def fleet_raw(**fleet: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"host": {"stack": "aws-dev"},
+    base: dict[str, Any] = {"host": {"stack": "aws-dev"}, "karmada": {"apiEndpoint": "https://karmada.example.com:5443"},
                             "members": [{"name": "aws-dev", "stack": "aws-dev"},
                                         {"name": "gcp-dev", "stack": "gcp-dev"}],
                             "workloads": [dict(TRAIN)]}
@@ -106,7 +106,7 @@ def test_cross_key_contract() -> None:
     raw = fleet_raw(workloads=[dict(TRAIN, queue="nope", priorityClassName="hi", members=["azure"],
                                     images={"azure": "x"}),
                                dict(TRAIN, kind="mpijob")],
-                    karmada={"version": "v1.12.0"})
+                    karmada={"version": "v1.12.0", "apiEndpoint": "https://k.example.com"})
     msgs = problems(raw)
     for start in ("fleet.workloads[0].queue: no queue named 'nope'", "fleet.workloads[0].priorityClassName",
                   "fleet.workloads[0].members[0]: no member named 'azure'", "fleet.workloads[0].images.azure",
@@ -120,3 +120,105 @@ def test_a_member_workload_name_collision_is_a_reason() -> None:
     raw = fleet_raw(workloads=[dict(TRAIN, name="llama-finetune", members=["aws-dev"])])
     (msg,) = problems(raw)
     assert "member aws-dev pool -: the member stack already runs a workload named 'llama-finetune'" in msg
+
+
+# ------------------------------------------------------------------ the Karmada and Volcano Global objects
+from multinode.fleet import manifests as fm  # noqa: E402
+from multinode.schema_check import helm_values_unknown_keys, validate_object  # noqa: E402
+
+LAB = {"name": "lab", "kubeconfigSecret": "labKubeconfig", "region": "on-prem",
+       "nodePools": [{"name": "h100", "machineSpec": {"name": "dgx-h100", "gpus": 8, "fabric": "infiniband",
+                                                      "fabricNics": 8, "vcpus": 224, "memoryGib": 2048},
+                      "nodeCount": 4, "nodeSelector": {"lab.example.com/pool": "h100"}}],
+       "fabric": {"kind": "infiniband"}, "storage": {"kind": "existing", "existingClaim": "checkpoints"}}
+
+
+def two_member_fleet(**kw: Any) -> Any:
+    raw = fleet_raw(members=[{"name": "aws-dev", "stack": "aws-dev", "region": "us-east-1"}, LAB],
+                    queues=[{"name": "research", "weight": 3, "priority": 10, "gpus": 64}, {"name": "batch"}],
+                    priorityClasses=[{"name": "fleet-high", "value": 100000}],
+                    workloads=[dict(TRAIN, queue="research", priorityClassName="fleet-high",
+                                    images={"lab": "nvcr.io/nvidia/pytorch:25.01-py3"})], **kw)
+    raw["labKubeconfig"] = "[secret]"
+    return load(raw, {"hfToken", "labKubeconfig"})
+
+
+def all_objects(cfg: Any) -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = []
+    for m in cfg.fleet.members:
+        objs += fm.member_access_objects(m.name) + [fm.member_token_secret(),
+                                                    fm.cluster_secret(m.name, "dG9rZW4=", "Y2E="),
+                                                    fm.cluster_object(cfg, m.name, "https://member.example.com")]
+    objs += fm.volcano_global_host_objects(cfg, "kubeconfig") + fm.volcano_global_karmada_objects(cfg)
+    objs += fm.queue_objects(cfg) + fm.priority_class_objects(cfg)
+    for w in cfg.fleet.workloads:
+        objs += fm.workload_objects(cfg, w, cfg.fits[w.name]).objects
+    return objs
+
+
+def test_every_fleet_object_is_valid_against_the_upstream_schemas() -> None:
+    objs = all_objects(two_member_fleet())
+    kinds = {o["kind"] for o in objs}
+    assert {"Cluster", "PropagationPolicy", "ClusterPropagationPolicy", "OverridePolicy", "Queue",
+            "ResourceInterpreterCustomization", "CustomResourceDefinition", "Deployment"} <= kinds
+    for o in objs:
+        assert validate_object(o) == [], (o["kind"], o["metadata"]["name"], validate_object(o))
+
+
+def test_the_schemas_refuse_what_the_api_servers_would() -> None:
+    cfg = two_member_fleet()
+    pp = next(o for o in all_objects(cfg) if o["kind"] == "PropagationPolicy")
+    bad = copy.deepcopy(pp)
+    bad["spec"]["placement"]["replicaScheduling"]["replicaSchedulingType"] = "Split"
+    bad["spec"]["placement"]["spreadConstraint"] = []
+    errors = validate_object(bad)
+    assert any("replicaSchedulingType" in e for e in errors) and any("spreadConstraint" in e for e in errors)
+    cluster = fm.cluster_object(cfg, "lab", "https://lab.example.com")
+    cluster["spec"]["apiEndpointt"] = "x"
+    assert any("apiEndpointt" in e for e in validate_object(cluster))
+
+
+def test_karmada_values_keys_exist_upstream() -> None:
+    cfg = two_member_fleet(karmada={"apiEndpoint": "https://karmada.example.com:5443",
+                                    "values": {"scheduler": {"replicaCount": 2}}})
+    rel = fm.karmada_release(cfg)
+    assert helm_values_unknown_keys("karmada", rel.values) == []
+    assert rel.values["certs"]["auto"]["hosts"][-1] == "karmada.example.com"
+    assert rel.values["scheduler"]["replicaCount"] == 2
+    typo = {"apiServer": {"serviceTyp": "LoadBalancer"}}
+    assert helm_values_unknown_keys("karmada", typo) == ["apiServer.serviceTyp"]
+
+
+def test_gang_is_placed_whole_in_one_member_and_overridden_per_member() -> None:
+    cfg = two_member_fleet()
+    assert cfg.fits["fleet-finetune"].members() == ["aws-dev", "lab"]
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in all_objects(cfg)}
+    job = objs[("Job", "fleet-finetune")]
+    assert job["spec"]["queue"] == "research" and job["spec"]["priorityClassName"] == "fleet-high"
+    pp = objs[("PropagationPolicy", "fleet-finetune")]["spec"]
+    assert pp["placement"]["clusterAffinity"] == {"clusterNames": ["aws-dev", "lab"]}
+    assert pp["placement"]["spreadConstraints"] == [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]
+    assert pp["placement"]["replicaScheduling"] == {"replicaSchedulingType": "Duplicated"}
+    deps = objs[("PropagationPolicy", "fleet-finetune-deps")]["spec"]
+    assert {"apiVersion": "v1", "kind": "Secret", "name": "fleet-finetune-hf-token",
+            "namespace": "multinode"} in deps["resourceSelectors"]
+    rules = {r["targetCluster"]["clusterNames"][0]: r["overriders"]["plaintext"]
+             for r in objs[("OverridePolicy", "fleet-finetune")]["spec"]["overrideRules"]}
+    lab = {op["path"]: op for op in rules["lab"]}
+    sel = lab["/spec/tasks/0/template/spec/nodeSelector"]
+    assert sel == {"path": "/spec/tasks/0/template/spec/nodeSelector", "operator": "replace",
+                   "value": {"lab.example.com/pool": "h100"}}
+    assert lab["/spec/tasks/0/template/spec/containers/0/image"]["value"] == "nvcr.io/nvidia/pytorch:25.01-py3"
+    aws = {op["path"] for op in rules["aws-dev"]}
+    assert aws == {"/spec/tasks/0/template/spec/nodeSelector", "/spec/tasks/1/template/spec/nodeSelector"}
+    labels = fm.cluster_object(cfg, "lab", "https://x")["metadata"]["labels"]
+    assert labels["multinode.dev/fabric"] == "infiniband"
+    assert fm.cluster_object(cfg, "aws-dev", "https://x")["metadata"]["labels"]["multinode.dev/fabric"] == "efa"
+
+
+def test_json_diff_round_trip_shapes() -> None:
+    ops = fm.json_diff({"a": {"x/y": 1, "gone": 2}, "l": [1, 2]}, {"a": {"x/y": 3, "new": 4}, "l": [1]})
+    assert {"path": "/a/x~1y", "operator": "replace", "value": 3} in ops
+    assert {"path": "/a/gone", "operator": "remove"} in ops
+    assert {"path": "/a/new", "operator": "add", "value": 4} in ops
+    assert {"path": "/l", "operator": "replace", "value": [1]} in ops

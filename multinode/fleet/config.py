@@ -211,7 +211,12 @@ def contract_problems(fleet: Fleet, raw: Mapping[str, Any], secrets: set[str]) -
                                                         f"(e.g. {VOLCANO_GLOBAL_VERSION})"))
     if not _DNS_LABEL.match(fleet.karmada.namespace):
         p.append(Problem("fleet.karmada.namespace", f"{fleet.karmada.namespace!r} is not a valid namespace name"))
-    if fleet.karmada.api_endpoint is not None and not fleet.karmada.api_endpoint.startswith("https://"):
+    if fleet.karmada.api_endpoint is None:
+        p.append(Problem("fleet.karmada.apiEndpoint", "required: the https:// URL where `pulumi up` reaches the "
+                                                      "Karmada API (the chart's karmada-apiserver Service is made a "
+                                                      "LoadBalancer; give its DNS name, e.g. "
+                                                      "https://karmada.example.com:5443)"))
+    elif not fleet.karmada.api_endpoint.startswith("https://"):
         p.append(Problem("fleet.karmada.apiEndpoint", "must be an https:// URL the machine running `pulumi up` "
                                                       "reaches (e.g. the karmada-apiserver LoadBalancer)"))
     names: dict[str, int] = {}
