@@ -222,3 +222,65 @@ def test_json_diff_round_trip_shapes() -> None:
     assert {"path": "/a/gone", "operator": "remove"} in ops
     assert {"path": "/a/new", "operator": "add", "value": 4} in ops
     assert {"path": "/l", "operator": "replace", "value": [1]} in ops
+
+
+# ------------------------------------------------------------------ plan of the example fleet stack
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import yaml  # noqa: E402
+
+from multinode import plan as mplan  # noqa: E402
+
+from .conftest import ROOT  # noqa: E402
+
+FLEET_PROBE = """
+import sys, json
+sys.path.insert(0, {root!r})
+from multinode import plan
+r = plan.plan("fleet-dev", {out!r})
+print(json.dumps({{"exit": r.exit_code, "error": r.error,
+                  "mods": sorted(m for m in sys.modules if m.split('.')[0] in
+                                 ("pulumi_aws", "pulumi_azure_native", "pulumi_gcp", "pulumi_oci")
+                                 or m in ("components.platform", "components.clouds.aws", "components.clouds.azure",
+                                          "components.clouds.gcp", "components.clouds.oci",
+                                          "components.clouds.existing"))}}))
+"""
+
+
+def test_fleet_plan_imports_no_cloud_sdk_and_writes_the_build(tmp_path: Any) -> None:
+    """One subprocess: plan of the example fleet stack loads no cloud SDK and no cloud component (its members
+    are read from their stack files), exits 0 and writes build/fleet-dev/ like a cluster stack's plan."""
+    code = FLEET_PROBE.format(root=str(ROOT), out=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert data["exit"] == 0, data["error"]
+    assert data["mods"] == []
+    out = tmp_path / "fleet-dev"
+    objs = [yaml.safe_load(p.read_text()) for p in sorted((out / "k8s").glob("*.yaml"))]
+    kinds = {o["kind"] for o in objs}
+    assert {"Cluster", "PropagationPolicy", "ClusterPropagationPolicy", "OverridePolicy", "Queue", "Deployment",
+            "ResourceInterpreterCustomization", "MutatingWebhookConfiguration"} <= kinds
+    for o in objs:
+        assert validate_object(o) == [], (o["kind"], o["metadata"]["name"], validate_object(o))
+    clusters = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Cluster"}
+    assert clusters["aws-dev"]["spec"]["apiEndpoint"] == "https://aws-dev.invalid"
+    release = yaml.safe_load((out / "helm" / "karmada.yaml").read_text())
+    assert release["chart"] == "karmada" and release["version"] == "v1.18.2"
+    assert helm_values_unknown_keys("karmada", release["values"]) == []
+    fit = json.loads((out / "fit.json").read_text())
+    assert fit["fleet-finetune"]["members"] == ["aws-dev"]
+    assert json.loads((out / "policy.json").read_text()) == []
+
+
+def test_fleet_plan_of_bad_input_is_a_config_error(tmp_path: Any) -> None:
+    path = tmp_path / "Pulumi.broken-fleet.yaml"
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.fleet-dev.yaml").read_text())
+    doc["config"]["multinode:fleet"]["members"][1]["stack"] = "gcp-prod"
+    path.write_text(yaml.safe_dump(doc))
+    result = mplan.plan("broken-fleet", tmp_path / "out", path)
+    assert result.exit_code == mplan.EXIT_CONFIG
+    assert "fleet.members[1].stack: no stack file stacks/Pulumi.gcp-prod.yaml" in result.error
+    assert not (tmp_path / "out").exists()
