@@ -284,3 +284,58 @@ def test_fleet_plan_of_bad_input_is_a_config_error(tmp_path: Any) -> None:
     assert result.exit_code == mplan.EXIT_CONFIG
     assert "fleet.members[1].stack: no stack file stacks/Pulumi.gcp-prod.yaml" in result.error
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ the policy rule
+from policy.pack import evaluate  # noqa: E402
+
+
+def records(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": f"kubernetes:{o['apiVersion']}:{o['kind']}", "name": o["metadata"]["name"],
+             "urn": f"urn:x::{o['kind']}-{o['metadata']['name']}", "inputs": o} for o in objs]
+
+
+def fleet_violations(objs: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [v for v in evaluate(records(objs)) if v["policy"] == "fleet-gang-in-one-member"]
+
+
+def test_policy_passes_the_rendered_fleet_and_refuses_a_split() -> None:
+    objs = all_objects(two_member_fleet())
+    assert fleet_violations(objs) == []
+    pp = next(o for o in objs if o["kind"] == "PropagationPolicy" and o["metadata"]["name"] == "fleet-finetune")
+    pp["spec"]["placement"]["replicaScheduling"] = {"replicaSchedulingType": "Divided",
+                                                   "replicaDivisionPreference": "Aggregated"}
+    (v,) = fleet_violations(objs)
+    assert v["enforcementLevel"] == "mandatory"
+    assert v["message"].startswith("PropagationPolicy multinode/fleet-finetune: replicaSchedulingType Divided")
+    assert "maxGroups: 1" in v["message"]
+
+
+def test_policy_refuses_a_duplicate_into_several_members() -> None:
+    objs = all_objects(two_member_fleet())
+    pp = next(o for o in objs if o["kind"] == "PropagationPolicy" and o["metadata"]["name"] == "fleet-finetune")
+    del pp["spec"]["placement"]["spreadConstraints"]
+    (v,) = fleet_violations(objs)
+    assert "could start in several members" in v["message"]
+    pp["spec"]["placement"]["clusterAffinity"] = {"clusterNames": ["lab"]}       # one named cluster: whole, once
+    assert fleet_violations(objs) == []
+
+
+def test_policy_refuses_a_member_without_fabric() -> None:
+    objs = all_objects(two_member_fleet())
+    lab = next(o for o in objs if o["kind"] == "Cluster" and o["metadata"]["name"] == "lab")
+    lab["metadata"]["labels"]["multinode.dev/fabric"] = "none"
+    (v,) = fleet_violations(objs)
+    assert "to member cluster(s) lab, which have no GPU fabric" in v["message"]
+    assert "Job multinode/fleet-finetune" in v["message"]
+    pp = next(o for o in objs if o["kind"] == "PropagationPolicy" and o["metadata"]["name"] == "fleet-finetune")
+    pp["spec"]["placement"]["clusterAffinity"] = {"labelSelector": {"matchExpressions": [
+        {"key": "multinode.dev/fabric", "operator": "NotIn", "values": ["none"]}]}}
+    assert fleet_violations(objs) == []           # selecting by the fabric label keeps lab out
+
+
+def test_policy_ignores_non_gang_propagation() -> None:
+    objs = all_objects(two_member_fleet())
+    deps = next(o for o in objs if o["metadata"]["name"] == "fleet-finetune-deps")
+    assert "spreadConstraints" not in deps["spec"]["placement"]       # Secrets go to every candidate: allowed
+    assert fleet_violations(objs) == []
