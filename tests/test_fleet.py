@@ -339,3 +339,9 @@ def test_policy_ignores_non_gang_propagation() -> None:
     deps = next(o for o in objs if o["metadata"]["name"] == "fleet-finetune-deps")
     assert "spreadConstraints" not in deps["spec"]["placement"]       # Secrets go to every candidate: allowed
     assert fleet_violations(objs) == []
+
+
+def test_a_member_stack_name_is_never_a_path() -> None:
+    raw = fleet_raw(members=[{"name": "aws-dev", "stack": "../stacks/Pulumi.aws-dev"}])
+    (msg,) = problems(raw)
+    assert msg.startswith("fleet.members[0].stack: '../stacks/Pulumi.aws-dev' is not a stack name")

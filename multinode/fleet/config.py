@@ -44,6 +44,8 @@ FLEET_KINDS = ("volcano-training", "lws-inference")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _CONFIG_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# a stack name as the Pulumi CLI allows it (letters, digits, '-', '_', '.'): never a path
+_STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 class FleetHost(_Model):
@@ -181,7 +183,10 @@ def _entry_problems(at: str, stack: str | None, kubeconfig_secret: str | None, r
         p.append(Problem(at, "set exactly one of stack (this project's stack running that cluster) or "
                              "kubeconfigSecret (the secret key of this fleet stack holding an existing cluster's "
                              "kubeconfig)"))
-    if stack is not None and not stackfile.stack_path(stack).exists():
+    if stack is not None and (not _STACK_NAME.match(stack) or ".." in stack):
+        p.append(Problem(f"{at}.stack", f"{stack!r} is not a stack name (letters, digits, '-', '_', '.'); name one "
+                                        f"of this project's stacks, e.g. aws-dev"))
+    elif stack is not None and not stackfile.stack_path(stack).exists():
         known = ", ".join(s for s in stackfile.list_stacks()) or "none"
         p.append(Problem(f"{at}.stack", f"no stack file stacks/Pulumi.{stack}.yaml; use one of this project's "
                                         f"stacks ({known}) or kubeconfigSecret for a cluster it does not run"))
