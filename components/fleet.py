@@ -47,11 +47,26 @@ def stack_reference(name: str, stack: str, full: str | None) -> pulumi.StackRefe
     return pulumi.StackReference(name, stack_name=ref)
 
 
-def _kubeconfig(name: str, entry: FleetHost | FleetMember) -> pulumi.Output[Any]:
+def _kubeconfig(name: str, entry: FleetHost | FleetMember,
+                expected_pools: dict[str, int] | None = None) -> pulumi.Output[Any]:
     if entry.stack is not None:
-        return stack_reference(f"{name}-stack", entry.stack, entry.stack_reference).require_output("kubeconfig")
+        ref = stack_reference(f"{name}-stack", entry.stack, entry.stack_reference)
+        if expected_pools is not None:
+            ref.get_output("nodePools").apply(lambda pools: _check_pools(entry.stack or "", expected_pools, pools))
+        return ref.require_output("kubeconfig")
     assert entry.kubeconfig_secret is not None
     return pulumi.Config(NAMESPACE).require_secret(entry.kubeconfig_secret)
+
+
+def _check_pools(stack: str, expected: dict[str, int], exported: Any) -> None:
+    """The fit check read the member's stack file; warn when the member's last `pulumi up` exported other
+    pools (the file changed since, or the stack was not brought up from this file)."""
+    if not isinstance(exported, dict):
+        return      # not up yet, or an older stack without the output: nothing to compare
+    got = {str(k): (v or {}).get("nodeCount") if isinstance(v, dict) else None for k, v in exported.items()}
+    if got != expected:
+        pulumi.log.warn(f"member stack {stack}: its exported nodePools {got} differ from its stack file {expected}; "
+                        f"the fit check used the stack file: run `pulumi up` of {stack} first")
 
 
 def _server(kubeconfig: str | None) -> str:
@@ -112,7 +127,8 @@ class Fleet(pulumi.ComponentResource):
         cluster_ns = register("karmada", [{"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": fm.CLUSTER_SECRET_NAMESPACE}}], on_karmada)
         for m in cfg.fleet.members:
-            kubeconfig = _kubeconfig(f"member-{m.name}", m)
+            pools = {p.name: p.node_count for p in cfg.members[m.name].node_pools}
+            kubeconfig = _kubeconfig(f"member-{m.name}", m, pools)
             provider = k8s.Provider(f"member-{m.name}", kubeconfig=kubeconfig, opts=child)
             on_member = pulumi.ResourceOptions(parent=self, provider=provider)
             access = register(f"member-{m.name}", fm.member_access_objects(m.name), on_member)

@@ -345,3 +345,16 @@ def test_a_member_stack_name_is_never_a_path() -> None:
     raw = fleet_raw(members=[{"name": "aws-dev", "stack": "../stacks/Pulumi.aws-dev"}])
     (msg,) = problems(raw)
     assert msg.startswith("fleet.members[0].stack: '../stacks/Pulumi.aws-dev' is not a stack name")
+
+
+def test_member_pool_outputs_that_differ_from_the_stack_file_are_warned(monkeypatch: Any) -> None:
+    import pulumi
+
+    from components import fleet as cfleet
+    said: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: said.append(msg))
+    cfleet._check_pools("aws-dev", {"gpu": 4}, {"gpu": {"machine": "p5.48xlarge", "nodeCount": 4}})
+    cfleet._check_pools("aws-dev", {"gpu": 4}, None)                     # not up yet: nothing to compare
+    assert said == []
+    cfleet._check_pools("aws-dev", {"gpu": 4}, {"gpu": {"nodeCount": 2}})
+    assert len(said) == 1 and "run `pulumi up` of aws-dev first" in said[0]
