@@ -358,3 +358,24 @@ def test_member_pool_outputs_that_differ_from_the_stack_file_are_warned(monkeypa
     assert said == []
     cfleet._check_pools("aws-dev", {"gpu": 4}, {"gpu": {"nodeCount": 2}})
     assert len(said) == 1 and "run `pulumi up` of aws-dev first" in said[0]
+
+
+def test_an_inference_gang_is_propagated_whole_with_its_service() -> None:
+    lws = {"name": "fleet-llama", "kind": "lws-inference", "engine": "vllm", "nodes": 2,
+           "model": "meta-llama/Llama-3.1-405B-Instruct", "tensorParallel": 8, "pipelineParallel": 2}
+    raw = fleet_raw(members=[LAB], workloads=[lws])
+    raw["labKubeconfig"] = "[secret]"
+    cfg = load(raw, {"hfToken", "labKubeconfig"})
+    built = fm.workload_objects(cfg, cfg.fleet.workloads[0], cfg.fits["fleet-llama"])
+    by = {(o["kind"], o["metadata"]["name"]): o for o in built.objects}
+    gang = by[("PropagationPolicy", "fleet-llama")]["spec"]["resourceSelectors"]
+    assert [s["kind"] for s in gang] == ["LeaderWorkerSet"]
+    deps = {s["kind"] for s in by[("PropagationPolicy", "fleet-llama-deps")]["spec"]["resourceSelectors"]}
+    assert "Service" in deps and "Secret" in deps
+    for o in built.objects:
+        assert validate_object(o) == [], (o["kind"], validate_object(o))
+    assert fleet_violations(built.objects + [fm.cluster_object(cfg, "lab", "https://lab")]) == []
+    assert problems(fleet_raw(members=[LAB], workloads=[dict(lws, queue="research")],
+                              queues=[{"name": "research"}]) | {"labKubeconfig": "[secret]"},
+                    {"hfToken", "labKubeconfig"}) == [
+        "fleet.workloads[0].queue: Volcano Global queues order Volcano Jobs only; remove queue"]
