@@ -379,3 +379,10 @@ def test_an_inference_gang_is_propagated_whole_with_its_service() -> None:
                               queues=[{"name": "research"}]) | {"labKubeconfig": "[secret]"},
                     {"hfToken", "labKubeconfig"}) == [
         "fleet.workloads[0].queue: Volcano Global queues order Volcano Jobs only; remove queue"]
+
+
+def test_karmada_values_keys_are_checked_at_config_time() -> None:
+    raw = fleet_raw(karmada={"apiEndpoint": "https://k.example.com", "values": {"schedulr": {"replicaCount": 2},
+                                                                                 "scheduler": {"replicaCount": 2}}})
+    (msg,) = problems(raw)
+    assert msg.startswith("fleet.karmada.values.schedulr: not a key of the karmada chart's values.yaml")

@@ -224,6 +224,12 @@ def contract_problems(fleet: Fleet, raw: Mapping[str, Any], secrets: set[str]) -
     elif not fleet.karmada.api_endpoint.startswith("https://"):
         p.append(Problem("fleet.karmada.apiEndpoint", "must be an https:// URL the machine running `pulumi up` "
                                                       "reaches (e.g. the karmada-apiserver LoadBalancer)"))
+    if fleet.karmada.values:
+        from ..schema_check import helm_values_unknown_keys
+        for key in helm_values_unknown_keys("karmada", fleet.karmada.values)[:10]:
+            p.append(Problem(f"fleet.karmada.values.{key}", f"not a key of the karmada chart's values.yaml "
+                                                            f"({KARMADA_VERSION}, schemas/karmada/values.yaml); "
+                                                            f"fix its spelling or remove it"))
     names: dict[str, int] = {}
     for i, m in enumerate(fleet.members):
         at = f"fleet.members[{i}]"
