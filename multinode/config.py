@@ -368,9 +368,10 @@ def _show(value: Any, secret: bool) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The pydantic model class that owns the last key of `loc` (for did-you-mean hints)."""
-    model: type[BaseModel] = StackConfig
+def _model_at(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> type[BaseModel] | None:
+    """The pydantic model class that owns the last key of `loc` (for did-you-mean hints); `root`: the model
+    `loc` starts at (default StackConfig; the fleet stack's model reuses this)."""
+    model: type[BaseModel] = root or StackConfig
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
@@ -395,15 +396,17 @@ def _known_keys(model: type[BaseModel]) -> list[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
-def _problem_from_pydantic(err: ErrorDetails, secrets: set[str]) -> Problem:
-    loc = tuple(err["loc"])
+def _problem_from_pydantic(err: ErrorDetails, secrets: set[str], root: type[BaseModel] | None = None,
+                           prefix: tuple[Any, ...] = ()) -> Problem:
+    """`root`/`prefix`: the model the error's location starts at and the key path above it (fleet stacks)."""
+    loc = prefix + tuple(err["loc"])
     path = _path(loc)
     top = str(loc[0]) if loc else ""
     # a secret key's value is never repeated, even when it was given in plain text or with the wrong type
     secret = top in secrets or top in SECRET_KEYS
     typ = err["type"]
     if typ == "extra_forbidden":
-        model = _model_at(loc)
+        model = _model_at(loc[len(prefix):], root)
         known = _known_keys(model) if model else []
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"known keys here: {', '.join(known)}"

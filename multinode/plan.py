@@ -50,6 +50,7 @@ class PlanResult:
     exit_code: int = EXIT_OK
     error: str = ""
     placement: Any = None                                               # multinode.placement.Result
+    fleet: Any = None                                                   # a fleet stack's FleetConfig
 
 
 def is_k8s_object(reg: Registration) -> bool:
@@ -133,7 +134,7 @@ def mermaid(regs: list[Registration]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_policies(regs: list[Registration], cfg: mconfig.StackConfig) -> list[dict[str, Any]]:
+def run_policies(regs: list[Registration], cfg: mconfig.StackConfig | None) -> list[dict[str, Any]]:
     """The policy pack's rules on the recorded resources (once the pack exists in policy/)."""
     if importlib.util.find_spec("policy") is None or importlib.util.find_spec("policy.pack") is None:
         return []
@@ -145,10 +146,31 @@ def plan(stack: str, out_root: Path | None = Path("build"), path: Path | None = 
     src = Path(path) if path else stackfile.stack_path(stack)
     try:
         raw, secrets, wire = stackfile.read_stack_file(src)
+        if "fleet" in raw:
+            return plan_fleet(stack, raw, secrets, wire, out_root, src)
         cfg = checks.load(raw, secrets, source=str(src))
     except ConfigError as e:
         return PlanResult(stack, None, exit_code=EXIT_CONFIG, error=str(e))
     return plan_config(stack, cfg, wire, secrets, out_root, stack_file=src)
+
+
+def plan_fleet(stack: str, raw: dict[str, Any], secrets: set[str], wire: dict[str, str], out_root: Path | None,
+               src: Path) -> PlanResult:
+    """A fleet stack (multinode/fleet): its own checks and fit, the same program run, outputs and pack."""
+    from .fleet import plan as fleet_plan
+    result = PlanResult(stack, None, fleet=fleet_plan.load(raw, secrets, source=str(src)))
+    fleet_plan.prepare_mocks()
+    run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack, stack_file=src)
+    result.registrations = stable_order(run.registrations)
+    ordered = apply_order(result.registrations)
+    result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
+    result.violations = run_policies(result.registrations, None)
+    if any(v.get("enforcementLevel") == "mandatory" for v in result.violations):
+        result.exit_code = EXIT_POLICY
+    if out_root is not None:
+        result.out_dir = write_outputs(result, ordered, Path(out_root) / stack)
+        fleet_plan.write_extra(result.out_dir, result.fleet)
+    return result
 
 
 def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secrets: Any,
@@ -255,6 +277,9 @@ def write_effective_pods(result: PlanResult, out: Path) -> list[Path]:
 
 
 def summary(result: PlanResult) -> str:
+    if result.fleet is not None:
+        from .fleet import plan as fleet_plan
+        return fleet_plan.summary(result)
     cfg = result.config
     assert cfg is not None
     lines = [f"stack {result.stack}: cloud {cfg.cloud}, {len(result.registrations)} resources"]

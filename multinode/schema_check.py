@@ -651,7 +651,80 @@ def validate_object(obj: dict, k8s_version: str = "1.33") -> list[str]:
     index = _default_index()
     if index.has(obj["apiVersion"], obj["kind"]):
         return index.validate(obj)
+    aggregated = _aggregated_validator(obj["apiVersion"], obj["kind"])
+    if aggregated is not None:
+        return (_metadata_errors(obj.get("metadata"), "metadata", require_name=True, check_name_format=True)
+                + [_format_error(e, _PRUNED) for e in _sorted_errors(aggregated.iter_errors(obj))])
     return _validate_core(obj, k8s_version)
+
+
+# --------------------------------------------------------------------------------------------
+# kinds served by an aggregated API server (no CRD): Karmada's Cluster, from its OpenAPI v2 document
+# --------------------------------------------------------------------------------------------
+#: OpenAPI (Swagger 2.0) documents whose definitions carry x-kubernetes-group-version-kind.
+SWAGGER_FILES = ("karmada/swagger.json",)
+_AGGREGATED_GROUPS = frozenset({"cluster.karmada.io"})    # only these: the others in the file have CRDs
+_SWAGGER: dict[str, Any] = {}
+_AGGREGATED: dict[tuple[str, str], Any] = {}
+
+
+def _swagger_schema(node: Any, definitions: dict[str, Any], depth: int = 0) -> Any:
+    """A Swagger definition as strict JSON Schema: $refs inlined, objects with properties closed (the
+    aggregated API server drops unknown fields like a structural CRD does), ObjectMeta as ours."""
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        if name.endswith("apimachinery.pkg.apis.meta.v1.ObjectMeta"):
+            return _OBJECT_META
+        if name.endswith(("apimachinery.pkg.api.resource.Quantity", "apimachinery.pkg.util.intstr.IntOrString")):
+            return {"anyOf": [{"type": "integer"}, {"type": "number"}, {"type": "string"}]}
+        if name.endswith("apimachinery.pkg.apis.meta.v1.Time"):
+            return {"type": ["string", "null"]}
+        if depth > 40:
+            return {}
+        return _swagger_schema(definitions.get(name, {}), definitions, depth + 1)
+    out: dict[str, Any] = {k: v for k, v in node.items()
+                           if k not in ("description", "properties", "items", "additionalProperties",
+                                        "x-kubernetes-group-version-kind", "default")}
+    if isinstance(node.get("properties"), dict):
+        out["properties"] = {k: _swagger_schema(v, definitions, depth + 1) for k, v in node["properties"].items()}
+        if "additionalProperties" not in node:
+            out["additionalProperties"] = False
+    if isinstance(node.get("items"), dict):
+        out["items"] = _swagger_schema(node["items"], definitions, depth + 1)
+    if isinstance(node.get("additionalProperties"), dict):
+        out["additionalProperties"] = _swagger_schema(node["additionalProperties"], definitions, depth + 1)
+    return out
+
+
+def _aggregated_validator(api_version: str, kind: str) -> Any:
+    """A validator for an aggregated-API kind of SWAGGER_FILES, or None."""
+    group, version = _split_api_version(api_version)
+    if group not in _AGGREGATED_GROUPS:
+        return None
+    with _LOCK:
+        if (api_version, kind) not in _AGGREGATED:
+            found = None
+            for rel in SWAGGER_FILES:
+                if rel not in _SWAGGER:
+                    with open(SCHEMA_DIR / rel, encoding="utf-8") as f:
+                        _SWAGGER[rel] = json.load(f)
+                defs = _SWAGGER[rel].get("definitions") or {}
+                for d in defs.values():
+                    gvks = d.get("x-kubernetes-group-version-kind") or []
+                    if any(g.get("group") == group and g.get("version") == version and g.get("kind") == kind
+                           for g in gvks):
+                        schema = _swagger_schema(d, defs)
+                        schema["properties"]["apiVersion"] = {"type": "string", "enum": [api_version]}
+                        schema["properties"]["kind"] = {"type": "string", "enum": [kind]}
+                        found = jsonschema.Draft4Validator(schema)
+                        break
+                if found is not None:
+                    break
+            _AGGREGATED[(api_version, kind)] = found
+        return _AGGREGATED[(api_version, kind)]
 
 
 def validate_pod_template(template: dict, k8s_version: str = "1.33") -> list[str]:
@@ -672,7 +745,7 @@ def validate_pod_spec(spec: dict, k8s_version: str = "1.33") -> list[str]:
 # Helm values
 # --------------------------------------------------------------------------------------------
 HELM_CHARTS = ("volcano", "lws", "grove", "kai-scheduler", "kyverno", "network-operator",
-               "gpu-operator", "aws-efa-k8s-device-plugin")
+               "gpu-operator", "aws-efa-k8s-device-plugin", "karmada")
 
 #: Keys whose value is a Kubernetes object or a free-form map: anything below them is accepted.
 FREE_FORM_KEYS = frozenset({

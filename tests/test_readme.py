@@ -32,6 +32,22 @@ def test_every_config_key_is_documented():
     assert not missing, f"README config reference lacks: {missing}"
 
 
+def test_every_fleet_key_is_documented():
+    from multinode.fleet import config as fleet_config
+    seen = set()
+    _models(fleet_config.Fleet, seen)
+    cluster_models: set = set()            # documented in the cluster reference
+    for m in (config.Workload, config.NodePool, config.FabricConfig, config.Storage):
+        _models(m, cluster_models)
+    seen -= cluster_models
+    fleet_section = README[README.index("### Fleet stacks"):README.index("## Machine catalog")]
+    def documented(key):      # `key`, `...key`, `...key[]`
+        return any(f"{pre}{key}{post}" in fleet_section for pre in ("`", ".") for post in ("`", "[]`"))
+    missing = sorted({f"{m.__name__}.{f.alias or n}" for m in seen for n, f in m.model_fields.items()
+                      if n not in config.Workload.model_fields and not documented(f.alias or n)})
+    assert not missing, f"README fleet reference lacks: {missing}"   # workload keys: the cluster reference
+
+
 def test_every_catalog_machine_is_listed():
     missing = [m for m in catalog.MACHINES if m not in README]
     assert not missing, missing
