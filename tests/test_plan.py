@@ -31,10 +31,20 @@ def test_example_stack_plans_clean(stack, tmp_path):
     assert graph.startswith("graph TD") and graph.count("-->") >= len(records) - 1
     files = sorted((out / "k8s").glob("*.yaml"))
     assert len(files) == len(result.k8s_objects)
-    for f in files:
+    for f, want in zip(files, result.k8s_objects, strict=True):
         obj = yaml.safe_load(f.read_text())
         assert f.name.split("-")[1] == obj["kind"]
+        # written by the C emitter when present: the same data as the pure-Python SafeDumper writes
+        assert obj == want == yaml.safe_load(mplan.dump_yaml(want, yaml.SafeDumper)), f.name
     assert "policy:" in mplan.summary(result)
+
+
+def test_yaml_is_written_by_libyaml_when_pyyaml_has_it():
+    assert mplan._YAML_DUMPER is (yaml.CSafeDumper if yaml.__with_libyaml__ else yaml.SafeDumper)
+    tricky = {"b": ["x\nline: two", "", None, True, "yes", "0o17", 1.5, "é ü", " lead", "#"], "a": {"k": [{}]}}
+    assert list(yaml.safe_load(mplan.dump_yaml(tricky))) == ["b", "a"]          # order kept
+    assert yaml.safe_load(mplan.dump_yaml(tricky)) == yaml.safe_load(mplan.dump_yaml(tricky, yaml.SafeDumper)) \
+        == tricky
 
 
 def test_secrets_are_masked_everywhere(tmp_path):
