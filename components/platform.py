@@ -12,7 +12,7 @@ from components.clouds.base import TYPE_PREFIX, CheckpointStorageArgs, ClusterAc
 from components.kubernetes.addons import ClusterAddons
 from components.kubernetes.fabric import FabricPolicies
 from components.kubernetes.objects import k8s_object
-from components.kubernetes.workloads import create_workloads
+from components.kubernetes.workloads import WorkloadNeeds, create_workloads
 from multinode.config import StackConfig
 
 
@@ -39,11 +39,11 @@ class Platform(pulumi.ComponentResource):
         self.addons = ClusterAddons("addons", config, provider=self.cluster.provider, opts=child)
         self.fabric = FabricPolicies("fabric", config, self.addons, provider=self.cluster.provider, opts=child)
 
-        # workloads last: after the pools, the checkpoint claim they mount, the CRDs of their kinds and
-        # the Kyverno fabric policies (a multi-node pod admitted before them would miss its fabric)
-        self.workloads = create_workloads(self, config, self.cluster.provider,
-                                          list(self.node_pools.values()) + ([self.storage] if self.storage else [])
-                                          + [self.addons, self.fabric])
+        # workloads last, each after what it needs only: its own pool, the checkpoint claim it mounts, the
+        # add-ons of its kinds (CRDs, scheduler, device plugin) and its pool's Kyverno fabric policy (a
+        # multi-node pod admitted before it would miss its fabric); see workloads.workload_needs
+        self.workloads = create_workloads(self, config, self.cluster.provider, WorkloadNeeds(
+            pools=dict(self.node_pools), storage=self.storage, addons=self.addons, fabric=self.fabric))
 
         # Bring your own objects (multinode:manifests): applied as-is; claims and volumes kept like ours.
         self.manifests = []

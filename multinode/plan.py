@@ -114,6 +114,16 @@ def apply_order(regs: list[Registration]) -> list[Registration]:
     return [by_urn[u] for u in done]
 
 
+# libyaml's C emitter when PyYAML was built with it (the wheels are): the same YAML data ~5x faster than the
+# pure-Python SafeDumper (tests/test_plan.py compares the loaded data of both). Same safe representers.
+_YAML_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def dump_yaml(data: Any, dumper: Any = None) -> str:
+    """`data` as YAML, keys in their given order (yaml.safe_dump's output, from the C emitter if present)."""
+    return yaml.dump(data, Dumper=dumper or _YAML_DUMPER, sort_keys=False)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")[:80]
 
@@ -203,10 +213,10 @@ def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) ->
             name = (obj.get("metadata") or {}).get("name", r.name)
             # the kind is slugged too: a hand-written kind may hold '/' or be longer than a file name may be
             (out / "k8s" / f"{n:03d}-{_slug(str(obj['kind']))[:60]}-{_slug(str(name))}.yaml").write_text(
-                yaml.safe_dump(obj, sort_keys=False))
+                dump_yaml(obj))
         elif r.type == HELM_RELEASE:
             (out / "helm").mkdir(exist_ok=True)
-            (out / "helm" / f"{_slug(r.name)}.yaml").write_text(yaml.safe_dump(r.inputs, sort_keys=False))
+            (out / "helm" / f"{_slug(r.name)}.yaml").write_text(dump_yaml(r.inputs))
     write_effective_pods(result, out / "effective")
     (out / "resources.json").write_text(json.dumps([r.as_dict() for r in result.registrations], indent=1))
     (out / "graph.mmd").write_text(mermaid(result.registrations))
@@ -271,7 +281,7 @@ def write_effective_pods(result: PlanResult, out: Path) -> list[Path]:
                     role = str(items[i]["name"])
             out.mkdir(parents=True, exist_ok=True)
             target = out / f"{_slug(str(name))}-{role}.yaml"
-            target.write_text(yaml.safe_dump(effective, sort_keys=False))
+            target.write_text(dump_yaml(effective))
             written.append(target)
     return written
 

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,13 +61,3 @@ def parent_of(run: ProgramRun, reg: Registration) -> Registration:
 def k8s_objects(run: ProgramRun) -> list[dict[str, Any]]:
     return [r.inputs for r in run.registrations
             if r.custom and r.type.startswith("kubernetes:") and "kind" in r.inputs]
-
-
-def imported_modules_after_plan(stack: str) -> list[str]:
-    """Plan `stack` in a fresh interpreter and list the top-level modules it imported."""
-    code = ("import sys, tempfile; from pathlib import Path; from multinode import plan; "
-            f"r = plan.plan({stack!r}, Path(tempfile.mkdtemp())); assert r.exit_code == 0, r.error; "
-            "print('\\n'.join(sorted({m.split('.')[0] for m in sys.modules})))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout.split()

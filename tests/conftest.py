@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from multinode import stackfile  # noqa: E402
+
+# The expensive randomized tests (hypothesis properties, tests/fuzz_hostile.py) run at a CI size by default;
+# MULTINODE_LONG_TESTS=1 runs them at their full size (README, "Tests").
+LONG_TESTS = os.environ.get("MULTINODE_LONG_TESTS", "") not in ("", "0")
+
+
+def sized(ci: int, long: int) -> int:
+    """How many examples / cases a randomized test runs: `ci` by default, `long` with MULTINODE_LONG_TESTS=1."""
+    return long if LONG_TESTS else ci
+
 
 EXAMPLE_STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev", "dynamo-dev"]
 

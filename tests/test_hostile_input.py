@@ -27,7 +27,7 @@ from policy import engine, pack
 from policy.rules import RULES
 from tests import fuzz_hostile as fz
 
-from .conftest import ROOT
+from .conftest import ROOT, sized
 
 SECRET = "SECRETVALUE-7f3a9c"
 
@@ -293,10 +293,11 @@ def test_a_plain_configmap_and_an_empty_secret_pass(tmp_path):
 
 # ------------------------------------------------------------------ the fuzz run
 def test_fuzz_hostile_stack_files_and_objects():
-    """Seeded; small by default. Longer: MULTINODE_FUZZ_STACKS=300 MULTINODE_FUZZ_OBJECTS=150 (and
-    MULTINODE_FUZZ_SEED) or `python -m tests.fuzz_hostile --stacks 300 --objects 150`."""
-    n_stacks = int(os.environ.get("MULTINODE_FUZZ_STACKS", "16"))
-    n_objects = int(os.environ.get("MULTINODE_FUZZ_OBJECTS", "16"))
+    """Seeded; small by default (16 + 16 cases, a plan each, ~0.5 s per case). Longer: MULTINODE_LONG_TESTS=1
+    (300 + 150), or MULTINODE_FUZZ_STACKS / MULTINODE_FUZZ_OBJECTS (and MULTINODE_FUZZ_SEED), or
+    `python -m tests.fuzz_hostile --stacks 300 --objects 150`."""
+    n_stacks = int(os.environ.get("MULTINODE_FUZZ_STACKS", sized(16, 300)))
+    n_objects = int(os.environ.get("MULTINODE_FUZZ_OBJECTS", sized(16, 150)))
     seed = int(os.environ.get("MULTINODE_FUZZ_SEED", "16"))
     results = fz.run_cases(fz.generate(n_stacks, n_objects, seed))
     assert len(results) == n_stacks + n_objects

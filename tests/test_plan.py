@@ -31,10 +31,20 @@ def test_example_stack_plans_clean(stack, tmp_path):
     assert graph.startswith("graph TD") and graph.count("-->") >= len(records) - 1
     files = sorted((out / "k8s").glob("*.yaml"))
     assert len(files) == len(result.k8s_objects)
-    for f in files:
+    for f, want in zip(files, result.k8s_objects, strict=True):
         obj = yaml.safe_load(f.read_text())
         assert f.name.split("-")[1] == obj["kind"]
+        # written by the C emitter when present: the same data as the pure-Python SafeDumper writes
+        assert obj == want == yaml.safe_load(mplan.dump_yaml(want, yaml.SafeDumper)), f.name
     assert "policy:" in mplan.summary(result)
+
+
+def test_yaml_is_written_by_libyaml_when_pyyaml_has_it():
+    assert mplan._YAML_DUMPER is (yaml.CSafeDumper if yaml.__with_libyaml__ else yaml.SafeDumper)
+    tricky = {"b": ["x\nline: two", "", None, True, "yes", "0o17", 1.5, "é ü", " lead", "#"], "a": {"k": [{}]}}
+    assert list(yaml.safe_load(mplan.dump_yaml(tricky))) == ["b", "a"]          # order kept
+    assert yaml.safe_load(mplan.dump_yaml(tricky)) == yaml.safe_load(mplan.dump_yaml(tricky, yaml.SafeDumper)) \
+        == tricky
 
 
 def test_secrets_are_masked_everywhere(tmp_path):
@@ -111,22 +121,31 @@ def test_cli_bad_yaml_and_unknown_namespace(tmp_path):
 IMPORT_PROBE = """
 import sys, json
 sys.path.insert(0, {root!r})
+from pathlib import Path
 from multinode import plan
-r = plan.plan({stack!r}, None)
-print(json.dumps({{"exit": r.exit_code, "mods": sorted(m for m in sys.modules if m.split('.')[0] in {sdks!r})}}))
+r = plan.plan({stack!r}, Path({out!r}))
+print(json.dumps({{"exit": r.exit_code, "mods": sorted({{m.split('.')[0] for m in sys.modules}} & set({sdks!r}))}}))
 """
+# Which cloud SDKs a plan imports depends only on the stack's cloud: one example stack per cloud, each in a
+# fresh interpreter (the slowest tests of the suite; test_clouds_<cloud>.py do not repeat them).
+ONE_STACK_PER_CLOUD = list({stack_cloud(s): s for s in reversed(EXAMPLE_STACKS)}.values())
 
 
-@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
-def test_single_cloud_stack_imports_no_other_cloud_sdk(stack):
+def test_import_probe_covers_every_cloud():
+    assert sorted(stack_cloud(s) for s in ONE_STACK_PER_CLOUD) == sorted([*CLOUD_SDKS, "existing"])
+
+
+@pytest.mark.parametrize("stack", ONE_STACK_PER_CLOUD)
+def test_single_cloud_stack_imports_only_its_cloud_sdk(stack, tmp_path):
+    """Planning (outputs written) imports the stack's own cloud SDK and no other one."""
     cloud = stack_cloud(stack)
-    others = [m for c, m in CLOUD_SDKS.items() if c != cloud]
-    code = IMPORT_PROBE.format(root=str(ROOT), stack=stack, sdks=others)
+    code = IMPORT_PROBE.format(root=str(ROOT), stack=stack, sdks=sorted(CLOUD_SDKS.values()), out=str(tmp_path))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     assert data["exit"] == 0
-    assert data["mods"] == [], f"{stack} imported {data['mods']}"
+    assert data["mods"] == ([CLOUD_SDKS[cloud]] if cloud in CLOUD_SDKS else []), f"{stack} imported {data['mods']}"
+    assert (tmp_path / stack / "resources.json").is_file()
 
 
 @pytest.mark.parametrize("stack", ["aws-dev", "existing-dev"])

@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from components.clouds.base import TYPE_PREFIX
 from multinode.config import StackConfig
-from multinode.manifests.addons import ReleaseSpec, addon_releases
+from multinode.manifests.addons import Needs, ReleaseSpec, addon_releases
 
 
 def helm_release(name: str, spec: ReleaseSpec, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
@@ -65,3 +65,11 @@ class ClusterAddons(pulumi.ComponentResource):
     def crd_ready(self, group: str) -> list[pulumi.Resource]:
         """Releases that install the CRDs of API group `group` (e.g. "kyverno.io")."""
         return [self.releases[k] for k, s in self.specs.items() if group in s.installs_crds]
+
+    def needed_by(self, needs: Needs) -> list[pulumi.Resource]:
+        """The releases one workload waits for (needs = multinode.manifests.addons.addons_needed of its
+        objects): the CRDs of its kinds (crd_ready of each API group), the scheduler its pods name and the GPU
+        device plugin. Nothing else: a workload never waits for add-ons it does not use."""
+        out = [r for g in needs.groups for r in self.crd_ready(g)]
+        out += [self.releases[k] for k in needs.addons if k in self.releases]
+        return list(dict.fromkeys(out))

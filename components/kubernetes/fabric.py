@@ -15,6 +15,8 @@ Every custom resource depends on the release that installs its CRD (ClusterAddon
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -22,6 +24,7 @@ from components.clouds.base import TYPE_PREFIX
 from components.kubernetes.addons import ClusterAddons, helm_release
 from components.kubernetes.objects import k8s_object
 from multinode.config import StackConfig
+from multinode.fabric import profile_for
 from multinode.manifests import addons as am
 from multinode.manifests import azure_fabric, kyverno, volcano_topology
 
@@ -67,16 +70,30 @@ class FabricPolicies(pulumi.ComponentResource):
         # The policies.kyverno.io CRDs come with Kyverno itself: today the add-on spec lists its group as kyverno.io
         # (one release installs both groups); either name finds what installs them, each dependency once.
         kyverno_crds = list({id(r): r for r in crds("policies.kyverno.io") + crds("kyverno.io")}.values())
+        # which pool each policy is for (by its name), so a workload waits for its own pool's policy only;
+        # a policy named after no pool (the ValidatingPolicy) is stack-wide and every workload on a fabric
+        # pool waits for it
+        pool_of = {kyverno.policy_name(profile_for(config, p)): p.name for p in config.node_pools}
+        self.policy_by_pool: dict[str, list[pulumi.Resource]] = {}
+        self.stack_policies: list[pulumi.Resource] = []
         for pol in kyverno.fabric_policies(config):
             deps = kyverno_crds + list(self.operators.values())
             self.policies.append(k8s_object(f"{name}-{pol['metadata']['name']}", pol, after(deps)))
+            pool = pool_of.get(pol["metadata"]["name"])
+            if pool is None:
+                self.stack_policies.append(self.policies[-1])
+            else:
+                self.policy_by_pool.setdefault(pool, []).append(self.policies[-1])
 
-        # PriorityClasses (issue 18: job priority): in `objects`, so the workloads wait for them.
-        for pc in volcano_topology.priority_classes(config):
-            self.objects.append(k8s_object(f"{name}-priorityclass-{pc['metadata']['name']}", pc, child))
+        # PriorityClasses (issue 18: job priority): every workload waits for them (needed_by), whatever its
+        # pool: the API server refuses a pod whose priorityClassName does not exist yet.
+        self.priority_classes: list[pulumi.Resource] = [
+            k8s_object(f"{name}-priorityclass-{pc['metadata']['name']}", pc, child)
+            for pc in volcano_topology.priority_classes(config)]
 
         # Volcano topology and queues (only when Volcano is managed by this stack).
         self.volcano_objects: list[pulumi.Resource] = []
+        self.queues: dict[str, pulumi.Resource] = {}
         if config.addons.volcano.enabled:
             for hn in volcano_topology.hypernodes(config):
                 self.volcano_objects.append(k8s_object(f"{name}-hypernode-{hn['metadata']['name']}", hn,
@@ -84,9 +101,24 @@ class FabricPolicies(pulumi.ComponentResource):
             for q in volcano_topology.queues(config):
                 self.volcano_objects.append(k8s_object(f"{name}-queue-{q['metadata']['name']}", q,
                                                        after(crds("scheduling.volcano.sh"))))
+                self.queues[q["metadata"]["name"]] = self.volcano_objects[-1]
 
-        self.ready: list[pulumi.Resource] = self.policies + self.objects + list(self.operators.values())
+        self.ready: list[pulumi.Resource] = (self.policies + self.objects + self.priority_classes
+                                             + list(self.operators.values()))
         self.register_outputs({
             "policies": [p.urn for p in self.policies],
             "operators": {k: r.status for k, r in self.operators.items()},
         })
+
+    def needed_by(self, pool: str, queues: Sequence[str] = ()) -> list[pulumi.Resource]:
+        """What a workload on `pool` waits for here: that pool's Kyverno fabric policy (itself after Kyverno
+        and the fabric operator) with the stack-wide fabric plumbing its pods use (NicClusterPolicy, RDMA
+        networks, fabric DaemonSets: a fixed few, not one per pool), and the Volcano Queues it names (Volcano
+        refuses a job whose queue does not exist; `default` is Volcano's own). A pool without a fabric needs
+        no policy: config validation keeps multi-node workloads off such pools when other pools have one
+        (multinode.fabric)."""
+        out: list[pulumi.Resource] = []
+        if pool in self.policy_by_pool:
+            out += self.policy_by_pool[pool] + self.stack_policies + self.objects
+        out += [self.queues[q] for q in queues if q in self.queues]
+        return out + self.priority_classes

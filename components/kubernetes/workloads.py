@@ -7,7 +7,6 @@ only name them, through secretKeyRef / imagePullSecrets), dependencies on the ch
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,19 +14,25 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import TYPE_PREFIX
+from components.kubernetes.addons import ClusterAddons
+from components.kubernetes.fabric import FabricPolicies
 from components.kubernetes.objects import k8s_object
+from multinode.clouds import azure
 from multinode.config import StackConfig
 from multinode.config import Workload as WorkloadConfig
 from multinode.manifests import azure_fabric
 from multinode.manifests import storage as sm
 from multinode.manifests import workloads as wm
+from multinode.manifests.addons import addons_needed
+from multinode.manifests.workloads import common as wc
 
 
 @dataclass
 class WorkloadArgs:
     config: StackConfig
     workload: WorkloadConfig
-    depends_on: list[pulumi.Resource] = field(default_factory=list)   # storage, namespace, add-ons
+    depends_on: list[pulumi.Resource] = field(default_factory=list)   # workload_needs
+    built: wm.WorkloadManifests | None = None                          # wm.build(config, workload), if done
 
 
 def _secret_value(cfg: StackConfig, config_key: str) -> str | None:
@@ -45,7 +50,7 @@ class Workload(pulumi.ComponentResource):
     def __init__(self, name: str, args: WorkloadArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE_PREFIX + "Workload", name, None, opts)
         cfg, w = args.config, args.workload
-        built = wm.build(cfg, w)
+        built = args.built if args.built is not None else wm.build(cfg, w)
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on) or None)
 
         self.secrets: list[pulumi.Resource] = []
@@ -78,27 +83,79 @@ class Workload(pulumi.ComponentResource):
         self.register_outputs(outputs)
 
 
+@dataclass
+class WorkloadNeeds:
+    """What the Platform has that workloads may wait for; each workload picks its own (workload_needs)."""
+    pools: dict[str, pulumi.Resource]
+    storage: pulumi.Resource | None = None
+    addons: ClusterAddons | None = None
+    fabric: FabricPolicies | None = None
+
+
+def mounts_claim(objects: list[dict[str, Any]], claim: str | None) -> bool:
+    """Does any pod of `objects` mount the checkpoint claim (a persistentVolumeClaim volume naming it)?"""
+    def walk(node: Any) -> bool:
+        if isinstance(node, dict):
+            pvc = node.get("persistentVolumeClaim")
+            if isinstance(pvc, dict) and pvc.get("claimName") == claim:
+                return True
+            return any(walk(v) for v in node.values() if isinstance(v, (dict, list)))
+        if isinstance(node, list):
+            return any(walk(v) for v in node if isinstance(v, (dict, list)))
+        return False
+    return claim is not None and any(walk(o) for o in objects)
+
+
+def workload_needs(cfg: StackConfig, w: WorkloadConfig, objects: list[dict[str, Any]], needs: WorkloadNeeds,
+                   namespace: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    """What one workload waits for, nothing else: its node pool, the checkpoint storage when its pods mount
+    the claim (or when the storage creates its namespace), its namespace and (azure) its pool's NCCL topology
+    ConfigMap, the add-ons of its kinds (CRDs, scheduler, device plugin: ClusterAddons.needed_by) and its
+    pool's fabric policy and Volcano Queue (FabricPolicies.needed_by). Depending on every pool would make
+    each workload wait for all of them on a deploy, and gives the SDK a workload x pool number of edges."""
+    out: list[pulumi.Resource] = [needs.pools[w.node_pool]]
+    storage_ns = cfg.storage.namespace if cfg.storage else None
+    if needs.storage is not None and (w.namespace == storage_ns or mounts_claim(objects, wc.claim_name(cfg))):
+        out.append(needs.storage)
+    out += namespace
+    kinds = addons_needed(objects)
+    if needs.addons is not None:
+        out += needs.addons.needed_by(kinds)
+    if needs.fabric is not None:
+        out += needs.fabric.needed_by(w.node_pool, kinds.queues)
+    return list(dict.fromkeys(out))
+
+
 def create_workloads(parent: pulumi.Resource, cfg: StackConfig, provider: pulumi.ProviderResource,
-                     depends_on: Sequence[pulumi.Resource] = ()) -> dict[str, Workload]:
-    """Every configured workload, after `depends_on` (pools, storage). Namespaces the storage does not
+                     needs: WorkloadNeeds) -> dict[str, Workload]:
+    """Every configured workload, each after what it needs (workload_needs). Namespaces the storage does not
     already create are created once here (retained on destroy: they may hold other things)."""
     opts = pulumi.ResourceOptions(parent=parent, provider=provider)
     made = {cfg.storage.namespace} if cfg.storage else set()
-    namespaces: list[pulumi.Resource] = []
+    in_namespace: dict[str, list[pulumi.Resource]] = {}     # namespace -> its Namespace object, if made here
     for w in cfg.workloads:
         if w.namespace in made:
             continue
         made.add(w.namespace)
-        namespaces.append(k8s_object(f"workloads-ns-{w.namespace}", sm.namespace(w.namespace),
-                                     pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
-                                         retain_on_delete=True, depends_on=list(depends_on) or None))))
-    deps = list(depends_on) + namespaces
-    # Azure: the NCCL topology file of each InfiniBand pool's VM size, in every workload namespace, before
-    # any workload (the fabric policy mounts it into their pods).
-    after_namespaces = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(deps) or None))
+        in_namespace[w.namespace] = [k8s_object(f"workloads-ns-{w.namespace}", sm.namespace(w.namespace),
+                                                pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                                                    retain_on_delete=True)))]
+    # Azure: the NCCL topology file of each InfiniBand VM size, in every workload namespace, after that
+    # namespace; a workload waits for its own pool's file (the fabric policy mounts it into its pods).
+    topology: dict[tuple[str, str], pulumi.Resource] = {}
     for cm in azure_fabric.topology_config_maps(cfg):
         meta = cm["metadata"]
-        deps.append(k8s_object(f"nccl-topology-{meta['namespace']}-{meta['name']}", cm, after_namespaces))
-    return {w.name: Workload(w.name, WorkloadArgs(cfg, w, deps),
-                             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions()))
-            for w in cfg.workloads}
+        ns_deps = in_namespace.get(meta["namespace"]) or ([needs.storage] if needs.storage is not None else [])
+        topology[(meta["namespace"], meta["name"])] = k8s_object(
+            f"nccl-topology-{meta['namespace']}-{meta['name']}", cm,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=ns_deps or None)))
+    out: dict[str, Workload] = {}
+    for w in cfg.workloads:
+        built = wm.build(cfg, w)
+        ns = list(in_namespace.get(w.namespace, []))
+        topo_file = cfg.machine(cfg.pool(w.node_pool)).nccl_topology
+        if topo_file and (w.namespace, azure.topology_config_map_name(topo_file)) in topology:
+            ns.append(topology[(w.namespace, azure.topology_config_map_name(topo_file))])
+        out[w.name] = Workload(w.name, WorkloadArgs(cfg, w, workload_needs(cfg, w, built.objects, needs, ns), built),
+                               pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions()))
+    return out

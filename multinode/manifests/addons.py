@@ -469,3 +469,57 @@ def gcp_daemonsets(cfg: StackConfig) -> list[dict[str, Any]]:
                     {"name": "dev", "hostPath": {"path": "/dev"}}],
     })
     return [installer, injector]
+
+
+# ------------------------------------------------------------------------------------------
+# What a workload's objects need from the add-ons before they are created
+# ------------------------------------------------------------------------------------------
+# schedulerName a pod names -> the add-on (config key) that runs that scheduler and its pod webhooks
+SCHEDULER_ADDON = {"volcano": "volcano", "kai-scheduler": "kai"}
+GPU_RESOURCE = "nvidia.com/gpu"
+# Where a workload names its Volcano Queue: a Volcano Job's spec.queue, or this annotation (LWS, MPIJob pods)
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+
+
+@dataclass
+class Needs:
+    """What one workload's objects need to exist before them (addons_needed)."""
+    groups: list[str] = field(default_factory=list)     # API groups of their kinds (CRDs, webhooks)
+    addons: list[str] = field(default_factory=list)     # add-on keys: the scheduler their pods name, device plugin
+    queues: list[str] = field(default_factory=list)     # Volcano Queues they name
+
+
+def _scan(node: Any, seen: dict[str, set[str]], under: str = "") -> None:
+    if isinstance(node, dict):
+        name = node.get("schedulerName")
+        if isinstance(name, str):
+            seen["schedulers"].add(name)
+        queue = node.get(VOLCANO_QUEUE_ANNOTATION) if under == "annotations" else (
+            node.get("queue") if under == "spec" else None)
+        if isinstance(queue, str):
+            seen["queues"].add(queue)
+        for key in ("limits", "requests"):
+            res = node.get(key)
+            if isinstance(res, dict) and GPU_RESOURCE in res:
+                seen["addons"].add("nvidiaDevicePlugin")   # no node advertises nvidia.com/gpu before it runs
+        for k, v in node.items():
+            if isinstance(v, (dict, list)):
+                _scan(v, seen, str(k))
+    elif isinstance(node, list):
+        for v in node:
+            if isinstance(v, (dict, list)):
+                _scan(v, seen, under)
+
+
+def addons_needed(objects: list[dict[str, Any]]) -> Needs:
+    """What `objects` (one workload's manifests) need from the add-ons before they are created: the API groups
+    of their apiVersions (the CRDs and webhooks of custom kinds, looked up with ClusterAddons.crd_ready; core
+    groups select nothing), the scheduler add-on their pods name (volcano, kai), the GPU device plugin when a
+    container requests nvidia.com/gpu, and the Volcano Queues they name (Volcano refuses a job whose queue
+    does not exist). One walk over the objects."""
+    seen: dict[str, set[str]] = {"schedulers": set(), "addons": set(), "queues": set()}
+    for o in objects:
+        _scan(o, seen)
+    keys = seen["addons"] | {SCHEDULER_ADDON[s] for s in seen["schedulers"] if s in SCHEDULER_ADDON}
+    groups = {str(o.get("apiVersion", "")).rpartition("/")[0] for o in objects} - {""}
+    return Needs(sorted(groups), sorted(keys), sorted(seen["queues"]))
