@@ -283,6 +283,16 @@ def _infiniband(machine: Machine) -> dict[str, Any]:
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "NCCL_IB_PCI_RELAXED_ORDERING": "1",
     }
+    # No UCX_* here (issue 18b, decided): UCX is not on NCCL's path. NCCL's collectives use its own IB verbs
+    # transport (NCCL_NET=IB, pinned above); UCX serves UCX-based MPI (Open MPI `pml ucx`, HPC-X) point-to-point
+    # and NIXL (Dynamo's KV transfer). Azure HPC scripts set UCX_TLS=rc and UCX_NET_DEVICES=mlx5_ib0:1,...
+    # (JonShelley/azure benchmarking/NDv4 nccl.sh) on HPC images whose udev rules name the HCAs mlx5_ib*;
+    # Microsoft's Azure Compute blog "Accelerated Networking on HB, HC, HBv2, HBv3 and NDv2" (2021-02-11) says the
+    # InfiniBand device names differ from VM to VM (mlx5_0 or mlx5_1, assigned asynchronously) unless such a
+    # rule renames them, and that UCX command lines must follow. AKS node images carry no such rule, so a fixed
+    # UCX_NET_DEVICES could name an HCA the pod does not have, and UCX_TLS=rc on every fabric pod would cut NIXL
+    # off its cuda_copy / cuda_ipc transports. A launcher that uses UCX sets them itself (workloads[].env or
+    # its mpirun -x; mpijob.py forwards UCX_* to every rank).
     out: dict[str, Any] = {"env": env, "capabilities": ["IPC_LOCK"]}
     topo = machine.nccl_topology                       # catalog, source Z4
     if topo:
