@@ -14,6 +14,7 @@ The chart values are asserted field by field against NVIDIA/nim-deploy helm/nim-
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,100 @@ def test_nim_without_any_ngc_key_names_both_ways(tmp_path):
     res = _plan(tmp_path, doc)
     assert res.exit_code == mplan.EXIT_CONFIG
     assert "ngcApiKey" in res.error and "ngcApiSecret" in res.error
+
+
+# ------------------------------------------------------------------ fabric.rdmaResourceName (Azure InfiniBand)
+# The Network Operator's NicClusterPolicy example and NeMo's multinode networking docs name the shared RDMA
+# resource hca_shared_devices_a -> rdma/hca_shared_devices_a (k8s-rdma-shared-dev-plugin: resourcePrefix
+# defaults to "rdma").
+def _azure(**fabric: Any) -> dict[str, Any]:
+    doc = yaml.safe_load((STACKS / "Pulumi.azure-dev.yaml").read_text())
+    doc["config"]["multinode:fabric"] = {**doc["config"].get("multinode:fabric", {}), **fabric}
+    return doc
+
+
+def _effective(res: mplan.PlanResult) -> dict[str, dict[str, Any]]:
+    assert res.out_dir is not None
+    return {p.stem: yaml.safe_load(p.read_text()) for p in sorted((res.out_dir / "effective").glob("*.yaml"))}
+
+
+def _device_plugin_config(res: mplan.PlanResult, plugin: str) -> dict[str, Any]:
+    return json.loads(_find(res, "NicClusterPolicy")["spec"][plugin]["config"])
+
+
+def test_rdma_resource_name_flows_to_every_reader(tmp_path):
+    res = _plan(tmp_path, _azure(rdmaResourceName="hca_shared_devices_a"), "azure-named")
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    entry = _device_plugin_config(res, "rdmaSharedDevicePlugin")["configList"]
+    assert entry == [{"resourceName": "hca_shared_devices_a", "rdmaHcaMax": 63,
+                      "selectors": {"vendors": ["15b3"], "linkTypes": ["infiniband"]}}]
+    pods = _effective(res)
+    assert pods, "no effective pods written"
+    for name, pod in pods.items():
+        for c in pod["spec"]["containers"]:
+            if "nvidia.com/gpu" in c.get("resources", {}).get("limits", {}):
+                limits = c["resources"]["limits"]
+                assert limits["rdma/hca_shared_devices_a"] == "1" and "rdma/shared_ib" not in limits, name
+    # placement counts the named resource (63 per node) and the gangs fit
+    assert res.placement is not None and res.placement.fits
+    assert [v for v in res.violations if v["enforcementLevel"] == "mandatory"] == []
+    # default unchanged: the example stack renders rdma/shared_ib
+    base = _plan(tmp_path, _azure(), "azure-default")
+    assert _device_plugin_config(base, "rdmaSharedDevicePlugin")["configList"][0]["resourceName"] == "shared_ib"
+
+
+def test_rdma_resource_name_with_a_prefix_and_in_sriov_mode(tmp_path):
+    res = _plan(tmp_path, _azure(rdmaResourceName="example.com/ib_ndr"), "azure-prefixed")
+    assert res.exit_code == mplan.EXIT_OK, res.error
+    entry = _device_plugin_config(res, "rdmaSharedDevicePlugin")["configList"][0]
+    assert (entry["resourcePrefix"], entry["resourceName"]) == ("example.com", "ib_ndr")
+    sriov = _plan(tmp_path, _azure(rdmaMode="sriov", rdmaResourceName="hca_vfs"), "azure-sriov")
+    assert sriov.exit_code == mplan.EXIT_OK, sriov.error
+    rl = _device_plugin_config(sriov, "sriovDevicePlugin")["resourceList"][0]
+    assert (rl["resourcePrefix"], rl["resourceName"]) == ("rdma", "hca_vfs")
+    limits = [c["resources"]["limits"] for p in _effective(sriov).values() for c in p["spec"]["containers"]
+              if "nvidia.com/gpu" in c.get("resources", {}).get("limits", {})]
+    assert limits and all(lim["rdma/hca_vfs"] == "8" for lim in limits)
+
+
+@pytest.mark.parametrize("value, words", [
+    ("bad name!", "not an extended resource name"),
+    ("kubernetes.io/ib", "not an extended resource name"),
+    ("nvidia.com/gpu", "the GPUs"),
+])
+def test_rdma_resource_name_errors(tmp_path, value, words):
+    res = _plan(tmp_path, _azure(rdmaResourceName=value), "azure-bad")
+    assert res.exit_code == mplan.EXIT_CONFIG and res.registrations == [], res.error
+    assert "fabric.rdmaResourceName" in res.error and words in res.error, res.error
+
+
+def test_rdma_resource_name_needs_an_infiniband_fabric(tmp_path):
+    doc = _guide("nim-lws")       # an EFA stack
+    doc["config"]["multinode:fabric"]["rdmaResourceName"] = "hca_shared_devices_a"
+    res = _plan(tmp_path, doc, "efa")
+    assert res.exit_code == mplan.EXIT_CONFIG and "only an InfiniBand fabric" in res.error, res.error
+
+
+def test_policy_pack_counts_the_named_resource():
+    """fabric-devices-match-catalog reads the stack's name: a MutatingPolicy still injecting rdma/shared_ib on a
+    stack that names hca_shared_devices_a is told to inject the stack's name."""
+    from multinode import checks, stackfile
+    from multinode.manifests import kyverno
+    from policy import objects
+    from policy.engine import Resource, build_context
+    from policy.rules import stack as rs
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path("azure-dev"))
+    raw = dict(raw, fabric={"rdmaResourceName": "hca_shared_devices_a"})
+    cfg = checks.load(raw, secrets)
+    mutating = next(p for p in kyverno.fabric_policies(cfg) if p["kind"] == kyverno.MUTATING_KIND)
+    res = [Resource(type="kubernetes:policies.kyverno.io/v1:MutatingPolicy", name="m", urn="u", props=mutating)]
+    ctx = build_context(cfg, [])
+    # the rules see the stack's name as an Azure fabric device (the built-in table alone does not list it)
+    known = objects.fabric_resources(cfg)
+    assert "rdma/hca_shared_devices_a" not in objects.FABRIC_RESOURCES
+    assert [r for _, r, _ in rs.kyverno_fabric_counts(mutating, known)] == ["rdma/hca_shared_devices_a"]
+    assert rs.fabric_signals(res[0], known) == {"azure": {"rdma/hca_shared_devices_a"}}
+    assert list(rs.check_kyverno_devices(res, ctx)) == []
+    stale = json.loads(json.dumps(mutating).replace("hca_shared_devices_a", "shared_ib"))
+    bad = list(rs.check_kyverno_devices([Resource(type=res[0].type, name="m", urn="u", props=stale)], ctx))
+    assert len(bad) == 1 and "inject rdma/hca_shared_devices_a" in bad[0][1], bad
