@@ -119,6 +119,9 @@ class FabricConfigArgs(typing.TypedDict, total=False):
     doca_driver_version: str
     ("azure/oci: DOCA-OFED driver container version for the NicClusterPolicy; `host` when the node image provides "
      "it.")
+    rdma_resource_name: str
+    ("InfiniBand: the RDMA device resource, [prefix/]name (prefix rdma), e.g. hca_shared_devices_a; default "
+     "rdma/shared_ib (shared) or rdma/ib (sriov).")
 
 
 class VolcanoAddonArgs(typing.TypedDict, total=False):
@@ -264,6 +267,16 @@ class GroupPlacementArgs(typing.TypedDict, total=False):
     "Keep subgroups of this many pods in one domain instead of the whole group."
 
 
+class NimProbesArgs(typing.TypedDict, total=False):
+    "NIM on lws-inference: which of the NIM chart's probes the leader gets."
+    startup: bool
+    "The startup probe (startupTimeoutMinutes long). Default: true."
+    readiness: bool
+    "The readiness probe at /v1/health/ready (required on a multi-node group). Default: true."
+    liveness: bool
+    "The chart's liveness probe at /v1/health/live (needs the startup probe). Default: false."
+
+
 class WorkloadArgs(typing.TypedDict, total=False):
     "A multi-node inference or training workload placed on one node pool."
     name: typing.Required[str]
@@ -329,6 +342,15 @@ class WorkloadArgs(typing.TypedDict, total=False):
     "The PriorityClass of the workload's pods (one of priorityClasses)."
     group_placement: GroupPlacementArgs
     "lws-inference: keep each group inside one topology domain."
+    probes: NimProbesArgs
+    ("NIM on lws-inference: turn the leader's startup / readiness probes off or its liveness probe on (the NIM "
+     "chart's probe switches).")
+    ngc_api_secret: str
+    "NIM: an existing Secret with the key NGC_API_KEY, used instead of ngcApiKey."
+    image_pull_secrets: list[str]
+    "Existing image pull Secrets by name, used instead of imagePullSecret. Default: []."
+    worker_command: list[str]
+    "NIM on lws-inference: the worker pods' command (the leader keeps the image's)."
     min_bus_bandwidth_gbps: float
     "nccl-test: the bus bandwidth threshold in Gbit/s."
     bus_bandwidth_efficiency: float

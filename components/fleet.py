@@ -162,7 +162,7 @@ class Fleet(pulumi.ComponentResource):
             secrets: list[pulumi.Resource] = []
             for ref in built.secrets:
                 value = secret_values.get(ref.config_key)
-                if value is None:
+                if value is None or ref.existing:     # an existing Secret the user named: never created
                     continue
                 secrets.append(k8s.core.v1.Secret(
                     f"{w.name}-secret-{ref.name}", type=ref.secret_type,

@@ -149,6 +149,10 @@ class FabricConfig(_Model):
     # installs the pinned default (GPUDirect RDMA needs it, multinode/clouds/azure.py), oci none (its GPU
     # images bring DOCA-OFED). "host": the node image provides MLNX_OFED/DOCA, install none.
     doca_driver_version: str | None = None
+    # --- issue 18b: the InfiniBand device resource, as the Network Operator / NeMo name it ([prefix/]name, prefix
+    # rdma by default; e.g. hca_shared_devices_a -> rdma/hca_shared_devices_a). Unset: rdma/shared_ib (shared) or
+    # rdma/ib (sriov). Read only through multinode/clouds/azure.rdma_resource.
+    rdma_resource_name: str | None = None
 
 
 class Addon(_Model):
@@ -233,6 +237,15 @@ class GroupPlacement(_Model):
     sub_group_size: int | None = Field(default=None, ge=1)   # per subgroup of this many pods instead
 
 
+# --- issue 18b: options of the NVIDIA NIM Helm chart (NVIDIA/nim-deploy helm/nim-llm, commit bb84c40, values.yaml) --
+class NimProbes(_Model):
+    """workloads[].probes (lws-inference, engine nim): which of the chart's probes the leader gets (values.yaml
+    startupProbe / readinessProbe / livenessProbe `.enabled`). Liveness is off unless asked for, as before."""
+    startup: bool = True
+    readiness: bool = True
+    liveness: bool = False
+
+
 class Disaggregated(_Model):
     prefill: Role
     decode: Role
@@ -272,6 +285,11 @@ class Workload(_Model):
     priority_class_name: str | None = None     # job priority: one of the stack's priorityClasses
     # --- issue 18 (lws-inference): each group (or subgroup) inside one topology domain
     group_placement: GroupPlacement | None = None
+    # --- issue 18b: the NIM chart's options (NVIDIA/nim-deploy helm/nim-llm values.yaml, commit bb84c40)
+    probes: NimProbes | None = None             # lws-inference nim: the leader's probes, each may be turned off
+    ngc_api_secret: str | None = None           # engine nim: existing Secret, key NGC_API_KEY (model.ngcAPISecret)
+    image_pull_secrets: list[str] = []          # existing pull Secrets by name (imagePullSecrets), none created
+    worker_command: list[str] | None = None     # lws-inference nim: the worker pods' command (leader unchanged)
     # nccl-test: threshold = minBusBandwidthGbps / 8 GB/s, else catalog Gbit/s / 8 x busBandwidthEfficiency
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0)
     bus_bandwidth_efficiency: float = Field(default=0.6, gt=0, le=1)
@@ -820,6 +838,85 @@ def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list
     return p
 
 
+# --- issue 18b: the NIM chart's options ------------------------------------------------------------------
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _secret_name_problem(name: str) -> str | None:
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        return f"{name!r} is not a Secret name; use lowercase letters, digits, '-' and '.', e.g. 'ngc-api'"
+    return None
+
+
+def _nim_option_problems(cfg: StackConfig, at: str, w: Workload) -> list[Problem]:  # noqa: C901 - flat checks
+    """The NIM chart's probes, existing Secrets and worker command: where they apply and what they contradict."""
+    p: list[Problem] = []
+    lws_nim = w.kind == "lws-inference" and w.engine == "nim"
+    if w.probes is not None:
+        pr = w.probes
+        if w.kind == "mpijob" and w.engine == "nim":
+            p.append(Problem(f"{at}.probes", "an MPIJob renders no probes (nor does the chart's MPIJob branch): the "
+                                             "launcher is created only after every worker is Ready "
+                                             "(WaitForWorkersReady) and NIM serves only under its mpirun, so an HTTP "
+                                             "probe on the workers could never pass; remove probes"))
+        elif not lws_nim:
+            p.append(Problem(f"{at}.probes", "only NIM on lws-inference takes the NIM chart's probe switches; remove "
+                                             "probes"))
+        else:
+            if not pr.readiness and w.nodes > 1:
+                # NIM LLM docs, Multi-Node Deployment: readiness of a multi-node NIM is its leader's /v1/health/ready
+                p.append(Problem(f"{at}.probes.readiness", f"false on a {w.nodes}-node group: the leader's "
+                                                           f"/v1/health/ready is the only sign that every worker "
+                                                           f"joined (NIM's multi-node readiness check); without it "
+                                                           f"LWS counts a half-formed group Ready and the Service "
+                                                           f"sends it traffic; keep readiness true"))
+            if pr.liveness and not pr.startup:
+                p.append(Problem(f"{at}.probes.liveness", "true with startup false: the liveness probe would kill "
+                                                          "the leader during its first model download, and LWS "
+                                                          "(RecreateGroupOnPodRestart) would recreate the whole group "
+                                                          "every time; keep startup true or liveness false"))
+            if not pr.startup and "startup_timeout_minutes" in w.model_fields_set:
+                p.append(Problem(f"{at}.startupTimeoutMinutes", "is the startup probe's window, but probes.startup "
+                                                                "is false; remove startupTimeoutMinutes or turn the "
+                                                                "startup probe on"))
+    if w.ngc_api_secret is not None:
+        bad = _secret_name_problem(w.ngc_api_secret)
+        if w.engine != "nim":
+            p.append(Problem(f"{at}.ngcApiSecret", "only NIM reads an NGC key; remove ngcApiSecret"))
+        elif bad:
+            p.append(Problem(f"{at}.ngcApiSecret", bad))
+        elif cfg.ngc_api_key:
+            p.append(Problem(f"{at}.ngcApiSecret", f"names an existing NGC Secret, and the stack's ngcApiKey would "
+                                                   f"make another: choose one (remove ngcApiSecret, or "
+                                                   f"`pulumi config rm {NAMESPACE}:ngcApiKey`)"))
+    if w.image_pull_secrets:
+        for j, name in enumerate(w.image_pull_secrets):
+            bad = _secret_name_problem(name)
+            if bad:
+                p.append(Problem(f"{at}.imagePullSecrets[{j}]", bad))
+            elif name in w.image_pull_secrets[:j]:
+                p.append(Problem(f"{at}.imagePullSecrets[{j}]", f"{name!r} is listed twice; list it once"))
+        if cfg.image_pull_secret:
+            p.append(Problem(f"{at}.imagePullSecrets", f"names existing pull Secrets, and the stack's imagePullSecret "
+                                                       f"would create another for this workload: choose one (remove "
+                                                       f"imagePullSecrets, or `pulumi config rm "
+                                                       f"{NAMESPACE}:imagePullSecret`)"))
+    if w.worker_command is not None:
+        if w.kind == "mpijob" and w.engine == "nim":
+            p.append(Problem(f"{at}.workerCommand", "MPIJob workers must run sshd for the launcher's mpirun (the "
+                                                    "chart's worker command); remove workerCommand (mpirun options "
+                                                    "go in extraArgs)"))
+        elif not lws_nim:
+            p.append(Problem(f"{at}.workerCommand", "only NIM on lws-inference takes a worker command; remove it"))
+        elif not w.worker_command or not all(a.strip() for a in w.worker_command):
+            p.append(Problem(f"{at}.workerCommand", "an empty command; give the program and its arguments, e.g. "
+                                                    "['/bin/bash', '-c', '<your script>'], or remove it to keep the "
+                                                    "image's entrypoint"))
+        elif w.nodes == 1:
+            p.append(Problem(f"{at}.workerCommand", "a 1-node group has no worker pods; remove workerCommand"))
+    return p
+
+
 # Env names that carry credentials: they come from the top-level secrets, never from workloads[].env.
 SECRET_ENV_NAMES = {"HF_TOKEN": "hfToken", "HUGGING_FACE_HUB_TOKEN": "hfToken", "NGC_API_KEY": "ngcApiKey"}
 IMAGE_REQUIRED = {"nim": "an NGC NIM image, e.g. nvcr.io/nim/meta/llama-3.1-405b-instruct:<tag>",
@@ -860,9 +957,11 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
                 p.append(Problem(f"{at}.env.{name}", f"the rendezvous is set by the rendered torchrun flags "
                                                      f"(--rdzv_endpoint at the rank-0 pod); remove {name}"))
     p.extend(_volcano_job_option_problems(cfg, at, w))
-    if w.engine == "nim" and not cfg.ngc_api_key:
+    p.extend(_nim_option_problems(cfg, at, w))
+    if w.engine == "nim" and not cfg.ngc_api_key and not w.ngc_api_secret:
         p.append(Problem("ngcApiKey", f"{at} runs NIM, which downloads its model from NGC; set "
-                                      f"`pulumi config set --secret {NAMESPACE}:ngcApiKey ...`"))
+                                      f"`pulumi config set --secret {NAMESPACE}:ngcApiKey ...`, or name an existing "
+                                      f"Secret with key NGC_API_KEY in {at}.ngcApiSecret"))
     if w.kind == "grove-inference" and w.engine == "trtllm":
         roles = [w.disaggregated.prefill, w.disaggregated.decode] if w.disaggregated else []
         if any(r.nodes > 1 for r in roles) or (not w.disaggregated and w.nodes > 1):

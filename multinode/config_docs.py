@@ -27,6 +27,7 @@ MODELS: dict[str, str] = {
     "VolcanoAddon": "Volcano's Helm release, plus its scheduler's preemption.",
     "PriorityClassSpec": "A PriorityClass the stack creates; workloads name it in priorityClassName.",
     "GroupPlacement": "lws-inference: keep each LWS group (or subgroup) inside one topology domain.",
+    "NimProbes": "NIM on lws-inference: which of the NIM chart's probes the leader gets.",
     # not a config model: the args of the standalone GpuNodePool component (POOL_KEYS of StackConfig + a pool)
     "GpuNodePool": "A GPU node pool with its fabric on an existing cluster.",
 }
@@ -97,6 +98,8 @@ FIELDS: dict[str, str] = {
     "FabricConfig.rdmaMode": "azure: the RDMA device plugin mode, shared or sriov.",
     "FabricConfig.pinTransport": "Pin NCCL to the fabric so it fails instead of falling back to sockets.",
     "FabricConfig.webhookTimeoutSeconds": "Kyverno webhook timeout in seconds (1-30).",
+    "FabricConfig.rdmaResourceName": "InfiniBand: the RDMA device resource, [prefix/]name (prefix rdma), e.g. "
+                                     "hca_shared_devices_a; default rdma/shared_ib (shared) or rdma/ib (sriov).",
     "FabricConfig.docaDriverVersion": "azure/oci: DOCA-OFED driver container version for the NicClusterPolicy; "
                                       "`host` when the node image provides it.",
     # Addons
@@ -190,5 +193,13 @@ FIELDS: dict[str, str] = {
     "Workload.deepspeedConfig": "The DeepSpeed config (deepspeed engine).",
     "Workload.checkpointDir": "Where training writes checkpoints (under the storage mount).",
     "Workload.minBusBandwidthGbps": "nccl-test: the bus bandwidth threshold in Gbit/s.",
+    "Workload.probes": "NIM on lws-inference: turn the leader's startup / readiness probes off or its liveness "
+                       "probe on (the NIM chart's probe switches).",
+    "Workload.ngcApiSecret": "NIM: an existing Secret with the key NGC_API_KEY, used instead of ngcApiKey.",
+    "Workload.imagePullSecrets": "Existing image pull Secrets by name, used instead of imagePullSecret.",
+    "Workload.workerCommand": "NIM on lws-inference: the worker pods' command (the leader keeps the image's).",
+    "NimProbes.startup": "The startup probe (startupTimeoutMinutes long).",
+    "NimProbes.readiness": "The readiness probe at /v1/health/ready (required on a multi-node group).",
+    "NimProbes.liveness": "The chart's liveness probe at /v1/health/live (needs the startup probe).",
     "Workload.busBandwidthEfficiency": "nccl-test: the threshold as a share of the catalog bandwidth.",
 }

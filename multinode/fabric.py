@@ -25,6 +25,7 @@ from .errors import Problem
 EFA_RESOURCE = aws.EFA_RESOURCE
 IB_SHARED_RESOURCE = azure.IB_SHARED_RESOURCE
 IB_SRIOV_RESOURCE = azure.IB_SRIOV_RESOURCE
+rdma_resource = azure.rdma_resource     # the stack's InfiniBand device resource (fabric.rdmaResourceName)
 OCI_VF_RESOURCE = oci.OCI_VF_RESOURCE
 OCI_VF_NETWORK = oci.OCI_VF_NETWORK
 OCI_VF_NETWORK_NAMESPACE = oci.OCI_VF_NETWORK_NAMESPACE
@@ -41,7 +42,8 @@ _OWNER = {kind: mod for mod in (aws, azure, gcp, oci) for kind in mod.FABRICS}
 NCCL_NET = {kind: name for mod in (aws, azure, gcp, oci) for kind, name in mod.NCCL_NET.items()}
 
 # Fabrics whose profile needs a per-node count (device resource count, or one GPU network per NIC).
-# Azure InfiniBand in shared mode requests rdma/shared_ib once per container and needs none.
+# Azure InfiniBand in shared mode requests its shared resource (rdma/shared_ib unless fabric.rdmaResourceName
+# names another) once per container and needs none.
 _COUNTED = {"efa", "roce", "tcpx", "tcpxo", "gcp-rdma"}
 
 
@@ -78,6 +80,9 @@ class FabricProfile:
     # writes k8s.v1.cni.cncf.io/networks with as many entries as the pod's GPU containers request devices
     # (kyverno.device_networks_expr), so a pod with fewer GPUs lists fewer attachments.
     device_network: str | None = None
+    # how many of device_resource a node advertises when that is not devices_per_node: the shared RDMA device
+    # plugin's rdmaHcaMax (azure shared mode); placement reads it
+    node_capacity: int | None = None
 
     @property
     def enabled(self) -> bool:
@@ -138,7 +143,7 @@ def config_problems(cfg: StackConfig) -> list[Problem]:
       machine gives none and fabric.devicesPerGpu is unset: the profile would have to guess it;
     - a multi-node workload on a pool without a fabric while other pools have one: the stack-wide Kyverno
       rule `require-fabric-pool` refuses its pods (they carry the fabric label but select no fabric pool)."""
-    out: list[Problem] = []
+    out: list[Problem] = _rdma_resource_problems(cfg)
     kinds: dict[str, str] = {}
     for i, pool in enumerate(cfg.node_pools):
         if (pool.machine is None) == (pool.machine_spec is None):
@@ -176,6 +181,35 @@ def config_problems(cfg: StackConfig) -> list[Problem]:
     return out
 
 
+def _rdma_resource_problems(cfg: StackConfig) -> list[Problem]:
+    """issue 18b: fabric.rdmaResourceName is an extended resource name, used only by an InfiniBand fabric, and
+    never another resource pods already request (the GPUs, another fabric's devices)."""
+    name = cfg.fabric.rdma_resource_name
+    if name is None:
+        return []
+    bad = azure.rdma_resource_problem(name)
+    if bad:
+        return [Problem("fabric.rdmaResourceName", bad)]
+    full = azure.rdma_resource(cfg)
+    taken = {"nvidia.com/gpu": "the GPUs", EFA_RESOURCE: "AWS EFA", OCI_VF_RESOURCE: "OCI RDMA VFs"}
+    if full in taken:
+        return [Problem("fabric.rdmaResourceName", f"{full} is the resource of {taken[full]}; name the RDMA device "
+                                                   f"plugin's own resource, e.g. hca_shared_devices_a")]
+    ib = [p.name for p in cfg.node_pools if cfg.fabric.enabled and _pool_kind(cfg, p) == "infiniband"]
+    if not ib:
+        return [Problem("fabric.rdmaResourceName", "only an InfiniBand fabric (azure ND pools, or an existing "
+                                                   "cluster with fabric.kind infiniband) has an RDMA device resource; "
+                                                   "remove it")]
+    return []
+
+
+def _pool_kind(cfg: StackConfig, pool: NodePool) -> str | None:
+    try:
+        return effective_kind(cfg, cfg.machine(pool)) if (pool.machine is None) != (pool.machine_spec is None) else None
+    except KeyError:
+        return None
+
+
 def profile_for(cfg: StackConfig, pool: NodePool) -> FabricProfile:
     """The fabric profile of the pool's machine on this stack's cloud (pure: catalog + pool facts)."""
     machine = cfg.machine(pool)
@@ -200,5 +234,5 @@ def profile_for(cfg: StackConfig, pool: NodePool) -> FabricProfile:
         pool=pool.name, node_selector=pools.node_selector(cfg, pool),
         pod_volume_names=extra.get("pod_volume_names", []),
         requests_per_gpu=extra.get("requests_per_gpu", {}),
-        device_network=extra.get("device_network"),
+        device_network=extra.get("device_network"), node_capacity=extra.get("node_capacity"),
     )

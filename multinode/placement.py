@@ -150,10 +150,9 @@ class PoolSpec:
         a = alloc.estimate(self.machine, self.cloud)
         cap: dict[str, float] = {GPU: float(self.machine.gpus)}
         res = getattr(self.profile, "device_resource", None) if self.profile is not None else None
-        if res == "rdma/shared_ib":
+        if res and self.profile.node_capacity is not None:
             # the shared RDMA device plugin advertises its rdmaHcaMax per node, not one device per HCA
-            from .manifests.addons import SHARED_IB_HCA_MAX
-            cap[res] = float(SHARED_IB_HCA_MAX)
+            cap[res] = float(self.profile.node_capacity)
         elif res:
             cap[res] = float(self.profile.devices_per_node)
         if a.cpu_millis is not None:
@@ -896,7 +895,8 @@ def table(res: Result) -> list[str]:
         def cell(r: str) -> str:
             used, cap = u.get(r, (0.0, None))
             return f"{_fmt(r, used)}/{'?' if cap is None else _fmt(r, cap - used)}"
-        fab = next((r for r in FABRIC_DEVICE_RESOURCES if r in u), None)
+        named = getattr(p.profile, "device_resource", None)     # the pool's own (fabric.rdmaResourceName)
+        fab = named if named in u else next((r for r in FABRIC_DEVICE_RESOURCES if r in u), None)
         fabric_cell = f"{fab} {cell(fab)}" if fab else "-"
         lines.append(f"  {p.name:<12}{p.node_count:>6}  {cell(GPU):<16}{fabric_cell:<34}"
                      f"{cell(CPU):<16}{cell(MEMORY):<18}")

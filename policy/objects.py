@@ -29,6 +29,18 @@ FABRIC_RESOURCES: dict[str, str] = {
     fabric.IB_SRIOV_RESOURCE: "azure",
     fabric.OCI_VF_RESOURCE: "oci",
 }
+
+
+def fabric_resources(config: Any = None) -> dict[str, str]:
+    """FABRIC_RESOURCES plus the stack's own InfiniBand resource name (fabric.rdmaResourceName, issue 18b), when the
+    stack config is known: the rules that count fabric devices must see the name the stack renders."""
+    out = dict(FABRIC_RESOURCES)
+    fab = getattr(config, "fabric", None)
+    if fab is not None and getattr(fab, "rdma_resource_name", None):
+        out.setdefault(fabric.rdma_resource(config), "azure")
+    return out
+
+
 # GKE multi-networking (TCPX/TCPXO/RDMA NICs) shows up as annotations and Network objects, not devices.
 GCP_FABRIC_ANNOTATIONS = ("networking.gke.io/interfaces", "devices.gke.io/container.tcpxo-daemon",
                           "devices.gke.io/container.tcpx-daemon")

@@ -56,7 +56,7 @@ class Workload(pulumi.ComponentResource):
         self.secrets: list[pulumi.Resource] = []
         for ref in built.secrets:
             value = _secret_value(cfg, ref.config_key)
-            if value is None:
+            if value is None or ref.existing:     # an existing Secret (ngcApiSecret / imagePullSecrets) is only named
                 continue
             self.secrets.append(k8s.core.v1.Secret(
                 f"{name}-secret-{ref.name}",

@@ -202,6 +202,43 @@ def gpu_driver(cfg: Any) -> str:
 # Kubernetes extended resources of InfiniBand (hardware.md section 2).
 IB_SHARED_RESOURCE = "rdma/shared_ib"      # Mellanox shared RDMA device plugin, resourceName shared_ib
 IB_SRIOV_RESOURCE = "rdma/ib"              # SR-IOV device plugin
+# The shared RDMA device plugin's `rdmaHcaMax`: how many pods share a node's HCAs, i.e. how many of the shared
+# resource a node advertises (hardware.md section 2, Z3/Z5). The NicClusterPolicy and placement both read it.
+SHARED_IB_HCA_MAX = 63
+
+# --- issue 18: the RDMA resource name is the stack's (fabric.rdmaResourceName) -----------------------------
+# The Network Operator's shared RDMA device plugin names its resource in its config (`resourceName`, with
+# `resourcePrefix` defaulting to "rdma": Mellanox/k8s-rdma-shared-dev-plugin README, config.json; the Network
+# Operator's NicClusterPolicy example uses resourceName hca_shared_devices_a -> rdma/hca_shared_devices_a, and
+# NeMo's multinode networking docs request that name). Every user of the name (device plugin config, fabric
+# profile and so the Kyverno MutatingPolicy, the policy pack, placement) calls rdma_resource(cfg).
+RDMA_DEFAULT_PREFIX = "rdma"
+
+
+def rdma_resource(cfg: Any) -> str:
+    """The InfiniBand device resource pods request: fabric.rdmaResourceName ([prefix/]name, prefix defaults to
+    rdma), else rdma/shared_ib (shared mode) or rdma/ib (sriov mode)."""
+    name = getattr(cfg.fabric, "rdma_resource_name", None)
+    if name:
+        return name if "/" in name else f"{RDMA_DEFAULT_PREFIX}/{name}"
+    return IB_SHARED_RESOURCE if cfg.fabric.rdma_mode == "shared" else IB_SRIOV_RESOURCE
+
+
+# A Kubernetes extended resource name: a DNS-subdomain prefix that is not kubernetes.io / k8s.io, then a
+# qualified name (k8s.io/apimachinery validation IsQualifiedName; API server IsExtendedResourceName).
+_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def rdma_resource_problem(value: str) -> str | None:
+    """Why `value` cannot be fabric.rdmaResourceName, or None."""
+    prefix, _, name = value.rpartition("/") if "/" in value else (RDMA_DEFAULT_PREFIX, "/", value)
+    if (not _QUALIFIED_NAME.match(name) or not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)
+            or prefix.endswith(("kubernetes.io", "k8s.io")) or value.count("/") > 1):
+        return (f"{value!r} is not an extended resource name; write [prefix/]name with a DNS-subdomain prefix other "
+                f"than kubernetes.io and a name of letters, digits, '-', '_', '.' (e.g. hca_shared_devices_a, which "
+                f"becomes rdma/hca_shared_devices_a)")
+    return None
 FABRICS = ("infiniband",)
 # NCCL's built-in InfiniBand verbs transport is named "IB" (NVIDIA/nccl src/transport/net_ib.cc).
 NCCL_NET = {"infiniband": "IB"}
@@ -230,9 +267,12 @@ def topology_file_text(topology_file: str) -> str:
 def fabric_settings(kind: str, cfg: Any, pool: Any, machine: Machine,
                     count: int) -> tuple[str, int, dict[str, Any]]:
     """(device resource, devices per node, what the pod gets) for an InfiniBand pool (multinode/fabric.py)."""
+    extra = _infiniband(machine)
     if cfg.fabric.rdma_mode == "shared":
-        return IB_SHARED_RESOURCE, 1, _infiniband(machine)
-    return IB_SRIOV_RESOURCE, count, _infiniband(machine)
+        # a node advertises SHARED_IB_HCA_MAX of the shared resource, a pod requests 1 (placement reads this)
+        extra["node_capacity"] = SHARED_IB_HCA_MAX
+        return rdma_resource(cfg), 1, extra
+    return rdma_resource(cfg), count, extra
 
 
 def _infiniband(machine: Machine) -> dict[str, Any]:
@@ -243,6 +283,16 @@ def _infiniband(machine: Machine) -> dict[str, Any]:
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "NCCL_IB_PCI_RELAXED_ORDERING": "1",
     }
+    # No UCX_* here (issue 18b, decided): UCX is not on NCCL's path. NCCL's collectives use its own IB verbs
+    # transport (NCCL_NET=IB, pinned above); UCX serves UCX-based MPI (Open MPI `pml ucx`, HPC-X) point-to-point
+    # and NIXL (Dynamo's KV transfer). Azure HPC scripts set UCX_TLS=rc and UCX_NET_DEVICES=mlx5_ib0:1,...
+    # (JonShelley/azure benchmarking/NDv4 nccl.sh) on HPC images whose udev rules name the HCAs mlx5_ib*;
+    # Microsoft's Azure Compute blog "Accelerated Networking on HB, HC, HBv2, HBv3 and NDv2" (2021-02-11) says the
+    # InfiniBand device names differ from VM to VM (mlx5_0 or mlx5_1, assigned asynchronously) unless such a
+    # rule renames them, and that UCX command lines must follow. AKS node images carry no such rule, so a fixed
+    # UCX_NET_DEVICES could name an HCA the pod does not have, and UCX_TLS=rc on every fabric pod would cut NIXL
+    # off its cuda_copy / cuda_ipc transports. A launcher that uses UCX sets them itself (workloads[].env or
+    # its mpirun -x; mpijob.py forwards UCX_* to every rank).
     out: dict[str, Any] = {"env": env, "capabilities": ["IPC_LOCK"]}
     topo = machine.nccl_topology                       # catalog, source Z4
     if topo:

@@ -27,7 +27,7 @@ from typing import Any
 from .. import pools
 from ..clouds import azure, oci
 from ..config import ADDON_VERSIONS, Addon, StackConfig
-from ..fabric import IB_SHARED_RESOURCE, OCI_VF_NETWORK, OCI_VF_NETWORK_NAMESPACE, OCI_VF_RESOURCE, profile_for
+from ..fabric import OCI_VF_NETWORK, OCI_VF_NETWORK_NAMESPACE, OCI_VF_RESOURCE, profile_for
 from . import volcano_topology
 from .dynamo_platform import dynamo_platform_release
 
@@ -237,7 +237,7 @@ def _ofed_driver_version(cfg: StackConfig) -> str | None:
 # version network-operator-v26.4.1).
 _MELLANOX_REPO = "nvcr.io/nvidia/mellanox"
 # rdma/shared_ib a node advertises: the shared device plugin's rdmaHcaMax (pods sharing the HCAs; placement reads it)
-SHARED_IB_HCA_MAX = 63
+SHARED_IB_HCA_MAX = azure.SHARED_IB_HCA_MAX
 
 
 def _component(image: str, version: str) -> dict[str, Any]:
@@ -255,10 +255,16 @@ def nic_cluster_policy(cfg: StackConfig) -> dict[str, Any] | None:
     if "infiniband" in kinds and cfg.fabric.rdma_mode == "shared":
         # Mellanox/k8s-rdma-shared-dev-plugin: resourceName shared_ib -> rdma/shared_ib, every IB HCA
         # (vendor 15b3, link type infiniband) shared by up to 63 pods (hardware.md section 2, Z3/Z5).
+        # fabric.rdmaResourceName renames it (azure.rdma_resource); `resourcePrefix` is written only when it is
+        # not the plugin's default "rdma", so the default stacks render as before.
         import json
+        prefix, name = azure.rdma_resource(cfg).split("/")
+        entry: dict[str, Any] = {"resourceName": name}
+        if prefix != azure.RDMA_DEFAULT_PREFIX:
+            entry["resourcePrefix"] = prefix
+        entry.update({"rdmaHcaMax": SHARED_IB_HCA_MAX, "selectors": {"vendors": ["15b3"], "linkTypes": ["infiniband"]}})
         spec["rdmaSharedDevicePlugin"] = {**_component("k8s-rdma-shared-dev-plugin", version), "config": json.dumps({
-            "configList": [{"resourceName": IB_SHARED_RESOURCE.split("/")[1], "rdmaHcaMax": SHARED_IB_HCA_MAX,
-                            "selectors": {"vendors": ["15b3"], "linkTypes": ["infiniband"]}}]})}
+            "configList": [entry]})}
     elif kinds & {"infiniband", "roce"}:
         import json
         if "roce" in kinds:
@@ -272,7 +278,7 @@ def nic_cluster_policy(cfg: StackConfig) -> dict[str, Any] | None:
             if roots:
                 selectors["rootDevices"] = roots
         else:
-            prefix, name = "rdma", "ib"                          # rdma/ib (hardware.md, SR-IOV plugin)
+            prefix, name = azure.rdma_resource(cfg).split("/")   # rdma/ib (hardware.md, SR-IOV plugin) or the stack's
             selectors = {"vendors": ["15b3"], "linkTypes": ["infiniband"], "isRdma": True}
         spec["sriovDevicePlugin"] = {**_component("sriov-network-device-plugin", version), "config": json.dumps({
             "resourceList": [{"resourcePrefix": prefix, "resourceName": name, "selectors": selectors}]})}

@@ -138,8 +138,10 @@ def _expand_patches(obj: Any) -> Any:
     return obj
 
 
-def fabric_signals(r: Resource) -> dict[str, set[str]]:
-    """cloud -> what in this resource uses that cloud's fabric (device resources, GKE networking)."""
+def fabric_signals(r: Resource, known: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """cloud -> what in this resource uses that cloud's fabric (device resources, GKE networking). `known`:
+    fabric resource -> cloud (default objects.FABRIC_RESOURCES; objects.fabric_resources(config) adds the stack's)."""
+    known = objects.FABRIC_RESOURCES if known is None else known
     out: dict[str, set[str]] = defaultdict(set)
     if not r.is_k8s:
         return out
@@ -148,27 +150,28 @@ def fabric_signals(r: Resource) -> dict[str, set[str]]:
         out["gcp"].add(f"{r.props.get('kind')} ({group})")
     props = _expand_patches(r.props)
     for path, key, value in _walk(props):
-        if key in objects.FABRIC_RESOURCES:
-            out[objects.FABRIC_RESOURCES[key]].add(key)
+        if key in known:
+            out[known[key]].add(key)
         elif key in objects.GCP_FABRIC_ANNOTATIONS:
             out["gcp"].add(key)
         elif key == "path" and isinstance(value, str):       # JSON patch: /resources/limits/vpc.amazonaws.com~1efa
             decoded = value.replace("~1", "/").replace("~0", "~")
-            for res, cloud in objects.FABRIC_RESOURCES.items():
+            for res, cloud in known.items():
                 if decoded.endswith("/" + res):
                     out[cloud].add(res)
         elif key == "expression" and isinstance(value, str):
-            for res in _cel_limit_resources(value):           # a CEL JSONPatch (Kyverno MutatingPolicy)
-                out[objects.FABRIC_RESOURCES[res]].add(res)
+            for res in _cel_limit_resources(value, known):    # a CEL JSONPatch (Kyverno MutatingPolicy)
+                out[known[res]].add(res)
     return out
 
 
-def _cel_limit_resources(expression: str) -> list[str]:
+def _cel_limit_resources(expression: str, known: dict[str, str] | None = None) -> list[str]:
     """Fabric resources a CEL JSONPatch expression writes as a container limit (its path names
     /resources/limits/<resource> with '/' escaped as '~1', as multinode.manifests.kyverno writes it: the path is
     string literals joined with +, read here as one)."""
     joined = re.sub(r"'\s*\+\s*'", "", expression)
-    return [res for res in objects.FABRIC_RESOURCES if "/resources/limits/" + res.replace("/", "~1") in joined]
+    known = objects.FABRIC_RESOURCES if known is None else known
+    return [res for res in known if "/resources/limits/" + res.replace("/", "~1") in joined]
 
 
 def check_one_fabric(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource | None, str]]:
@@ -176,7 +179,8 @@ def check_one_fabric(resources: list[Resource], ctx: Context) -> Iterator[tuple[
     for p in ctx.pools:
         if p.machine and p.machine.fabric in catalog.FABRIC_CLOUD:
             pool_clouds[catalog.FABRIC_CLOUD[p.machine.fabric]].add(f"pool {p.name} ({p.machine.name})")
-    per_resource = [(r, fabric_signals(r)) for r in resources]
+    known = objects.fabric_resources(ctx.config)
+    per_resource = [(r, fabric_signals(r, known)) for r in resources]
     clouds: dict[str, int] = defaultdict(int)
     for c in pool_clouds:
         clouds[c] += 1000            # the machines decide which fabric the stack really has
@@ -246,25 +250,27 @@ def _rule_pools(rule: dict[str, Any], ctx: Context, policy_name: str = "") -> li
     return hit or list(ctx.pools)
 
 
-def kyverno_fabric_counts(policy_props: dict[str, Any]) -> list[tuple[str, str, Any]]:
+def kyverno_fabric_counts(policy_props: dict[str, Any],
+                          known: dict[str, str] | None = None) -> list[tuple[str, str, Any]]:
     """(rule name, fabric resource, count as written) for every device count a Kyverno policy sets."""
+    known = objects.FABRIC_RESOURCES if known is None else known
     out: list[tuple[str, str, Any]] = []
     for i, mutation in enumerate(objects.seq(objects.get(policy_props, "spec", "mutations"))):
         expression = objects.get(mutation, "jsonPatch", "expression")     # a Kyverno MutatingPolicy
         if isinstance(expression, str):
-            out += [(f"mutations[{i}]", res, expression) for res in _cel_limit_resources(expression)]
+            out += [(f"mutations[{i}]", res, expression) for res in _cel_limit_resources(expression, known)]
     for rule in objects.seq(objects.get(policy_props, "spec", "rules")):
         rule = _expand_patches(rule)
         if not isinstance(rule, dict):
             continue
         for path, key, value in _walk(rule.get("mutate") or {}):
-            if key in objects.FABRIC_RESOURCES:
+            if key in known:
                 out.append((str(rule.get("name", "?")), key, value))
             elif key == "value" and isinstance(value, (int, str)) and path:
                 # JSON patch op {"path": ".../vpc.amazonaws.com~1efa", "value": 32}
                 parent = objects.get(rule.get("mutate"), *path)
                 p = str(objects.mapping(parent).get("path", "")).replace("~1", "/")
-                for res in objects.FABRIC_RESOURCES:
+                for res in known:
                     if p.endswith("/" + res):
                         out.append((str(rule.get("name", "?")), res, value))
     return out
@@ -277,6 +283,7 @@ _KYVERNO_MUTATING = {("kyverno.io", "ClusterPolicy"), ("kyverno.io", "Policy"),
 
 
 def check_kyverno_devices(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource, str]]:
+    known = objects.fabric_resources(ctx.config)
     for r in resources:
         if not r.is_k8s or (r.kind[0], r.props.get("kind")) not in _KYVERNO_MUTATING:
             continue
@@ -284,10 +291,10 @@ def check_kyverno_devices(resources: list[Resource], ctx: Context) -> Iterator[t
                  if isinstance(x, dict)}
         rules.update({f"mutations[{i}]": x for i, x in enumerate(objects.seq(objects.get(r.props, "spec", "mutations")))
                       if isinstance(x, dict)})
-        for rule_name, res_name, value in kyverno_fabric_counts(r.props):
+        for rule_name, res_name, value in kyverno_fabric_counts(r.props, known):
             pname = str(objects.get(r.props, "metadata", "name") or "")
             targets = [(p, p.machine) for p in _rule_pools(rules.get(rule_name, {}), ctx, pname) if p.machine
-                       and catalog.FABRIC_CLOUD.get(p.machine.fabric) == objects.FABRIC_RESOURCES[res_name]]
+                       and catalog.FABRIC_CLOUD.get(p.machine.fabric) == known[res_name]]
             if not targets:
                 continue      # no pool of this fabric's cloud: check_one_fabric reports the mix
             expected = {}

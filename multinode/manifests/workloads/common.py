@@ -42,6 +42,8 @@ class SecretRef:
     name: str              # Kubernetes Secret name
     key: str               # data key inside the Secret
     secret_type: str = "Opaque"
+    # issue 18b: a Secret the user already has (workloads[].ngcApiSecret / imagePullSecrets): named, never created
+    existing: bool = False
 
 
 @dataclass
@@ -155,9 +157,16 @@ def model_secrets(cfg: StackConfig, w: Workload, want_hf: bool = True,
     out: list[SecretRef] = []
     if want_hf and cfg.hf_token:
         out.append(hf_secret(w))
-    if want_ngc and cfg.ngc_api_key:
+    if want_ngc and w.ngc_api_secret:
+        # the NIM chart's model.ngcAPISecret: an existing Secret with the key NGC_API_KEY
+        out.append(SecretRef("ngcApiKey", w.ngc_api_secret, "NGC_API_KEY", existing=True))
+    elif want_ngc and cfg.ngc_api_key:
         out.append(ngc_secret(w))
-    if cfg.image_pull_secret:
+    if w.image_pull_secrets:
+        # the NIM chart's imagePullSecrets: existing dockerconfigjson Secrets, in the order given
+        out += [SecretRef("imagePullSecret", n, ".dockerconfigjson", "kubernetes.io/dockerconfigjson", existing=True)
+                for n in w.image_pull_secrets]
+    elif cfg.image_pull_secret:
         out.append(pull_secret(w))
     return out
 

@@ -86,8 +86,30 @@ def _nim(cfg: StackConfig, w: Workload, tp: int, pp: int, leader: bool) -> dict[
         {"name": "NIM_CACHE_PATH", "value": f"{c.model_cache_dir(cfg)}/nim"},
         {"name": "NIM_SERVER_PORT", "value": str(w.port)},
     ]
-    return {"command": None, "env": env,
-            "probes": c.http_probes("/v1/health/ready", w.port, w) if leader else None}
+    command = list(w.worker_command) if w.worker_command and not leader else None
+    return {"command": command, "env": env, "probes": nim_probes(w) if leader else None}
+
+
+# The chart's livenessProbe (NVIDIA/nim-deploy helm/nim-llm values.yaml, commit bb84c40: path /v1/health/live,
+# initialDelaySeconds 15, timeoutSeconds 1, periodSeconds 10, successThreshold 1, failureThreshold 3).
+NIM_LIVENESS_PATH = "/v1/health/live"
+NIM_LIVENESS = {"initialDelaySeconds": 15, "periodSeconds": 10, "timeoutSeconds": 1, "successThreshold": 1,
+                "failureThreshold": 3}
+
+
+def nim_probes(w: Workload) -> dict[str, Any] | None:
+    """The leader's probes: startup + readiness at /v1/health/ready as before, each of the chart's three
+    switchable by workloads[].probes (config refuses the switches that would hide a failed group)."""
+    want = w.probes
+    probes = c.http_probes("/v1/health/ready", w.port, w)
+    if want is not None:
+        if not want.startup:
+            del probes["startupProbe"]
+        if not want.readiness:
+            del probes["readinessProbe"]
+        if want.liveness:
+            probes["livenessProbe"] = {"httpGet": {"path": NIM_LIVENESS_PATH, "port": w.port}, **NIM_LIVENESS}
+    return probes or None
 
 
 ENGINES = {"vllm": _vllm, "sglang": _sglang, "nim": _nim}
