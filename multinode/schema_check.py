@@ -599,7 +599,7 @@ def _core_validator(obj: dict, k8s_version: str) -> Any:     # a jsonschema vali
             if key not in _CORE_VALIDATORS:
                 try:
                     schema = kvu.schema_contents(f"kubernetes-json-schema/{schema_dir}/{fname}", k8s_version)
-                except FileNotFoundError:
+                except OSError:   # no such schema file, or a kind too long to be a file name (ENAMETOOLONG)
                     raise UnknownKindError(obj.get("apiVersion"), obj.get("kind"), k8s_version) from None
                 if schema_dir not in _CORE_REGISTRIES:
                     defs = kvu.schema_contents(f"kubernetes-json-schema/{schema_dir}/_definitions.json",
