@@ -12,13 +12,14 @@ from multinode.manifests import addons, volcano_topology
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
 ALL_ON = {"grove": {"enabled": True}, "kai": {"enabled": True}, "gpuOperator": {"enabled": True},
-          "dynamo": {"enabled": True}}
+          "dynamo": {"enabled": True}, "trainer": {"enabled": True}}
 # Charts whose values.yaml is not in schemas/, so their value keys cannot be checked here:
 # nvidia-device-plugin: the index holds its values.yaml only at commits that are not the pinned tag v0.19.3
 # (one after v0.19.1 with componentSelectorLabels, PR #1716), so no copy is stored; our keys (nodeSelector,
 # tolerations, mofedEnabled) are UNVERIFIED at the tag by this test (see docs/addons-fabric.md).
+# kubeflow-trainer: no values.yaml of the chart is in ../shared/schemas; we set no values (the test asserts that).
 # dynamo-platform is checked since schemas/dynamo/values.yaml was copied (main 2a6da14, chart 1.5.0).
-NO_LOCAL_VALUES = {"nvidiaDevicePlugin": "nvidia-device-plugin"}
+NO_LOCAL_VALUES = {"nvidiaDevicePlugin": "nvidia-device-plugin", "trainer": "kubeflow-trainer"}
 
 
 def load(stack: str, **over) -> config.StackConfig:
@@ -38,6 +39,8 @@ def test_every_helm_value_key_exists_upstream(stack):
     for s in specs:
         if s.key in NO_LOCAL_VALUES:
             assert s.chart_folder == NO_LOCAL_VALUES[s.key]
+            if s.key == "trainer":
+                assert s.values == {}
             assert not (validation.SCHEMA_DIR / s.chart_folder / "values.yaml").exists(), \
                 f"{s.chart_folder}/values.yaml is now in schemas/: check {s.key} and drop it from NO_LOCAL_VALUES"
             continue
@@ -409,7 +412,8 @@ def test_components_render_for_every_cloud_under_mocks(tmp_path, stack, operator
 
 # ---------------------------------------------------------------- versions and CRDs (issue 17)
 def test_kai_from_its_new_chart_home_with_groves_values():
-    cfg = load("existing-dev", addons={"grove": {"enabled": True}, "kai": {"enabled": True}})
+    cfg = load("existing-dev", addons={"grove": {"enabled": True}, "kai": {"enabled": True},
+                                       "trainer": {"enabled": True}})
     kai = {s.key: s for s in addons.addon_releases(cfg)}["kai"]
     assert kai.chart == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler" and kai.repository is None
     assert addons._numeric_version(kai.version) >= (0, 17, 0)
@@ -423,10 +427,12 @@ def test_kai_from_its_new_chart_home_with_groves_values():
 
 
 def test_old_kai_under_grove_is_an_advisory():
-    cfg = load("existing-dev", addons={"grove": {"enabled": True}, "kai": {"enabled": True, "version": "v0.13.0"}})
+    cfg = load("existing-dev", addons={"grove": {"enabled": True}, "kai": {"enabled": True, "version": "v0.13.0"},
+                                       "trainer": {"enabled": True}})
     (p,) = [p for p in checks.advisories(cfg) if p.path == "addons.kai.version"]
     assert "0.15.2" in p.message
-    ok = load("existing-dev", addons={"grove": {"enabled": True}, "kai": {"enabled": True, "version": "0.15.2"}})
+    ok = load("existing-dev", addons={"grove": {"enabled": True}, "kai": {"enabled": True, "version": "0.15.2"},
+                                      "trainer": {"enabled": True}})
     assert not [p for p in checks.advisories(ok) if p.path == "addons.kai.version"]
 
 
