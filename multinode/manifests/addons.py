@@ -147,8 +147,8 @@ def nvidia_device_plugin_release(cfg: StackConfig) -> ReleaseSpec | None:
 
 
 TRAINER_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
-# KAI-Scheduler's chart since v0.16 (the project moved to the kai-scheduler GitHub organization; the old
-# oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler stops at the releases made there).
+# KAI-Scheduler's chart after the project moved from NVIDIA/KAI-Scheduler to kai-scheduler/KAI-Scheduler
+# (Grove's e2e/dependencies.yaml pins v0.16.9 from here; Dynamo's install guide uses the same reference).
 KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
 # Grove's README ("Supported Schedulers"): topology-aware scheduling of PodGangs needs KAI >= v0.15.2.
 KAI_MIN_FOR_GROVE_TAS = (0, 15, 2)
