@@ -227,7 +227,7 @@ def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
         out.append(_spec(cfg, "trainer", "kubeflow-trainer", TRAINER_CHART, None, {},
                          ("trainer.kubeflow.org", "jobset.x-k8s.io")))
     # Dynamo platform (operator + nvidia.com CRDs); last: it integrates with the schedulers above.
-    # Values keys unverified locally (no values.yaml under schemas/; see manifests/dynamo_platform.py).
+    # Values keys checked against schemas/dynamo/values.yaml (upstream main, chart 1.5.0; see dynamo_platform.py).
     dynamo = dynamo_platform_release(cfg)
     if dynamo is not None:
         out.append(ReleaseSpec(**dynamo))
