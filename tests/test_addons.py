@@ -523,27 +523,33 @@ def test_unstored_version_falls_back_to_helm_with_an_advisory(tmp_path):
     assert any(a.startswith("addons.lws.version") and "never upgrades" in a for a in res.advisories)
 
 
-def test_crds_for_a_kind_under_mocks():
-    """ClusterAddons.crds_for(api_version, kind): the CRD resource of that kind plus its add-on's release."""
-    import asyncio
+_SEEN: dict = {}     # filled by the program test_crds_for_a_kind_under_mocks runs
 
-    import pulumi
-    from pulumi.runtime import settings
 
-    from components.kubernetes.addons import ClusterAddons
-    from multinode.recording import PlanMocks
-    asyncio.set_event_loop(asyncio.new_event_loop())
-    settings.ROOT.set(None)
-    pulumi.runtime.set_mocks(PlanMocks(), preview=False)
-    comp = ClusterAddons("addons", load("existing-dev"))
+_CRDS_FOR_PROGRAM = """
+from components.kubernetes.addons import ClusterAddons
+from tests import test_addons as T
 
-    def names(api: str, kind: str) -> list[str]:
-        return [r._name for r in comp.crds_for(api, kind)]
+comp = ClusterAddons("addons", T.load("existing-dev"))
+for api, kind in (("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("grove.io/v1alpha1", "PodCliqueSet"),
+                  ("batch.volcano.sh/v1alpha1", "Job"), ("apps/v1", "Deployment")):
+    T._SEEN[kind] = [r._name for r in comp.crds_for(api, kind)]
+T._SEEN["crd_ready(grove.io)"] = [r._name for r in comp.crd_ready("grove.io")]
+T._SEEN["counts"] = {k: len(v) for k, v in comp.crds.items()}
+"""
 
-    assert names("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet") == [
-        "addons-crd-leaderworkersets.leaderworkerset.x-k8s.io", "addons-lws"]
-    assert names("grove.io/v1alpha1", "PodCliqueSet") == ["addons-crd-podcliquesets.grove.io", "addons-grove"]
-    assert names("batch.volcano.sh/v1alpha1", "Job") == ["addons-volcano"]      # Volcano's chart owns its CRDs
-    assert names("apps/v1", "Deployment") == []
-    assert [r._name for r in comp.crd_ready("grove.io")][-1] == "addons-grove"
-    assert len(comp.crds["grove"]) == 5 and len(comp.crds["lws"]) == 1
+
+def test_crds_for_a_kind_under_mocks(tmp_path):
+    """ClusterAddons.crds_for(api_version, kind): the CRD resource of that kind plus its add-on's release.
+    Run as a program under the recording mocks, which wait for every registration to finish."""
+    from multinode import recording
+    program = tmp_path / "crds_for_program.py"
+    program.write_text(_CRDS_FOR_PROGRAM)
+    _SEEN.clear()
+    recording.run_program({"multinode:cloud": "existing"}, [], "crds-for", program=program)
+    assert _SEEN["LeaderWorkerSet"] == ["addons-crd-leaderworkersets.leaderworkerset.x-k8s.io", "addons-lws"]
+    assert _SEEN["PodCliqueSet"] == ["addons-crd-podcliquesets.grove.io", "addons-grove"]
+    assert _SEEN["Job"] == ["addons-volcano"]                  # Volcano's chart owns its CRDs
+    assert _SEEN["Deployment"] == []
+    assert _SEEN["crd_ready(grove.io)"][-1] == "addons-grove" and len(_SEEN["crd_ready(grove.io)"]) == 5
+    assert _SEEN["counts"] == {"lws": 1, "grove": 5}
