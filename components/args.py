@@ -175,6 +175,9 @@ class AddonsArgs(typing.TypedDict, total=False):
     "aws, azure: NVIDIA's device plugin advertising nvidia.com/gpu. Default: {\"enabled\": true, \"values\": {}}."
     dynamo: AddonArgs
     "The Dynamo platform operator (off by default). Default: {\"enabled\": false, \"values\": {}}."
+    trainer: AddonArgs
+    ("Kubeflow Trainer v2 (the trainjob workload kind; off by default). Default: {\"enabled\": false, \"values\": "
+     "{}}.")
 
 
 class StorageArgs(typing.TypedDict, total=False):
@@ -282,8 +285,9 @@ class WorkloadArgs(typing.TypedDict, total=False):
     name: typing.Required[str]
     "The workload's name: a DNS label, unique in the stack."
     kind: typing.Required[str]
-    ("What runs it: lws-inference, grove-inference, dynamo, volcano-training, indexed-job, mpijob or nccl-test. "
-     "One of: lws-inference, grove-inference, volcano-training, indexed-job, mpijob, dynamo, nccl-test.")
+    ("What runs it: lws-inference, grove-inference, dynamo, volcano-training, indexed-job, trainjob, mpijob or "
+     "nccl-test. One of: lws-inference, grove-inference, volcano-training, indexed-job, mpijob, trainjob, dynamo, "
+     "nccl-test.")
     node_pool: typing.Required[str]
     "The node pool it runs on."
     engine: str
@@ -384,7 +388,8 @@ class PlatformArgs(typing.TypedDict, total=False):
      "{}}, \"grove\": {\"enabled\": false, \"values\": {}}, \"kai\": {\"enabled\": false, \"values\": {}}, "
      "\"kyverno\": {\"enabled\": true, \"values\": {}}, \"lws\": {\"enabled\": true, \"values\": {}}, "
      "\"networkOperator\": {\"enabled\": true, \"values\": {}}, \"nvidiaDevicePlugin\": {\"enabled\": true, "
-     "\"values\": {}}, \"volcano\": {\"enabled\": true, \"preemption\": false, \"values\": {}}}.")
+     "\"values\": {}}, \"trainer\": {\"enabled\": false, \"values\": {}}, \"volcano\": {\"enabled\": true, "
+     "\"preemption\": false, \"values\": {}}}.")
     storage: StorageArgs
     "ReadWriteMany checkpoint storage."
     queues: list[QueueArgs]

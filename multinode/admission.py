@@ -321,7 +321,7 @@ def check_pod_spec(spec: dict[str, Any]) -> list[Finding]:
 
 # --------------------------------------------------------------------------------- finding pod specs
 # Objects whose nested `spec.containers` are patches, not pods (Kyverno's patchStrategicMerge).
-_NOT_PODS = ("kyverno.io/", "policies.kyverno.io/")
+_NOT_PODS = ("kyverno.io/", "policies.kyverno.io/", "apiextensions.k8s.io/")   # policies and CRDs hold no pods
 
 
 @dataclass

@@ -44,7 +44,9 @@ def advisories(cfg: StackConfig) -> list[Problem]:
     """Non-fatal findings (printed by `plan`, logged as warnings by the program)."""
     cloud = clouds.module(cfg.cloud)
     from_cloud: list[Problem] = cloud.advisories(cfg)     # every cloud module's advisories(cfg) -> List[Problem]
-    return from_cloud + config.advisories(cfg) + images.advisories(cfg)
+    from .manifests import addons, crds  # here: manifests import config, which checks imports first
+    return (from_cloud + config.advisories(cfg) + images.advisories(cfg) + addons.version_advisories(cfg)
+            + crds.advisories(cfg))
 
 
 def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: dict[str, Any]) -> list[Problem]:

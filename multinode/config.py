@@ -38,21 +38,41 @@ SECRET_PLACEHOLDER = "[secret]"
 # Provider namespaces a stack file may also carry (read by the provider SDKs, not by us).
 PROVIDER_NAMESPACES = {"aws", "azure-native", "gcp", "oci", "kubernetes", "pulumi"}
 
-# Upstream releases the add-ons are pinned to (../shared/schemas/SOURCES.md); a stack may override.
+# Upstream releases the add-ons are pinned to; a stack may override (addons.<name>.version). Each pin
+# names its release and date; the schemas/ files we validate against are listed in schemas/PROVENANCE.md
+# and the evidence in docs/addons-fabric.md ("Versions"). Rule: the newest release whose chart values
+# (and, for add-ons whose CRDs we apply, CRD files: manifests/crds.py) are stored in schemas/, except
+# where a security fix wins (Volcano) or no values file exists at all (the NVIDIA device plugin).
 ADDON_VERSIONS = {
-    "volcano": "1.15.1",
+    # v1.15.2 (GitHub release 2026-08-29): fixes GHSA-j38h-7pfq-cxmw, a scheduler denial of service
+    # (DRA capacity accounting, CVSS 6.5) in v1.15.0-v1.15.1. No v1.15.2 files are stored: values and
+    # CRDs are validated against v1.15.1 (schemas/volcano/). The chart renders its CRDs as templates,
+    # so Helm upgrades them with the release (manifests/crds.py).
+    "volcano": "1.15.2",
+    # v0.10.0 (2026-08-11). v0.11.0 (2026-09-23: groupIdentity, scheduling) is released but no v0.11
+    # CRD/values is stored, and we apply LWS's CRD from the stored file, so the pin stays at v0.10.0.
     "lws": "0.10.0",
+    # v0.1.0-alpha.11 (tag 2026-07-03), the newest Grove tag whose CRDs/values are stored (alpha.12-rc1
+    # carries identical files; alpha.12 and alpha.13 are released but not stored: alpha.13 changes the
+    # PodClique CRD, ai-dynamo/grove#809, so bumping needs its CRD files, see manifests/crds.py).
     "grove": "0.1.0-alpha.11",
-    "kai": "0.13.0",
-    "kyverno": "3.9.0",            # chart kyverno-chart-3.9.0 = Kyverno v1.19.0
-    "networkOperator": "26.4.1",
-    "gpuOperator": "v26.7.0",
-    "efaDevicePlugin": "v0.5.30",  # chart version in aws/eks-charts v0.0.242 (appVersion v0.5.20)
-    "dynamo": "1.4.0",
+    # v0.17.0 (tag 2026-08-03), chart now at oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler;
+    # Grove needs >= 0.15.2 for topology-aware scheduling (its README "Supported Schedulers").
+    "kai": "0.17.0",
+    "kyverno": "3.9.0",            # chart kyverno-chart-3.9.0 = Kyverno v1.19.0 (tag 2026-08-20)
+    "networkOperator": "26.4.1",   # v26.4.1 (tag 2026-07-24); v26.7.0 is only at rc in the stored snapshot
+    "gpuOperator": "v26.7.0",      # v26.7.0 (tag 2026-08-20)
+    "efaDevicePlugin": "v0.5.30",  # chart version in aws/eks-charts v0.0.242 (2026-08-03; appVersion v0.5.20)
+    # v1.5.0 (GitHub release 2026-09-21). Chart values validated against ai-dynamo/dynamo main at
+    # 2a6da14 (2026-08-21, Chart.yaml version 1.5.0 before the tag), not the v1.5.0 tag itself.
+    "dynamo": "1.5.0",
+    # Kubeflow Trainer v2.3.0 (tag 2026-08-06): chart oci://ghcr.io/kubeflow/charts/kubeflow-trainer (chart
+    # versions carry no "v"; its install docs: `--version ${VERSION#v}`); CRDs in schemas/training-operator/v2.3.0/.
+    "trainer": "2.3.0",
     # NVIDIA/k8s-device-plugin chart nvidia-device-plugin (repo https://nvidia.github.io/k8s-device-plugin);
-    # release tag v0.19.1 (2026-04-24, after v0.19.0; seen in Renovate release notes). Chart versions
-    # carry no "v" (Chart.yaml `version: "0.18.0"` style).
-    "nvidiaDevicePlugin": "0.19.1",
+    # release v0.19.3 (2026-06-22) reverts the default enablement of gds, gdrcopy and mofed that v0.19.0
+    # turned on (#1837). Chart versions carry no "v". No values.yaml of it is stored (not checked here).
+    "nvidiaDevicePlugin": "0.19.3",
 }
 
 # Keys whose values are credentials: they must be Pulumi secrets and never appear in output.
@@ -62,14 +82,14 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 CloudName = Literal["aws", "azure", "gcp", "oci", "existing"]
 WorkloadKind = Literal["lws-inference", "grove-inference", "volcano-training", "indexed-job", "mpijob",
-                       "dynamo", "nccl-test"]
+                       "trainjob", "dynamo", "nccl-test"]
 Engine = Literal["vllm", "sglang", "nim", "trtllm", "torchrun", "deepspeed", "mpirun"]
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"]
 StorageKind = Literal["fsx-lustre", "efs", "azure-files", "azure-lustre", "filestore", "gcp-lustre",
                       "oci-fss", "existing"]
 
 INFERENCE_KINDS = ("lws-inference", "grove-inference", "dynamo")
-TRAINING_KINDS = ("volcano-training", "indexed-job", "mpijob")
+TRAINING_KINDS = ("volcano-training", "indexed-job", "mpijob", "trainjob")
 
 ENGINES_BY_KIND = {
     "lws-inference": ("vllm", "sglang", "nim"),
@@ -77,6 +97,7 @@ ENGINES_BY_KIND = {
     "dynamo": ("vllm", "sglang", "trtllm"),
     "volcano-training": ("torchrun", "deepspeed"),
     "indexed-job": ("torchrun", "deepspeed"),
+    "trainjob": ("torchrun", "deepspeed"),
     "mpijob": ("mpirun", "nim"),    # nim: the NIM guide's MPIJob fallback (manifests/workloads/mpijob.py)
     "nccl-test": ("mpirun",),
 }
@@ -189,6 +210,7 @@ class Addons(_Model):
     efa_device_plugin: Addon = Addon()     # aws
     nvidia_device_plugin: Addon = Addon()  # aws, azure: advertises nvidia.com/gpu (skipped with gpuOperator)
     dynamo: Addon = Addon(enabled=False)
+    trainer: Addon = Addon(enabled=False)  # Kubeflow Trainer v2 (TrainJob): controller + JobSet
 
 
 class Storage(_Model):
@@ -749,6 +771,12 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
         p.append(Problem(f"{at}.kind", f"indexed-job over {w.nodes} nodes needs a gang scheduler (one rank would hold "
                                        f"{cfg.gpus_per_node(w)} GPUs while the others wait); "
                                        f"set addons.volcano.enabled or addons.kai.enabled true"))
+    if w.kind == "trainjob" and not cfg.addons.trainer.enabled:
+        p.append(Problem(f"{at}.kind", "trainjob needs addons.trainer.enabled true (the Kubeflow Trainer controller)"))
+    if w.kind == "trainjob" and w.nodes > 1 and not cfg.addons.volcano.enabled:
+        p.append(Problem(f"{at}.kind", f"trainjob over {w.nodes} nodes needs Volcano for its gang (the runtime's "
+                                       f"podGroupPolicy; one rank would hold {cfg.gpus_per_node(w)} GPUs while the "
+                                       f"others wait); set addons.volcano.enabled true"))
     if w.kind == "lws-inference" and not cfg.addons.lws.enabled:
         p.append(Problem(f"{at}.kind", "lws-inference needs addons.lws.enabled true"))
     if w.kind == "grove-inference" and not cfg.addons.grove.enabled:
@@ -945,7 +973,7 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
     if image_key in IMAGE_REQUIRED and not w.image:
         p.append(Problem(f"{at}.image", f"{w.kind} {w.engine or ''} has no default image; set image to "
                                         f"{IMAGE_REQUIRED[image_key]}".replace("  ", " ")))
-    if w.kind in ("volcano-training", "indexed-job") and w.engine is None and not w.image:
+    if w.kind in ("volcano-training", "indexed-job", "trainjob") and w.engine is None and not w.image:
         # the builders pick their default image by engine (manifests/workloads/common.DEFAULT_IMAGES)
         p.append(Problem(f"{at}.engine", f"{w.kind} without an engine has no default image; set engine "
                                          f"(torchrun or deepspeed) or image"))

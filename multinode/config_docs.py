@@ -113,6 +113,7 @@ FIELDS: dict[str, str] = {
     "Addons.efaDevicePlugin": "aws: the EFA device plugin.",
     "Addons.nvidiaDevicePlugin": "aws, azure: NVIDIA's device plugin advertising nvidia.com/gpu.",
     "Addons.dynamo": "The Dynamo platform operator (off by default).",
+    "Addons.trainer": "Kubeflow Trainer v2 (the trainjob workload kind; off by default).",
     # Addon
     "Addon.enabled": "Install this add-on.",
     "Addon.version": "The chart version (default: the pinned release, see docs/addons-fabric.md).",
@@ -161,7 +162,7 @@ FIELDS: dict[str, str] = {
     "Disaggregated.decode": "The decode role.",
     # Workload
     "Workload.name": "The workload's name: a DNS label, unique in the stack.",
-    "Workload.kind": "What runs it: lws-inference, grove-inference, dynamo, volcano-training, indexed-job, "
+    "Workload.kind": "What runs it: lws-inference, grove-inference, dynamo, volcano-training, indexed-job, trainjob, "
                      "mpijob or nccl-test.",
     "Workload.nodePool": "The node pool it runs on.",
     "Workload.engine": "The engine (vllm, sglang, nim, trtllm, torchrun, deepspeed, mpirun, by kind).",

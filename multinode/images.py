@@ -52,7 +52,8 @@ WITH_PLUGIN: dict[str, dict[str, str]] = {
 
 
 # Workload kinds whose pods use manifests.workloads.common.image() (stated image, else DEFAULT_IMAGES[engine]).
-DEFAULT_IMAGE_KINDS = ("lws-inference", "grove-inference", "volcano-training", "indexed-job", "mpijob", "nccl-test")
+DEFAULT_IMAGE_KINDS = ("lws-inference", "grove-inference", "volcano-training", "indexed-job", "trainjob", "mpijob",
+                       "nccl-test")
 
 
 def _repository(image: str) -> str:

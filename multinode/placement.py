@@ -11,6 +11,10 @@ pools (count x machine). Every pod is enumerated the way its controller creates 
                        v1beta1 components; sharedMemorySize counts as a memory-backed /dev/shm)
   Volcano Job          one gang of every task's replicas
   MPIJob / PyTorchJob  one gang of the launcher (master) and the workers
+  ClusterTrainingRuntime / TrainingRuntime (Kubeflow Trainer v2)   one gang of mlPolicy.numNodes pods of
+                       the trainer job's template: the runtimes this project renders belong to one TrainJob
+                       each, with the same numNodes (manifests/workloads/trainjob.py); a TrainJob itself
+                       carries no pod template and is not read
   batch/v1 Job         Indexed: one gang of `parallelism` pods (torchrun waits for every rank);
                        otherwise `parallelism` single pods
   Deployment / StatefulSet / ReplicaSet / Pod   single pods;  DaemonSet   one pod per matching node
@@ -385,6 +389,21 @@ def _replica_specs(key: str, order: tuple[str, ...]) -> Callable[[dict[str, Any]
     return read
 
 
+def _training_runtime(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
+    spec = _dict(o.get("spec"))
+    n = _int(_dict(spec.get("mlPolicy")).get("numNodes"), 1)
+    jobs = _dict(_dict(spec.get("template")).get("spec")).get("replicatedJobs")
+    pods: list[Pod] = []
+    for job in jobs if isinstance(jobs, list) else []:
+        job = _dict(job)
+        tmpl = _dict(job.get("template"))
+        labels = _dict(_dict(tmpl.get("metadata")).get("labels"))
+        # the trainer job (upstream's label; named `node` in the torch runtimes) runs numNodes pods
+        if labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer" or job.get("name") == "node":
+            pods += _pods(f"{name}-{job.get('name', 'node')}", n, _dict(_dict(tmpl.get("spec")).get("template")))
+    return [Gang(name, owner, BATCH, pods)] if pods else []
+
+
 def _job(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
     spec = o.get("spec") or {}
     n = _int(spec.get("parallelism"), _int(spec.get("completions"), 1))
@@ -415,6 +434,8 @@ READERS: dict[tuple[str, str], Callable[[dict[str, Any], str, str], list[Gang]]]
     ("batch.volcano.sh", "Job"): _volcano,
     ("kubeflow.org", "MPIJob"): _replica_specs("mpiReplicaSpecs", ("Launcher", "Worker")),
     ("kubeflow.org", "PyTorchJob"): _replica_specs("pytorchReplicaSpecs", ("Master", "Worker")),
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): _training_runtime,
+    ("trainer.kubeflow.org", "TrainingRuntime"): _training_runtime,
     ("batch", "Job"): _job,
     ("apps", "Deployment"): _replicated,
     ("apps", "StatefulSet"): _replicated,

@@ -4,7 +4,8 @@
 
 Reads stacks/Pulumi.<stack>.yaml, validates it, runs the real __main__.py under Pulumi's mock
 monitor, and writes to build/<stack>/:
-  k8s/NNN-<Kind>-<name>.yaml   every Kubernetes object, one per file, in apply order
+  k8s/NNN-<Kind>-<name>.yaml   every Kubernetes object, one per file, in apply order (a
+                               CustomResourceDefinition's spec is cut to a digest: see _crd_digest)
   helm/<name>.yaml             every Helm release (chart, version, namespace, values)
   resources.json               every registration (type, name, parent, inputs, protect, retainOnDelete,
                                dependencies, provider); secrets appear as "[secret]"
@@ -16,6 +17,7 @@ please report it with the traceback printed).
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import re
@@ -201,6 +203,34 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secr
     return result
 
 
+CRD_KIND = "CustomResourceDefinition"
+
+
+def _crd_digest(obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A CustomResourceDefinition as written to build/: the object with `spec` cut to group, names, scope
+    and each version's name/served/storage, plus the sha256 of the full spec (sorted-key JSON). The CRDs
+    are the upstream files under schemas/ (manifests/crds.py, named by the multinode.dev/crd-source
+    annotation); writing their multi-MB schemas for every stack made `plan --all` write 25 MB instead of
+    1.4 MB and spend most of its time in the YAML emitter, while a version bump still shows up here as a
+    changed source annotation and digest."""
+    raw = obj.get("spec")
+    spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+    versions = [{k: v.get(k) for k in ("name", "served", "storage")} for v in spec.get("versions") or []
+                if isinstance(v, dict)]
+    short = {k: spec[k] for k in ("group", "names", "scope") if k in spec}
+    return {**obj, "spec": {**short, "versions": versions}}, digest
+
+
+def _written(obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """(object, header comment) as build/ writes it: CRDs digested (see _crd_digest), the rest as is."""
+    if obj.get("kind") != CRD_KIND or str(obj.get("apiVersion", "")).split("/")[0] != "apiextensions.k8s.io":
+        return obj, ""
+    short, digest = _crd_digest(obj)
+    return short, (f"# spec cut to group/names/scope/versions; the full spec (sha256 {digest}) is the upstream "
+                   f"file named by the multinode.dev/crd-source annotation (multinode/manifests/crds.py)\n")
+
+
 def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) -> Path:
     if out.exists():
         shutil.rmtree(out)
@@ -209,16 +239,22 @@ def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) ->
     for r in ordered:
         if is_k8s_object(r):
             n += 1
-            obj = r.inputs
+            obj, header = _written(r.inputs)
             name = (obj.get("metadata") or {}).get("name", r.name)
             # the kind is slugged too: a hand-written kind may hold '/' or be longer than a file name may be
             (out / "k8s" / f"{n:03d}-{_slug(str(obj['kind']))[:60]}-{_slug(str(name))}.yaml").write_text(
-                dump_yaml(obj))
+                header + dump_yaml(obj))
         elif r.type == HELM_RELEASE:
             (out / "helm").mkdir(exist_ok=True)
             (out / "helm" / f"{_slug(r.name)}.yaml").write_text(dump_yaml(r.inputs))
     write_effective_pods(result, out / "effective")
-    (out / "resources.json").write_text(json.dumps([r.as_dict() for r in result.registrations], indent=1))
+    records = []
+    for r in result.registrations:
+        record = r.as_dict()
+        if is_k8s_object(r):
+            record["inputs"] = _written(r.inputs)[0]
+        records.append(record)
+    (out / "resources.json").write_text(json.dumps(records, indent=1))
     (out / "graph.mmd").write_text(mermaid(result.registrations))
     (out / "policy.json").write_text(json.dumps(result.violations, indent=1))
     if result.placement is not None:

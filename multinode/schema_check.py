@@ -53,6 +53,7 @@ __all__ = [
     "FREE_FORM_KEYS",
     "UnknownKindError",
     "CrdIndex",
+    "crd_document",
     "validate_object",
     "validate_pod_template",
     "validate_pod_spec",
@@ -347,6 +348,12 @@ def _load_crd(path: Path) -> dict | None:
             crds = [d for d in docs if d.get("kind") == "CustomResourceDefinition"]
             _CRDS[path] = crds[0] if crds else {}
         return _CRDS[path] or None
+
+
+def crd_document(path: Path) -> dict | None:
+    """The CustomResourceDefinition in ``path``, parsed once and cached (the same parse the validator
+    uses; manifests/crds.py applies these files as resources). Shared: do not mutate it."""
+    return _load_crd(Path(path))
 
 
 def _split_api_version(api_version: Any) -> tuple[str, str]:
@@ -744,7 +751,7 @@ def validate_pod_spec(spec: dict, k8s_version: str = "1.33") -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Helm values
 # --------------------------------------------------------------------------------------------
-HELM_CHARTS = ("volcano", "lws", "grove", "kai-scheduler", "kyverno", "network-operator",
+HELM_CHARTS = ("volcano", "lws", "grove", "kai-scheduler", "kyverno", "network-operator", "dynamo",
                "gpu-operator", "aws-efa-k8s-device-plugin", "karmada")
 
 #: Keys whose value is a Kubernetes object or a free-form map: anything below them is accepted.

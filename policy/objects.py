@@ -7,7 +7,10 @@ tutorial. Unknown or computed values (preview) are skipped, never guessed. A fie
 text(): readers never raise on a badly typed object (pack.run_rules reports anything that still does).
 
 A *gang* is one unit of pods that must run together: one LWS group (leader + workers), one Grove
-scaling group (or a stand-alone clique), one Volcano Job, one Indexed Job, one MPIJob, one PyTorchJob.
+scaling group (or a stand-alone clique), one Volcano Job, one Indexed Job, one MPIJob, one PyTorchJob, one
+Kubeflow Trainer v2 training runtime (its trainer job's numNodes pods), one TrainJob (its numbers only: the
+pod template lives in the runtime it names, so its gang has no roles and the rules read numProcPerNode
+against resourcesPerNode).
 """
 from __future__ import annotations
 
@@ -262,7 +265,8 @@ class Role:
 @dataclass
 class Gang:
     """One unit of pods that must all run for any of them to make progress."""
-    kind: str                            # LeaderWorkerSet, PodCliqueSet, Job, VolcanoJob, MPIJob, PyTorchJob
+    kind: str                            # LeaderWorkerSet, PodCliqueSet, Job, VolcanoJob, MPIJob, PyTorchJob,
+                                         # TrainJob, ClusterTrainingRuntime, TrainingRuntime
     name: str                            # "LeaderWorkerSet ns/name" (+ " clique x")
     roles: list[Role]
     copies: int = 1                      # how many such gangs the object runs (LWS replicas...)
@@ -414,6 +418,33 @@ def _pytorchjob(props: dict[str, Any], name: str) -> list[Gang]:
                  extra={"nprocPerNode": spec.get("nprocPerNode")})]
 
 
+def _training_runtime(props: dict[str, Any], name: str) -> list[Gang]:
+    """Kubeflow Trainer v2 (Cluster)TrainingRuntime: the trainer job (label trainjob-ancestor-step=trainer,
+    named `node` in the torch runtimes) runs mlPolicy.numNodes pods of its template. A runtime shared by
+    several TrainJobs with other numNodes is read at its own default."""
+    spec = mapping(props.get("spec"))
+    n = as_int(get(spec, "mlPolicy", "numNodes"))
+    roles = []
+    for job in seq(get(spec, "template", "spec", "replicatedJobs")):
+        job = mapping(job)
+        if get(job, "template", "metadata", "labels", "trainer.kubeflow.org/trainjob-ancestor-step") == "trainer" \
+                or job.get("name") == "node":
+            roles.append(Role(text(job.get("name")) or "node", 1 if n is None else n,
+                              mapping(get(job, "template", "spec", "template"))))
+    return [Gang(text(props.get("kind")) or "ClusterTrainingRuntime", name, roles)] if roles else []
+
+
+def _trainjob(props: dict[str, Any], name: str) -> list[Gang]:
+    """Kubeflow Trainer v2 TrainJob: numNodes, numProcPerNode and resourcesPerNode of spec.trainer (the pod
+    template is its runtime's, read by _training_runtime), so its gang has no roles."""
+    trainer = mapping(get(props, "spec", "trainer"))
+    res = mapping(trainer.get("resourcesPerNode"))
+    return [Gang("TrainJob", name, [], extra={
+        "numNodes": as_int(trainer.get("numNodes")), "numProcPerNode": trainer.get("numProcPerNode"),
+        "gpusPerNode": gpus_of({"containers": [{"resources": res}]}) if res else None,
+        "runtime": text(get(props, "spec", "runtimeRef", "name"))})]
+
+
 READERS = {
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): _lws,
     ("grove.io", "PodCliqueSet"): _grove,
@@ -421,6 +452,9 @@ READERS = {
     ("batch", "Job"): _indexed_job,
     ("kubeflow.org", "MPIJob"): _mpijob,
     ("kubeflow.org", "PyTorchJob"): _pytorchjob,
+    ("trainer.kubeflow.org", "TrainJob"): _trainjob,
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): _training_runtime,
+    ("trainer.kubeflow.org", "TrainingRuntime"): _training_runtime,
 }
 
 

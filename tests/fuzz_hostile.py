@@ -11,8 +11,8 @@ Two families (issue 16):
 Each case runs in a long-lived worker process (`python -m tests.fuzz_hostile --worker`): it calls
 multinode.plan.main(["<stack>", "--file", <file>, "--out", <dir>]) with stdout/stderr captured, under a
 per-case alarm, and reports the exit code, whether a traceback was printed, the wall time and the worker's
-peak RSS after the case (ru_maxrss is a high-water mark, so "peak after every case < 1 GiB" bounds every
-case). A worker that dies or hangs is restarted and the case is reported as a failure.
+peak RSS after the case (VmHWM, a high-water mark of the worker's own memory, so "peak after every case
+< 1 GiB" bounds every case). A worker that dies or hangs is restarted and the case is reported as a failure.
 
     python -m tests.fuzz_hostile --stacks 300 --objects 150 --seed 16 [--out report.json]
 """
@@ -238,7 +238,6 @@ def generate(n_stacks: int, n_objects: int, seed: int) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------ running
 def run_case_inprocess(text: str, workdir: Path) -> dict[str, Any]:
     """Plan one stack file as `python -m multinode plan fuzz --file F --out D` does; capture everything."""
-    import resource
     import signal
 
     from multinode import plan as mplan
@@ -272,8 +271,24 @@ def run_case_inprocess(text: str, workdir: Path) -> dict[str, Any]:
     if build.exists():
         files = "".join(p.read_text(errors="replace") for p in build.rglob("*") if p.is_file())
     return {"exit": code, "traceback": "Traceback" in text_out, "seconds": round(seconds, 3),
-            "maxrss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "maxrss_mib": _peak_rss_mib(),
             "output": text_out[-3000:], "secret_leak": "SECRETVALUE" in text_out or "SECRETVALUE" in files}
+
+
+def _peak_rss_mib() -> float:
+    """This process's own peak RSS. ru_maxrss survives execve (getrusage(2), NOTES: "resource usage metrics
+    are preserved across an execve"), so a worker forked from a large pytest process reported the parent's
+    peak at fork time, not its own; /proc/self/status VmHWM belongs to the worker's address space, which
+    exec replaced. Falls back to ru_maxrss where /proc is missing."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def worker() -> None:

@@ -14,16 +14,14 @@ from multinode.manifests import addons, kyverno, volcano_topology
 
 STACKS = ["aws-dev", "azure-dev", "gcp-dev", "oci-dev", "existing-dev"]
 ALL_ON = {"grove": {"enabled": True}, "kai": {"enabled": True}, "gpuOperator": {"enabled": True},
-          "dynamo": {"enabled": True}}
+          "dynamo": {"enabled": True}, "trainer": {"enabled": True}}
 # Charts whose values.yaml is not in schemas/, so their value keys cannot be checked here:
-# dynamo-platform's keys (global.grove/kai-scheduler/lws .install/.enabled) were read from the upstream
-# chart source with the code search tool, not from a local copy; they are UNVERIFIED by this test
-# (see multinode/manifests/dynamo_platform.py and docs/dynamo.md).
-# nvidia-device-plugin: the index holds its values.yaml only at a commit after v0.19.1 (it has
-# componentSelectorLabels, merged upstream 2026-07 in PR #1716), not at the pinned tag v0.19.1, so no copy is
-# stored; our keys (nodeSelector, tolerations, mofedEnabled) are UNVERIFIED at the tag by this test
-# (see docs/addons-fabric.md).
-NO_LOCAL_VALUES = {"dynamo": "dynamo-platform", "nvidiaDevicePlugin": "nvidia-device-plugin"}
+# nvidia-device-plugin: the index holds its values.yaml only at commits that are not the pinned tag v0.19.3
+# (one after v0.19.1 with componentSelectorLabels, PR #1716), so no copy is stored; our keys (nodeSelector,
+# tolerations, mofedEnabled) are UNVERIFIED at the tag by this test (see docs/addons-fabric.md).
+# kubeflow-trainer: no values.yaml of the chart is in ../shared/schemas; we set no values (the test asserts that).
+# dynamo-platform is checked since schemas/dynamo/values.yaml was copied (main 2a6da14, chart 1.5.0).
+NO_LOCAL_VALUES = {"nvidiaDevicePlugin": "nvidia-device-plugin", "trainer": "kubeflow-trainer"}
 
 
 def load(stack: str, **over) -> config.StackConfig:
@@ -43,6 +41,8 @@ def test_every_helm_value_key_exists_upstream(stack):
     for s in specs:
         if s.key in NO_LOCAL_VALUES:
             assert s.chart_folder == NO_LOCAL_VALUES[s.key]
+            if s.key == "trainer":
+                assert s.values == {}
             assert not (validation.SCHEMA_DIR / s.chart_folder / "values.yaml").exists(), \
                 f"{s.chart_folder}/values.yaml is now in schemas/: check {s.key} and drop it from NO_LOCAL_VALUES"
             continue
@@ -445,3 +445,148 @@ def test_components_render_for_every_cloud_under_mocks(tmp_path, stack, operator
         if (obj["apiVersion"], obj["kind"]) in NO_SCHEMA_KINDS:
             continue                    # structure checked in test_rdma_vf_network (no schema here)
         assert validation.validate_object(obj) == [], (obj["kind"], validation.validate_object(obj))
+
+
+# ---------------------------------------------------------------- versions and CRDs (issue 17)
+def test_kai_from_its_new_chart_home_with_groves_values():
+    cfg = load("existing-dev", addons={"grove": {"enabled": True}, "kai": {"enabled": True},
+                                       "trainer": {"enabled": True}})
+    kai = {s.key: s for s in addons.addon_releases(cfg)}["kai"]
+    assert kai.chart == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler" and kai.repository is None
+    assert addons._numeric_version(kai.version) >= (0, 17, 0)
+    # Grove's README: turn KAI's stale-gang eviction off; the key exists in KAI v0.17.0's values.yaml
+    assert kai.values == {"scheduler": {"args": {"default-staleness-grace-period": "-1s"}}}
+    assert validation.helm_values_unknown_keys("kai-scheduler", kai.values) == []
+    assert validation.helm_values_unknown_keys("kai-scheduler", {"scheduler": {"argz": {}}}) == ["scheduler.argz"]
+    # without Grove, KAI keeps its upstream default
+    alone = load("aws-dev", addons={"grove": {"enabled": False}, "kai": {"enabled": True}})
+    assert {s.key: s for s in addons.addon_releases(alone)}["kai"].values == {}
+
+
+def test_old_kai_under_grove_is_an_advisory():
+    cfg = load("existing-dev", addons={"grove": {"enabled": True}, "kai": {"enabled": True, "version": "v0.13.0"},
+                                       "trainer": {"enabled": True}})
+    (p,) = [p for p in checks.advisories(cfg) if p.path == "addons.kai.version"]
+    assert "0.15.2" in p.message
+    ok = load("existing-dev", addons={"grove": {"enabled": True}, "kai": {"enabled": True, "version": "0.15.2"},
+                                      "trainer": {"enabled": True}})
+    assert not [p for p in checks.advisories(ok) if p.path == "addons.kai.version"]
+
+
+def test_volcano_pinned_past_the_scheduler_dos():
+    # GHSA-j38h-7pfq-cxmw: v1.15.0 and v1.15.1 affected, fixed in v1.15.2
+    assert addons._numeric_version(config.ADDON_VERSIONS["volcano"]) >= (1, 15, 2)
+
+
+def test_pinned_crds_are_stored():
+    """Every add-on whose CRDs the program applies has the CRD files of its pinned version in schemas/."""
+    from multinode.manifests import crds
+    assert set(crds.OWNED) == {"lws", "grove"}
+    for key in crds.OWNED:
+        stored = crds.STORED[key][config.ADDON_VERSIONS[key]]
+        for path in stored.paths():
+            doc = validation.crd_document(path)
+            assert doc is not None and doc["kind"] == "CustomResourceDefinition", path
+
+
+def _crd_regs(res):
+    return {r.inputs["metadata"]["name"]: r for r in res.registrations
+            if r.type == "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"}
+
+
+def test_crds_are_their_own_resources_before_the_release_and_the_workloads(existing_plan):
+    from multinode.manifests import crds
+    regs = {r.name: r for r in existing_plan.registrations}
+    crd = _crd_regs(existing_plan)
+    # only the add-ons whose chart never upgrades its crds/ (LWS, Grove); Volcano/Kyverno/KAI own theirs
+    assert set(crd) == {"leaderworkersets.leaderworkerset.x-k8s.io", "podcliquesets.grove.io", "podcliques.grove.io",
+                        "podcliquescalinggroups.grove.io", "clustertopologybindings.grove.io",
+                        "podgangs.scheduler.grove.io"}
+    lws = crd["leaderworkersets.leaderworkerset.x-k8s.io"]
+    assert lws.parent == regs["addons"].urn and "cluster-k8s" in lws.provider
+    upstream = validation.crd_document(validation.SCHEMA_DIR / "lws" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml")
+    assert lws.inputs["spec"] == upstream["spec"]                 # the stored upstream file, unchanged
+    assert lws.inputs["metadata"]["annotations"] == {
+        **upstream["metadata"]["annotations"], crds.PATCH_FORCE: "true", crds.SOURCE_ANNOTATION: "lws@0.10.0"}
+    # the release waits for its CRDs; Helm still installs the chart's other crds/ (DisaggregatedSet)
+    assert lws.urn in regs["addons-lws"].dependencies and "skipCrds" not in regs["addons-lws"].inputs
+    grove = regs["addons-grove"]
+    assert {crd[n].urn for n in crd if "grove" in n} <= set(grove.dependencies)
+    # every custom resource of those kinds comes after its CRD (the SDK records a dependency on the add-ons
+    # component as one on each of its children, CRDs included)
+    for kind, name in (("LeaderWorkerSet", "leaderworkersets.leaderworkerset.x-k8s.io"),
+                       ("PodCliqueSet", "podcliquesets.grove.io")):
+        objs = [r for r in existing_plan.registrations if mplan.is_k8s_object(r) and r.inputs["kind"] == kind]
+        assert objs, kind
+        for r in objs:
+            assert crd[name].urn in r.dependencies, r.name
+    # the written plan keeps the CRD short: group/names/versions + the digest of the full spec
+    written = list((existing_plan.out_dir / "k8s").glob("*-CustomResourceDefinition-leaderworkersets*.yaml"))
+    assert len(written) == 1 and written[0].stat().st_size < 5000
+    assert "sha256" in written[0].read_text().splitlines()[0]
+
+
+def test_a_version_bump_changes_the_crd_resource(tmp_path, monkeypatch):
+    """Bumping addons.lws.version to a release whose CRDs are stored changes the registered CRD (here a
+    copy of the v0.10.0 file with one schema description changed stands in for the next release)."""
+    from multinode.manifests import crds
+    src = validation.SCHEMA_DIR / "lws" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+    nxt = tmp_path / "lws-next"
+    nxt.mkdir()
+    text = src.read_text()
+    assert "Number of ready replicas" in text
+    (nxt / src.name).write_text(text.replace("Number of ready replicas", "Number of ready groups", 1))
+    stored = dict(crds.STORED["lws"])
+    stored["0.11.0"] = crds.CrdSet("lws", "0.11.0", str(nxt), (src.name,), chart_crds_complete=False)
+    monkeypatch.setitem(crds.STORED, "lws", stored)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old = _crd_regs(_plan_with(tmp_path / "a", "existing-dev"))["leaderworkersets.leaderworkerset.x-k8s.io"]
+    new = _crd_regs(_plan_with(tmp_path / "b", "existing-dev", {"lws": {"version": "0.11.0"}}))[
+        "leaderworkersets.leaderworkerset.x-k8s.io"]
+    # the same resource (URN but for the stack name), so Pulumi updates it in place
+    assert old.urn.split("::", 2)[2] == new.urn.split("::", 2)[2]
+    assert old.inputs["spec"] != new.inputs["spec"]
+    assert new.inputs["metadata"]["annotations"][crds.SOURCE_ANNOTATION] == "lws@0.11.0"
+    cols = new.inputs["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert cols[0]["description"] == "Number of ready groups"
+
+
+def test_unstored_version_falls_back_to_helm_with_an_advisory(tmp_path):
+    res = _plan_with(tmp_path, "existing-dev", {"lws": {"version": "0.9.0"}})
+    assert res.exit_code == 0, res.error
+    assert "leaderworkersets.leaderworkerset.x-k8s.io" not in _crd_regs(res)
+    assert "podcliquesets.grove.io" in _crd_regs(res)              # Grove's are still applied
+    assert any(a.startswith("addons.lws.version") and "never upgrades" in a for a in res.advisories)
+
+
+_SEEN: dict = {}     # filled by the program test_crds_for_a_kind_under_mocks runs
+
+
+_CRDS_FOR_PROGRAM = """
+from components.kubernetes.addons import ClusterAddons
+from tests import test_addons as T
+
+comp = ClusterAddons("addons", T.load("existing-dev"))
+for api, kind in (("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("grove.io/v1alpha1", "PodCliqueSet"),
+                  ("batch.volcano.sh/v1alpha1", "Job"), ("apps/v1", "Deployment")):
+    T._SEEN[kind] = [r._name for r in comp.crds_for(api, kind)]
+T._SEEN["crd_ready(grove.io)"] = [r._name for r in comp.crd_ready("grove.io")]
+T._SEEN["counts"] = {k: len(v) for k, v in comp.crds.items()}
+"""
+
+
+def test_crds_for_a_kind_under_mocks(tmp_path):
+    """ClusterAddons.crds_for(api_version, kind): the CRD resource of that kind plus its add-on's release.
+    Run as a program under the recording mocks, which wait for every registration to finish."""
+    from multinode import recording
+    program = tmp_path / "crds_for_program.py"
+    program.write_text(_CRDS_FOR_PROGRAM)
+    _SEEN.clear()
+    recording.run_program({"multinode:cloud": "existing"}, [], "crds-for", program=program)
+    assert _SEEN["LeaderWorkerSet"] == ["addons-crd-leaderworkersets.leaderworkerset.x-k8s.io", "addons-lws"]
+    assert _SEEN["PodCliqueSet"] == ["addons-crd-podcliquesets.grove.io", "addons-grove"]
+    assert _SEEN["Job"] == ["addons-volcano"]                  # Volcano's chart owns its CRDs
+    assert _SEEN["Deployment"] == []
+    assert _SEEN["crd_ready(grove.io)"][-1] == "addons-grove" and len(_SEEN["crd_ready(grove.io)"]) == 5
+    assert _SEEN["counts"] == {"lws": 1, "grove": 5}

@@ -31,8 +31,9 @@ def test_example_stack_plans_clean(stack, tmp_path):
     assert graph.startswith("graph TD") and graph.count("-->") >= len(records) - 1
     files = sorted((out / "k8s").glob("*.yaml"))
     assert len(files) == len(result.k8s_objects)
-    for f, want in zip(files, result.k8s_objects, strict=True):
+    for f, recorded in zip(files, result.k8s_objects, strict=True):
         obj = yaml.safe_load(f.read_text())
+        want, _ = mplan._written(recorded)        # CRDs are written as a digest (issue 17), the rest as they are
         assert f.name.split("-")[1] == obj["kind"]
         # written by the C emitter when present: the same data as the pure-Python SafeDumper writes
         assert obj == want == yaml.safe_load(mplan.dump_yaml(want, yaml.SafeDumper)), f.name

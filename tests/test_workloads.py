@@ -60,6 +60,9 @@ def pod_templates(o: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], int]
     elif k == "MPIJob":
         for role, r in s["mpiReplicaSpecs"].items():
             yield role, r["template"], r["replicas"]
+    elif k == "ClusterTrainingRuntime":      # Kubeflow Trainer v2: the trainer job runs mlPolicy.numNodes pods
+        for job in s["template"]["spec"]["replicatedJobs"]:
+            yield job["name"], job["template"]["spec"]["template"], s["mlPolicy"]["numNodes"]
     elif k == "DynamoGraphDeployment":       # v1beta1: one pod per node of each component's instance
         for comp in s["components"]:
             yield comp["name"], comp["podTemplate"], comp.get("multinode", {}).get("nodeCount", 1)

@@ -4,8 +4,14 @@ Kyverno and the NVIDIA Dynamo platform (operator, nvidia.com CRDs) as Helm relea
 Each add-on is optional per stack (addons.<name>.enabled), pinned to config.ADDON_VERSIONS (or
 addons.<name>.version), installed into its own namespace, with addons.<name>.values merged over
 ours. `helm.v3.Release` is used (not helm Chart) so the release is one resource that completes only
-when the chart, CRDs included, is installed: every custom resource that needs a CRD depends on it
-via `crd_ready(group)`.
+when the chart, CRDs included, is installed.
+
+CRDs: for the add-ons whose chart installs its CRDs once and never upgrades them (LWS, Grove:
+multinode/manifests/crds.py), the pinned release's CRDs are registered here as their own
+`apiextensions.k8s.io/v1` CustomResourceDefinition resources, and the release depends on them, so a
+version bump updates the CRDs before the new operator starts. Every custom resource that needs a CRD
+depends on `crd_ready(group)` (the group's CRD resources and the releases that serve it), or on
+`crds_for(api_version, kind)` for one kind.
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components.clouds.base import TYPE_PREFIX
 from multinode.config import StackConfig
+from multinode.manifests import crds as crd_files
 from multinode.manifests.addons import Needs, ReleaseSpec, addon_releases
 
 
@@ -29,6 +36,8 @@ def helm_release(name: str, spec: ReleaseSpec, opts: pulumi.ResourceOptions) -> 
         atomic=True,               # a failed install rolls back instead of leaving half an operator
         cleanup_on_fail=True,
     )
+    if spec.skip_crds:
+        kwargs["skip_crds"] = True  # every CRD of its crds/ is a resource of ours (manifests/crds.py)
     if spec.repository:
         kwargs["repository_opts"] = k8s.helm.v3.RepositoryOptsArgs(repo=spec.repository)
     return k8s.helm.v3.Release(name, opts=opts, **kwargs)
@@ -37,9 +46,10 @@ def helm_release(name: str, spec: ReleaseSpec, opts: pulumi.ResourceOptions) -> 
 class ClusterAddons(pulumi.ComponentResource):
     """The GPU device plugin, schedulers and policy engine of the cluster (workloads depend on this component).
 
-    Attributes: `releases` (config key -> Release), `crd_ready(group)` -> the releases a custom
-    resource of that API group must depend on (empty when the add-on is not managed here, e.g. an
-    existing cluster that already runs it).
+    Attributes: `releases` (config key -> Release), `crds` (config key -> the CustomResourceDefinition
+    resources registered for it), `crd_ready(group)` -> what a custom resource of that API group must
+    depend on, `crds_for(api_version, kind)` -> the same for one kind (both empty when the add-on is not
+    managed here, e.g. an existing cluster that already runs it).
     """
 
     def __init__(self, name: str, config: StackConfig, provider: pulumi.ProviderResource | None = None,
@@ -48,8 +58,10 @@ class ClusterAddons(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         self.specs: dict[str, ReleaseSpec] = {s.key: s for s in addon_releases(config)}
         self.releases: dict[str, k8s.helm.v3.Release] = {}
+        self.crds: dict[str, list[k8s.apiextensions.v1.CustomResourceDefinition]] = {}
+        self._crd_by_kind: dict[tuple[str, str], k8s.apiextensions.v1.CustomResourceDefinition] = {}
         for key, spec in self.specs.items():
-            deps: list[pulumi.Resource] = []
+            deps: list[pulumi.Resource] = self._register_crds(name, config, key, child)
             if key == "grove" and "kai" in self.releases:
                 deps.append(self.releases["kai"])      # Grove's PodGangs are scheduled by KAI
             if key == "lws" and "volcano" in self.releases:
@@ -62,14 +74,44 @@ class ClusterAddons(pulumi.ComponentResource):
             self.releases[key] = helm_release(f"{name}-{spec.release_name}", spec, opts)
         self.register_outputs({k: r.status for k, r in self.releases.items()})
 
+    def _register_crds(self, name: str, config: StackConfig, key: str,
+                       child: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """The stored CRDs of add-on `key` at its pinned version as resources (none when the chart owns
+        its CRDs or the version is not stored); the release and the custom resources depend on them."""
+        stored = crd_files.crd_set(config, key) if key in crd_files.OWNED else None
+        if stored is None:
+            return []
+        out = []
+        for crd in crd_files.crd_objects(stored):
+            # no protect/retain: deleting a CRD deletes its custom resources, and destroy removes the
+            # add-on anyway; the workloads' data lives on the RWX volume, which is retained
+            res = k8s.apiextensions.v1.CustomResourceDefinition(
+                f"{name}-crd-{crd['metadata']['name']}", metadata=crd["metadata"], spec=crd["spec"], opts=child)
+            self._crd_by_kind[crd_files.group_kind(crd)] = res
+            out.append(res)
+        self.crds[key] = out
+        return list(out)
+
     def crd_ready(self, group: str) -> list[pulumi.Resource]:
-        """Releases that install the CRDs of API group `group` (e.g. "kyverno.io")."""
-        return [self.releases[k] for k, s in self.specs.items() if group in s.installs_crds]
+        """What a custom resource of API group `group` (e.g. "kyverno.io") depends on: the CRD resources
+        of that group registered here and the releases that install the group (its controller/webhooks)."""
+        own: list[pulumi.Resource] = [r for (g, _), r in self._crd_by_kind.items() if g == group]
+        return own + [self.releases[k] for k, s in self.specs.items() if group in s.installs_crds]
 
     def needed_by(self, needs: Needs) -> list[pulumi.Resource]:
-        """The releases one workload waits for (needs = multinode.manifests.addons.addons_needed of its
-        objects): the CRDs of its kinds (crd_ready of each API group), the scheduler its pods name and the GPU
-        device plugin. Nothing else: a workload never waits for add-ons it does not use."""
+        """The resources one workload waits for (needs = multinode.manifests.addons.addons_needed of its
+        objects): the CRDs of its kinds with their add-ons' releases (crd_ready of each API group), the
+        scheduler its pods name and the GPU device plugin. Nothing else: a workload never waits for add-ons it
+        does not use."""
         out = [r for g in needs.groups for r in self.crd_ready(g)]
         out += [self.releases[k] for k in needs.addons if k in self.releases]
         return list(dict.fromkeys(out))
+
+    def crds_for(self, api_version: str, kind: str) -> list[pulumi.Resource]:
+        """What a custom resource of one kind depends on: its CustomResourceDefinition resource when it is
+        registered here, and the release(s) of the add-on serving its API group (the controller and webhooks
+        that admit it). [] for a core kind or an add-on this stack does not manage."""
+        group = api_version.rpartition("/")[0]
+        crd = self._crd_by_kind.get((group, kind))
+        return ([crd] if crd is not None else []) + [self.releases[k] for k, s in self.specs.items()
+                                                     if group in s.installs_crds]

@@ -10,13 +10,16 @@ Chart locations (checked with the code search tool; see docs/addons-fabric.md):
   volcano           https://volcano-sh.github.io/helm-charts           chart volcano
   lws               oci://registry.k8s.io/lws/charts/lws               (kubernetes-sigs/lws docs)
   grove             oci://ghcr.io/ai-dynamo/grove/grove-charts         (tags carry a leading "v")
-  kai-scheduler     oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler   (tags carry a leading "v")
+  kai-scheduler     oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler  (tags carry a leading "v"; the
+                    repository moved from NVIDIA/KAI-Scheduler to kai-scheduler/KAI-Scheduler: Grove's e2e
+                    dependencies.yaml and Dynamo's install docs use this chart reference)
   kyverno           https://kyverno.github.io/kyverno/                 chart kyverno
   network-operator  https://helm.ngc.nvidia.com/nvidia                 chart network-operator
   gpu-operator      https://helm.ngc.nvidia.com/nvidia                 chart gpu-operator
   aws-efa-k8s-device-plugin  https://aws.github.io/eks-charts
   nvidia-device-plugin       https://nvidia.github.io/k8s-device-plugin  chart nvidia-device-plugin
   dynamo-platform   https://helm.ngc.nvidia.com/nvidia/ai-dynamo      (manifests/dynamo_platform.py)
+  kubeflow-trainer  oci://ghcr.io/kubeflow/charts/kubeflow-trainer     (Kubeflow Trainer's install docs; no "v")
 """
 from __future__ import annotations
 
@@ -27,8 +30,11 @@ from typing import Any
 from .. import pools
 from ..clouds import azure, oci
 from ..config import ADDON_VERSIONS, Addon, StackConfig
+from ..errors import Problem
 from ..fabric import OCI_VF_NETWORK, OCI_VF_NETWORK_NAMESPACE, OCI_VF_RESOURCE, profile_for
 from . import volcano_topology
+from .crds import OWNED as CRDS_OWNED
+from .crds import crd_set
 from .dynamo_platform import dynamo_platform_release
 
 
@@ -43,9 +49,13 @@ class ReleaseSpec:
     values: dict[str, Any] = field(default_factory=dict)
     installs_crds: tuple = ()    # API groups whose CRDs this release installs
 
+    skip_crds: bool = False      # Helm installs none of the chart's crds/ (we apply all of them: manifests/crds.py)
+
     @property
     def release_name(self) -> str:
-        return self.chart_folder if self.key != "kai" else "kai-scheduler"
+        # Helm release names stay what they were when the folder names changed: renaming one would
+        # uninstall and reinstall the add-on.
+        return {"kai": "kai-scheduler", "dynamo": "dynamo-platform"}.get(self.key, self.chart_folder)
 
 
 _DEFAULT_NS = {
@@ -53,6 +63,7 @@ _DEFAULT_NS = {
     "kyverno": "kyverno", "networkOperator": "nvidia-network-operator", "gpuOperator": "gpu-operator",
     "efaDevicePlugin": "kube-system",
     "nvidiaDevicePlugin": "nvidia-device-plugin",   # the namespace NVIDIA's README installs it into
+    "trainer": "kubeflow-system",                   # Kubeflow Trainer's install docs
 }
 
 # Grove and KAI publish OCI tags with a leading "v" (e.g. grove-charts:v0.1.0-alpha.12-rc2,
@@ -80,9 +91,10 @@ def _version(key: str, addon: Addon) -> str:
 def _spec(cfg: StackConfig, key: str, folder: str, chart: str, repo: str | None,
           values: dict[str, Any], crds: tuple = ()) -> ReleaseSpec:
     addon: Addon = getattr(cfg.addons, _attr(key))
+    owned = crd_set(cfg, key) if key in CRDS_OWNED else None
     return ReleaseSpec(key=key, chart_folder=folder, chart=chart, repository=repo, version=_version(key, addon),
                        namespace=addon.namespace or _DEFAULT_NS[key], values=deep_merge(values, addon.values),
-                       installs_crds=crds)
+                       installs_crds=crds, skip_crds=owned is not None and owned.chart_crds_complete)
 
 
 def _attr(key: str) -> str:
@@ -135,6 +147,47 @@ def nvidia_device_plugin_release(cfg: StackConfig) -> ReleaseSpec | None:
                  })
 
 
+TRAINER_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
+# KAI-Scheduler's chart after the project moved from NVIDIA/KAI-Scheduler to kai-scheduler/KAI-Scheduler
+# (Grove's e2e/dependencies.yaml pins v0.16.9 from here; Dynamo's install guide uses the same reference).
+KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
+# Grove's README ("Supported Schedulers"): topology-aware scheduling of PodGangs needs KAI >= v0.15.2.
+KAI_MIN_FOR_GROVE_TAS = (0, 15, 2)
+
+
+def kai_values(cfg: StackConfig) -> dict[str, Any]:
+    """KAI's default SchedulingShard args (values.yaml `scheduler.args`, a map[string]string of scheduler
+    flags, v0.17.0). With Grove, KAI's stale-gang eviction is turned off as Grove's README asks
+    (`--set-string scheduler.args.default-staleness-grace-period=-1`): KAI would otherwise evict a
+    partially scheduled gang before Grove's own termination delay. We write "-1s", as Grove's e2e README,
+    its KAI install test and Dynamo's install guide do: the scheduler reads the flag with Go's
+    DurationVar (cmd/scheduler options: "Negative values means infinite"), and time.ParseDuration refuses
+    a number without a unit other than 0."""
+    if not cfg.addons.grove.enabled:
+        return {}
+    return {"scheduler": {"args": {"default-staleness-grace-period": "-1s"}}}
+
+
+def _numeric_version(v: str) -> tuple[int, ...] | None:
+    """(0, 17, 0) from "v0.17.0" / "0.17.0-rc1"; None when it is not dotted numbers."""
+    core = v.lstrip("v").split("-", 1)[0].split("+", 1)[0]
+    parts = core.split(".")
+    return tuple(int(p) for p in parts) if parts and all(p.isdigit() for p in parts) else None
+
+
+def version_advisories(cfg: StackConfig) -> list[Problem]:
+    """Version pins a stack states that break an integration we set up (non-fatal: plan prints them)."""
+    out: list[Problem] = []
+    a = cfg.addons
+    if a.grove.enabled and a.kai.enabled and a.kai.version:
+        v = _numeric_version(a.kai.version)
+        if v is not None and v < KAI_MIN_FOR_GROVE_TAS:
+            out.append(Problem("addons.kai.version", f"{a.kai.version} is older than 0.15.2, which Grove needs for "
+                                                     f"topology-aware scheduling of its PodGangs; remove the "
+                                                     f"override (default {ADDON_VERSIONS['kai']}) or set >= 0.15.2"))
+    return out
+
+
 def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
     """Device plugin, schedulers and policy engine, each optional per stack (addons.<name>.enabled)."""
     a = cfg.addons
@@ -158,8 +211,8 @@ def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
         out.append(_spec(cfg, "lws", "lws", "oci://registry.k8s.io/lws/charts/lws", None, values,
                          ("leaderworkerset.x-k8s.io",)))
     if a.kai.enabled:
-        out.append(_spec(cfg, "kai", "kai-scheduler", "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler", None,
-                         {}, ("scheduling.run.ai", "kai.scheduler")))
+        out.append(_spec(cfg, "kai", "kai-scheduler", KAI_CHART, None, kai_values(cfg),
+                         ("scheduling.run.ai", "kai.scheduler")))
     if a.grove.enabled:
         # Grove's default scheduler profiles already include kai-scheduler (values.yaml
         # config.scheduler.profiles); Grove emits PodGangs that KAI gang-schedules.
@@ -170,8 +223,15 @@ def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
         # Three admission replicas keep pod creation available through a node loss.
         out.append(_spec(cfg, "kyverno", "kyverno", "kyverno", "https://kyverno.github.io/kyverno/",
                          {"admissionController": {"replicas": 3}}, ("kyverno.io",)))
+    if a.trainer.enabled:
+        # Kubeflow Trainer v2: the controller (and its JobSet dependency) that runs TrainJobs. Values: none;
+        # `runtimes.defaultEnabled` stays off, each trainjob workload brings its own ClusterTrainingRuntime
+        # (manifests/workloads/trainjob.py). No values.yaml of this chart is stored (not checked here). Its
+        # CRDs are chart templates at v2.3.0 (`crds.enabled`), so Helm upgrades them (manifests/crds.py).
+        out.append(_spec(cfg, "trainer", "kubeflow-trainer", TRAINER_CHART, None, {},
+                         ("trainer.kubeflow.org", "jobset.x-k8s.io")))
     # Dynamo platform (operator + nvidia.com CRDs); last: it integrates with the schedulers above.
-    # Values keys unverified locally (no values.yaml under schemas/; see manifests/dynamo_platform.py).
+    # Values keys checked against schemas/dynamo/values.yaml (upstream main, chart 1.5.0; see dynamo_platform.py).
     dynamo = dynamo_platform_release(cfg)
     if dynamo is not None:
         out.append(ReleaseSpec(**dynamo))

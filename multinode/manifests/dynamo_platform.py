@@ -11,14 +11,14 @@ Where things come from (ai-dynamo/dynamo, read with the code search tool; not in
   `helm fetch https://helm.ngc.nvidia.com/nvidia/ai-dynamo/charts/dynamo-platform-${RELEASE_VERSION}.tgz`
   into namespace `dynamo-system`; the chart installs the nvidia.com CRDs itself ("CRDs are
   automatically installed by the chart", a pre-install hook Job, values `dynamo-operator.upgradeCRD`).
-- values keys `global.grove.{install,enabled}`, `global.kai-scheduler.{install,enabled}`,
-  `global.lws.{install,enabled}`: deploy/helm/charts/platform/values.yaml (read at commit
-  03a5d4b6e2bd95bbf0793191873c9dbf91179383, chart version 1.3.0). `install` deploys a bundled
-  subchart; `enabled` turns on the operator's integration with an externally installed one. We
-  install Grove, KAI, LWS and Volcano as our own add-ons, so every `install` stays false.
-  UNVERIFIED against a local schema: this project has no copy of the chart's values.yaml (and the
-  pinned release is 1.4.0, newer than the values file read), so helm_values_unknown_keys cannot
-  check these keys here.
+- values keys `global.grove.{install,enabled}` and `global.kai-scheduler.{install,enabled}`: checked by
+  tests/test_addons.py against schemas/dynamo/values.yaml, the chart's values at ai-dynamo/dynamo main
+  2a6da14 (2026-08-21, Chart.yaml version 1.5.0; the v1.5.0 tag itself is not stored, see
+  schemas/PROVENANCE.md). `install` deploys a bundled subchart; `enabled` turns on the operator's
+  integration with an externally installed one. We install Grove, KAI, LWS and Volcano as our own
+  add-ons, so every `install` stays false. That values file has no `global.lws` (the 1.3.0 chart read
+  earlier had `global.lws.{install,enabled}`), so we no longer set it: Helm ignores unknown values, the
+  key did nothing on 1.5.
 - the orchestrator choice (docs/kubernetes/deployment/multinode-deployment.md, docs/kubernetes/lws.md):
   Grove (+ KAI for gang scheduling) is the default; LWS + Volcano when Grove is absent or the DGD
   carries `nvidia.com/enable-grove: "false"` (multinode/manifests/workloads/dgd.py sets that annotation
@@ -57,12 +57,10 @@ def platform_values(cfg: StackConfig) -> dict[str, Any]:
     """Integration switches only; the stack's addons.dynamo.values is merged over them."""
     a = cfg.addons
     grove = orchestrator(cfg) == "grove"
-    lws = a.lws.enabled and a.volcano.enabled
     values = {
         "global": {
             "grove": {"install": False, "enabled": grove},
             "kai-scheduler": {"install": False, "enabled": grove and a.kai.enabled},
-            "lws": {"install": False, "enabled": lws},
         },
     }
     return _deep_merge(values, a.dynamo.values)
@@ -74,7 +72,7 @@ def dynamo_platform_release(cfg: StackConfig) -> dict[str, Any] | None:
         return None
     return {
         "key": "dynamo",
-        "chart_folder": "dynamo-platform",   # no values.yaml under schemas/ (see module docstring)
+        "chart_folder": "dynamo",            # schemas/dynamo/values.yaml (see module docstring)
         "chart": CHART,
         "repository": REPOSITORY,
         "version": addon.version or ADDON_VERSIONS["dynamo"],

@@ -2,7 +2,8 @@
 
 The simulation is the pure core's (one source of truth); this rule only feeds it the objects and the pools
 and turns its findings into violations. Findings another rule already reports are left to that rule:
-one gang larger than its pool for the kinds node-count-within-pool reads (LWS, Jobs, MPIJob, PyTorchJob),
+one gang larger than its pool for the kinds node-count-within-pool reads (LWS, Jobs, MPIJob, PyTorchJob, the
+Kubeflow Trainer runtimes),
 and pods that ask more GPUs than their node has (gpus-per-pod-within-machine).
 """
 from __future__ import annotations
@@ -13,7 +14,8 @@ from multinode import placement
 
 from ..engine import MANDATORY, Context, Resource, Rule, default_profile
 
-_NODE_COUNT_RULE_KINDS = ("LeaderWorkerSet ", "Job ", "MPIJob ", "PyTorchJob ")
+_NODE_COUNT_RULE_KINDS = ("LeaderWorkerSet ", "Job ", "MPIJob ", "PyTorchJob ", "ClusterTrainingRuntime ",
+                          "TrainingRuntime ")
 
 
 def pool_specs(ctx: Context) -> list[placement.PoolSpec]:

@@ -146,6 +146,8 @@ def fabric_signals(r: Resource, known: dict[str, str] | None = None) -> dict[str
     if not r.is_k8s:
         return out
     group, _ = r.kind
+    if group == "apiextensions.k8s.io":
+        return out               # a CRD's schema (MBs for LWS/Grove) holds no pod of any fabric: not walked
     if group in objects.GCP_FABRIC_GROUPS:
         out["gcp"].add(f"{r.props.get('kind')} ({group})")
     props = _expand_patches(r.props)

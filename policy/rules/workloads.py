@@ -94,8 +94,23 @@ def _training(g: Gang) -> Iterator[str]:
         yield f"{g.name}: {msg}"
 
 
+def _trainjob(g: Gang) -> Iterator[str]:
+    """TrainJob: torchrun's processes per node (numProcPerNode) equal the GPUs each node gets
+    (resourcesPerNode), as PyTorchJob's nprocPerNode; the pods themselves are its runtime's gang."""
+    npn, gpn = objects.as_int(g.extra.get("numProcPerNode")), g.extra.get("gpusPerNode")
+    if npn is not None and gpn and npn != gpn:
+        yield (f"{g.name}: trainer.numProcPerNode {npn}, but trainer.resourcesPerNode gives each node {gpn} GPUs "
+               f"(nvidia.com/gpu); set numProcPerNode {gpn}")
+    nodes = g.extra.get("numNodes")
+    if nodes is not None and nodes < 1:
+        yield f"{g.name}: trainer.numNodes {nodes}; a TrainJob needs at least one node"
+
+
 def check_parallelism(res: Resource, ctx: Context) -> Iterator[str]:
     for g in objects.gangs(res.props, res.name) if res.is_k8s else []:
+        if g.kind == "TrainJob":
+            yield from _trainjob(g)
+            continue
         if not g.gpu_roles:
             continue
         yield from (_inference(g, ctx) if g.inference else _training(g))
@@ -231,8 +246,9 @@ def check_shm(res: Resource, ctx: Context) -> Iterator[str]:
 RULES = [
     Rule("parallelism-matches-gpus",
          "Tensor x pipeline parallel (vLLM/SGLang flags, NIM env) equals pods x GPUs per pod of one gang; "
-         "torchrun --nnodes x --nproc_per_node, MPIJob slots and -np, PyTorchJob nprocPerNode match the pods "
-         "and their GPUs (LWS, Grove, Volcano Job, Indexed Job, MPIJob, PyTorchJob).",
+         "torchrun --nnodes x --nproc_per_node, MPIJob slots and -np, PyTorchJob nprocPerNode, TrainJob "
+         "numProcPerNode match the pods and their GPUs (LWS, Grove, Volcano Job, Indexed Job, MPIJob, PyTorchJob, "
+         "TrainJob and its training runtime).",
          MANDATORY, check_parallelism,
          remediation="Make the engine's parallel sizes multiply to the gang's GPUs, or resize the gang."),
     Rule("gang-pods-uniform",

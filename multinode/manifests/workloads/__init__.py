@@ -5,6 +5,7 @@
   volcano-training  volcano.py      Volcano Job (master + worker tasks, torchrun)
   indexed-job       indexed_job.py  Indexed batch Job + headless Service (torchrun)
   mpijob            mpijob.py       Kubeflow MPIJob v2beta1 (mpirun / Horovod)
+  trainjob          trainjob.py     Kubeflow Trainer v2 TrainJob + its ClusterTrainingRuntime (torchrun)
   nccl-test         nccl_test.py    Volcano Job running nccl-tests all_reduce_perf + verdict ConfigMap
   dynamo            dynamo.py       NVIDIA Dynamo DynamoGraphDeployment (the operator renders the pods)
 
@@ -17,7 +18,7 @@ import copy
 from collections.abc import Callable
 
 from ...config import StackConfig, Workload
-from . import dynamo, grove, indexed_job, lws, mpijob, nccl_test, volcano
+from . import dynamo, grove, indexed_job, lws, mpijob, nccl_test, trainjob, volcano
 from .common import SecretRef, WorkloadManifests
 from .nccl_test import parse_verdict
 
@@ -27,6 +28,7 @@ BUILDERS: dict[str, Callable[[StackConfig, Workload], WorkloadManifests]] = {
     "volcano-training": volcano.build,
     "indexed-job": indexed_job.build,
     "mpijob": mpijob.build,
+    "trainjob": trainjob.build,
     "nccl-test": nccl_test.build,
     "dynamo": dynamo.build,
 }

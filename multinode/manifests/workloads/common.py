@@ -27,9 +27,17 @@ RESULTS_VOLUME = "results"
 
 # Images used when a workload sets none (pinned tags; the stack's `image` wins). NIM, MPI and
 # nccl-tests images are site specific, so those kinds must name their image (config check).
+# Engine releases (issue 17): vLLM v0.31.0 (GitHub release 2026-10-04/05) in its CUDA 12.9 build, since the
+# plain v0.31.0 tag is built for CUDA 13.0 and needs an R580+ driver (a GKE deployment note pinning
+# `v0.31.0-cu129` for that reason); SGLang v0.5.21 (release 2026-10-01/02; the release notes of v0.5.20 drop
+# CUDA 12, so only CUDA 13 builds exist and its nodes need an R580+ driver). The NCCL fabric plugin is the
+# image's business (multinode/images.py): the upstream vLLM image still lacks aws-ofi-nccl, so on an EFA
+# pool `plan` names AWS's vLLM DLC instead; GCP's TCPXO plugin comes from the host (the installer
+# DaemonSet, manifests/addons.gcp_daemonsets), so any image works there; InfiniBand / RoCE use NCCL's
+# built-in IB verbs transport. Neither tag has been pulled or run here.
 DEFAULT_IMAGES = {
-    "vllm": "vllm/vllm-openai:v0.11.0",
-    "sglang": "lmsysorg/sglang:v0.5.3-cu126",
+    "vllm": "vllm/vllm-openai:v0.31.0-cu129",
+    "sglang": "lmsysorg/sglang:v0.5.21-cu130",
     "torchrun": "nvcr.io/nvidia/pytorch:25.08-py3",
     "deepspeed": "nvcr.io/nvidia/pytorch:25.08-py3",
 }

@@ -30,16 +30,22 @@ def world_size(cfg: StackConfig, w: Workload) -> int:
 
 
 def torchrun_args(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: str | None = None,
-                  max_restarts: int = 0) -> list[str]:
+                  max_restarts: int = 0, static: bool = False) -> list[str]:
     """torchrun: --nnodes = pods, --nproc_per_node = GPUs per pod, the c10d rendezvous at `rdzv_endpoint`
     (host:port), which assigns ranks and lets a restarted pod rejoin (elastic agent, --max_restarts).
     With a node rank (Indexed Job, as the Kubernetes multi-node training recipe writes it): the pod's
-    completion index is passed as --node_rank too, so rank 0 is the pod the endpoint names."""
+    completion index is passed as --node_rank too, so rank 0 is the pod the endpoint names.
+    `static`: torchrun's static rendezvous (--node_rank, --master_addr/--master_port at the endpoint), the one
+    Kubeflow Trainer v2's torch plugin sets up with its PET_* variables (trainjob)."""
     args = ["torchrun", f"--nnodes={w.nodes}", f"--nproc_per_node={cfg.gpus_per_node(w)}"]
-    if node_rank is not None:
-        args.append(f"--node_rank={node_rank}")
-    args += ["--rdzv_backend=c10d", f"--rdzv_endpoint={rdzv_endpoint}", f"--rdzv_id={w.name}",
-             f"--max_restarts={max_restarts}"]
+    if static:
+        host, _, port = rdzv_endpoint.rpartition(":")
+        args += [f"--node_rank={node_rank}", f"--master_addr={host}", f"--master_port={port}"]
+    else:
+        if node_rank is not None:
+            args.append(f"--node_rank={node_rank}")
+        args += ["--rdzv_backend=c10d", f"--rdzv_endpoint={rdzv_endpoint}", f"--rdzv_id={w.name}",
+                 f"--max_restarts={max_restarts}"]
     args.append(w.script or "train.py")
     args += list(w.script_args)
     if w.deepspeed_config is not None:
@@ -48,10 +54,10 @@ def torchrun_args(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: 
 
 
 def launch_script(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: str | None = None,
-                  max_restarts: int = 0) -> str:
+                  max_restarts: int = 0, static: bool = False) -> str:
     """Resume-from-latest, then exec torchrun (so signals reach it and its exit code is the pod's)."""
     cmd = " ".join(a if "$" in a else shlex.quote(a)
-                   for a in torchrun_args(cfg, w, rdzv_endpoint, node_rank, max_restarts))
+                   for a in torchrun_args(cfg, w, rdzv_endpoint, node_rank, max_restarts, static))
     return (
         f'mkdir -p "$CHECKPOINT_DIR"\n'
         'if [ -e "$CHECKPOINT_DIR/latest" ]; then export RESUME_FROM="$(readlink -f "$CHECKPOINT_DIR/latest")"; '
