@@ -41,12 +41,10 @@ def _index(container: list[Any], token: str, pointer: str, allow_end: bool) -> i
     return i
 
 
-def _parent(doc: Any, pointer: str) -> tuple[Any, str]:
-    tokens = _tokens(pointer)
-    if not tokens:
-        raise PatchError("the whole document cannot be the target here")
+def _walk(doc: Any, tokens: list[str], pointer: str) -> Any:
+    """The value `tokens` lead to from `doc` (RFC 6901), or PatchError naming where the path breaks."""
     node = doc
-    for t in tokens[:-1]:
+    for t in tokens:
         if isinstance(node, dict):
             if t not in node:
                 raise PatchError(f"{pointer}: {t!r} does not exist")
@@ -55,21 +53,18 @@ def _parent(doc: Any, pointer: str) -> tuple[Any, str]:
             node = node[_index(node, t, pointer, allow_end=False)]
         else:
             raise PatchError(f"{pointer}: {t!r} is inside a value that is neither object nor array")
-    return node, tokens[-1]
+    return node
+
+
+def _parent(doc: Any, pointer: str) -> tuple[Any, str]:
+    tokens = _tokens(pointer)
+    if not tokens:
+        raise PatchError("the whole document cannot be the target here")
+    return _walk(doc, tokens[:-1], pointer), tokens[-1]
 
 
 def get(doc: Any, pointer: str) -> Any:
-    node = doc
-    for t in _tokens(pointer):
-        if isinstance(node, dict):
-            if t not in node:
-                raise PatchError(f"{pointer}: {t!r} does not exist")
-            node = node[t]
-        elif isinstance(node, list):
-            node = node[_index(node, t, pointer, allow_end=False)]
-        else:
-            raise PatchError(f"{pointer}: no such value")
-    return node
+    return _walk(doc, _tokens(pointer), pointer)
 
 
 def _add(doc: Any, pointer: str, value: Any) -> Any:
