@@ -186,7 +186,28 @@ def run_callable(body: Callable[[], None], wire_config: dict[str, str], secret_k
                  stack: str) -> ProgramRun:
     """Run `body` under mocks like a program (the program itself, or a test playing the engine's part for
     a component constructed from another language) and record what it registers."""
-    asyncio.set_event_loop(asyncio.new_event_loop())   # a fresh loop per run (see DESIGN pitfalls)
+    loop = asyncio.new_event_loop()       # a fresh loop per run (see DESIGN pitfalls) ...
+    asyncio.set_event_loop(loop)
+    try:
+        return _run_in(body, wire_config, secret_keys, stack)
+    finally:
+        _close(loop)
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    """... closed after it: an open loop's self-pipe handle keeps the run's context alive, and with it the
+    recording monitor and every registration (about 14 MB per plan of existing-dev, measured in one process
+    planning it 12 times, before this)."""
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in pending:
+        t.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.close()
+
+
+def _run_in(body: Callable[[], None], wire_config: dict[str, str],
+            secret_keys: list[str], stack: str) -> ProgramRun:
     pulumi.runtime.set_all_config(dict(wire_config), list(secret_keys))
     _register_mock_data(str(wire_config.get("multinode:cloud", "")))
     mocks = PlanMocks()
