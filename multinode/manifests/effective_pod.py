@@ -25,8 +25,10 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
                            "metadata": copy.deepcopy(template.get("metadata") or {}),
                            "spec": copy.deepcopy(template.get("spec") or {})}
     for policy in policies:
-        if kyverno.is_cel_policy(policy, kyverno.MUTATING_KIND):
-            pod = kyverno.mutate(policy, pod)
+        # the same as pod = kyverno.mutate(policy, pod), without its copy per policy: `pod` is this function's own
+        # copy (made above), so a policy that does not match leaves it as it is and one that does patches it
+        if kyverno.is_cel_policy(policy, kyverno.MUTATING_KIND) and kyverno.matches(policy, pod):
+            pod = kyverno.mutate_matched_in_place(policy, pod)
     return {"metadata": pod["metadata"], "spec": pod["spec"]}
 
 
