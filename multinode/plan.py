@@ -147,12 +147,15 @@ def mermaid(regs: list[Registration]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_policies(regs: list[Registration], cfg: mconfig.StackConfig | None) -> list[dict[str, Any]]:
-    """The policy pack's rules on the recorded resources (once the pack exists in policy/)."""
+def run_policies(regs: list[Registration], cfg: mconfig.StackConfig | None,
+                 simulated: placement.Simulated | None = None) -> list[dict[str, Any]]:
+    """The policy pack's rules on the recorded resources (once the pack exists in policy/). `simulated`: the
+    placement plan has computed, reused by the pack's stack-fits-node-pools rule."""
     if importlib.util.find_spec("policy") is None or importlib.util.find_spec("policy.pack") is None:
         return []
     from policy import pack
-    return [v if isinstance(v, dict) else v.as_dict() for v in pack.evaluate([r.as_dict() for r in regs], cfg)]
+    records = [r.as_dict() for r in regs]
+    return [v if isinstance(v, dict) else v.as_dict() for v in pack.evaluate(records, cfg, placement=simulated)]
 
 
 def plan(stack: str, out_root: Path | None = Path("build"), path: Path | None = None) -> PlanResult:
@@ -196,8 +199,11 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secr
     result.registrations = registrations
     result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
     result.effective = _template_memo(result.k8s_objects)    # admission and the effective-pod writer share it
-    result.violations = run_policies(registrations, cfg) + admission.findings(result.k8s_objects, result.effective)
-    result.placement = placement.for_stack(cfg, result.k8s_objects)   # findings: rule stack-fits-node-pools
+    # findings: rule stack-fits-node-pools, which reuses this simulation instead of running its own
+    result.placement = placement.for_stack(cfg, result.k8s_objects)
+    simulated = placement.Simulated(result.k8s_objects, result.placement)
+    result.violations = (run_policies(registrations, cfg, simulated)
+                         + admission.findings(result.k8s_objects, result.effective))
     if any(v.get("enforcementLevel") == "mandatory" for v in result.violations):
         result.exit_code = EXIT_POLICY
     if out_root is not None:
