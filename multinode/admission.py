@@ -380,15 +380,18 @@ def _fabric_policies(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [o for o in objects if kyverno.is_cel_policy(o, kyverno.MUTATING_KIND)]
 
 
-def effective_spec(ref: PodSpecRef, policies: list[dict[str, Any]]) -> dict[str, Any] | None:
+def effective_spec(ref: PodSpecRef, policies: list[dict[str, Any]], memo: Any = None) -> dict[str, Any] | None:
     """The pod spec after the rendered fabric policies mutate the Pod (None when none applies): computed
-    by evaluating the policies' CEL (manifests.effective_pod), not a copy of their logic."""
+    by evaluating the policies' CEL (manifests.effective_pod), not a copy of their logic. `memo`: an
+    effective_pod.TemplateMemo of these policies, shared with plan's effective-pod writer (the result is then
+    shared too: read only)."""
     from .manifests.effective_pod import apply_policies_to_template
     spec = copy.deepcopy(ref.spec)
     for c in all_containers(spec):      # the webhook sees the Pod after SetDefaults_Pod (requests from limits)
         if isinstance(c.get("resources"), dict) and _map(c["resources"].get("limits")):
             c["resources"]["requests"] = defaulted_requests(c)
-    out = apply_policies_to_template({"metadata": ref.metadata, "spec": spec}, policies)
+    template = {"metadata": ref.metadata, "spec": spec}
+    out = memo.apply(template) if memo is not None else apply_policies_to_template(template, policies)
     return out["spec"] if out["spec"] != spec else None
 
 
@@ -398,16 +401,19 @@ def object_label(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind', '?')} {ns}{meta.get('name', '?')}"
 
 
-def findings(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def findings(objects: list[dict[str, Any]], memo: Any = None) -> list[dict[str, Any]]:
     """Mandatory violations for every pod spec of the rendered objects and for each pod after the fabric
-    policies: one per (object, pod spec, container, rule, problem)."""
+    policies: one per (object, pod spec, container, rule, problem). `memo`: an effective_pod.TemplateMemo of
+    the objects' MutatingPolicies (plan shares one with its effective-pod writer), else none is kept."""
     policies = _fabric_policies(objects)
+    if memo is not None and memo.policies != policies:
+        memo = None               # a memo of other policies would give other pods: evaluate these
     out: list[dict[str, Any]] = []
     for obj in objects:
         for ref in pod_specs(obj):
             variants = [("", ref.spec)]
             try:
-                eff = effective_spec(ref, policies)
+                eff = effective_spec(ref, policies, memo)
             except (AttributeError, KeyError, TypeError, ValueError):
                 # a field of a type the fabric policy cannot read (the API server refuses such a pod, and the
                 # schema check names the field): check the pod as written only

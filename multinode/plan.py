@@ -53,6 +53,7 @@ class PlanResult:
     error: str = ""
     placement: Any = None                                               # multinode.placement.Result
     fleet: Any = None                                                   # a fleet stack's FleetConfig
+    effective: Any = None      # manifests.effective_pod.TemplateMemo over k8s_objects' MutatingPolicies (plan_config)
 
 
 def is_k8s_object(reg: Registration) -> bool:
@@ -146,12 +147,15 @@ def mermaid(regs: list[Registration]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_policies(regs: list[Registration], cfg: mconfig.StackConfig | None) -> list[dict[str, Any]]:
-    """The policy pack's rules on the recorded resources (once the pack exists in policy/)."""
+def run_policies(regs: list[Registration], cfg: mconfig.StackConfig | None,
+                 simulated: placement.Simulated | None = None) -> list[dict[str, Any]]:
+    """The policy pack's rules on the recorded resources (once the pack exists in policy/). `simulated`: the
+    placement plan has computed, reused by the pack's stack-fits-node-pools rule."""
     if importlib.util.find_spec("policy") is None or importlib.util.find_spec("policy.pack") is None:
         return []
     from policy import pack
-    return [v if isinstance(v, dict) else v.as_dict() for v in pack.evaluate([r.as_dict() for r in regs], cfg)]
+    records = [r.as_dict() for r in regs]
+    return [v if isinstance(v, dict) else v.as_dict() for v in pack.evaluate(records, cfg, placement=simulated)]
 
 
 def plan(stack: str, out_root: Path | None = Path("build"), path: Path | None = None) -> PlanResult:
@@ -194,8 +198,12 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secr
     ordered = apply_order(registrations)
     result.registrations = registrations
     result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
-    result.violations = run_policies(registrations, cfg) + admission.findings(result.k8s_objects)
-    result.placement = placement.for_stack(cfg, result.k8s_objects)   # findings: rule stack-fits-node-pools
+    result.effective = _template_memo(result.k8s_objects)    # admission and the effective-pod writer share it
+    # findings: rule stack-fits-node-pools, which reuses this simulation instead of running its own
+    result.placement = placement.for_stack(cfg, result.k8s_objects)
+    simulated = placement.Simulated(result.k8s_objects, result.placement)
+    result.violations = (run_policies(registrations, cfg, simulated)
+                         + admission.findings(result.k8s_objects, result.effective))
     if any(v.get("enforcementLevel") == "mandatory" for v in result.violations):
         result.exit_code = EXIT_POLICY
     if out_root is not None:
@@ -280,16 +288,27 @@ def _map(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _mutating_policies(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from .manifests import kyverno
+    return [o for o in objects if kyverno.is_cel_policy(o, kyverno.MUTATING_KIND)]
+
+
+def _template_memo(objects: list[dict[str, Any]]) -> Any:
+    """Each pod template after the objects' MutatingPolicies, evaluated once per plan (effective_pod.TemplateMemo)."""
+    from .manifests.effective_pod import TemplateMemo
+    return TemplateMemo(_mutating_policies(objects))
+
+
 def write_effective_pods(result: PlanResult, out: Path) -> list[Path]:
     """build/<stack>/effective/<workload>-<role>.yaml: each fabric-labelled (or NeMo-annotated) pod template after
     the Kyverno MutatingPolicies the stack renders, computed by evaluating their CEL (manifests.effective_pod)."""
     from . import pools
-    from .manifests import kyverno
-    from .manifests.effective_pod import apply_policies_to_template
     cfg = result.config
     if cfg is None:
         return []
-    policies = [o for o in result.k8s_objects if kyverno.is_cel_policy(o, kyverno.MUTATING_KIND)]
+    memo = result.effective
+    if memo is None or memo.policies != _mutating_policies(result.k8s_objects):   # a PlanResult made elsewhere
+        memo = _template_memo(result.k8s_objects)
     written: list[Path] = []
     for obj in result.k8s_objects:
         for path, tmpl in _pod_templates(obj):
@@ -298,7 +317,7 @@ def write_effective_pods(result: PlanResult, out: Path) -> list[Path]:
                 continue
             name = (obj.get("metadata") or {}).get("name", obj.get("kind", "object"))
             try:
-                effective = apply_policies_to_template(tmpl, policies)
+                effective = memo.apply(tmpl)
             except Exception as e:  # noqa: BLE001 - a hand-written template of the wrong shape (see below)
                 # The API server refuses a malformed pod before Kyverno sees it (and a CEL error under failurePolicy
                 # Fail refuses it too), so there is no effective pod to show: say so (the policy pack reports the

@@ -192,6 +192,9 @@ class Context:
     # True when the resource rules run with these pools too (offline); under `pulumi preview` a resource
     # rule sees one resource and no pools, so the stack rules then judge GPUs per pod against the pools.
     resource_rules_see_pools: bool = False
+    # plan's placement simulation of this stack (multinode.placement.Simulated), which stack-fits-node-pools
+    # reuses when it was run on the same objects and pools; None under `pulumi preview` (the rule simulates)
+    placement: Any = None
 
     def setting(self, rule: str, key: str, default: Any = None) -> Any:
         return (self.settings.get(rule) or {}).get(key, default)

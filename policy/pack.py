@@ -86,11 +86,13 @@ def _naming(label: str, message: str) -> str:
 
 
 def evaluate(records: Iterable[Mapping[str, Any]], cfg: Any = None,
-             settings: dict[str, Any] | None = None) -> list[dict[str, str]]:
-    """The offline entry point (`plan`): every rule over the recorded registrations."""
+             settings: dict[str, Any] | None = None, placement: Any = None) -> list[dict[str, str]]:
+    """The offline entry point (`plan`): every rule over the recorded registrations. `placement`: plan's
+    multinode.placement.Simulated of this stack, for stack-fits-node-pools to reuse (else it simulates)."""
     resources = [Resource.from_record(r) for r in records]
     ctx = build_context(cfg, resources, settings)
     ctx.resource_rules_see_pools = True
+    ctx.placement = placement
     return [v.as_dict() for v in run_rules(resources, ctx)]
 
 

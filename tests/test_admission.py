@@ -202,13 +202,13 @@ def test_plan_exits_1_on_an_admission_finding(monkeypatch):
     """The hook in plan: a broken pod spec is a mandatory finding and exit 1."""
     real = adm.findings
 
-    def broken(objects):
+    def broken(objects, *memo):
         objects = copy.deepcopy(objects)
         for o in objects:
             for ref in adm.pod_specs(o):
                 for c in ref.spec["containers"]:
                     c.setdefault("volumeMounts", []).append({"name": "no-such-volume", "mountPath": "/nowhere"})
-        return real(objects)
+        return real(objects, *memo)
 
     monkeypatch.setattr(adm, "findings", broken)
     result = mplan.plan("aws-dev", None)
@@ -273,3 +273,28 @@ def test_wrong_typed_names_and_paths_never_raise():
     found = adm.findings([policy, pod])
     # the readable problem is still reported
     assert [f["rule"] for f in found] == [adm.MOUNT_NAMES_A_VOLUME], found
+
+
+def test_plan_runs_each_pod_template_through_the_policies_once(monkeypatch, tmp_path):
+    """Issue 19: admission.findings and the effective-pod writer share one TemplateMemo per plan, so a pod
+    template is evaluated once, and the effective pods written are those a plan without the memo writes."""
+    from multinode.manifests import effective_pod
+    real = effective_pod.apply_policies_to_template
+    asked: list[tuple[list, str]] = []
+
+    def counting(template, policies):
+        asked.append((policies, repr((template.get("metadata") or {}, template.get("spec") or {}))))
+        return real(template, policies)
+
+    monkeypatch.setattr(effective_pod, "apply_policies_to_template", counting)
+    result = mplan.plan("aws-dev", tmp_path)
+    assert result.exit_code == 0 and result.effective is not None
+    written = sorted((tmp_path / "aws-dev" / "effective").iterdir())
+    assert written, "aws-dev has fabric pods: effective pods are written"
+    # the stack's policies (placement also evaluates templates, under one pool's policy each: not counted here)
+    calls = [key for policies, key in asked if policies is result.effective.policies]
+    assert calls and len(calls) == len(set(calls)), "a template was evaluated twice"
+    result.effective = None                               # the writer on its own (a memo of its own)
+    fresh = mplan.write_effective_pods(result, tmp_path / "fresh")
+    assert [p.name for p in sorted(fresh)] == [p.name for p in written]
+    assert [p.read_text() for p in sorted(fresh)] == [p.read_text() for p in written]

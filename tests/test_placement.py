@@ -278,3 +278,34 @@ def test_rule_under_preview_reads_the_pools_from_the_node_group_resources():
     assert ("pool gpu: 2 nodes of p5.48xlarge (16 GPUs); the long-running services a (2) + b (2) need 4 nodes"
             in out[0][1])
     assert list(check_stack_fits([ng] + objs[:1], ctx)) == []
+
+
+# ------------------------------------------------------------------ one simulation per plan (issue 19)
+def test_reuse_or_simulate_reuses_only_the_same_simulation(monkeypatch):
+    """The pack's rule reuses plan's simulation for the same objects (shallow copies, as Resource.props are) on
+    the same pools, in the same order; anything else is simulated again."""
+    a, b = lws("a"), lws("b")
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+    pools = [pool(4)]
+    known = placement.Simulated([a, other, b], placement.simulate([a, other, b], pools))
+    runs: list[int] = []
+    real = placement.simulate
+    monkeypatch.setattr(placement, "simulate", lambda objs, ps: runs.append(1) or real(objs, ps))
+    # shallow copies, objects simulate does not read left out: the very same simulation
+    assert placement.reuse_or_simulate([dict(a), dict(b)], [pool(4)], known) is known.result
+    assert runs == []
+    # another order, another object, other pools, no known simulation: simulated here
+    for objs, ps, k in (([dict(b), dict(a)], pools, known), ([dict(a), lws("b")], pools, known),
+                        ([dict(a), dict(b)], [pool(2)], known), ([dict(a), dict(b)], pools, None)):
+        got = placement.reuse_or_simulate(objs, ps, k)
+        assert got is not known.result
+    assert len(runs) == 4
+
+
+def test_plan_simulates_placement_once(monkeypatch):
+    """plan hands its simulation to the pack's stack-fits-node-pools rule, which then does not simulate again."""
+    runs: list[int] = []
+    real = placement.simulate
+    monkeypatch.setattr(placement, "simulate", lambda objs, ps: runs.append(1) or real(objs, ps))
+    result = mplan.plan("existing-dev", None)
+    assert result.placement is not None and len(runs) == 1

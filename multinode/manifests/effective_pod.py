@@ -25,9 +25,31 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
                            "metadata": copy.deepcopy(template.get("metadata") or {}),
                            "spec": copy.deepcopy(template.get("spec") or {})}
     for policy in policies:
-        if kyverno.is_cel_policy(policy, kyverno.MUTATING_KIND):
-            pod = kyverno.mutate(policy, pod)
+        # the same as pod = kyverno.mutate(policy, pod), without its copy per policy: `pod` is this function's own
+        # copy (made above), so a policy that does not match leaves it as it is and one that does patches it
+        if kyverno.is_cel_policy(policy, kyverno.MUTATING_KIND) and kyverno.matches(policy, pod):
+            pod = kyverno.mutate_matched_in_place(policy, pod)
     return {"metadata": pod["metadata"], "spec": pod["spec"]}
+
+
+class TemplateMemo:
+    """apply_policies_to_template for one list of policies, each distinct template evaluated once. `plan` asks for
+    the same pod twice (admission.findings checks every pod spec after the policies, write_effective_pods writes
+    the fabric ones); one memo per plan makes the second ask free. The key is the repr of the template's metadata
+    and spec (what apply_policies_to_template reads): it keeps key order and types, so only a template that would
+    give the very same output hits. A template whose evaluation raises is not stored (the next ask raises again).
+    The result is shared between the callers: read it, do not change it."""
+
+    def __init__(self, policies: list[dict[str, Any]]) -> None:
+        self.policies = policies
+        self._done: dict[str, dict[str, Any]] = {}
+
+    def apply(self, template: dict[str, Any]) -> dict[str, Any]:
+        key = repr((template.get("metadata") or {}, template.get("spec") or {}))
+        out = self._done.get(key)
+        if out is None:
+            out = self._done[key] = apply_policies_to_template(template, self.policies)
+        return out
 
 
 def apply_profile_to_template(template: dict[str, Any], profile: FabricProfile,

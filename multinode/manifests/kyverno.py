@@ -416,7 +416,13 @@ def mutate(policy: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
     with RFC 6902 semantics. ApplyConfiguration mutations are not evaluated here (ValueError)."""
     if not matches(policy, pod):
         return copy.deepcopy(pod)
-    out = copy.deepcopy(pod)
+    return mutate_matched_in_place(policy, copy.deepcopy(pod))
+
+
+def mutate_matched_in_place(policy: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """mutate() for a Pod the caller owns and has already seen `matches` (the match is not evaluated again and
+    the pod is not copied): patched in place and returned. On an error the pod may be partly patched; the caller
+    discards it. Lets a chain of policies (effective_pod) copy the pod once instead of once per policy."""
     spec = policy.get("spec") or {}
     for m in spec.get("mutations") or []:
         if m.get("patchType") != "JSONPatch":
@@ -425,7 +431,7 @@ def mutate(policy: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
         ops = cel.evaluate(m["jsonPatch"]["expression"], **_variables(spec, out))
         if not isinstance(ops, list):
             raise cel.CelError("a JSONPatch expression must return a list of JSONPatch")
-        out = jsonpatch.apply_in_place(out, ops)    # `out` is this function's own copy; CEL values are fresh
+        out = jsonpatch.apply_in_place(out, ops)    # `out` is the caller's own pod; CEL values are fresh
     return out
 
 

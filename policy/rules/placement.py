@@ -45,7 +45,8 @@ def check_stack_fits(resources: list[Resource], ctx: Context) -> Iterator[tuple[
         return
     k8s = [r for r in resources if r.is_k8s]
     by_label = {r.label: r for r in k8s}
-    result = placement.simulate([r.props for r in k8s], pools)
+    # plan has simulated this stack already (ctx.placement); the same objects on the same pools are not simulated twice
+    result = placement.reuse_or_simulate([r.props for r in k8s], pools, ctx.placement)
     for f in result.findings:
         if not _reported_elsewhere(f):
             yield by_label.get(f.owner), f.message
