@@ -25,6 +25,7 @@ from components.clouds.base import GpuNodePoolArgs as _CloudPoolArgs
 from components.platform import Platform as _Platform
 from multinode import checks, config
 from multinode.errors import ConfigError, Problem
+from multinode.numbers import whole_numbers
 
 PACKAGE = "multinode"
 
@@ -89,19 +90,6 @@ def _convert(annotation: Any, value: Any, path: str, problems: list[Problem]) ->
     return value
 
 
-def _whole_numbers(value: Any) -> Any:
-    """The engine sends every number as a double (protobuf Struct): 4 arrives as 4.0. Give whole numbers
-    back as ints, as a stack file's YAML has them, so free-form data (Helm values, manifests, DeepSpeed
-    config) renders the same from any language."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, Mapping):
-        return {k: _whole_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_whole_numbers(v) for v in value]
-    return value
-
-
 def unknown_paths(value: Any, path: str = "") -> list[str]:
     """Key paths (camelCase, as the caller wrote them) whose value is unknown (a preview's computed value)
     or an Output: the plain inputs must be known before the topology contract can be checked."""
@@ -128,7 +116,7 @@ def config_from_args(args: Mapping[str, Any], source: str) -> config.StackConfig
             if k in args and args[k] is not None:
                 secret_values[name] = pulumi.Output.secret(args.pop(k))
     problems: list[Problem] = []
-    raw = _to_raw(config.StackConfig, _whole_numbers(args), "", problems)
+    raw = _to_raw(config.StackConfig, whole_numbers(args), "", problems)
     if problems:
         raise ConfigError(problems, source=source)
     raw.update({config.StackConfig.model_fields[n].alias or n: config.SECRET_PLACEHOLDER for n in secret_values})

@@ -34,6 +34,20 @@ def _int(v: Any) -> int | None:
     return None
 
 
+def whole_numbers(value: Any) -> Any:
+    """JSON-like data with whole floats as integers. Two sources write integers as floats: a stack file's `5e8`
+    reads as the float 500000000.0 (multinode/safeyaml.py), and the Pulumi engine sends every number of a
+    component's args as a double (components/package.py). DeepSpeed's integer fields want 500000000, and a
+    Helm value or manifest must render as the YAML a stack file gives."""
+    if isinstance(value, dict):
+        return {k: whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value
+
+
 def deepspeed_problems(cfg: Any, i: int, w: Any) -> list[Problem]:
     ds = w.deepspeed_config
     if not isinstance(ds, dict):

@@ -13,6 +13,7 @@ import shlex
 from typing import Any
 
 from ...config import StackConfig, Workload
+from ...numbers import whole_numbers
 from . import common as c
 
 RDZV_PORT = 29500
@@ -75,20 +76,8 @@ def env(cfg: StackConfig, w: Workload, secrets: list[c.SecretRef]) -> list[dict[
 def deepspeed_configmap(w: Workload) -> dict[str, Any] | None:
     if w.deepspeed_config is None:
         return None
-    return c.configmap(w, f"{w.name}-deepspeed", {DEEPSPEED_FILE: json.dumps(_whole_numbers(w.deepspeed_config),
+    return c.configmap(w, f"{w.name}-deepspeed", {DEEPSPEED_FILE: json.dumps(whole_numbers(w.deepspeed_config),
                                                                              indent=1, sort_keys=True)})
-
-
-def _whole_numbers(value: Any) -> Any:
-    """Whole floats as integers: a stack file's `5e8` reads as the float 500000000.0 (multinode/safeyaml.py),
-    and DeepSpeed's integer fields (reduce_bucket_size, allgather_bucket_size, ...) want 500000000."""
-    if isinstance(value, dict):
-        return {k: _whole_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_whole_numbers(v) for v in value]
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
-        return int(value)
-    return value
 
 
 def deepspeed_volume(w: Workload) -> list[dict[str, Any]]:
