@@ -53,11 +53,10 @@ class WorkloadOutput(typing.TypedDict):
 
 
 # ---------------------------------------------------------------- args -> the program's config
-def _to_raw(model: type[BaseModel], value: Any, path: str, problems: list[Problem]) -> Any:
+def _to_raw(model: type[BaseModel], value: Any) -> Any:
     """Args as the provider hands them (snake_case keys, plain values) -> the stack file's camelCase raw
     mapping, directed by the pydantic model so user data (labels, Helm values, manifests) keeps its keys.
-    Non-secret keys must be plain: an Output (a value from another resource, unknown at preview) is
-    reported here, because the topology contract needs the numbers before anything is registered."""
+    Unknown values are refused before (refuse_unknowns)."""
     if not isinstance(value, Mapping):
         return value                       # pydantic reports the wrong type with the key's path
     by_name = {n: f for n, f in model.model_fields.items()}
@@ -70,23 +69,18 @@ def _to_raw(model: type[BaseModel], value: Any, path: str, problems: list[Proble
             continue
         field = by_name[name]
         alias = field.alias or name
-        at = f"{path}.{alias}" if path else alias
-        if isinstance(v, pulumi.Output):
-            problems.append(Problem(at, "must be a plain value known at preview (not an Output of another "
-                                        "resource): the topology contract is checked before anything deploys"))
-            continue
-        out[alias] = _convert(field.annotation, v, at, problems)
+        out[alias] = _convert(field.annotation, v)
     return out
 
 
-def _convert(annotation: Any, value: Any, path: str, problems: list[Problem]) -> Any:
+def _convert(annotation: Any, value: Any) -> Any:
     for t in [annotation, *typing.get_args(annotation)]:
         if isinstance(t, type) and issubclass(t, BaseModel):
-            return _to_raw(t, value, path, problems)
+            return _to_raw(t, value)
         if typing.get_origin(t) is list:
             (inner,) = typing.get_args(t)
             if isinstance(inner, type) and issubclass(inner, BaseModel) and isinstance(value, list):
-                return [_to_raw(inner, v, f"{path}[{i}]", problems) for i, v in enumerate(value)]
+                return [_to_raw(inner, v) for v in value]
     return value
 
 
@@ -102,6 +96,19 @@ def unknown_paths(value: Any, path: str = "") -> list[str]:
     return []
 
 
+def refuse_unknowns(args: Mapping[str, Any], source: str) -> None:
+    """One ConfigError naming every plain input (all but the secret keys) that is unknown or an Output: the
+    topology contract needs the numbers before anything is registered. Called by the provider before the SDK
+    maps the inputs (it fails on an unknown with a bare conversion error) and by config_from_args for Python
+    callers."""
+    secret = set(config.SECRET_KEYS) | {_python_name(k) for k in config.SECRET_KEYS}
+    paths = unknown_paths({k: v for k, v in dict(args or {}).items() if k not in secret})
+    if paths:
+        raise ConfigError([Problem(p, "is unknown at preview (a value computed by another resource); give a "
+                                      "plain value: the topology contract is checked before anything deploys")
+                           for p in paths], source=source)
+
+
 def config_from_args(args: Mapping[str, Any], source: str) -> config.StackConfig:
     """The validated StackConfig of a component's args, secrets kept as Pulumi secrets.
 
@@ -115,10 +122,8 @@ def config_from_args(args: Mapping[str, Any], source: str) -> config.StackConfig
         for k in (key, name):
             if k in args and args[k] is not None:
                 secret_values[name] = pulumi.Output.secret(args.pop(k))
-    problems: list[Problem] = []
-    raw = _to_raw(config.StackConfig, whole_numbers(args), "", problems)
-    if problems:
-        raise ConfigError(problems, source=source)
+    refuse_unknowns(args, source)
+    raw = _to_raw(config.StackConfig, whole_numbers(args))
     raw.update({config.StackConfig.model_fields[n].alias or n: config.SECRET_PLACEHOLDER for n in secret_values})
     cfg = checks.load(raw, [config.StackConfig.model_fields[n].alias or n for n in secret_values], source=source)
     return cfg.model_copy(update=secret_values)
@@ -219,11 +224,5 @@ class Provider(ComponentProvider):
 
     def construct(self, name: str, resource_type: str, inputs: Any,
                   options: pulumi.ResourceOptions | None = None) -> ConstructResult:
-        plain = {k: v for k, v in dict(inputs or {}).items() if k not in config.SECRET_KEYS}
-        paths = unknown_paths(plain)
-        if paths:
-            token = resource_type.rsplit(":", 1)[-1]
-            raise ConfigError([Problem(p, "is unknown at preview (a value computed by another resource); give a "
-                                          "plain value: the topology contract is checked before anything "
-                                          "deploys") for p in paths], source=f"{PACKAGE}:index:{token} {name}")
+        refuse_unknowns(inputs, source=f"{PACKAGE}:index:{resource_type.rsplit(':', 1)[-1]} {name}")
         return super().construct(name, resource_type, inputs, options)
