@@ -76,7 +76,9 @@ def imported_pulumi_modules(argv: list[str]) -> list[str]:
 
 
 def floor_argv(modules: list[str]) -> list[str]:
-    return ["-c", f"import importlib\nfor m in {modules!r}:\n    importlib.import_module(m)"]
+    # the command's garbage-collector thresholds first (multinode/gcpolicy.py), as `multinode plan` sets them
+    return ["-c", "from multinode import gcpolicy\ngcpolicy.for_batch()\nimport importlib\n"
+                  f"for m in {modules!r}:\n    importlib.import_module(m)"]
 
 
 def pairs(a: list[str], b: list[str], n: int, ok_a: tuple[int, ...] = (0,)) -> list[tuple[dict, dict]]:

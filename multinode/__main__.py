@@ -43,6 +43,9 @@ def _run(prog: str) -> int:
     """main(), quiet when the reader of stdout goes away (`multinode schema | head`): the rest of the output
     is dropped and the exit status is the shell's for SIGPIPE, with no traceback."""
     import os
+    if sys.argv[1:2] == ["plan"]:
+        from . import gcpolicy
+        gcpolicy.for_batch()          # a one-shot process; before the imports, most of the heap a collection walks
     try:
         code = main(prog=prog)
         sys.stdout.flush()

@@ -34,6 +34,7 @@ import yaml
 from . import admission, checks, placement, stackfile
 from . import config as mconfig
 from .errors import ConfigError
+from .manifests import crds
 from .recording import Registration, run_program
 
 EXIT_OK, EXIT_POLICY, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
@@ -271,7 +272,10 @@ def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) ->
 
 
 def _pod_templates(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every pod template ({metadata, spec with containers}) inside a k8s object, with its path."""
+    """Every pod template ({metadata, spec with containers}) inside a k8s object, with its path (a
+    CustomResourceDefinition, a schema, holds none: not walked)."""
+    if not path and crds.is_crd(node):
+        return
     if isinstance(node, dict):
         spec = node.get("spec")
         if "metadata" in node and isinstance(spec, dict) and isinstance(spec.get("containers"), list):

@@ -47,6 +47,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from .schemafiles import SCHEMA_DIR, crd_document, load_documents
+
 __all__ = [
     "SCHEMA_DIR",
     "HELM_CHARTS",
@@ -62,7 +64,6 @@ __all__ = [
     "kyverno_jmespath_errors",
 ]
 
-SCHEMA_DIR: Path = Path(__file__).resolve().parent.parent / "schemas"
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _LOCK = threading.RLock()
@@ -311,7 +312,6 @@ def _sorted_errors(errors: Iterable[jsonschema.ValidationError]) -> list[jsonsch
 # --------------------------------------------------------------------------------------------
 # Module-level caches shared by every CrdIndex over the same folder.
 _HEADS: dict[Path, dict[tuple[str, str], list[Path]]] = {}   # dir -> (group, kind) -> files
-_CRDS: dict[Path, dict] = {}                                   # file -> parsed CRD
 _VALIDATORS: dict[tuple[Path, str], Any] = {}                  # (file, version) -> validator
 
 _VERSIONS_LINE = re.compile(r"^\s*versions:\s*$")
@@ -341,19 +341,7 @@ def _head_scan(path: Path) -> tuple[str, str] | None:
 
 
 def _load_crd(path: Path) -> dict | None:
-    with _LOCK:
-        if path not in _CRDS:
-            with open(path, encoding="utf-8") as f:
-                docs = [d for d in yaml.load_all(f, Loader=_LOADER) if isinstance(d, dict)]
-            crds = [d for d in docs if d.get("kind") == "CustomResourceDefinition"]
-            _CRDS[path] = crds[0] if crds else {}
-        return _CRDS[path] or None
-
-
-def crd_document(path: Path) -> dict | None:
-    """The CustomResourceDefinition in ``path``, parsed once and cached (the same parse the validator
-    uses; manifests/crds.py applies these files as resources). Shared: do not mutate it."""
-    return _load_crd(Path(path))
+    return crd_document(path)
 
 
 def _split_api_version(api_version: Any) -> tuple[str, str]:
@@ -780,8 +768,8 @@ def _upstream_values(chart: str) -> Any:
         raise ValueError(f"unknown chart {chart!r}; expected one of {', '.join(HELM_CHARTS)}")
     with _LOCK:
         if chart not in _VALUES_CACHE:
-            with open(SCHEMA_DIR / chart / "values.yaml", encoding="utf-8") as f:
-                _VALUES_CACHE[chart] = yaml.load(f, Loader=_LOADER) or {}
+            docs = load_documents(SCHEMA_DIR / chart / "values.yaml")
+            _VALUES_CACHE[chart] = (docs[0] if docs else None) or {}
         return _VALUES_CACHE[chart]
 
 

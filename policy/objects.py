@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from multinode import catalog, fabric, pools
+from multinode.manifests.crds import is_crd
 
 GPU = "nvidia.com/gpu"
 UNKNOWN = "[unknown]"
@@ -187,15 +188,20 @@ def fabric_resources_of(pod_spec: dict[str, Any]) -> dict[str, int]:
 
 
 def pod_specs_anywhere(obj: Any) -> Iterator[dict[str, Any]]:
-    """Every pod spec (a dict with a `containers` list) anywhere inside an object, whatever its kind."""
+    """Every pod spec (a dict with a `containers` list) anywhere inside an object, whatever its kind (a
+    CustomResourceDefinition, a schema, holds none: not walked)."""
+    return iter(()) if is_crd(obj) else _pod_specs(obj)
+
+
+def _pod_specs(obj: Any) -> Iterator[dict[str, Any]]:
     if isinstance(obj, dict):
         if isinstance(obj.get("containers"), list):
             yield obj
         for v in obj.values():
-            yield from pod_specs_anywhere(v)
+            yield from _pod_specs(v)
     elif isinstance(obj, list):
         for v in obj:
-            yield from pod_specs_anywhere(v)
+            yield from _pod_specs(v)
 
 
 @dataclass

@@ -60,7 +60,7 @@ class CrdSet:
     note: str = ""                  # why not complete
 
     def paths(self) -> list[Any]:
-        from ..schema_check import SCHEMA_DIR
+        from ..schemafiles import SCHEMA_DIR
         return [SCHEMA_DIR / self.folder / f for f in self.files]
 
 
@@ -100,9 +100,9 @@ def crd_set(cfg: StackConfig, key: str) -> CrdSet | None:
 
 def crd_objects(crds: CrdSet) -> list[dict[str, Any]]:
     """The CRDs as Kubernetes objects: the upstream files unchanged except two annotations (PATCH_FORCE,
-    SOURCE_ANNOTATION, see above). The parsed file is cached by schema_check and shared: only the
+    SOURCE_ANNOTATION, see above). The parsed file is cached by schemafiles and shared: only the
     top level and metadata are copied, spec is the cached object (never mutated)."""
-    from ..schema_check import crd_document
+    from ..schemafiles import crd_document
     out = []
     for path in crds.paths():
         doc = crd_document(path)
@@ -113,6 +113,13 @@ def crd_objects(crds: CrdSet) -> list[dict[str, Any]]:
                                SOURCE_ANNOTATION: f"{crds.key}@{crds.version}"}
         out.append({"apiVersion": doc["apiVersion"], "kind": doc["kind"], "metadata": meta, "spec": doc["spec"]})
     return out
+
+
+def is_crd(obj: Any) -> bool:
+    """A CustomResourceDefinition object. Its spec is an OpenAPI schema (~24,000 nodes for the LWS and Grove
+    CRDs together) that holds no pod, so the walkers looking for pods skip it."""
+    return (isinstance(obj, dict) and obj.get("kind") == "CustomResourceDefinition"
+            and str(obj.get("apiVersion", "")).startswith("apiextensions.k8s.io/"))
 
 
 def group_kind(crd: dict[str, Any]) -> tuple[str, str]:
