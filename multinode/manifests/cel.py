@@ -120,12 +120,21 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def evaluate(expression: str, **variables: Any) -> Any:
-    """Evaluate one expression with the given variables (object=..., variables=...) to plain Python values
-    (JSONPatch values become {"op", "path", "value"} dicts)."""
+def bind(**variables: Any) -> Any:
+    """The variables (object=..., variables=...) converted to CEL values once, for evaluating several expressions
+    over the same data with `evaluate(expression, bindings)`. cel-cpp converts a Python mapping on every
+    evaluation: for a pod ~35 us, against ~6 us for a policy condition itself, and a plan evaluates every pool's
+    conditions on every pod template. The values are copied: a later change to the Python objects is not seen,
+    so bind again after changing them."""
+    return _env().Activation(data=variables)
+
+
+def evaluate(expression: str, bindings: Any = None, **variables: Any) -> Any:
+    """Evaluate one expression, with `bindings` (from `bind`) or the given variables (object=...,
+    variables=...), to plain Python values (JSONPatch values become {"op", "path", "value"} dicts)."""
     program = compile_expression(expression)
     try:
-        result = program.eval(data=variables)
+        result = program.eval(activation=bindings) if bindings is not None else program.eval(data=variables)
         plain = result.plain_value()
     except RuntimeError as e:
         raise CelError(f"CEL evaluation failed: {e}") from None

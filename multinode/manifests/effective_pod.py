@@ -24,11 +24,17 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
                            "metadata": copy.deepcopy(template.get("metadata") or {}),
                            "spec": copy.deepcopy(template.get("spec") or {})}
+    bindings = None           # the pod's CEL bindings, shared by the policies until one patches the pod
     for policy in policies:
         # the same as pod = kyverno.mutate(policy, pod), without its copy per policy: `pod` is this function's own
         # copy (made above), so a policy that does not match leaves it as it is and one that does patches it
-        if kyverno.is_cel_policy(policy, kyverno.MUTATING_KIND) and kyverno.matches(policy, pod):
+        if not kyverno.is_cel_policy(policy, kyverno.MUTATING_KIND):
+            continue
+        if bindings is None:
+            bindings = kyverno.pod_bindings(pod)
+        if kyverno.matches(policy, pod, bindings):
             pod = kyverno.mutate_matched_in_place(policy, pod)
+            bindings = None
     return {"metadata": pod["metadata"], "spec": pod["spec"]}
 
 

@@ -382,24 +382,41 @@ def _rules_select_pod_create(rules: Any) -> bool:
     return False
 
 
-def matches(policy: dict[str, Any], pod: dict[str, Any]) -> bool:
+def matches(policy: dict[str, Any], pod: dict[str, Any], bindings: Any = None) -> bool:
     """Would this CEL policy act on the Pod CREATE: its matchConstraints (resource rules, exclusions, object
     selector) and all its matchConditions. A matchCondition that errors raises CelError (failurePolicy Fail
-    refuses the pod then)."""
+    refuses the pod then). `bindings`: pod_bindings(pod), shared by the caller across policies (used unless this
+    policy declares spec.variables, which it binds itself)."""
     spec = policy.get("spec") or {}
+    if not _constraints_select(spec, pod):
+        return False
+    if spec.get("matchConditions") and (bindings is None or spec.get("variables")):
+        bindings = _variables(spec, pod)
+    return _conditions_hold(spec, bindings)
+
+
+def _constraints_select(spec: dict[str, Any], pod: dict[str, Any]) -> bool:
     mc = spec.get("matchConstraints") or {}
     if not _rules_select_pod_create(mc.get("resourceRules")) or _rules_select_pod_create(
             mc.get("excludeResourceRules")):
         return False
     labels = (pod.get("metadata") or {}).get("labels")
-    if not _selector_matches(mc.get("objectSelector"), labels if isinstance(labels, dict) else {}):
-        return False
-    data = _variables(spec, pod)
-    return all(cel.evaluate(c["expression"], **data) is True for c in spec.get("matchConditions") or [])
+    return _selector_matches(mc.get("objectSelector"), labels if isinstance(labels, dict) else {})
 
 
-def _variables(spec: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
-    """object / oldObject / request, and spec.variables evaluated in order (each may use the ones before)."""
+def _conditions_hold(spec: dict[str, Any], bindings: Any) -> bool:
+    return all(cel.evaluate(c["expression"], bindings) is True for c in spec.get("matchConditions") or [])
+
+
+def pod_bindings(pod: dict[str, Any]) -> Any:
+    """The CEL bindings of a Pod CREATE for a policy without spec.variables: converted once, shareable by every
+    such policy's conditions while the pod is unchanged (cel.bind)."""
+    return _variables({}, pod)
+
+
+def _variables(spec: dict[str, Any], pod: dict[str, Any]) -> Any:
+    """The CEL bindings (cel.bind) of object / oldObject / request, and spec.variables evaluated in order (each
+    may use the ones before)."""
     data: dict[str, Any] = {"object": pod, "oldObject": None,
                             "request": {"operation": "CREATE", "kind": {"group": "", "version": "v1", "kind": "Pod"}},
                             "variables": {}, "namespaceObject": None}
@@ -407,7 +424,7 @@ def _variables(spec: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
     for v in spec.get("variables") or []:
         values[v["name"]] = cel.evaluate(v["expression"], **{**data, "variables": values})
     data["variables"] = values
-    return data
+    return cel.bind(**data)
 
 
 def mutate(policy: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
@@ -424,28 +441,35 @@ def mutate_matched_in_place(policy: dict[str, Any], out: dict[str, Any]) -> dict
     the pod is not copied): patched in place and returned. On an error the pod may be partly patched; the caller
     discards it. Lets a chain of policies (effective_pod) copy the pod once instead of once per policy."""
     spec = policy.get("spec") or {}
+    bindings = None
     for m in spec.get("mutations") or []:
         if m.get("patchType") != "JSONPatch":
             raise ValueError(f"MutatingPolicy {(policy.get('metadata') or {}).get('name')}: patchType "
                              f"{m.get('patchType')!r} is not evaluated by plan (only JSONPatch)")
-        ops = cel.evaluate(m["jsonPatch"]["expression"], **_variables(spec, out))
+        if bindings is None:
+            bindings = _variables(spec, out)
+        ops = cel.evaluate(m["jsonPatch"]["expression"], bindings)
         if not isinstance(ops, list):
             raise cel.CelError("a JSONPatch expression must return a list of JSONPatch")
-        out = jsonpatch.apply_in_place(out, ops)    # `out` is the caller's own pod; CEL values are fresh
+        if ops:
+            out = jsonpatch.apply_in_place(out, ops)    # `out` is the caller's own pod; CEL values are fresh
+            bindings = None                             # the next mutation sees the patched pod
     return out
 
 
 def denials(policy: dict[str, Any], pod: dict[str, Any]) -> list[str]:
     """Messages of the ValidatingPolicy's validations that refuse this Pod CREATE (empty: admitted). A validation
     whose expression errors refuses too (failurePolicy Fail)."""
-    if not matches(policy, pod):
-        return []
     spec = policy.get("spec") or {}
-    data = _variables(spec, pod)
+    if not _constraints_select(spec, pod):
+        return []
+    bindings = _variables(spec, pod)
+    if not _conditions_hold(spec, bindings):
+        return []
     out: list[str] = []
     for v in spec.get("validations") or []:
         try:
-            ok = cel.evaluate(v["expression"], **data) is True
+            ok = cel.evaluate(v["expression"], bindings) is True
         except cel.CelError as e:
             ok, v = False, {**v, "message": f"{v.get('message', '')} (evaluation error: {e})"}
         if not ok:
