@@ -5,8 +5,10 @@ keys that are secrets, which `config.load` validates.
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import json
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +78,14 @@ def _is_credential_path(parts: list[str]) -> bool:
             or any(credentials.looks_secret(p) for p in parts))
 
 
+# (path, text) -> what read_stack_file returned for it, for the last few files: `plan` reads the stack file and
+# the program it runs reads the same file again for its key names (read_pulumi_config); the strict YAML
+# reader is pure Python (~1.5 ms per workload entry). Keyed by the whole text, so an edited file is read
+# again; callers get copies.
+_READ: OrderedDict[tuple[str, str], tuple[dict[str, Any], set[str], dict[str, str]]] = OrderedDict()
+_READ_KEEP = 4
+
+
 def read_stack_file(path: Path) -> tuple[dict[str, Any], set[str], dict[str, str]]:
     """(multinode keys -> value, secret keys, all config as Pulumi passes it: key -> string)."""
     src = str(path)
@@ -83,11 +93,22 @@ def read_stack_file(path: Path) -> tuple[dict[str, Any], set[str], dict[str, str
         known = ", ".join(list_stacks()) or "none"
         raise ConfigError([Problem("", f"no stack file {path}; known stacks: {known}")], src)
     try:
-        # strict reader: refuses YAML that PyYAML and the Pulumi CLI read differently (multinode/safeyaml.py)
-        doc = safeyaml.load(path.read_text(encoding="utf-8"), src, _is_credential_path) or {}
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError([Problem("", f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8")],
                           src) from None
+    key = (src, text)
+    if key not in _READ:
+        _READ[key] = _read_stack_text(text, src)
+        while len(_READ) > _READ_KEEP:
+            _READ.popitem(last=False)
+    raw, secrets, wire = _READ[key]
+    return copy.deepcopy(raw), set(secrets), dict(wire)
+
+
+def _read_stack_text(text: str, src: str) -> tuple[dict[str, Any], set[str], dict[str, str]]:
+    # strict reader: refuses YAML that PyYAML and the Pulumi CLI read differently (multinode/safeyaml.py)
+    doc = safeyaml.load(text, src, _is_credential_path) or {}
     if not isinstance(doc, dict):
         raise ConfigError([Problem("", "a stack file is a mapping with a `config:` key")], src)
     problems = [_unknown_top_level_key(str(k)) for k in doc if k not in STACK_FILE_KEYS]
