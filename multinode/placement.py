@@ -580,6 +580,13 @@ class Simulation:
         self._effective: dict[tuple[int, str], dict[str, Any]] = {}
         self._requests: dict[tuple[Any, ...], dict[str, float]] = {}
         self._selects: dict[tuple[int, str], bool] = {}     # (id of a pod spec, node name): node labels never change
+        # (label, value) -> names of the nodes carrying it, so a pod's nodeSelector narrows the nodes before the
+        # full check: without it every pod was checked against every node of every pool (a workload x pool term)
+        self._label_index: dict[tuple[str, str], set[str]] = {}
+        for n in self.nodes:
+            for k, v in n.labels.items():
+                self._label_index.setdefault((str(k), str(v)), set()).add(n.name)
+        self._preselected: dict[tuple[tuple[str, str], ...], set[str] | None] = {}
 
     # effective pods: the fabric policy of the pool the pod lands on
     def effective(self, tmpl: dict[str, Any], pool: str) -> dict[str, Any]:
@@ -626,16 +633,42 @@ class Simulation:
             self._selects[key] = selects(spec, node)
         return self._selects[key]
 
+    def _preselect(self, spec: dict[str, Any]) -> set[str] | None:
+        """Names of the nodes whose labels hold the spec's whole nodeSelector (a necessary condition of
+        `selects`, read from the label index); None when the spec has no nodeSelector."""
+        key = tuple(sorted((str(k), str(v)) for k, v in _dict(spec.get("nodeSelector")).items()))
+        if key not in self._preselected:
+            names: set[str] | None = None
+            for pair in key:
+                have = self._label_index.get(pair, set())
+                names = set(have) if names is None else names & have
+            self._preselected[key] = names
+        return self._preselected[key]
+
+    def candidates(self, spec: dict[str, Any], nodes: list[Node]) -> list[Node]:
+        """The nodes of `nodes` (in their order) the pod spec selects: labels, affinity, taints."""
+        allowed = self._preselect(spec)
+        if allowed is None:
+            return [n for n in nodes if self.selects(spec, n)]
+        return [n for n in nodes if n.name in allowed and self.selects(spec, n)]
+
+    def reach(self, gang: Gang) -> list[Node]:
+        """The simulation's nodes any pod of the gang selects (in node order): the only nodes placing it can use."""
+        names = {n.name for p in gang.pods for n in self.candidates(p.spec, self.nodes)}
+        return [n for n in self.nodes if n.name in names]
+
     def plan_pod(self, pod: Pod, nodes: list[Node]) -> PodPlan:
-        cands = [n for n in nodes if self.selects(pod.spec, n)]
+        cands = self.candidates(pod.spec, nodes)
         pool = cands[0].pool if cands else None
         return PodPlan(pod, dict(self.requests(pod.template, pool, pod.extra_shm)), cands)
 
     def place(self, gang: Gang, nodes: list[Node]) -> Outcome:
-        """Place one gang on `nodes` (mutated only when the whole gang fits)."""
+        """Place one gang on `nodes` (mutated only when the whole gang fits; only its pods' candidate nodes
+        can change, so only those are saved for the undo)."""
         plans = [self.plan_pod(p, nodes) for p in gang.pods]
         out = Outcome(gang, pools=sorted({n.pool for pl in plans for n in pl.candidates}))
-        trial = {n.name: (dict(n.used), list(n.pods)) for n in nodes}
+        touched = list({id(n): n for pl in plans for n in pl.candidates}.values())
+        trial = {n.name: (dict(n.used), list(n.pods)) for n in touched}
         order = sorted(plans, key=lambda pl: -pl.requests.get(GPU, 0.0))
         for pl in order:
             best = None
@@ -653,7 +686,7 @@ class Simulation:
             best.pods.append((pl.pod.name, pl.pod.labels))
             out.placed[pl.pod.name] = best.name
         if not out.ok and gang.whole:
-            for n in nodes:
+            for n in touched:
                 n.used, n.pods = dict(trial[n.name][0]), list(trial[n.name][1])
             out.placed = {}
         return out
@@ -685,7 +718,7 @@ def _pinned(sim: Simulation, pod: Pod) -> bool:
     stack's nodes takes it. The rest run on other nodes (system pools: not ours to size), or select no pool
     at all (the rule workload-matches-node-pool reports those)."""
     chooses = bool(pod.spec.get("nodeSelector") or _node_affinity_terms(pod.spec) or pod_requests(pod.spec).get(GPU))
-    return chooses and any(selects(pod.spec, n) for n in sim.nodes)
+    return chooses and bool(sim.candidates(pod.spec, sim.nodes))
 
 
 # Finding kinds: a shortage of nodes when the gangs share a pool; one gang larger than its pool; a pod larger
@@ -780,7 +813,8 @@ def simulate(objects: Iterable[dict[str, Any]], pools: list[PoolSpec]) -> Result
     alone: dict[int, bool] = {}
     for g in gangs:
         if not g.daemon:
-            alone[id(g)] = sim.place(g, _copy_nodes(sim.nodes)).ok
+            # on empty copies of the nodes it can use (copying every node per gang was a gang x node term)
+            alone[id(g)] = sim.place(g, _copy_nodes(sim.reach(g))).ok
 
     outcomes: list[Outcome] = []
     for g in [g for g in services if g.daemon]:
@@ -822,7 +856,7 @@ def simulate(objects: Iterable[dict[str, Any]], pools: list[PoolSpec]) -> Result
 
     batch_out: list[Outcome] = []
     for g in batch:
-        o = sim.place(g, _copy_nodes(sim.nodes))
+        o = sim.place(g, _copy_nodes(sim.reach(g)))
         o.alone_ok = alone[id(g)]
         batch_out.append(o)
         if o.ok:
