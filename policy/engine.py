@@ -195,6 +195,8 @@ class Context:
     # plan's placement simulation of this stack (multinode.placement.Simulated), which stack-fits-node-pools
     # reuses when it was run on the same objects and pools; None under `pulumi preview` (the rule simulates)
     placement: Any = None
+    # selector (its repr) -> the pools it matches: every pod of every workload asks, with one of few selectors
+    _pools_by_selector: dict[str, list[PoolInfo]] = field(default_factory=dict, repr=False, compare=False)
 
     def setting(self, rule: str, key: str, default: Any = None) -> Any:
         return (self.settings.get(rule) or {}).get(key, default)
@@ -221,7 +223,10 @@ class Context:
         return m, pool
 
     def pools_for(self, selector: dict[str, str]) -> list[PoolInfo]:
-        return [p for p in self.pools if objects.selector_matches(selector, p.labels)]
+        key = repr(selector)
+        if key not in self._pools_by_selector:
+            self._pools_by_selector[key] = [p for p in self.pools if objects.selector_matches(selector, p.labels)]
+        return list(self._pools_by_selector[key])
 
 
 def volcano_in_stack(cfg: Any, resources: Iterable[Resource]) -> bool | None:
