@@ -121,11 +121,60 @@ def apply_order(regs: list[Registration]) -> list[Registration]:
 # libyaml's C emitter when PyYAML was built with it (the wheels are): the same YAML data ~5x faster than the
 # pure-Python SafeDumper (tests/test_plan.py compares the loaded data of both). Same safe representers.
 _YAML_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+
+
+class _FastDumper(_YAML_DUMPER):  # type: ignore[misc,valid-type]
+    """_YAML_DUMPER with the same output, less Python per node. The emitter is C, but PyYAML builds the node tree
+    in Python (represent_data: alias bookkeeping, a lookup through the type's MRO per value) and the emitter asks
+    the Python resolver, twice per scalar, whether a plain string would read back as another type (a regex per
+    call): at 160 workloads ~60% of writing build/. Here str, dict and list (nearly every node of a Kubernetes
+    object) take a direct path that builds the nodes SafeRepresenter builds (a dict or list seen twice is the
+    same node, so the emitter writes the same anchor and alias), and the resolver's answer per (string,
+    implicit) is kept for the process (its rules are constants of the class). Every other type goes through
+    SafeRepresenter. tests/test_plan.py compares the text with the stock dumper's, object by object."""
+
+    _resolved: dict[tuple[Any, bool, bool], Any] = {}
+
+    def represent_data(self, data: Any) -> Any:
+        t = type(data)
+        if t is str:
+            return yaml.ScalarNode(_STR, data, style=self.default_style)
+        if (t is not dict and t is not list) or self.default_flow_style is None or (t is dict and self.sort_keys):
+            return super().represent_data(data)
+        key = id(data)
+        if key in self.represented_objects:
+            return self.represented_objects[key]
+        self.object_keeper.append(data)
+        value: list[Any] = []
+        node: Any
+        if t is dict:
+            node = yaml.MappingNode(_MAP, value, flow_style=self.default_flow_style)
+            self.represented_objects[key] = node
+            for k, v in data.items():
+                value.append((self.represent_data(k), self.represent_data(v)))
+        else:
+            node = yaml.SequenceNode(_SEQ, value, flow_style=self.default_flow_style)
+            self.represented_objects[key] = node
+            for v in data:
+                value.append(self.represent_data(v))
+        return node
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is not yaml.ScalarNode:
+            return super().resolve(kind, value, implicit)
+        key = (value, bool(implicit[0]), bool(implicit[1]))
+        tag = self._resolved.get(key)
+        if tag is None:
+            if len(self._resolved) > 100_000:      # a long-lived process (the tests) writes many plans
+                self._resolved.clear()
+            tag = self._resolved[key] = super().resolve(kind, value, implicit)
+        return tag
 
 
 def dump_yaml(data: Any, dumper: Any = None) -> str:
     """`data` as YAML, keys in their given order (yaml.safe_dump's output, from the C emitter if present)."""
-    return yaml.dump(data, Dumper=dumper or _YAML_DUMPER, sort_keys=False)
+    return yaml.dump(data, Dumper=dumper or _FastDumper, sort_keys=False)
 
 
 def _slug(text: str) -> str:

@@ -33,10 +33,12 @@ def test_example_stack_plans_clean(stack, tmp_path):
     assert len(files) == len(result.k8s_objects)
     for f, recorded in zip(files, result.k8s_objects, strict=True):
         obj = yaml.safe_load(f.read_text())
-        want, _ = mplan._written(recorded)        # CRDs are written as a digest (issue 17), the rest as they are
+        want, header = mplan._written(recorded)   # CRDs are written as a digest (issue 17), the rest as they are
         assert f.name.split("-")[1] == obj["kind"]
         # written by the C emitter when present: the same data as the pure-Python SafeDumper writes
         assert obj == want == yaml.safe_load(mplan.dump_yaml(want, yaml.SafeDumper)), f.name
+        # and the very text the stock dumper writes (dump_yaml's _FastDumper only builds the nodes faster)
+        assert f.read_text() == header + yaml.dump(want, Dumper=mplan._YAML_DUMPER, sort_keys=False), f.name
     assert "policy:" in mplan.summary(result)
 
 
@@ -46,6 +48,22 @@ def test_yaml_is_written_by_libyaml_when_pyyaml_has_it():
     assert list(yaml.safe_load(mplan.dump_yaml(tricky))) == ["b", "a"]          # order kept
     assert yaml.safe_load(mplan.dump_yaml(tricky)) == yaml.safe_load(mplan.dump_yaml(tricky, yaml.SafeDumper)) \
         == tricky
+
+
+def test_the_fast_dumper_writes_the_stock_dumpers_text():
+    shared = {"app": "x", "list": [1, 2]}
+    data = {"b": ["x\nline: two", "", None, True, False, "yes", "null", "0o17", "1e3", 1.5, 1e20, float("inf"),
+                  float("nan"), -0.0, 7, -3, 2**70, "é ü", " lead", "#", "- dash", "a: b", "'q'", '"dq"'],
+            "a": {"k": [{}], "e": [], "m": {}}, 3: "int key", None: "null key", True: "bool key",
+            "t": ("a", "tuple"), "one": shared, "two": shared, "same": [shared, shared["list"]],
+            "long": "word " * 40, "block": "l1\nl2\n"}
+    fast, stock = mplan._FastDumper, mplan._YAML_DUMPER
+    for doc in (data, [data, data], "plain", 5, None, [], {}):
+        assert yaml.dump(doc, Dumper=fast, sort_keys=False) == yaml.dump(doc, Dumper=stock, sort_keys=False)
+        assert yaml.dump(doc, Dumper=fast) == yaml.dump(doc, Dumper=stock)            # sort_keys True
+        assert yaml.dump(doc, Dumper=fast, default_flow_style=None) == \
+            yaml.dump(doc, Dumper=stock, default_flow_style=None)
+    assert "&id001" in mplan.dump_yaml(data) and "*id001" in mplan.dump_yaml(data)    # a shared dict: an alias
 
 
 def test_secrets_are_masked_everywhere(tmp_path):
