@@ -6,6 +6,7 @@ dependencies and the provider. Secrets are recorded as "[secret]". Used by `plan
 from __future__ import annotations
 
 import asyncio
+import math
 import runpy
 import sys
 from collections.abc import Callable
@@ -14,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from google.protobuf import json_format
 from pulumi.runtime import mocks as pmocks
 from pulumi.runtime import rpc
 
@@ -66,6 +66,32 @@ def _clean(value: Any) -> Any:
     if value == rpc.UNKNOWN:
         return UNKNOWN_PLACEHOLDER
     return value
+
+
+def _plain(value: Any) -> Any:
+    """A google.protobuf.Value as the JSON value json_format.MessageToDict gives (numbers as floats; infinity and
+    NaN refused the same way), walking the message directly: MessageToDict's generic descriptor-driven walk took
+    about half of the mock monitor's time per registration."""
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "struct_value":
+        return {k: _plain(v) for k, v in value.struct_value.fields.items()}
+    if kind == "list_value":
+        return [_plain(v) for v in value.list_value.values]
+    if kind == "number_value":
+        n = value.number_value
+        if math.isinf(n) or math.isnan(n):
+            raise ValueError("Fail to serialize Infinity or NaN for Value.number_value")
+        return n
+    if kind == "bool_value":
+        return value.bool_value
+    return None
+
+
+def struct_to_plain(struct: Any) -> dict[str, Any]:
+    """A google.protobuf.Struct (a registration's inputs) as a dict of plain JSON values (see _plain)."""
+    return {k: _plain(v) for k, v in struct.fields.items()}
 
 
 @dataclass
@@ -127,7 +153,7 @@ class RecordingMonitor(pmocks.MockMonitor):
         resp = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return resp
-        props = _clean(json_format.MessageToDict(request.object, preserving_proto_field_name=True))
+        props = _clean(struct_to_plain(request.object))
         self.registrations.append(Registration(
             urn=resp.urn, type=request.type, name=request.name, parent=request.parent,
             custom=bool(request.custom), protect=bool(request.protect),

@@ -203,3 +203,18 @@ def test_finished_runs_do_not_pile_up_in_memory():
     # the SDK's settings keep the latest monitor as a default: a constant few stay, never one per run
     first = alive_after(2)
     assert alive_after(3) == first <= 2, "every finished run leaves its recording monitor alive"
+
+
+def test_registered_inputs_read_like_message_to_dict():
+    from google.protobuf import json_format, struct_pb2
+
+    from multinode import recording
+    data = {"s": "x", "n": 3, "f": 1.5, "big": 1e300, "t": True, "z": None, "e": {}, "l": [], "nested":
+            {"a": [1, "b", {"c": [None, False, -0.0]}], "u": "04da6b54-80e4-46f7-96ec-b56ff0331ba9"}}
+    struct = json_format.ParseDict(data, struct_pb2.Struct())
+    assert recording.struct_to_plain(struct) == json_format.MessageToDict(struct) == \
+        {**data, "n": 3.0, "nested": {**data["nested"], "a": [1.0, "b", {"c": [None, False, -0.0]}]}}
+    struct["inf"] = float("inf")
+    for convert in (recording.struct_to_plain, json_format.MessageToDict):
+        with pytest.raises(ValueError):
+            convert(struct)
