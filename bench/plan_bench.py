@@ -1,19 +1,26 @@
-"""Benchmark: the `plan` command users run against its import floor, and how plan scales with the stack.
+"""Benchmark: the `plan` command users run against its import floor and the SDK's own cost, and how plan scales.
 
   plan      `python -m multinode plan <stack> --out <tmp>` in a fresh process: the command users run,
             writing build/<stack>/ and printing its summary (captured here)
   floor     a fresh process that imports exactly the Pulumi modules that command imports, read from
             `python -X importtime -m multinode plan <stack> ...` (modules actually executed, so lazy
             placeholders the plan never ran are not counted) and nothing else: the cost no plan can avoid
+  sdk       bench/sdk_replay.py: the floor's imports, then the very registrations the plan made (full inputs,
+            from an in-process plan) registered as generic Pulumi resources under Pulumi's own mocks, with no
+            project code: what the SDK and its mock engine cost for this stack (a lower bound: the typed
+            pulumi_kubernetes / cloud classes the program uses do more per input). plan - sdk is the
+            project's own cost.
   scaling   the same command on generated `existing` stacks with 1, 10, 40, 160, 640 workloads x 1, 8, 32
             pools, with the CPU cost per added workload (at each pool count) and per added pool (at each
-            workload count): a per-pool slope that grows with the workload count is a workload x pool term
+            workload count): a per-pool slope that grows with the workload count is a workload x pool term.
+            The sdk replay of each size gives the SDK's own cost per added workload beside it.
 
-Every measurement is a pair of fresh processes run back to back (plan then floor, or the next size then the
-smallest), alternating which goes first, so load from other processes on the machine hits both halves of a
-pair alike; a pair's ratio is taken per pair and the median over pairs is reported. CPU time is user + system
-of the child (resource.getrusage RUSAGE_CHILDREN), wall time includes interpreter start. One warm-up run first
-so bytecode caches exist.
+Every measurement is a group of fresh processes run back to back (plan, floor, sdk; or the next size then the
+smallest), rotating which goes first, so load from other processes on the machine hits every member of a group
+alike; ratios are taken per group and the median over groups is reported. CPU time is user + system of the
+child (resource.getrusage RUSAGE_CHILDREN), wall time includes interpreter start. The floor and the replay set
+the plan command's garbage-collector thresholds (multinode/gcpolicy.py) first, so all three run alike. One
+warm-up run of each first so bytecode caches (and the parsed-schema cache, multinode/schemafiles.py) exist.
 
 Usage: python bench/plan_bench.py [--pairs 7] [--stacks aws-dev,...] [--workloads 1,10,40,160,640]
                                   [--pools 1,8,32] [--scaling-pairs 3] [--json out.json]
@@ -81,28 +88,48 @@ def floor_argv(modules: list[str]) -> list[str]:
                   f"for m in {modules!r}:\n    importlib.import_module(m)"]
 
 
-def pairs(a: list[str], b: list[str], n: int, ok_a: tuple[int, ...] = (0,)) -> list[tuple[dict, dict]]:
-    """n interleaved (a, b) measurements; even pairs run a first, odd pairs b first."""
-    run(a, ok_a), run(b)                    # warm-up: bytecode caches, page cache
+def groups(cmds: list[list[str]], n: int, oks: list[tuple[int, ...]] | None = None) -> list[list[dict]]:
+    """n interleaved measurements of every command; group i starts at command i mod len(cmds) (so each goes
+    first, second, ... equally often). One warm-up run of each first: bytecode caches, page cache."""
+    oks = oks or [(0,)] * len(cmds)
+    for c, ok in zip(cmds, oks, strict=True):
+        run(c, ok)
     out = []
     for i in range(n):
-        if i % 2 == 0:
-            ra = run(a, ok_a)
-            rb = run(b)
-        else:
-            rb = run(b)
-            ra = run(a, ok_a)
-        out.append((ra, rb))
+        got: dict[int, dict] = {}
+        for j in range(len(cmds)):
+            k = (i + j) % len(cmds)
+            got[k] = run(cmds[k], oks[k])
+        out.append([got[k] for k in range(len(cmds))])
     return out
 
 
-def summarize(ps: list[tuple[dict, dict]]) -> dict[str, float]:
+def replay_argv(stack: str, modules: list[str], tmp: Path, file: Path | None = None) -> list[str]:
+    """bench/sdk_replay.py for this stack: its registrations (from an in-process plan, full inputs) and the
+    floor's module list written to files under tmp."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from multinode import plan as mplan
+    result = mplan.plan(stack, None, file)
+    if result.exit_code not in (0, 1):
+        raise RuntimeError(f"plan {stack}: exit {result.exit_code}: {result.error}")
+    regs, mods = tmp / f"{stack}.registrations.json", tmp / f"{stack}.modules.json"
+    regs.write_text(json.dumps([r.as_dict() for r in result.registrations]))
+    mods.write_text(json.dumps(modules))
+    return [str(ROOT / "bench" / "sdk_replay.py"), str(mods), str(regs)]
+
+
+def stack_row(gs: list[list[dict]]) -> dict[str, float]:
+    """Medians over (plan, floor, sdk) groups: CPU and wall of each, and the per-group CPU ratios."""
     med = statistics.median
-    return {"aCpu": med(a["cpu"] for a, _ in ps), "bCpu": med(b["cpu"] for _, b in ps),
-            "aWall": med(a["wall"] for a, _ in ps), "bWall": med(b["wall"] for _, b in ps),
-            "cpuRatio": med(a["cpu"] / b["cpu"] for a, b in ps),
-            "wallRatio": med(a["wall"] / b["wall"] for a, b in ps),
-            "cpuDiff": med(a["cpu"] - b["cpu"] for a, b in ps)}
+    return {"planCpu": med(g[0]["cpu"] for g in gs), "floorCpu": med(g[1]["cpu"] for g in gs),
+            "sdkCpu": med(g[2]["cpu"] for g in gs), "planWall": med(g[0]["wall"] for g in gs),
+            "floorWall": med(g[1]["wall"] for g in gs), "sdkWall": med(g[2]["wall"] for g in gs),
+            "planFloorCpu": med(g[0]["cpu"] / g[1]["cpu"] for g in gs),
+            "sdkFloorCpu": med(g[2]["cpu"] / g[1]["cpu"] for g in gs),
+            "planSdkCpu": med(g[0]["cpu"] / g[2]["cpu"] for g in gs),
+            "projectCpu": med(g[0]["cpu"] - g[2]["cpu"] for g in gs),
+            "planFloorWall": med(g[0]["wall"] / g[1]["wall"] for g in gs)}
 
 
 # ---------------------------------------------------------------- synthetic stacks
@@ -136,38 +163,49 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 
 def scaling(workloads: list[int], pools: list[int], n: int, tmp: Path) -> dict[str, Any]:
-    """CPU of plan at each (workloads, pools), each the median of n pairs with the 1-workload stack of the same
-    pool count (interleaved, so each size's cost above the base is measured against a neighbour in time)."""
+    """CPU of plan and of its SDK replay at each (workloads, pools), each the median of n groups with the
+    smallest stack of the same pool count (interleaved, so each size's cost above the base is measured against
+    a neighbour in time)."""
     cells: dict[tuple[int, int], dict[str, float]] = {}
+    med = statistics.median
     for p in pools:
         base_w = min(workloads)
         base = synthetic_stack(base_w, p, tmp)
-        base_argv = plan_argv(base.stem.split(".", 1)[1], tmp / "out", base)
+        base_name = base.stem.split(".", 1)[1]
+        base_argv = plan_argv(base_name, tmp / "out", base)
+        modules = imported_pulumi_modules(base_argv)
+        base_sdk = replay_argv(base_name, modules, tmp, base)
         for w in workloads:
             stack = synthetic_stack(w, p, tmp)
-            argv = plan_argv(stack.stem.split(".", 1)[1], tmp / "out", stack)
+            name = stack.stem.split(".", 1)[1]
+            argv = plan_argv(name, tmp / "out", stack)
             if w == base_w:
-                rs = [run(argv) for _ in range(n + 1)][1:]
-                cells[(w, p)] = {"cpu": statistics.median(r["cpu"] for r in rs),
-                                 "wall": statistics.median(r["wall"] for r in rs), "aboveBase": 0.0}
+                gs = groups([argv, base_sdk], n)
+                cells[(w, p)] = {"cpu": med(g[0]["cpu"] for g in gs), "wall": med(g[0]["wall"] for g in gs),
+                                 "sdkCpu": med(g[1]["cpu"] for g in gs), "aboveBase": 0.0, "sdkAboveBase": 0.0}
             else:
-                s = summarize(pairs(argv, base_argv, n))
-                cells[(w, p)] = {"cpu": s["aCpu"], "wall": s["aWall"], "aboveBase": s["cpuDiff"]}
-            print(f"  {w:>4} workloads x {p:>2} pools: plan {cells[(w, p)]['cpu']:.2f} s CPU, "
-                  f"{cells[(w, p)]['wall']:.2f} s wall", flush=True)
+                gs = groups([argv, base_argv, replay_argv(name, modules, tmp, stack), base_sdk], n)
+                cells[(w, p)] = {"cpu": med(g[0]["cpu"] for g in gs), "wall": med(g[0]["wall"] for g in gs),
+                                 "sdkCpu": med(g[2]["cpu"] for g in gs),
+                                 "aboveBase": med(g[0]["cpu"] - g[1]["cpu"] for g in gs),
+                                 "sdkAboveBase": med(g[2]["cpu"] - g[3]["cpu"] for g in gs)}
+            c = cells[(w, p)]
+            print(f"  {w:>4} workloads x {p:>2} pools: plan {c['cpu']:.2f} s CPU ({c['wall']:.2f} s wall), "
+                  f"sdk replay {c['sdkCpu']:.2f} s CPU", flush=True)
     per_workload = {p: slope(workloads, [cells[(w, p)]["aboveBase"] for w in workloads]) for p in pools}
+    sdk_per_workload = {p: slope(workloads, [cells[(w, p)]["sdkAboveBase"] for w in workloads]) for p in pools}
     per_pool = {w: slope(pools, [cells[(w, p)]["cpu"] for p in pools]) for w in workloads} if len(pools) > 1 else {}
-    return {"cells": {f"{w}x{p}": c for (w, p), c in cells.items()},
-            "perWorkloadSeconds": per_workload, "perPoolSeconds": per_pool}
+    return {"cells": {f"{w}x{p}": c for (w, p), c in cells.items()}, "perWorkloadSeconds": per_workload,
+            "sdkPerWorkloadSeconds": sdk_per_workload, "perPoolSeconds": per_pool}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--pairs", type=int, default=7, help="interleaved plan/floor pairs per stack")
+    ap.add_argument("--pairs", type=int, default=7, help="interleaved plan/floor/sdk groups per stack")
     ap.add_argument("--stacks", default=EXAMPLES, help="example stacks (comma-separated; '' for none)")
     ap.add_argument("--workloads", default="1,10,40,160,640", help="synthetic workload counts ('' for none)")
     ap.add_argument("--pools", default="1,8,32", help="synthetic pool counts")
-    ap.add_argument("--scaling-pairs", type=int, default=3, help="pairs per synthetic size")
+    ap.add_argument("--scaling-pairs", type=int, default=3, help="groups per synthetic size")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
 
@@ -179,15 +217,17 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="plan-bench-"))
     stacks = [s for s in args.stacks.split(",") if s]
     if stacks:
-        print(f"{'stack':<14}{'plan CPU s':>11}{'floor CPU s':>12}{'plan/floor CPU':>15}{'plan wall s':>12}"
-              f"{'floor wall s':>13}{'plan/floor wall':>16}{'modules':>8}")
+        print(f"{'stack':<14}{'plan CPU s':>11}{'floor CPU s':>12}{'sdk CPU s':>10}{'plan/floor':>11}"
+              f"{'sdk/floor':>10}{'plan/sdk':>9}{'plan-sdk s':>11}{'plan wall s':>12}{'floor wall s':>13}"
+              f"{'modules':>8}")
     for stack in stacks:
         cmd = plan_argv(stack, tmp / "out")
         modules = imported_pulumi_modules(cmd)
-        s = summarize(pairs(cmd, floor_argv(modules), args.pairs))
+        s = stack_row(groups([cmd, floor_argv(modules), replay_argv(stack, modules, tmp)], args.pairs))
         report["stacks"][stack] = {**s, "floorModules": len(modules)}
-        print(f"{stack:<14}{s['aCpu']:>11.2f}{s['bCpu']:>12.2f}{s['cpuRatio']:>14.2f}x{s['aWall']:>12.2f}"
-              f"{s['bWall']:>13.2f}{s['wallRatio']:>15.2f}x{len(modules):>8}", flush=True)
+        print(f"{stack:<14}{s['planCpu']:>11.2f}{s['floorCpu']:>12.2f}{s['sdkCpu']:>10.2f}"
+              f"{s['planFloorCpu']:>10.2f}x{s['sdkFloorCpu']:>9.2f}x{s['planSdkCpu']:>8.2f}x{s['projectCpu']:>11.2f}"
+              f"{s['planWall']:>12.2f}{s['floorWall']:>13.2f}{len(modules):>8}", flush=True)
     workloads = [int(x) for x in args.workloads.split(",") if x]
     pools = [int(x) for x in args.pools.split(",") if x]
     if workloads and pools:
@@ -198,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         for w in workloads:
             print(f"{w:>9} | " + " | ".join(f"{sc['cells'][f'{w}x{p}']['cpu']:>13.2f}" for p in pools))
         print("per added workload (CPU, slope over the workload counts): " + ", ".join(
-            f"{p} pools {sc['perWorkloadSeconds'][p] * 1000:.1f} ms" for p in pools))
+            f"{p} pools {sc['perWorkloadSeconds'][p] * 1000:.1f} ms (sdk replay "
+            f"{sc['sdkPerWorkloadSeconds'][p] * 1000:.1f} ms)" for p in pools))
         if sc["perPoolSeconds"]:
             print("per added pool (CPU, slope over the pool counts): " + ", ".join(
                 f"{w} workloads {sc['perPoolSeconds'][w] * 1000:.1f} ms" for w in workloads))
