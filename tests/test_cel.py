@@ -140,3 +140,20 @@ def test_validation_error_refuses_like_failure_policy_fail():
                 {"expression": "true", "message": "[ok] never"}]}}
     (msg,) = kyverno.denials(vpol, {"metadata": {}, "spec": {"containers": []}})
     assert msg.startswith("[r] needs nope") and "evaluation error" in msg
+
+
+def test_prefetch_gives_each_expression_its_own_result_and_skips_on_an_error():
+    pod = {"metadata": {"labels": {"a": "1"}}, "spec": {"nodeSelector": {"pool": "p2"}, "containers": [{"name": "c"}]}}
+    exprs = ["object.spec.nodeSelector['pool'] == 'p1'", "object.spec.nodeSelector['pool'] == 'p2'",
+             "size(object.spec.containers)", "object.metadata.labels.a"]
+    alone = [cel.evaluate(e, object=pod) for e in exprs]
+    b = cel.bind(object=pod)
+    cel.prefetch(b, exprs)
+    assert [b.results[e] for e in exprs] == alone == [False, True, 1, "1"]
+    bad = "object.spec.missing.field == 1"                     # no such key: an evaluation error
+    b2 = cel.bind(object=pod)
+    cel.prefetch(b2, [exprs[0], bad])
+    assert b2.results == {}                                     # nothing stored: each is evaluated on its own
+    assert cel.evaluate(exprs[0], b2) is False
+    with pytest.raises(cel.CelError):
+        cel.evaluate(bad, b2)

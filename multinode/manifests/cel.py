@@ -151,6 +151,22 @@ def evaluate(expression: str, bindings: Bindings | None = None, **variables: Any
     return bindings.results[expression]
 
 
+def prefetch(bindings: Bindings, expressions: list[str]) -> None:
+    """Evaluate many expressions on the same bindings in one call of the engine: one CEL list of them, compiled
+    once per distinct list (every pool's policy conditions on every pod template: 32 pools cost 33 engine calls
+    per template without this). The results land where `evaluate` looks first. When the list cannot be compiled
+    or one member fails, nothing is stored and each expression is evaluated (and its error raised) on its own."""
+    todo = [e for e in dict.fromkeys(expressions) if e not in bindings.results]
+    if len(todo) < 2:
+        return
+    try:
+        values = _evaluate("[" + ",\n".join(f"({e})" for e in todo) + "]", bindings.activation, {})
+    except CelError:
+        return
+    if isinstance(values, list) and len(values) == len(todo):
+        bindings.results.update(zip(todo, values, strict=True))
+
+
 def _evaluate(expression: str, activation: Any, variables: dict[str, Any]) -> Any:
     program = compile_expression(expression)
     try:

@@ -25,13 +25,14 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
                            "metadata": copy.deepcopy(template.get("metadata") or {}),
                            "spec": copy.deepcopy(template.get("spec") or {})}
     bindings = None           # the pod's CEL bindings, shared by the policies until one patches the pod
+    conditions = kyverno.shared_conditions([p for p in policies if kyverno.is_cel_policy(p, kyverno.MUTATING_KIND)])
     for policy in policies:
         # the same as pod = kyverno.mutate(policy, pod), without its copy per policy: `pod` is this function's own
         # copy (made above), so a policy that does not match leaves it as it is and one that does patches it
         if not kyverno.is_cel_policy(policy, kyverno.MUTATING_KIND):
             continue
         if bindings is None:
-            bindings = kyverno.pod_bindings(pod)
+            bindings = kyverno.pod_bindings(pod, conditions)
         if kyverno.matches(policy, pod, bindings):
             pod = kyverno.mutate_matched_in_place(policy, pod)
             bindings = None

@@ -408,10 +408,22 @@ def _conditions_hold(spec: dict[str, Any], bindings: Any) -> bool:
     return all(cel.evaluate(c["expression"], bindings) is True for c in spec.get("matchConditions") or [])
 
 
-def pod_bindings(pod: dict[str, Any]) -> Any:
+def shared_conditions(policies: list[dict[str, Any]]) -> list[str]:
+    """The matchCondition expressions of the policies that declare no spec.variables (those evaluate on the
+    pod's shared bindings), in order."""
+    return [c["expression"] for p in policies if isinstance(p, dict) for spec in [p.get("spec") or {}]
+            if isinstance(spec, dict) and not spec.get("variables")
+            for c in spec.get("matchConditions") or [] if isinstance(c, dict) and isinstance(c.get("expression"), str)]
+
+
+def pod_bindings(pod: dict[str, Any], conditions: list[str] | None = None) -> Any:
     """The CEL bindings of a Pod CREATE for a policy without spec.variables: converted once, shareable by every
-    such policy's conditions while the pod is unchanged (cel.bind)."""
-    return _variables({}, pod)
+    such policy's conditions while the pod is unchanged (cel.bind). `conditions` (shared_conditions of the
+    policies about to be matched) are evaluated at once (cel.prefetch)."""
+    bindings = _variables({}, pod)
+    if conditions:
+        cel.prefetch(bindings, conditions)
+    return bindings
 
 
 def _variables(spec: dict[str, Any], pod: dict[str, Any]) -> Any:
