@@ -60,7 +60,7 @@ test: venv
 lint: venv
 	$(VENV)/bin/ruff check --statistics . ; r=$$?; $(VENV)/bin/mypy; m=$$?; test $$r -eq 0 -a $$m -eq 0
 
-## bench: time `plan` per example stack against the import floor
+## bench: `plan` per example stack against its import floor and the SDK's own cost (bench/sdk_replay.py), and its scaling
 bench: venv
 	$(PY) bench/plan_bench.py
 
