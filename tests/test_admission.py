@@ -282,9 +282,9 @@ def test_plan_runs_each_pod_template_through_the_policies_once(monkeypatch, tmp_
     real = effective_pod.apply_policies_to_template
     asked: list[tuple[list, str]] = []
 
-    def counting(template, policies):
+    def counting(template, policies, *prepared):
         asked.append((policies, repr((template.get("metadata") or {}, template.get("spec") or {}))))
-        return real(template, policies)
+        return real(template, policies, *prepared)
 
     monkeypatch.setattr(effective_pod, "apply_policies_to_template", counting)
     result = mplan.plan("aws-dev", tmp_path)

@@ -19,21 +19,32 @@ def apply_policy_to_pod(pod: dict[str, Any], policy: dict[str, Any]) -> dict[str
     return kyverno.mutate(policy, pod)
 
 
-def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str, Any]]) -> dict[str, Any]:
-    """A pod template ({metadata, spec}) after every MutatingPolicy in `policies`, in order."""
+class Prepared:
+    """A list of policies with what does not depend on the pod worked out once: the CEL MutatingPolicies that
+    take Pod CREATEs, in order, and the matchConditions they share (evaluated at once per pod, cel.prefetch)."""
+
+    def __init__(self, policies: list[dict[str, Any]]) -> None:
+        self.policies = policies
+        self.mutating = [p for p in policies
+                         if kyverno.is_cel_policy(p, kyverno.MUTATING_KIND) and kyverno.selects_pod_creates(p)]
+        self.conditions = kyverno.shared_conditions(self.mutating)
+
+
+def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str, Any]],
+                               prepared: Prepared | None = None) -> dict[str, Any]:
+    """A pod template ({metadata, spec}) after every MutatingPolicy in `policies`, in order. `prepared`: the
+    same policies' Prepared, kept by a caller applying them to many templates."""
+    prepared = prepared if prepared is not None and prepared.policies is policies else Prepared(policies)
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
                            "metadata": copy.deepcopy(template.get("metadata") or {}),
                            "spec": copy.deepcopy(template.get("spec") or {})}
     bindings = None           # the pod's CEL bindings, shared by the policies until one patches the pod
-    conditions = kyverno.shared_conditions([p for p in policies if kyverno.is_cel_policy(p, kyverno.MUTATING_KIND)])
-    for policy in policies:
+    for policy in prepared.mutating:
         # the same as pod = kyverno.mutate(policy, pod), without its copy per policy: `pod` is this function's own
         # copy (made above), so a policy that does not match leaves it as it is and one that does patches it
-        if not kyverno.is_cel_policy(policy, kyverno.MUTATING_KIND):
-            continue
         if bindings is None:
-            bindings = kyverno.pod_bindings(pod, conditions)
-        if kyverno.matches(policy, pod, bindings):
+            bindings = kyverno.pod_bindings(pod, prepared.conditions)
+        if kyverno.matches_selected(policy, pod, bindings):
             pod = kyverno.mutate_matched_in_place(policy, pod)
             bindings = None
     return {"metadata": pod["metadata"], "spec": pod["spec"]}
@@ -49,13 +60,14 @@ class TemplateMemo:
 
     def __init__(self, policies: list[dict[str, Any]]) -> None:
         self.policies = policies
+        self._prepared = Prepared(policies)
         self._done: dict[str, dict[str, Any]] = {}
 
     def apply(self, template: dict[str, Any]) -> dict[str, Any]:
         key = repr((template.get("metadata") or {}, template.get("spec") or {}))
         out = self._done.get(key)
         if out is None:
-            out = self._done[key] = apply_policies_to_template(template, self.policies)
+            out = self._done[key] = apply_policies_to_template(template, self.policies, self._prepared)
         return out
 
 

@@ -390,16 +390,34 @@ def matches(policy: dict[str, Any], pod: dict[str, Any], bindings: Any = None) -
     spec = policy.get("spec") or {}
     if not _constraints_select(spec, pod):
         return False
+    return matches_selected(policy, pod, bindings)
+
+
+def matches_selected(policy: dict[str, Any], pod: dict[str, Any], bindings: Any = None) -> bool:
+    """matches() for a policy already known to select Pod CREATEs (selects_pod_creates): the object selector
+    and the matchConditions."""
+    spec = policy.get("spec") or {}
+    labels = (pod.get("metadata") or {}).get("labels")
+    if not _selector_matches((spec.get("matchConstraints") or {}).get("objectSelector"),
+                             labels if isinstance(labels, dict) else {}):
+        return False
     if spec.get("matchConditions") and (bindings is None or spec.get("variables")):
         bindings = _variables(spec, pod)
     return _conditions_hold(spec, bindings)
 
 
+def selects_pod_creates(policy: dict[str, Any]) -> bool:
+    """The policy's resource rules take Pod CREATE and its exclusions do not (the part of matchConstraints
+    that does not depend on the pod)."""
+    mc = (policy.get("spec") or {}).get("matchConstraints") or {}
+    return _rules_select_pod_create(mc.get("resourceRules")) and not _rules_select_pod_create(
+        mc.get("excludeResourceRules"))
+
+
 def _constraints_select(spec: dict[str, Any], pod: dict[str, Any]) -> bool:
-    mc = spec.get("matchConstraints") or {}
-    if not _rules_select_pod_create(mc.get("resourceRules")) or _rules_select_pod_create(
-            mc.get("excludeResourceRules")):
+    if not selects_pod_creates({"spec": spec}):
         return False
+    mc = spec.get("matchConstraints") or {}
     labels = (pod.get("metadata") or {}).get("labels")
     return _selector_matches(mc.get("objectSelector"), labels if isinstance(labels, dict) else {})
 
