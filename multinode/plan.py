@@ -289,10 +289,55 @@ def _written(obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
                    f"file named by the multinode.dev/crd-source annotation (multinode/manifests/crds.py)\n")
 
 
+class OutputFolder:
+    """build/<stack>/ brought up to date in place: a file whose text is unchanged is left alone (its mtime too),
+    the others are written, and what an earlier plan wrote that this one does not is removed. Why not delete the
+    folder and write it again: measured on the development machine (ext4), creating a file cost ~0.85 ms CPU
+    against ~0.04 ms to read and compare it, and removing a folder of 2,000 files took up to 4 s, so rewriting
+    build/ from scratch was up to a third of a 640-workload plan. The folder ends the same either way."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        if root.exists() and not root.is_dir():
+            root.unlink()
+        self.files: set[Path] = set()
+        self.dirs: set[Path] = set()
+
+    def folder(self, path: Path) -> Path:
+        """`path` made a folder (kept even when empty)."""
+        if path not in self.dirs:
+            if path.exists() and not path.is_dir():
+                path.unlink()
+            path.mkdir(parents=True, exist_ok=True)
+            self.dirs.update([path, *path.parents])
+        return path
+
+    def write(self, path: Path, text: str) -> Path:
+        self.files.add(path)
+        self.folder(path.parent)
+        try:
+            if path.read_text(encoding="utf-8") == text:
+                return path
+        except IsADirectoryError:
+            shutil.rmtree(path)
+        except (OSError, UnicodeDecodeError):
+            pass
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def prune(self) -> None:
+        """Remove what this plan did not write, deepest first."""
+        for p in sorted(self.root.rglob("*"), key=lambda q: len(q.parts), reverse=True):
+            if p.is_dir() and not p.is_symlink():
+                if p not in self.dirs and not any(p.iterdir()):
+                    p.rmdir()
+            elif p not in self.files:
+                p.unlink()
+
+
 def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) -> Path:
-    if out.exists():
-        shutil.rmtree(out)
-    (out / "k8s").mkdir(parents=True)
+    files = OutputFolder(out)
+    files.folder(out / "k8s")
     n = 0
     for r in ordered:
         if is_k8s_object(r):
@@ -300,23 +345,23 @@ def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) ->
             obj, header = _written(r.inputs)
             name = (obj.get("metadata") or {}).get("name", r.name)
             # the kind is slugged too: a hand-written kind may hold '/' or be longer than a file name may be
-            (out / "k8s" / f"{n:03d}-{_slug(str(obj['kind']))[:60]}-{_slug(str(name))}.yaml").write_text(
-                header + dump_yaml(obj))
+            files.write(out / "k8s" / f"{n:03d}-{_slug(str(obj['kind']))[:60]}-{_slug(str(name))}.yaml",
+                        header + dump_yaml(obj))
         elif r.type == HELM_RELEASE:
-            (out / "helm").mkdir(exist_ok=True)
-            (out / "helm" / f"{_slug(r.name)}.yaml").write_text(dump_yaml(r.inputs))
-    write_effective_pods(result, out / "effective")
+            files.write(out / "helm" / f"{_slug(r.name)}.yaml", dump_yaml(r.inputs))
+    write_effective_pods(result, out / "effective", files)
     records = []
     for r in result.registrations:
         record = r.as_dict()
         if is_k8s_object(r):
             record["inputs"] = _written(r.inputs)[0]
         records.append(record)
-    (out / "resources.json").write_text(json.dumps(records, indent=1))
-    (out / "graph.mmd").write_text(mermaid(result.registrations))
-    (out / "policy.json").write_text(json.dumps(result.violations, indent=1))
+    files.write(out / "resources.json", json.dumps(records, indent=1))
+    files.write(out / "graph.mmd", mermaid(result.registrations))
+    files.write(out / "policy.json", json.dumps(result.violations, indent=1))
     if result.placement is not None:
-        (out / "placement.json").write_text(json.dumps(placement.as_json(result.placement), indent=1))
+        files.write(out / "placement.json", json.dumps(placement.as_json(result.placement), indent=1))
+    files.prune()
     return out
 
 
@@ -352,7 +397,7 @@ def _template_memo(objects: list[dict[str, Any]]) -> Any:
     return TemplateMemo(_mutating_policies(objects))
 
 
-def write_effective_pods(result: PlanResult, out: Path) -> list[Path]:
+def write_effective_pods(result: PlanResult, out: Path, files: OutputFolder | None = None) -> list[Path]:
     """build/<stack>/effective/<workload>-<role>.yaml: each fabric-labelled (or NeMo-annotated) pod template after
     the Kyverno MutatingPolicies the stack renders, computed by evaluating their CEL (manifests.effective_pod)."""
     from . import pools
@@ -387,9 +432,12 @@ def write_effective_pods(result: PlanResult, out: Path) -> list[Path]:
                 i = int(segs[-2])
                 if i < len(items) and isinstance(items[i], dict) and items[i].get("name"):
                     role = str(items[i]["name"])
-            out.mkdir(parents=True, exist_ok=True)
             target = out / f"{_slug(str(name))}-{role}.yaml"
-            target.write_text(dump_yaml(effective))
+            if files is not None:
+                files.write(target, dump_yaml(effective))
+            else:
+                out.mkdir(parents=True, exist_ok=True)
+                target.write_text(dump_yaml(effective), encoding="utf-8")
             written.append(target)
     return written
 

@@ -218,3 +218,33 @@ def test_registered_inputs_read_like_message_to_dict():
     for convert in (recording.struct_to_plain, json_format.MessageToDict):
         with pytest.raises(ValueError):
             convert(struct)
+
+
+def test_a_second_plan_updates_build_in_place(tmp_path):
+    """build/<stack>/ ends as a fresh plan writes it: unchanged files keep their mtime, stale files go, a file
+    whose place was taken by a folder is written again (plan.OutputFolder)."""
+    import os
+    first = mplan.plan("existing-dev", tmp_path)
+    out = tmp_path / "existing-dev"
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    (out / "k8s" / "999-Stale-old.yaml").write_text("old")
+    (out / "stale-dir" / "deep").mkdir(parents=True)
+    (out / "stale-dir" / "deep" / "x.txt").write_text("x")
+    victim = next(iter(sorted((out / "effective").iterdir())))
+    victim.unlink()
+    victim.mkdir()                                          # a folder where the plan writes a file
+    (victim / "inner").write_text("y")
+    for p in before:
+        if p != victim:
+            os.utime(p, ns=(1, 1))                         # an mtime the plan would not leave if it rewrote the file
+    mplan.plan("existing-dev", tmp_path)
+    after = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    assert set(after) == set(before), "the same files as the first plan, nothing stale"
+    assert all(after[p] == 1 for p in before if p != victim), "unchanged files were rewritten"
+    assert victim.is_file() and after[victim] != 1
+    fresh = tmp_path / "fresh"
+    mplan.plan("existing-dev", fresh)
+    new = fresh / "existing-dev"
+    assert {p.relative_to(out): p.read_text() for p in after} == \
+        {p.relative_to(new): p.read_text() for p in new.rglob("*") if p.is_file()}
+    assert first.exit_code == 0 and not (out / "stale-dir").exists()
