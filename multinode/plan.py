@@ -124,7 +124,7 @@ _YAML_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 
 
-class _FastDumper(_YAML_DUMPER):  # type: ignore[misc,valid-type]
+class _FastDumper(_YAML_DUMPER):
     """_YAML_DUMPER with the same output, less Python per node. The emitter is C, but PyYAML builds the node tree
     in Python (represent_data: alias bookkeeping, a lookup through the type's MRO per value) and the emitter asks
     the Python resolver, twice per scalar, whether a plain string would read back as another type (a regex per
