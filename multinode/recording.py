@@ -117,17 +117,25 @@ class Registration:
                 "inputs": self.inputs}
 
 
-# Types whose mock state is their identity only (apiVersion, kind, metadata), not an echo of every input.
-# The program reads no output of these (a CustomResourceDefinition is only ever depended on), and echoing
-# the multi-MB schemas of the LWS and Grove CRDs back makes the mock monitor serialize and the SDK
-# deserialize every schema node once more (~0.3 s CPU per plan). What the plan records is the registered
-# inputs (RecordingMonitor), so nothing written changes.
-IDENTITY_ONLY_OUTPUTS = {"kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"}
+def identity_only_outputs(typ: str) -> bool:
+    """Whether the mock state of a resource type is its identity only (apiVersion, kind, metadata) instead of an
+    echo of every input: the Kubernetes custom resources (API groups outside the built-in ones, CRDs included).
+    The program reads no output of these (they are only ever depended on; `grep` components/ for `.spec` /
+    `.status`: only Helm releases' status is read, and helm.sh keeps the echo), and echoing a Volcano Job or the
+    multi-MB LWS and Grove CRD schemas back makes the mock monitor serialize, and the SDK deserialize, every
+    input once more. What the plan records is the registered inputs (RecordingMonitor), so nothing written
+    changes (`plan --all`, diff -r)."""
+    from .manifests import CORE_API_GROUPS
+    provider, _, rest = typ.partition(":")
+    group = rest.split(":", 1)[0].rpartition("/")[0]
+    return (provider == "kubernetes" and "/" in rest.split(":", 1)[0]
+            and (group if group != "core" else "") not in CORE_API_GROUPS
+            and group not in ("helm.sh", "yaml", "kustomize"))
 
 
 class PlanMocks(pmocks.Mocks):
     def new_resource(self, args: pmocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-        if args.typ in IDENTITY_ONLY_OUTPUTS:
+        if identity_only_outputs(args.typ):
             outputs = {k: args.inputs[k] for k in ("apiVersion", "kind", "metadata") if k in args.inputs}
         else:
             outputs = dict(args.inputs)

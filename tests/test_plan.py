@@ -248,3 +248,21 @@ def test_a_second_plan_updates_build_in_place(tmp_path):
     assert {p.relative_to(out): p.read_text() for p in after} == \
         {p.relative_to(new): p.read_text() for p in new.rglob("*") if p.is_file()}
     assert first.exit_code == 0 and not (out / "stale-dir").exists()
+
+
+def test_custom_resources_get_their_identity_as_mock_state():
+    """recording.identity_only_outputs: custom resources (CRDs included) answer with apiVersion/kind/metadata only;
+    built-in kinds, Helm releases and cloud resources echo every input (the program reads some of those)."""
+    from pulumi.runtime import mocks as pmocks
+
+    from multinode import recording
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"a": 1}}
+    args = pmocks.MockResourceArgs("kubernetes:batch.volcano.sh/v1alpha1:Job", "j", job, "", "", True)
+    assert recording.PlanMocks().new_resource(args)[1] == {k: job[k] for k in ("apiVersion", "kind", "metadata")}
+    for typ in ("kubernetes:core/v1:Namespace", "kubernetes:batch/v1:Job", "aws:eks/cluster:Cluster",
+                "kubernetes:scheduling.k8s.io/v1:PriorityClass", "pulumi:providers:kubernetes"):
+        assert not recording.identity_only_outputs(typ), typ
+        assert recording.PlanMocks().new_resource(pmocks.MockResourceArgs(typ, "x", job, "", "", True))[1] == job
+    assert recording.identity_only_outputs("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+    assert "status" in recording.PlanMocks().new_resource(
+        pmocks.MockResourceArgs("kubernetes:helm.sh/v3:Release", "r", {"chart": "c"}, "", "", True))[1]
