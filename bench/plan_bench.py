@@ -114,7 +114,10 @@ def replay_argv(stack: str, modules: list[str], tmp: Path, file: Path | None = N
     if result.exit_code not in (0, 1):
         raise RuntimeError(f"plan {stack}: exit {result.exit_code}: {result.error}")
     regs, mods = tmp / f"{stack}.registrations.json", tmp / f"{stack}.modules.json"
-    regs.write_text(json.dumps([r.as_dict() for r in result.registrations]))
+    from multinode.recording import identity_only_outputs
+    # the mock state plan's mock answers with, per registration (identity only for custom resources)
+    regs.write_text(json.dumps([{**r.as_dict(), "identityOutputs": identity_only_outputs(r.type)}
+                                for r in result.registrations]))
     mods.write_text(json.dumps(modules))
     return [str(ROOT / "bench" / "sdk_replay.py"), str(mods), str(regs)]
 

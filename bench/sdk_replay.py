@@ -1,9 +1,10 @@
 """The Pulumi SDK's own cost for a stack: register exactly what `plan` registered, with no project code.
 
-`python bench/sdk_replay.py <modules.json> <registrations.json>` runs in a fresh process: it imports the same
-Pulumi modules as the benchmark's floor (modules.json, read from the plan's `-X importtime`), sets the plan
-command's garbage-collector thresholds (multinode/gcpolicy.py, imported by file so no project module runs),
-then, under Pulumi's own mock monitor and a mock that echoes inputs as outputs, registers every resource
+`python bench/sdk_replay.py <modules.json> <registrations.json>` runs in a fresh process: it sets the plan
+command's garbage-collector thresholds (multinode/gcpolicy.py's, copied here so no project module runs;
+tests/test_bench.py checks they are equal), imports the same Pulumi modules as the benchmark's floor
+(modules.json, read from the plan's `-X importtime`), then, under Pulumi's own mock monitor and a mock that answers as plan's does (inputs echoed as outputs, custom
+resources their identity only: the registration's identityOutputs flag), registers every resource
 of registrations.json (written by plan_bench.py from an in-process plan: full inputs, CRD schemas included)
 with its type, name, parent, dependencies, provider, protect / retainOnDelete / deleteBeforeReplace /
 ignoreChanges: generic `pulumi.CustomResource` / `pulumi.ComponentResource` / `pulumi.ProviderResource`.
@@ -33,8 +34,15 @@ def replay(regs: list[dict[str, Any]], stack: str) -> int:
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
+    identity = {(r["type"], r["name"]) for r in regs if r.get("identityOutputs")}
+
     class Echo(pmocks.Mocks):
+        """Outputs as plan's mock gives them: the inputs, or for the registrations marked identityOutputs
+        (multinode.recording.identity_only_outputs) apiVersion, kind and metadata only."""
         def new_resource(self, args: pmocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+            if (args.typ, args.name) in identity:
+                return f"{args.name}-id", {k: args.inputs[k] for k in ("apiVersion", "kind", "metadata")
+                                           if k in args.inputs}
             return f"{args.name}-id", dict(args.inputs)
 
         def call(self, args: pmocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:

@@ -25,17 +25,18 @@ def test_the_replay_runs_with_the_plan_commands_gc_thresholds():
 
 
 def test_the_replay_registers_every_resource_the_plan_did(tmp_path):
-    replay = _load("sdk_replay")
+    replay, bench = _load("sdk_replay"), _load("plan_bench")
     regs = [r.as_dict() for r in mplan.plan("existing-dev", None).registrations]
     assert any(r["type"].endswith(":CustomResourceDefinition") for r in regs)       # full CRDs, not digests
     assert replay.replay(json.loads(json.dumps(regs)), "existing-dev") == len(regs)
-    # its command line (files written by plan_bench.replay_argv) too; main sets the batch GC thresholds
-    file = tmp_path / "regs.json"
-    file.write_text(json.dumps(regs))
-    mods = tmp_path / "mods.json"
-    mods.write_text(json.dumps(["pulumi"]))
+    # the files and command line plan_bench.py uses (main sets the batch GC thresholds: restored after)
+    argv = bench.replay_argv("existing-dev", ["pulumi"], tmp_path)
+    written = json.loads((tmp_path / "existing-dev.registrations.json").read_text())
+    assert [r["urn"] for r in written] == [r["urn"] for r in regs]
+    assert {r["type"] for r in written if r["identityOutputs"]} >= {
+        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"}
     before = gc.get_threshold()
     try:
-        assert replay.main([str(mods), str(file)]) == 0
+        assert replay.main(argv[1:]) == 0
     finally:
         gc.set_threshold(*before)
