@@ -3,11 +3,12 @@
 `python bench/sdk_replay.py <modules.json> <registrations.json>` runs in a fresh process: it sets the plan
 command's garbage-collector thresholds (multinode/gcpolicy.py's, copied here so no project module runs;
 tests/test_bench.py checks they are equal), imports the same Pulumi modules as the benchmark's floor
-(modules.json, read from the plan's `-X importtime`), then, under Pulumi's own mock monitor and a mock that answers as plan's does (inputs echoed as outputs, custom
-resources their identity only: the registration's identityOutputs flag), registers every resource
-of registrations.json (written by plan_bench.py from an in-process plan: full inputs, CRD schemas included)
-with its type, name, parent, dependencies, provider, protect / retainOnDelete / deleteBeforeReplace /
-ignoreChanges: generic `pulumi.CustomResource` / `pulumi.ComponentResource` / `pulumi.ProviderResource`.
+(modules.json, read from the plan's `-X importtime`), then, under Pulumi's own mock monitor and a mock that
+answers as plan's does (inputs echoed as outputs; custom resources their identity only, the registration's
+identityOutputs flag), registers every resource of registrations.json (written by plan_bench.py from an
+in-process plan: full inputs, CRD schemas included) with its type, name, parent, dependencies, provider,
+protect / retainOnDelete / deleteBeforeReplace / ignoreChanges: generic `pulumi.CustomResource` /
+`pulumi.ComponentResource` / `pulumi.ProviderResource`.
 
 So its CPU time is the floor plus what the SDK and its mock engine spend on these registrations. The plan's
 CPU time above it is the project's own: its imports (config models, policy pack), the program's code, the
