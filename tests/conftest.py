@@ -15,6 +15,24 @@ if str(ROOT) not in sys.path:
 
 from multinode import stackfile  # noqa: E402
 
+from . import runmemo  # noqa: E402
+
+runmemo.install()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fresh_runs: every program run of this test really runs (tests/runmemo.py)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """A test takes program runs from the memo (tests/runmemo.py) unless it must see fresh ones."""
+    runmemo.activate(item)
+    try:
+        yield
+    finally:
+        runmemo.deactivate()
+
 # The expensive randomized tests (hypothesis properties, tests/fuzz_hostile.py) run at a CI size by default;
 # MULTINODE_LONG_TESTS=1 runs them at their full size (README, "Tests").
 LONG_TESTS = os.environ.get("MULTINODE_LONG_TESTS", "") not in ("", "0")

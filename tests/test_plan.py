@@ -149,6 +149,7 @@ def test_single_cloud_stack_imports_only_its_cloud_sdk(stack, tmp_path):
     assert (tmp_path / stack / "resources.json").is_file()
 
 
+@pytest.mark.fresh_runs            # both plans really run the program (tests/runmemo.py)
 @pytest.mark.parametrize("stack", ["aws-dev", "existing-dev"])
 def test_plan_output_is_the_same_on_every_run(stack, tmp_path):
     """The mock monitor receives registrations in a timing-dependent order; plan sorts them, so two runs write
