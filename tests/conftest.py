@@ -52,6 +52,18 @@ def example_raw(stack: str) -> tuple[dict[str, Any], set[str]]:
     return copy.deepcopy(raw), set(secrets)
 
 
+def run_command(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """`python -m multinode <argv>` in this process: the main() the command runs (exit status, stdout, stderr).
+    A fresh interpreter per case cost ~1-2 s of imports each; what only the real command adds (its entry
+    point, SIGPIPE handling) is checked once by subprocess (test_cli_typo_key_exits_2_naming_the_key,
+    test_a_closed_stdout_ends_the_command_quietly). An exception that escapes main() fails the test."""
+    from multinode.__main__ import main
+    capsys.readouterr()                     # only this command's output
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 @pytest.fixture
 def raw_aws():
     return example_raw("aws-dev")

@@ -11,7 +11,7 @@ import yaml
 from multinode import plan as mplan
 from multinode.config import SECRET_PLACEHOLDER
 
-from .conftest import EXAMPLE_STACKS, ROOT, stack_cloud
+from .conftest import EXAMPLE_STACKS, ROOT, run_command, stack_cloud
 
 CLOUD_SDKS = {"aws": "pulumi_aws", "azure": "pulumi_azure_native", "gcp": "pulumi_gcp", "oci": "pulumi_oci"}
 
@@ -83,6 +83,7 @@ def _run_cli(*args):
 
 
 def test_cli_typo_key_exits_2_naming_the_key(tmp_path):
+    """The real command in a fresh interpreter (the other CLI tests call the same main() in this process)."""
     def typo(c):
         c["multinode:workloads"][0]["tensorParalel"] = c["multinode:workloads"][0].pop("tensorParallel")
     proc = _run_cli("existing-dev", "--file", str(_write_stack(tmp_path, "existing-dev", typo)),
@@ -93,30 +94,30 @@ def test_cli_typo_key_exits_2_naming_the_key(tmp_path):
     assert not (tmp_path / "out").exists()   # nothing planned, nothing registered
 
 
-def test_cli_tensor_parallel_3_exits_2_with_numbers(tmp_path):
+def test_cli_tensor_parallel_3_exits_2_with_numbers(tmp_path, capsys):
     def tp3(c):
         c["multinode:workloads"][0]["tensorParallel"] = 3
-    proc = _run_cli("existing-dev", "--file", str(_write_stack(tmp_path, "existing-dev", tp3)),
-                    "--out", str(tmp_path / "out"))
-    assert proc.returncode == 2
+    code, _, err = run_command(capsys, "plan", "existing-dev", "--file",
+                               str(_write_stack(tmp_path, "existing-dev", tp3)), "--out", str(tmp_path / "out"))
+    assert code == 2
     assert ("workloads[0].tensorParallel: tensorParallel 3 x pipelineParallel 2 = 6 GPUs, but 2 nodes x 8 GPUs "
-            "(p5.48xlarge) = 16; use tensorParallel 8 with pipelineParallel 2") in proc.stderr
-    assert "Traceback" not in proc.stderr
+            "(p5.48xlarge) = 16; use tensorParallel 8 with pipelineParallel 2") in err
+    assert "Traceback" not in err
 
 
-def test_cli_unknown_stack_exits_2(tmp_path):
-    proc = _run_cli("no-such-stack", "--out", str(tmp_path))
-    assert proc.returncode == 2 and "known stacks:" in proc.stderr and "Traceback" not in proc.stderr
+def test_cli_unknown_stack_exits_2(tmp_path, capsys):
+    code, _, err = run_command(capsys, "plan", "no-such-stack", "--out", str(tmp_path))
+    assert code == 2 and "known stacks:" in err and "Traceback" not in err
 
 
-def test_cli_bad_yaml_and_unknown_namespace(tmp_path):
+def test_cli_bad_yaml_and_unknown_namespace(tmp_path, capsys):
     bad = tmp_path / "Pulumi.bad.yaml"
     bad.write_text("config:\n  multinod:cloud: aws\n")
-    proc = _run_cli("bad", "--file", str(bad), "--out", str(tmp_path / "o"))
-    assert proc.returncode == 2 and "unknown config namespace 'multinod'" in proc.stderr
+    code, _, err = run_command(capsys, "plan", "bad", "--file", str(bad), "--out", str(tmp_path / "o"))
+    assert code == 2 and "unknown config namespace 'multinod'" in err
     bad.write_text("config: [unclosed\n")
-    proc = _run_cli("bad", "--file", str(bad), "--out", str(tmp_path / "o"))
-    assert proc.returncode == 2 and "not valid YAML" in proc.stderr and "Traceback" not in proc.stderr
+    code, _, err = run_command(capsys, "plan", "bad", "--file", str(bad), "--out", str(tmp_path / "o"))
+    assert code == 2 and "not valid YAML" in err and "Traceback" not in err
 
 
 IMPORT_PROBE = """
