@@ -50,11 +50,11 @@ plan-all: venv
 	$(VENV)/bin/multinode plan --all
 
 ## test: the whole test suite, on every core (pytest-xdist; one test file stays on one worker so its module
-## fixtures run once). TEST_WORKERS=0 runs it in one process; MULTINODE_LONG_TESTS=1 runs the randomized
-## tests at full size (README, Tests).
+## fixtures run once; files start in the order tests/conftest.py gives, costliest first). TEST_WORKERS=0 runs
+## it in one process; MULTINODE_LONG_TESTS=1 runs the randomized tests at full size (README, Tests).
 TEST_WORKERS ?= auto
 test: venv
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile tests
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 ## lint: ruff and mypy as configured in pyproject.toml (a CI gate: .ci/run runs it after the tests)
 lint: venv

@@ -156,8 +156,19 @@ def all_objects(cfg: Any) -> list[dict[str, Any]]:
     return objs
 
 
+_TWO_MEMBER_OBJECTS: list[list[dict[str, Any]]] = []
+
+
+def two_member_objects() -> list[dict[str, Any]]:
+    """all_objects(two_member_fleet()), built once per process: it parses three Volcano CRD files of schemas/
+    each time (~1 s of CPU, fleet.manifests._crd); every test gets its own deep copy to change."""
+    if not _TWO_MEMBER_OBJECTS:
+        _TWO_MEMBER_OBJECTS.append(all_objects(two_member_fleet()))
+    return copy.deepcopy(_TWO_MEMBER_OBJECTS[0])
+
+
 def test_every_fleet_object_is_valid_against_the_upstream_schemas() -> None:
-    objs = all_objects(two_member_fleet())
+    objs = two_member_objects()
     kinds = {o["kind"] for o in objs}
     assert {"Cluster", "PropagationPolicy", "ClusterPropagationPolicy", "OverridePolicy", "Queue",
             "ResourceInterpreterCustomization", "CustomResourceDefinition", "Deployment"} <= kinds
@@ -167,7 +178,7 @@ def test_every_fleet_object_is_valid_against_the_upstream_schemas() -> None:
 
 def test_the_schemas_refuse_what_the_api_servers_would() -> None:
     cfg = two_member_fleet()
-    pp = next(o for o in all_objects(cfg) if o["kind"] == "PropagationPolicy")
+    pp = next(o for o in two_member_objects() if o["kind"] == "PropagationPolicy")
     bad = copy.deepcopy(pp)
     bad["spec"]["placement"]["replicaScheduling"]["replicaSchedulingType"] = "Split"
     bad["spec"]["placement"]["spreadConstraint"] = []
@@ -192,7 +203,7 @@ def test_karmada_values_keys_exist_upstream() -> None:
 def test_gang_is_placed_whole_in_one_member_and_overridden_per_member() -> None:
     cfg = two_member_fleet()
     assert cfg.fits["fleet-finetune"].members() == ["aws-dev", "lab"]
-    objs = {(o["kind"], o["metadata"]["name"]): o for o in all_objects(cfg)}
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in two_member_objects()}
     job = objs[("Job", "fleet-finetune")]
     assert job["spec"]["queue"] == "research" and job["spec"]["priorityClassName"] == "fleet-high"
     pp = objs[("PropagationPolicy", "fleet-finetune")]["spec"]
@@ -300,7 +311,7 @@ def fleet_violations(objs: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 
 def test_policy_passes_the_rendered_fleet_and_refuses_a_split() -> None:
-    objs = all_objects(two_member_fleet())
+    objs = two_member_objects()
     assert fleet_violations(objs) == []
     pp = next(o for o in objs if o["kind"] == "PropagationPolicy" and o["metadata"]["name"] == "fleet-finetune")
     pp["spec"]["placement"]["replicaScheduling"] = {"replicaSchedulingType": "Divided",
@@ -312,7 +323,7 @@ def test_policy_passes_the_rendered_fleet_and_refuses_a_split() -> None:
 
 
 def test_policy_refuses_a_duplicate_into_several_members() -> None:
-    objs = all_objects(two_member_fleet())
+    objs = two_member_objects()
     pp = next(o for o in objs if o["kind"] == "PropagationPolicy" and o["metadata"]["name"] == "fleet-finetune")
     del pp["spec"]["placement"]["spreadConstraints"]
     (v,) = fleet_violations(objs)
@@ -322,7 +333,7 @@ def test_policy_refuses_a_duplicate_into_several_members() -> None:
 
 
 def test_policy_refuses_a_member_without_fabric() -> None:
-    objs = all_objects(two_member_fleet())
+    objs = two_member_objects()
     lab = next(o for o in objs if o["kind"] == "Cluster" and o["metadata"]["name"] == "lab")
     lab["metadata"]["labels"]["multinode.dev/fabric"] = "none"
     (v,) = fleet_violations(objs)
@@ -335,7 +346,7 @@ def test_policy_refuses_a_member_without_fabric() -> None:
 
 
 def test_policy_ignores_non_gang_propagation() -> None:
-    objs = all_objects(two_member_fleet())
+    objs = two_member_objects()
     deps = next(o for o in objs if o["metadata"]["name"] == "fleet-finetune-deps")
     assert "spreadConstraints" not in deps["spec"]["placement"]       # Secrets go to every candidate: allowed
     assert fleet_violations(objs) == []

@@ -11,7 +11,7 @@ import yaml
 from multinode import plan as mplan
 from multinode.config import SECRET_PLACEHOLDER
 
-from .conftest import EXAMPLE_STACKS, ROOT, stack_cloud
+from .conftest import EXAMPLE_STACKS, ROOT, run_command, stack_cloud
 
 CLOUD_SDKS = {"aws": "pulumi_aws", "azure": "pulumi_azure_native", "gcp": "pulumi_gcp", "oci": "pulumi_oci"}
 
@@ -101,6 +101,7 @@ def _run_cli(*args):
 
 
 def test_cli_typo_key_exits_2_naming_the_key(tmp_path):
+    """The real command in a fresh interpreter (the other CLI tests call the same main() in this process)."""
     def typo(c):
         c["multinode:workloads"][0]["tensorParalel"] = c["multinode:workloads"][0].pop("tensorParallel")
     proc = _run_cli("existing-dev", "--file", str(_write_stack(tmp_path, "existing-dev", typo)),
@@ -111,62 +112,103 @@ def test_cli_typo_key_exits_2_naming_the_key(tmp_path):
     assert not (tmp_path / "out").exists()   # nothing planned, nothing registered
 
 
-def test_cli_tensor_parallel_3_exits_2_with_numbers(tmp_path):
+def test_cli_tensor_parallel_3_exits_2_with_numbers(tmp_path, capsys):
     def tp3(c):
         c["multinode:workloads"][0]["tensorParallel"] = 3
-    proc = _run_cli("existing-dev", "--file", str(_write_stack(tmp_path, "existing-dev", tp3)),
-                    "--out", str(tmp_path / "out"))
-    assert proc.returncode == 2
+    code, _, err = run_command(capsys, "plan", "existing-dev", "--file",
+                               str(_write_stack(tmp_path, "existing-dev", tp3)), "--out", str(tmp_path / "out"))
+    assert code == 2
     assert ("workloads[0].tensorParallel: tensorParallel 3 x pipelineParallel 2 = 6 GPUs, but 2 nodes x 8 GPUs "
-            "(p5.48xlarge) = 16; use tensorParallel 8 with pipelineParallel 2") in proc.stderr
-    assert "Traceback" not in proc.stderr
+            "(p5.48xlarge) = 16; use tensorParallel 8 with pipelineParallel 2") in err
+    assert "Traceback" not in err
 
 
-def test_cli_unknown_stack_exits_2(tmp_path):
-    proc = _run_cli("no-such-stack", "--out", str(tmp_path))
-    assert proc.returncode == 2 and "known stacks:" in proc.stderr and "Traceback" not in proc.stderr
+def test_cli_unknown_stack_exits_2(tmp_path, capsys):
+    code, _, err = run_command(capsys, "plan", "no-such-stack", "--out", str(tmp_path))
+    assert code == 2 and "known stacks:" in err and "Traceback" not in err
 
 
-def test_cli_bad_yaml_and_unknown_namespace(tmp_path):
+def test_cli_bad_yaml_and_unknown_namespace(tmp_path, capsys):
     bad = tmp_path / "Pulumi.bad.yaml"
     bad.write_text("config:\n  multinod:cloud: aws\n")
-    proc = _run_cli("bad", "--file", str(bad), "--out", str(tmp_path / "o"))
-    assert proc.returncode == 2 and "unknown config namespace 'multinod'" in proc.stderr
+    code, _, err = run_command(capsys, "plan", "bad", "--file", str(bad), "--out", str(tmp_path / "o"))
+    assert code == 2 and "unknown config namespace 'multinod'" in err
     bad.write_text("config: [unclosed\n")
-    proc = _run_cli("bad", "--file", str(bad), "--out", str(tmp_path / "o"))
-    assert proc.returncode == 2 and "not valid YAML" in proc.stderr and "Traceback" not in proc.stderr
+    code, _, err = run_command(capsys, "plan", "bad", "--file", str(bad), "--out", str(tmp_path / "o"))
+    assert code == 2 and "not valid YAML" in err and "Traceback" not in err
 
 
 IMPORT_PROBE = """
-import sys, json
+import json, os, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from multinode import plan
-r = plan.plan({stack!r}, Path({out!r}))
-print(json.dumps({{"exit": r.exit_code, "mods": sorted({{m.split('.')[0] for m in sys.modules}} & set({sdks!r}))}}))
+SDKS = set({sdks!r})
+
+def plan_one(stack):
+    r = plan.plan(stack, Path({out!r}))
+    return {{"exit": r.exit_code, "mods": sorted({{m.split('.')[0] for m in sys.modules}} & SDKS)}}
+
+def forked(stack):
+    sys.stdout.flush(); sys.stderr.flush()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            data = plan_one(stack)
+        except BaseException as e:
+            import traceback
+            data = {{"error": "".join(traceback.format_exception(e))}}
+        with os.fdopen(write, "w") as f:
+            f.write(json.dumps(data))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        text = f.read()
+    _, status = os.waitpid(pid, 0)
+    return json.loads(text) if text else {{"error": f"child ended with status {{status}} and no result"}}
+
+results = {{{first!r}: plan_one({first!r})}}
+results.update((stack, forked(stack)) for stack in {rest!r})
+print(json.dumps(results))
 """
-# Which cloud SDKs a plan imports depends only on the stack's cloud: one example stack per cloud, each in a
-# fresh interpreter (the slowest tests of the suite; test_clouds_<cloud>.py do not repeat them).
+# Which cloud SDKs a plan imports depends only on the stack's cloud: one example stack per cloud. One
+# interpreter plans the stack of cloud "existing" (no cloud SDK) and then forks a child per other cloud's
+# stack: each child starts from that state (its only cloud SDK modules are those its own plan imports) and
+# skips the ~2-3 s of interpreter start and imports a fresh interpreter per stack paid. These are still the
+# slowest tests of the suite; test_clouds_<cloud>.py do not repeat them.
 ONE_STACK_PER_CLOUD = list({stack_cloud(s): s for s in reversed(EXAMPLE_STACKS)}.values())
+PROBE_FIRST = next(s for s in ONE_STACK_PER_CLOUD if stack_cloud(s) not in CLOUD_SDKS)
 
 
 def test_import_probe_covers_every_cloud():
     assert sorted(stack_cloud(s) for s in ONE_STACK_PER_CLOUD) == sorted([*CLOUD_SDKS, "existing"])
 
 
+@pytest.fixture(scope="module")
+def import_probe(tmp_path_factory):
+    out = tmp_path_factory.mktemp("import-probe")
+    code = IMPORT_PROBE.format(root=str(ROOT), sdks=sorted(CLOUD_SDKS.values()), out=str(out), first=PROBE_FIRST,
+                               rest=[s for s in ONE_STACK_PER_CLOUD if s != PROBE_FIRST])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize("stack", ONE_STACK_PER_CLOUD)
-def test_single_cloud_stack_imports_only_its_cloud_sdk(stack, tmp_path):
+def test_single_cloud_stack_imports_only_its_cloud_sdk(stack, import_probe):
     """Planning (outputs written) imports the stack's own cloud SDK and no other one."""
     cloud = stack_cloud(stack)
-    code = IMPORT_PROBE.format(root=str(ROOT), stack=stack, sdks=sorted(CLOUD_SDKS.values()), out=str(tmp_path))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    out, results = import_probe
+    data = results[stack]
+    assert "error" not in data, data.get("error")
     assert data["exit"] == 0
     assert data["mods"] == ([CLOUD_SDKS[cloud]] if cloud in CLOUD_SDKS else []), f"{stack} imported {data['mods']}"
-    assert (tmp_path / stack / "resources.json").is_file()
+    assert (out / stack / "resources.json").is_file()
 
 
+@pytest.mark.fresh_runs            # both plans really run the program (tests/runmemo.py)
 @pytest.mark.parametrize("stack", ["aws-dev", "existing-dev"])
 def test_plan_output_is_the_same_on_every_run(stack, tmp_path):
     """The mock monitor receives registrations in a timing-dependent order; plan sorts them, so two runs write

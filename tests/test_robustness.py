@@ -1,12 +1,9 @@
 """Hostile stack files end in a clean config error (exit 2), never a traceback."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from .conftest import ROOT
+from .conftest import run_command
 
 CASES = {
     "latin1": "config:\n  multinode:cloud: caf\xe9\n".encode("latin-1"),
@@ -26,11 +23,10 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_hostile_stack_file_exits_2_without_traceback(name, tmp_path):
+def test_hostile_stack_file_exits_2_without_traceback(name, tmp_path, capsys):
     path = tmp_path / f"Pulumi.{name}.yaml"
     path.write_bytes(CASES[name])
-    proc = subprocess.run([sys.executable, "-m", "multinode", "plan", name, "--file", str(path), "--out",
-                           str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr + proc.stdout
-    assert "problem" in proc.stderr
+    code, out, err = run_command(capsys, "plan", name, "--file", str(path), "--out", str(tmp_path / "out"))
+    assert code == 2, err[-2000:]
+    assert "Traceback" not in err + out
+    assert "problem" in err
