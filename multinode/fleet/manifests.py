@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import yaml
 
-from .. import pools
+from .. import pools, schemafiles
 from ..manifests.addons import ReleaseSpec
 from ..manifests.workloads.common import SecretRef
 from .config import FleetConfig, FleetWorkload
 from .fit import WorkloadFit
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "schemas"
+SCHEMA_DIR = schemafiles.SCHEMA_DIR
 
 KARMADA_RELEASE = "karmada"
 # The chart repository karmada-io/karmada publishes (charts/index.yaml on master: chart `karmada`, versions
@@ -154,11 +153,12 @@ def cluster_object(cfg: FleetConfig, member: str, api_endpoint: Any) -> dict[str
 
 # ------------------------------------------------------------------ Volcano Global
 def _crd(rel: str) -> dict[str, Any]:
-    """An upstream CRD file of schemas/, applied to the Karmada API as Volcano Global's README says."""
-    docs = [d for d in yaml.safe_load_all((SCHEMA_DIR / rel).read_text(encoding="utf-8")) if isinstance(d, dict)]
-    crd = next(d for d in docs if d.get("kind") == "CustomResourceDefinition")
-    crd.pop("status", None)
-    return crd
+    """An upstream CRD file of schemas/, applied to the Karmada API as Volcano Global's README says. The file is
+    parsed once per process (schemafiles: shared, so only the top level and metadata are copied here)."""
+    doc = schemafiles.crd_document(SCHEMA_DIR / rel)
+    if doc is None:
+        raise FileNotFoundError(f"{SCHEMA_DIR / rel}: not a CustomResourceDefinition")
+    return {**{k: v for k, v in doc.items() if k != "status"}, "metadata": dict(doc.get("metadata") or {})}
 
 
 # Volcano Global's README step 4 applies Volcano's release-1.10 Job and Queue CRDs and its HyperJob CRD to the
