@@ -157,3 +157,14 @@ def test_prefetch_gives_each_expression_its_own_result_and_skips_on_an_error():
     assert cel.evaluate(exprs[0], b2) is False
     with pytest.raises(cel.CelError):
         cel.evaluate(bad, b2)
+
+
+def test_a_jsonpatch_value_reads_like_message_to_dict():
+    from google.protobuf import json_format, struct_pb2
+    for data in [{"a": [1, 2.5, "x", None, True, {"b": []}], "c": {}}, [1, 2], "s", 3, 3.5, None, False, 1e20]:
+        value = json_format.ParseDict(data, struct_pb2.Value())
+        assert cel._json_value(value) == cel._number(json_format.MessageToDict(value)) == data
+    value = struct_pb2.Value(number_value=float("inf"))
+    for read in (cel._json_value, json_format.MessageToDict):
+        with pytest.raises(ValueError):
+            read(value)
