@@ -94,6 +94,36 @@ def struct_to_plain(struct: Any) -> dict[str, Any]:
     return {k: _plain(v) for k, v in struct.fields.items()}
 
 
+def _recorded(value: Any) -> Any:
+    """_clean(_plain(value)) in one walk: plain values with secrets and unknowns made visible. A struct that
+    carries the SDK's special signature key (a secret, a resource reference, an output value) goes the
+    two-step way, which knows those shapes."""
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        text = value.string_value
+        return UNKNOWN_PLACEHOLDER if text == rpc.UNKNOWN else text
+    if kind == "struct_value":
+        fields = value.struct_value.fields
+        if rpc._special_sig_key in fields:
+            return _clean(_plain(value))
+        return {k: _recorded(v) for k, v in fields.items()}
+    if kind == "list_value":
+        return [_recorded(v) for v in value.list_value.values]
+    if kind == "number_value":
+        n = _plain(value)
+        return int(n) if n.is_integer() else n
+    if kind == "bool_value":
+        return value.bool_value
+    return None
+
+
+def recorded_inputs(struct: Any) -> dict[str, Any]:
+    """A registration's inputs as the plan records them: _clean(struct_to_plain(struct)), in one walk."""
+    if rpc._special_sig_key in struct.fields:
+        return dict(_clean(struct_to_plain(struct)))
+    return {k: _recorded(v) for k, v in struct.fields.items()}
+
+
 @dataclass
 class Registration:
     urn: str
@@ -161,7 +191,7 @@ class RecordingMonitor(pmocks.MockMonitor):
         resp = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return resp
-        props = _clean(struct_to_plain(request.object))
+        props = recorded_inputs(request.object)
         self.registrations.append(Registration(
             urn=resp.urn, type=request.type, name=request.name, parent=request.parent,
             custom=bool(request.custom), protect=bool(request.protect),

@@ -308,3 +308,23 @@ def test_custom_resources_get_their_identity_as_mock_state():
     assert recording.identity_only_outputs("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
     assert "status" in recording.PlanMocks().new_resource(
         pmocks.MockResourceArgs("kubernetes:helm.sh/v3:Release", "r", {"chart": "c"}, "", "", True))[1]
+
+
+def test_recorded_inputs_are_the_cleaned_plain_inputs():
+    """recording.recorded_inputs walks once what _clean(struct_to_plain(...)) walks twice: same result, secrets,
+    unknowns and resource references included."""
+    from google.protobuf import json_format, struct_pb2
+    from pulumi.runtime import rpc
+
+    from multinode import recording
+    data = {"a": [1, 2.5, {"s": {rpc._special_sig_key: rpc._special_secret_sig, "value": "pw"}}], "u": rpc.UNKNOWN,
+            "r": {rpc._special_sig_key: rpc._special_resource_sig, "urn": "urn:x"}, "m": {"n": None, "b": False},
+            "top": 3.0}
+    struct = json_format.ParseDict(data, struct_pb2.Struct())
+    want = recording._clean(recording.struct_to_plain(struct))
+    assert recording.recorded_inputs(struct) == want
+    assert want["a"][2]["s"] == SECRET_PLACEHOLDER and want["u"] == recording.UNKNOWN_PLACEHOLDER
+    assert want["r"] == "urn:x" and want["top"] == 3 and isinstance(want["top"], int)
+    secret_top = json_format.ParseDict({rpc._special_sig_key: rpc._special_secret_sig, "value": {"k": "v"}},
+                                       struct_pb2.Struct())
+    assert recording.recorded_inputs(secret_top) == recording._clean(recording.struct_to_plain(secret_top))
