@@ -6,7 +6,6 @@ dependencies and the provider. Secrets are recorded as "[secret]". Used by `plan
 from __future__ import annotations
 
 import asyncio
-import math
 import runpy
 import sys
 from collections.abc import Callable
@@ -18,6 +17,7 @@ import pulumi
 from pulumi.runtime import mocks as pmocks
 from pulumi.runtime import rpc
 
+from . import protojson
 from .config import SECRET_PLACEHOLDER
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,29 +69,13 @@ def _clean(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """A google.protobuf.Value as the JSON value json_format.MessageToDict gives (numbers as floats; infinity and
-    NaN refused the same way), walking the message directly: MessageToDict's generic descriptor-driven walk took
-    about half of the mock monitor's time per registration."""
-    kind = value.WhichOneof("kind")
-    if kind == "string_value":
-        return value.string_value
-    if kind == "struct_value":
-        return {k: _plain(v) for k, v in value.struct_value.fields.items()}
-    if kind == "list_value":
-        return [_plain(v) for v in value.list_value.values]
-    if kind == "number_value":
-        n = value.number_value
-        if math.isinf(n) or math.isnan(n):
-            raise ValueError("Fail to serialize Infinity or NaN for Value.number_value")
-        return n
-    if kind == "bool_value":
-        return value.bool_value
-    return None
+    return protojson.value_to_python(value)
 
 
 def struct_to_plain(struct: Any) -> dict[str, Any]:
-    """A google.protobuf.Struct (a registration's inputs) as a dict of plain JSON values (see _plain)."""
-    return {k: _plain(v) for k, v in struct.fields.items()}
+    """A google.protobuf.Struct (a registration's inputs) as a dict of plain JSON values, as
+    json_format.MessageToDict gives it (multinode/protojson.py)."""
+    return protojson.struct_to_python(struct)
 
 
 def _recorded(value: Any) -> Any:
@@ -110,8 +94,7 @@ def _recorded(value: Any) -> Any:
     if kind == "list_value":
         return [_recorded(v) for v in value.list_value.values]
     if kind == "number_value":
-        n = _plain(value)
-        return int(n) if n.is_integer() else n
+        return protojson.value_to_python(value, whole_as_int=True)
     if kind == "bool_value":
         return value.bool_value
     return None

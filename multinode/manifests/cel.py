@@ -22,13 +22,14 @@ few policy expressions for every pod template.
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, struct_pb2
 from google.protobuf.message import Message
+
+from ..protojson import value_to_python
 
 # Kyverno / admission policy variables, and `self` of a CRD's x-kubernetes-validations rule
 VARIABLES = ("object", "oldObject", "request", "variables", "namespaceObject", "self")
@@ -105,23 +106,8 @@ def _number(x: Any) -> Any:
 
 
 def _json_value(value: Any) -> Any:
-    """A google.protobuf.Value as _number(json_format.MessageToDict(value)) gives it (whole numbers as ints),
-    walked directly: MessageToDict's generic walk was most of the cost of reading a JSONPatch's value."""
-    kind = value.WhichOneof("kind")
-    if kind == "string_value":
-        return value.string_value
-    if kind == "struct_value":
-        return {k: _json_value(v) for k, v in value.struct_value.fields.items()}
-    if kind == "list_value":
-        return [_json_value(v) for v in value.list_value.values]
-    if kind == "number_value":
-        n = value.number_value
-        if math.isinf(n) or math.isnan(n):
-            raise ValueError("Fail to serialize Infinity or NaN for Value.number_value")
-        return int(n) if n.is_integer() else n
-    if kind == "bool_value":
-        return value.bool_value
-    return None
+    """A google.protobuf.Value as _number(json_format.MessageToDict(value)) gives it (whole numbers as ints)."""
+    return value_to_python(value, whole_as_int=True)
 
 
 def _plain(value: Any) -> Any:
