@@ -68,20 +68,10 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _plain(value: Any) -> Any:
-    return protojson.value_to_python(value)
-
-
-def struct_to_plain(struct: Any) -> dict[str, Any]:
-    """A google.protobuf.Struct (a registration's inputs) as a dict of plain JSON values, as
-    json_format.MessageToDict gives it (multinode/protojson.py)."""
-    return protojson.struct_to_python(struct)
-
-
 def _recorded(value: Any) -> Any:
-    """_clean(_plain(value)) in one walk: plain values with secrets and unknowns made visible. A struct that
-    carries the SDK's special signature key (a secret, a resource reference, an output value) goes the
-    two-step way, which knows those shapes."""
+    """_clean(protojson.value_to_python(value)) in one walk: plain values with secrets and unknowns made
+    visible. A struct that carries the SDK's special signature key (a secret, a resource reference, an output
+    value) goes the two-step way, which knows those shapes."""
     kind = value.WhichOneof("kind")
     if kind == "string_value":
         text = value.string_value
@@ -89,7 +79,7 @@ def _recorded(value: Any) -> Any:
     if kind == "struct_value":
         fields = value.struct_value.fields
         if rpc._special_sig_key in fields:
-            return _clean(_plain(value))
+            return _clean(protojson.value_to_python(value))
         return {k: _recorded(v) for k, v in fields.items()}
     if kind == "list_value":
         return [_recorded(v) for v in value.list_value.values]
@@ -101,9 +91,10 @@ def _recorded(value: Any) -> Any:
 
 
 def recorded_inputs(struct: Any) -> dict[str, Any]:
-    """A registration's inputs as the plan records them: _clean(struct_to_plain(struct)), in one walk."""
+    """A registration's inputs as the plan records them: _clean(protojson.struct_to_python(struct)), in one
+    walk."""
     if rpc._special_sig_key in struct.fields:
-        return dict(_clean(struct_to_plain(struct)))
+        return dict(_clean(protojson.struct_to_python(struct)))
     return {k: _recorded(v) for k, v in struct.fields.items()}
 
 

@@ -334,14 +334,10 @@ def _head_scan(path: Path) -> tuple[str, str] | None:
         pass
     if not (isinstance(doc, dict) and isinstance(doc.get("spec"), dict)
             and doc["spec"].get("group") and (doc["spec"].get("names") or {}).get("kind")):
-        doc = _load_crd(path)
+        doc = crd_document(path)
     if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
         return None
     return doc["spec"]["group"], doc["spec"]["names"]["kind"]
-
-
-def _load_crd(path: Path) -> dict | None:
-    return crd_document(path)
 
 
 def _split_api_version(api_version: Any) -> tuple[str, str]:
@@ -381,7 +377,7 @@ class CrdIndex:
     def _version(self, api_version: Any, kind: Any) -> tuple[Path, dict] | None:
         group, version = _split_api_version(api_version)
         for path in self._heads.get((group, kind), []):
-            crd = _load_crd(path)
+            crd = crd_document(path)
             for v in (crd or {}).get("spec", {}).get("versions", []):
                 if v.get("name") == version:
                     return path, v
@@ -397,7 +393,7 @@ class CrdIndex:
         """[{name, served, storage, deprecated}] for a (group, kind)."""
         out = []
         for path in self._heads.get((group, kind), []):
-            for v in (_load_crd(path) or {}).get("spec", {}).get("versions", []):
+            for v in (crd_document(path) or {}).get("spec", {}).get("versions", []):
                 out.append({"name": v.get("name"), "served": bool(v.get("served")),
                             "storage": bool(v.get("storage")), "deprecated": bool(v.get("deprecated"))})
         return out

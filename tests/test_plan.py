@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from multinode import plan as mplan
+from multinode import protojson
 from multinode.config import SECRET_PLACEHOLDER
 
 from .conftest import EXAMPLE_STACKS, ROOT, run_command, stack_cloud
@@ -249,15 +250,13 @@ def test_finished_runs_do_not_pile_up_in_memory():
 
 def test_registered_inputs_read_like_message_to_dict():
     from google.protobuf import json_format, struct_pb2
-
-    from multinode import recording
     data = {"s": "x", "n": 3, "f": 1.5, "big": 1e300, "t": True, "z": None, "e": {}, "l": [], "nested":
             {"a": [1, "b", {"c": [None, False, -0.0]}], "u": "04da6b54-80e4-46f7-96ec-b56ff0331ba9"}}
     struct = json_format.ParseDict(data, struct_pb2.Struct())
-    assert recording.struct_to_plain(struct) == json_format.MessageToDict(struct) == \
+    assert protojson.struct_to_python(struct) == json_format.MessageToDict(struct) == \
         {**data, "n": 3.0, "nested": {**data["nested"], "a": [1.0, "b", {"c": [None, False, -0.0]}]}}
     struct["inf"] = float("inf")
-    for convert in (recording.struct_to_plain, json_format.MessageToDict):
+    for convert in (protojson.struct_to_python, json_format.MessageToDict):
         with pytest.raises(ValueError):
             convert(struct)
 
@@ -311,8 +310,8 @@ def test_custom_resources_get_their_identity_as_mock_state():
 
 
 def test_recorded_inputs_are_the_cleaned_plain_inputs():
-    """recording.recorded_inputs walks once what _clean(struct_to_plain(...)) walks twice: same result, secrets,
-    unknowns and resource references included."""
+    """recording.recorded_inputs walks once what _clean(protojson.struct_to_python(...)) walks twice: same result,
+    secrets, unknowns and resource references included."""
     from google.protobuf import json_format, struct_pb2
     from pulumi.runtime import rpc
 
@@ -321,10 +320,10 @@ def test_recorded_inputs_are_the_cleaned_plain_inputs():
             "r": {rpc._special_sig_key: rpc._special_resource_sig, "urn": "urn:x"}, "m": {"n": None, "b": False},
             "top": 3.0}
     struct = json_format.ParseDict(data, struct_pb2.Struct())
-    want = recording._clean(recording.struct_to_plain(struct))
+    want = recording._clean(protojson.struct_to_python(struct))
     assert recording.recorded_inputs(struct) == want
     assert want["a"][2]["s"] == SECRET_PLACEHOLDER and want["u"] == recording.UNKNOWN_PLACEHOLDER
     assert want["r"] == "urn:x" and want["top"] == 3 and isinstance(want["top"], int)
     secret_top = json_format.ParseDict({rpc._special_sig_key: rpc._special_secret_sig, "value": {"k": "v"}},
                                        struct_pb2.Struct())
-    assert recording.recorded_inputs(secret_top) == recording._clean(recording.struct_to_plain(secret_top))
+    assert recording.recorded_inputs(secret_top) == recording._clean(protojson.struct_to_python(secret_top))

@@ -409,13 +409,17 @@ def matches_selected(policy: dict[str, Any], pod: dict[str, Any], bindings: Any 
 def selects_pod_creates(policy: dict[str, Any]) -> bool:
     """The policy's resource rules take Pod CREATE and its exclusions do not (the part of matchConstraints
     that does not depend on the pod)."""
-    mc = (policy.get("spec") or {}).get("matchConstraints") or {}
+    return _rules_take_pod_creates(policy.get("spec") or {})
+
+
+def _rules_take_pod_creates(spec: dict[str, Any]) -> bool:
+    mc = spec.get("matchConstraints") or {}
     return _rules_select_pod_create(mc.get("resourceRules")) and not _rules_select_pod_create(
         mc.get("excludeResourceRules"))
 
 
 def _constraints_select(spec: dict[str, Any], pod: dict[str, Any]) -> bool:
-    if not selects_pod_creates({"spec": spec}):
+    if not _rules_take_pod_creates(spec):
         return False
     mc = spec.get("matchConstraints") or {}
     labels = (pod.get("metadata") or {}).get("labels")
