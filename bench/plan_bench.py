@@ -104,6 +104,17 @@ def groups(cmds: list[list[str]], n: int, oks: list[tuple[int, ...]] | None = No
     return out
 
 
+def program_registrations(registrations: list[Any]) -> list[dict[str, Any]]:
+    """What the program itself registers, as sdk_replay.py reads it: every recorded registration but the
+    resources a provider constructs (a yaml/v2 ConfigGroup's objects, recorded by the plan but registered by the
+    kubernetes provider at deploy time), each with the mock state plan's mock answers with (identityOutputs:
+    identity only for custom resources)."""
+    from multinode.recording import CONFIG_GROUP, identity_only_outputs
+    groups = {r.urn for r in registrations if r.type == CONFIG_GROUP}
+    return [{**r.as_dict(), "identityOutputs": identity_only_outputs(r.type)}
+            for r in registrations if r.parent not in groups]
+
+
 def replay_argv(stack: str, modules: list[str], tmp: Path, file: Path | None = None) -> list[str]:
     """bench/sdk_replay.py for this stack: its registrations (from an in-process plan, full inputs) and the
     floor's module list written to files under tmp."""
@@ -114,10 +125,7 @@ def replay_argv(stack: str, modules: list[str], tmp: Path, file: Path | None = N
     if result.exit_code not in (0, 1):
         raise RuntimeError(f"plan {stack}: exit {result.exit_code}: {result.error}")
     regs, mods = tmp / f"{stack}.registrations.json", tmp / f"{stack}.modules.json"
-    from multinode.recording import identity_only_outputs
-    # the mock state plan's mock answers with, per registration (identity only for custom resources)
-    regs.write_text(json.dumps([{**r.as_dict(), "identityOutputs": identity_only_outputs(r.type)}
-                                for r in result.registrations]))
+    regs.write_text(json.dumps(program_registrations(result.registrations)))
     mods.write_text(json.dumps(modules))
     return [str(ROOT / "bench" / "sdk_replay.py"), str(mods), str(regs)]
 

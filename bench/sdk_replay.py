@@ -6,7 +6,8 @@ tests/test_bench.py checks they are equal), imports the same Pulumi modules as t
 (modules.json, read from the plan's `-X importtime`), then, under Pulumi's own mock monitor and a mock that
 answers as plan's does (inputs echoed as outputs; custom resources their identity only, the registration's
 identityOutputs flag), registers every resource of registrations.json (written by plan_bench.py from an
-in-process plan: full inputs, CRD schemas included) with its type, name, parent, dependencies, provider,
+in-process plan: full inputs, the CRD groups' manifest text included; not the objects a provider constructs,
+plan_bench.program_registrations) with its type, name, parent, dependencies, provider,
 protect / retainOnDelete / deleteBeforeReplace / ignoreChanges: generic `pulumi.CustomResource` /
 `pulumi.ComponentResource` / `pulumi.ProviderResource`.
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 BATCH_THRESHOLDS = (50_000, 20, 100)    # multinode/gcpolicy.py (checked equal by tests/test_bench.py)
+REMOTE = ("kubernetes:yaml/v2:ConfigGroup",)   # the multi-language components the program registers
 
 
 def replay(regs: list[dict[str, Any]], stack: str) -> int:
@@ -71,6 +73,9 @@ def replay(regs: list[dict[str, Any]], stack: str) -> int:
             res = pulumi.ProviderResource(r["type"].split(":")[2], r["name"], r["inputs"], opts)
         elif r["custom"]:
             res = pulumi.CustomResource(r["type"], r["name"], r["inputs"], opts)
+        elif r["type"] in REMOTE:
+            # a component a provider constructs: the SDK sends its inputs (the program's CRD manifest text)
+            res = pulumi.ComponentResource(r["type"], r["name"], r["inputs"], opts, remote=True)
         else:
             res = pulumi.ComponentResource(r["type"], r["name"], None, opts)
         made[urn] = res

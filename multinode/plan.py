@@ -8,7 +8,9 @@ monitor, and writes to build/<stack>/:
                                CustomResourceDefinition's spec is cut to a digest: see _crd_digest)
   helm/<name>.yaml             every Helm release (chart, version, namespace, values)
   resources.json               every registration (type, name, parent, inputs, protect, retainOnDelete,
-                               dependencies, provider); secrets appear as "[secret]"
+                               dependencies, provider); secrets appear as "[secret]"; a yaml/v2 ConfigGroup's
+                               manifest text is cut to its size and sha256, its objects being the
+                               registrations under it (recording.config_group_children)
   graph.mmd                    a Mermaid graph of components, resources and dependencies
   policy.json                  the policy pack's findings on the recorded resources
   placement.json               every gang placed on the pools' nodes (multinode.placement), per-pool use
@@ -35,7 +37,7 @@ from . import admission, checks, placement, stackfile
 from . import config as mconfig
 from .errors import ConfigError
 from .manifests import crds
-from .recording import Registration, run_program
+from .recording import CONFIG_GROUP, Registration, run_program
 
 EXIT_OK, EXIT_POLICY, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 3
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -97,9 +99,23 @@ def stable_order(regs: list[Registration]) -> list[Registration]:
 
 
 def apply_order(regs: list[Registration]) -> list[Registration]:
-    """Topological order over explicit dependencies; the given order breaks ties (plan passes stable_order)."""
+    """Topological order over explicit dependencies; the given order breaks ties (plan passes stable_order).
+    A dependency on a component counts as one on everything under it: the SDK already expands a dependency on a
+    component of the program into its children, but a provider-constructed component (a yaml/v2 ConfigGroup)
+    stays one URN, whose children the engine waits for (recording.config_group_children)."""
     index = {r.urn: i for i, r in enumerate(regs)}
-    deps = {r.urn: [d for d in r.dependencies if d in index] for r in regs}
+    children: dict[str, list[str]] = {}
+    for r in regs:
+        if r.parent in index:
+            children.setdefault(r.parent, []).append(r.urn)
+
+    def under(urn: str) -> list[str]:
+        out = [urn]
+        for c in children.get(urn, ()):
+            out += under(c)
+        return out
+
+    deps = {r.urn: [u for d in r.dependencies if d in index for u in under(d)] for r in regs}
     done: OrderedDict[str, None] = OrderedDict()
     visiting = set()
 
@@ -355,6 +371,12 @@ def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) ->
         record = r.as_dict()
         if is_k8s_object(r):
             record["inputs"] = _written(r.inputs)[0]
+        elif r.type == CONFIG_GROUP and isinstance(r.inputs.get("yaml"), str):
+            # the manifest text, ~1.4 MB for Grove's CRDs: its objects are the records parented to the group
+            text = r.inputs["yaml"]
+            record["inputs"] = {**r.inputs, "yaml": f"[{len(text.encode())} bytes, sha256 "
+                                                    f"{hashlib.sha256(text.encode()).hexdigest()}: registered as "
+                                                    f"the resources whose parent is this group]"}
         records.append(record)
     files.write(out / "resources.json", json.dumps(records, indent=1))
     files.write(out / "graph.mmd", mermaid(result.registrations))

@@ -137,6 +137,74 @@ def identity_only_outputs(typ: str) -> bool:
             and group not in ("helm.sh", "yaml", "kustomize"))
 
 
+CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
+
+
+def _k8s_type(api_version: str, kind: str) -> str:
+    """The type token pulumi-kubernetes registers an object as ("v1" is the core group: kubernetes:core/v1:...)."""
+    return f"kubernetes:{api_version if '/' in api_version else 'core/' + api_version}:{kind}"
+
+
+def _manifest_objects(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The objects of a ConfigGroup's `yaml` text and `objs`, Lists flattened, as the provider reads them."""
+    import json
+
+    import yaml
+    if inputs.get("files"):
+        raise ValueError("plan does not read the `files` of a yaml/v2 ConfigGroup; pass the text as `yaml`")
+    found: list[Any] = []
+    text = inputs.get("yaml")
+    if isinstance(text, str) and text not in (UNKNOWN_PLACEHOLDER, SECRET_PLACEHOLDER):
+        try:
+            found.append(json.loads(text))    # the program's CRD groups are JSON (manifests/crds.py)
+        except ValueError:
+            found.extend(yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    found.extend(inputs.get("objs") or [])
+    out: list[dict[str, Any]] = []
+    while found:
+        obj = found.pop(0)
+        if not isinstance(obj, dict) or not obj:
+            continue                        # an empty document (the provider skips it too)
+        if str(obj.get("kind", "")).endswith("List") and isinstance(obj.get("items"), list):
+            found[:0] = obj["items"]
+            continue
+        out.append(obj)
+    return out
+
+
+def config_group_children(group: Registration, make_urn: Callable[[str, str, str], str]) -> list[Registration]:
+    """The resources the kubernetes provider registers when it constructs a `yaml/v2` ConfigGroup: one per object
+    of its manifest (a List's items each), typed by apiVersion/kind, named `<resourcePrefix>-<name>`
+    (`<namespace>/<name>` for a namespaced object; the prefix defaults to the group's name), parented to the
+    group, on the group's provider, with the object as inputs (pulumi-kubernetes provider/pkg/provider/yaml/v2:
+    configgroup.go Construct, yaml.go parseUnstructured). The mock monitor does not run the provider's Construct,
+    so the plan records them here: without this, plan, build/ and the policy pack would not see the objects."""
+    inputs = group.inputs
+    prefix = inputs.get("resourcePrefix")
+    prefix = prefix if isinstance(prefix, str) else group.name
+    out = []
+    for obj in _manifest_objects(inputs):
+        raw = obj.get("metadata")
+        meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        name = str(meta.get("name", ""))
+        if not name or not obj.get("apiVersion") or not obj.get("kind"):
+            raise ValueError(f"{group.name}: a ConfigGroup object needs apiVersion, kind and metadata.name")
+        if meta.get("namespace"):
+            name = f"{meta['namespace']}/{name}"
+        if prefix:
+            name = f"{prefix}-{name}"
+        if inputs.get("skipAwait") is True:
+            obj = {**obj, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}),
+                                                                "pulumi.com/skipAwait": "true"}}}
+        if obj.get("apiVersion") == "v1" and obj.get("kind") == "Secret":
+            obj = {k: (_mask(v) if k in ("data", "stringData") else v) for k, v in obj.items()}
+        typ = _k8s_type(str(obj["apiVersion"]), str(obj["kind"]))
+        out.append(Registration(urn=make_urn(group.urn, typ, name), type=typ, name=name, parent=group.urn,
+                                custom=True, protect=False, retain_on_delete=False, dependencies=[],
+                                provider=group.provider, inputs=obj))
+    return out
+
+
 class PlanMocks(pmocks.Mocks):
     def new_resource(self, args: pmocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         if identity_only_outputs(args.typ):
@@ -166,13 +234,16 @@ class RecordingMonitor(pmocks.MockMonitor):
         if request.type == "pulumi:pulumi:Stack":
             return resp
         props = recorded_inputs(request.object)
-        self.registrations.append(Registration(
+        reg = Registration(
             urn=resp.urn, type=request.type, name=request.name, parent=request.parent,
             custom=bool(request.custom), protect=bool(request.protect),
             retain_on_delete=bool(request.retainOnDelete), dependencies=sorted(request.dependencies),
             provider=request.provider, inputs=props,
             delete_before_replace=bool(request.deleteBeforeReplace),
-            ignore_changes=list(request.ignoreChanges)))
+            ignore_changes=list(request.ignoreChanges))
+        self.registrations.append(reg)
+        if request.type == CONFIG_GROUP:
+            self.registrations.extend(config_group_children(reg, self.make_urn))
         return resp
 
     def ReadResource(self, request: Any) -> Any:  # noqa: N802

@@ -495,6 +495,7 @@ def _crd_regs(res):
 
 
 def test_crds_are_their_own_resources_before_the_release_and_the_workloads(existing_plan):
+    from multinode import recording
     from multinode.manifests import crds
     regs = {r.name: r for r in existing_plan.registrations}
     crd = _crd_regs(existing_plan)
@@ -502,24 +503,34 @@ def test_crds_are_their_own_resources_before_the_release_and_the_workloads(exist
     assert set(crd) == {"leaderworkersets.leaderworkerset.x-k8s.io", "podcliquesets.grove.io", "podcliques.grove.io",
                         "podcliquescalinggroups.grove.io", "clustertopologybindings.grove.io",
                         "podgangs.scheduler.grove.io"}
+    # one yaml/v2 ConfigGroup per add-on under the add-ons component; each CRD is a resource the provider
+    # registers under its group, named <prefix>-<CRD name>
+    groups = {n: r for n, r in regs.items() if r.type == recording.CONFIG_GROUP}
+    assert set(groups) == {"addons-crds-lws", "addons-crds-grove"}
+    assert all(g.parent == regs["addons"].urn and not g.custom and "cluster-k8s" in g.provider
+               for g in groups.values())
     lws = crd["leaderworkersets.leaderworkerset.x-k8s.io"]
-    assert lws.parent == regs["addons"].urn and "cluster-k8s" in lws.provider
+    assert lws.parent == groups["addons-crds-lws"].urn and "cluster-k8s" in lws.provider
+    assert lws.name == "addons-crd-leaderworkersets.leaderworkerset.x-k8s.io" and lws.custom
+    assert {crd[n].parent for n in crd if "grove" in n} == {groups["addons-crds-grove"].urn}
     upstream = validation.crd_document(validation.SCHEMA_DIR / "lws" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml")
     assert lws.inputs["spec"] == upstream["spec"]                 # the stored upstream file, unchanged
     assert lws.inputs["metadata"]["annotations"] == {
         **upstream["metadata"]["annotations"], crds.PATCH_FORCE: "true", crds.SOURCE_ANNOTATION: "lws@0.10.0"}
-    # the release waits for its CRDs; Helm still installs the chart's other crds/ (DisaggregatedSet)
-    assert lws.urn in regs["addons-lws"].dependencies and "skipCrds" not in regs["addons-lws"].inputs
-    grove = regs["addons-grove"]
-    assert {crd[n].urn for n in crd if "grove" in n} <= set(grove.dependencies)
-    # every custom resource of those kinds comes after its CRD (the SDK records a dependency on the add-ons
-    # component as one on each of its children, CRDs included)
-    for kind, name in (("LeaderWorkerSet", "leaderworkersets.leaderworkerset.x-k8s.io"),
-                       ("PodCliqueSet", "podcliquesets.grove.io")):
+    # the release waits for its CRDs' group; Helm still installs the chart's other crds/ (DisaggregatedSet)
+    assert groups["addons-crds-lws"].urn in regs["addons-lws"].dependencies
+    assert "skipCrds" not in regs["addons-lws"].inputs
+    assert groups["addons-crds-grove"].urn in regs["addons-grove"].dependencies
+    # every custom resource of those kinds waits for its CRD's group (the SDK records a dependency on the
+    # add-ons component as one on each of its children; the engine waits for a ConfigGroup's children)
+    for kind, group in (("LeaderWorkerSet", "addons-crds-lws"), ("PodCliqueSet", "addons-crds-grove")):
         objs = [r for r in existing_plan.registrations if mplan.is_k8s_object(r) and r.inputs["kind"] == kind]
         assert objs, kind
         for r in objs:
-            assert crd[name].urn in r.dependencies, r.name
+            assert groups[group].urn in r.dependencies, r.name
+    # ... and build/ writes the CRDs before every object (apply_order follows a group to its children)
+    written_kinds = [p.name.split("-")[1] for p in sorted((existing_plan.out_dir / "k8s").iterdir())]
+    assert written_kinds[:len(crd)] == ["CustomResourceDefinition"] * len(crd)
     # the written plan keeps the CRD short: group/names/versions + the digest of the full spec
     written = list((existing_plan.out_dir / "k8s").glob("*-CustomResourceDefinition-leaderworkersets*.yaml"))
     assert len(written) == 1 and written[0].stat().st_size < 5000
@@ -584,9 +595,10 @@ def test_crds_for_a_kind_under_mocks(tmp_path):
     program.write_text(_CRDS_FOR_PROGRAM)
     _SEEN.clear()
     recording.run_program({"multinode:cloud": "existing"}, [], "crds-for", program=program)
-    assert _SEEN["LeaderWorkerSet"] == ["addons-crd-leaderworkersets.leaderworkerset.x-k8s.io", "addons-lws"]
-    assert _SEEN["PodCliqueSet"] == ["addons-crd-podcliquesets.grove.io", "addons-grove"]
+    assert _SEEN["LeaderWorkerSet"] == ["addons-crds-lws", "addons-lws"]
+    assert _SEEN["PodCliqueSet"] == ["addons-crds-grove", "addons-grove"]
     assert _SEEN["Job"] == ["addons-volcano"]                  # Volcano's chart owns its CRDs
     assert _SEEN["Deployment"] == []
-    assert _SEEN["crd_ready(grove.io)"][-1] == "addons-grove" and len(_SEEN["crd_ready(grove.io)"]) == 5
-    assert _SEEN["counts"] == {"lws": 1, "grove": 5}
+    # Grove's CRDs are in two API groups (grove.io, scheduler.grove.io), all in the one ConfigGroup
+    assert _SEEN["crd_ready(grove.io)"] == ["addons-crds-grove", "addons-grove"]
+    assert _SEEN["counts"] == {"lws": 1, "grove": 1}

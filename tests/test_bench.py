@@ -26,15 +26,20 @@ def test_the_replay_runs_with_the_plan_commands_gc_thresholds():
 
 def test_the_replay_registers_every_resource_the_plan_did(tmp_path):
     replay, bench = _load("sdk_replay"), _load("plan_bench")
-    regs = [r.as_dict() for r in mplan.plan("existing-dev", None).registrations]
-    assert any(r["type"].endswith(":CustomResourceDefinition") for r in regs)       # full CRDs, not digests
+    recorded = mplan.plan("existing-dev", None).registrations
+    regs = bench.program_registrations(recorded)
+    # the CRDs' ConfigGroups with their full manifest text; not the CRD resources the provider constructs
+    groups = [r for r in regs if r["type"] == "kubernetes:yaml/v2:ConfigGroup"]
+    assert len(groups) == 2 and all(len(r["inputs"]["yaml"]) > 100_000 for r in groups)
+    assert not any(r["type"].endswith(":CustomResourceDefinition") for r in regs)
+    assert len(regs) == len(recorded) - 6                                    # LWS's CRD and Grove's five
     assert replay.replay(json.loads(json.dumps(regs)), "existing-dev") == len(regs)
     # the files and command line plan_bench.py uses (main sets the batch GC thresholds: restored after)
     argv = bench.replay_argv("existing-dev", ["pulumi"], tmp_path)
     written = json.loads((tmp_path / "existing-dev.registrations.json").read_text())
     assert [r["urn"] for r in written] == [r["urn"] for r in regs]
     assert {r["type"] for r in written if r["identityOutputs"]} >= {
-        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"}
+        "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", "kubernetes:grove.io/v1alpha1:PodCliqueSet"}
     before = gc.get_threshold()
     try:
         assert replay.main(argv[1:]) == 0

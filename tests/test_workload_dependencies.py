@@ -61,8 +61,9 @@ def test_a_workload_depends_on_its_pool_storage_addons_and_fabric_policy_only(ru
                urn["fabric-multinode-fabric-gpu"], urn["fabric-queue-training"],
                # the stack-wide ValidatingPolicy (fail-closed checks, issue 17): before any fabric pod
                urn["fabric-multinode-fabric-checks"],
-               # the LeaderWorkerSet CRD, applied by the program from the pinned release (issue 17)
-               urn["addons-crd-leaderworkersets.leaderworkerset.x-k8s.io"],
+               # the ConfigGroup of the LeaderWorkerSet CRD, applied by the program from the pinned release
+               # (issue 17): one URN, whose CRD resources the engine waits for
+               next(r.urn for r in regs if r.name == "addons-crds-lws" and r.type == "kubernetes:yaml/v2:ConfigGroup"),
                urn["llama-405b-secret-llama-405b-hf-token"]})
     assert _custom_descendants(regs, "gpu", "multinode:index:GpuNodePool")      # the pool has resources
     assert set(lws.dependencies) == want

@@ -7,11 +7,11 @@ ours. `helm.v3.Release` is used (not helm Chart) so the release is one resource 
 when the chart, CRDs included, is installed.
 
 CRDs: for the add-ons whose chart installs its CRDs once and never upgrades them (LWS, Grove:
-multinode/manifests/crds.py), the pinned release's CRDs are registered here as their own
-`apiextensions.k8s.io/v1` CustomResourceDefinition resources, and the release depends on them, so a
-version bump updates the CRDs before the new operator starts. Every custom resource that needs a CRD
-depends on `crd_ready(group)` (the group's CRD resources and the releases that serve it), or on
-`crds_for(api_version, kind)` for one kind.
+multinode/manifests/crds.py), the pinned release's CRDs are registered here, one `yaml/v2` ConfigGroup per
+add-on whose every CRD the provider registers as its own `apiextensions.k8s.io/v1` CustomResourceDefinition
+resource, and the release depends on the group, so a version bump updates the CRDs before the new operator
+starts. Every custom resource that needs a CRD depends on `crd_ready(group)` (the CRD group of that API
+group and the releases that serve it), or on `crds_for(api_version, kind)` for one kind.
 """
 from __future__ import annotations
 
@@ -43,16 +43,11 @@ def helm_release(name: str, spec: ReleaseSpec, opts: pulumi.ResourceOptions) -> 
     return k8s.helm.v3.Release(name, opts=opts, **kwargs)
 
 
-# the alias pulumi_kubernetes' typed CustomResourceDefinition class gives every CRD (its pre-v1 type)
-_CRD_ALIAS = pulumi.ResourceOptions(
-    aliases=[pulumi.Alias(type_="kubernetes:apiextensions.k8s.io/v1beta1:CustomResourceDefinition")])
-
-
 class ClusterAddons(pulumi.ComponentResource):
     """The GPU device plugin, schedulers and policy engine of the cluster (workloads depend on this component).
 
-    Attributes: `releases` (config key -> Release), `crds` (config key -> the CustomResourceDefinition
-    resources registered for it), `crd_ready(group)` -> what a custom resource of that API group must
+    Attributes: `releases` (config key -> Release), `crds` (config key -> [the ConfigGroup of its
+    CustomResourceDefinitions]), `crd_ready(group)` -> what a custom resource of that API group must
     depend on, `crds_for(api_version, kind)` -> the same for one kind (both empty when the add-on is not
     managed here, e.g. an existing cluster that already runs it).
     """
@@ -63,8 +58,8 @@ class ClusterAddons(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         self.specs: dict[str, ReleaseSpec] = {s.key: s for s in addon_releases(config)}
         self.releases: dict[str, k8s.helm.v3.Release] = {}
-        self.crds: dict[str, list[k8s.apiextensions.CustomResource]] = {}
-        self._crd_by_kind: dict[tuple[str, str], k8s.apiextensions.CustomResource] = {}
+        self.crds: dict[str, list[pulumi.Resource]] = {}
+        self._crd_by_kind: dict[tuple[str, str], pulumi.Resource] = {}
         for key, spec in self.specs.items():
             deps: list[pulumi.Resource] = self._register_crds(name, config, key, child)
             if key == "grove" and "kai" in self.releases:
@@ -81,31 +76,38 @@ class ClusterAddons(pulumi.ComponentResource):
 
     def _register_crds(self, name: str, config: StackConfig, key: str,
                        child: pulumi.ResourceOptions) -> list[pulumi.Resource]:
-        """The stored CRDs of add-on `key` at its pinned version as resources (none when the chart owns
-        its CRDs or the version is not stored); the release and the custom resources depend on them."""
+        """The stored CRDs of add-on `key` at its pinned version as one `yaml/v2` ConfigGroup (none when the
+        chart owns its CRDs or the version is not stored); the release and the custom resources depend on it.
+
+        The provider registers each CRD of the group as its own `apiextensions.k8s.io/v1:CustomResourceDefinition`
+        resource, named `<resource_prefix>-<CRD name>` and parented to the group (pulumi-kubernetes
+        provider/pkg/provider/yaml/v2: configgroup.go Construct, yaml.go parseUnstructured), and the group
+        completes only once every one of them is ready, so `depends_on` the group waits for all its CRDs
+        (the ConfigGroup docs, "Ordering across ConfigGroups"). Why a group and not one resource per CRD from
+        the program: the CRDs' ~1.4 MB of OpenAPI schema then crosses the program/engine boundary as one string
+        instead of a Struct of ~24,000 values the SDK serializes value by value (about 0.5 s of a plan of
+        existing-dev, and as much per deploy preview). The plan records the CRDs the provider will register
+        (multinode/recording.py, expand_config_group), so build/, the policy pack and the tests still see
+        every CRD object.
+        No protect/retain: deleting a CRD deletes its custom resources, and destroy removes the add-on
+        anyway; the workloads' data lives on the RWX volume, which is retained."""
         stored = crd_files.crd_set(config, key) if key in crd_files.OWNED else None
         if stored is None:
             return []
-        out = []
-        for crd in crd_files.crd_objects(stored):
-            # no protect/retain: deleting a CRD deletes its custom resources, and destroy removes the
-            # add-on anyway; the workloads' data lives on the RWX volume, which is retained
-            # The generic class registers exactly what the typed apiextensions.v1.CustomResourceDefinition
-            # does (type token kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition, the same inputs,
-            # and below the same alias the typed class adds), without the SDK matching the multi-MB schema
-            # against the typed input classes: ~7% of a plan of existing-dev (interleaved pairs).
-            res = k8s.apiextensions.CustomResource(
-                f"{name}-crd-{crd['metadata']['name']}", api_version=crd["apiVersion"], kind=crd["kind"],
-                metadata=crd["metadata"], spec=crd["spec"], opts=pulumi.ResourceOptions.merge(child, _CRD_ALIAS))
-            self._crd_by_kind[crd_files.group_kind(crd)] = res
-            out.append(res)
-        self.crds[key] = out
-        return list(out)
+        objects = crd_files.crd_objects(stored)
+        group = k8s.yaml.v2.ConfigGroup(
+            f"{name}-crds-{key}", yaml=crd_files.crd_list_text(objects),
+            # each CRD resource is named <name>-crd-<CRD name>, whatever the group is called
+            resource_prefix=f"{name}-crd", opts=child)
+        for crd in objects:
+            self._crd_by_kind[crd_files.group_kind(crd)] = group
+        self.crds[key] = [group]
+        return [group]
 
     def crd_ready(self, group: str) -> list[pulumi.Resource]:
         """What a custom resource of API group `group` (e.g. "kyverno.io") depends on: the CRD resources
         of that group registered here and the releases that install the group (its controller/webhooks)."""
-        own: list[pulumi.Resource] = [r for (g, _), r in self._crd_by_kind.items() if g == group]
+        own = list(dict.fromkeys(r for (g, _), r in self._crd_by_kind.items() if g == group))
         return own + [self.releases[k] for k, s in self.specs.items() if group in s.installs_crds]
 
     def needed_by(self, needs: Needs) -> list[pulumi.Resource]:
@@ -118,9 +120,9 @@ class ClusterAddons(pulumi.ComponentResource):
         return list(dict.fromkeys(out))
 
     def crds_for(self, api_version: str, kind: str) -> list[pulumi.Resource]:
-        """What a custom resource of one kind depends on: its CustomResourceDefinition resource when it is
-        registered here, and the release(s) of the add-on serving its API group (the controller and webhooks
-        that admit it). [] for a core kind or an add-on this stack does not manage."""
+        """What a custom resource of one kind depends on: the ConfigGroup holding its CustomResourceDefinition
+        when that is registered here, and the release(s) of the add-on serving its API group (the controller
+        and webhooks that admit it). [] for a core kind or an add-on this stack does not manage."""
         group = api_version.rpartition("/")[0]
         crd = self._crd_by_kind.get((group, kind))
         return ([crd] if crd is not None else []) + [self.releases[k] for k, s in self.specs.items()

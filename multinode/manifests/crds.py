@@ -115,6 +115,16 @@ def crd_objects(crds: CrdSet) -> list[dict[str, Any]]:
     return out
 
 
+def crd_list_text(objects: list[dict[str, Any]]) -> str:
+    """CRD objects (crd_objects) as the text of one `v1` List object in JSON, the `yaml` input of the add-on's
+    `kubernetes:yaml/v2:ConfigGroup` (components/kubernetes/addons.py). JSON because it is both YAML and the
+    one form the provider's decoder (apimachinery's YAMLOrJSONDecoder) reads without guessing, and Python
+    writes it in C; a List because the provider registers each item of a List as its own resource
+    (pulumi-kubernetes provider/pkg/provider/yaml/v2/yaml.go, parseUnstructured)."""
+    import json
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+
+
 def is_crd(obj: Any) -> bool:
     """A CustomResourceDefinition object. Its spec is an OpenAPI schema (~24,000 nodes for the LWS and Grove
     CRDs together) that holds no pod, so the walkers looking for pods skip it."""
