@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from . import objects
 from .engine import ADVISORY, MANDATORY, Context, Resource, Rule, Violation, build_context, plain
 from .rules import RULES
 
@@ -64,6 +65,11 @@ def stack_findings(rule: Rule, resources: list[Resource], ctx: Context) -> list[
 
 
 def run_rules(resources: list[Resource], ctx: Context, rules: list[Rule] | None = None) -> list[Violation]:
+    with objects.gangs_kept():          # each object's gangs read once for all rules
+        return _run_rules(resources, ctx, rules)
+
+
+def _run_rules(resources: list[Resource], ctx: Context, rules: list[Rule] | None) -> list[Violation]:
     out: list[Violation] = []
     for rule in rules or all_rules():
         if rule.scope == "resource":

@@ -67,6 +67,21 @@ def test_the_fast_dumper_writes_the_stock_dumpers_text():
     assert "&id001" in mplan.dump_yaml(data) and "*id001" in mplan.dump_yaml(data)    # a shared dict: an alias
 
 
+def test_json_text_is_json_dumps_with_indent_1(tmp_path):
+    shared = {"x": [1, 2.5]}
+    data = {"s": ["", "é ü \u2028 \x00", 'q"\\', None, True, False, 0, -7, 2**70, 1.5, 1e20, -0.0, float("inf"),
+                  float("nan")], "e": {}, "l": [], "n": {"a": [{}, [], [[]]]}, "one": shared, "two": shared}
+    for doc in (data, [data], "plain", 5, None, [], {}, {"t": ("a", "tuple")}, {3: "int key"}, {"k": [1, {"z": None}]}):
+        assert mplan.json_text(doc) == json.dumps(doc, indent=1)
+    # a value json_text leaves to json.dumps (a tuple, a non-str key) still gives json.dumps' text
+    assert mplan.json_text({"t": (1, 2), 1: "x"}) == json.dumps({"t": (1, 2), 1: "x"}, indent=1)
+    # every JSON file of a plan, as json.dumps would write it
+    result = mplan.plan("existing-dev", tmp_path)
+    for name in ("resources.json", "policy.json", "placement.json"):
+        text = (result.out_dir / name).read_text()
+        assert text == json.dumps(json.loads(text), indent=1), name
+
+
 def test_secrets_are_masked_everywhere(tmp_path):
     result = mplan.plan("existing-dev", tmp_path)
     text = (tmp_path / "existing-dev" / "resources.json").read_text()

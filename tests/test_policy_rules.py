@@ -297,3 +297,42 @@ def test_stack_policy_adapter_with_unknown_values():
 def test_policies_build_without_a_pack():
     ps = pack.policies()
     assert {p.name for p in ps} == set(RULE)
+
+
+def test_shell_words_split_like_shlex():
+    """objects._shell_words takes str.split for plain ASCII lines: the same words as shlex.split on random lines
+    of quotes, backslashes, separators and non-ASCII spaces (unbalanced quotes: the whitespace words)."""
+    import random
+    import shlex
+
+    from policy import objects
+    rnd = random.Random(7)
+    alphabet = " \t\r\nab-=_./\\'\"#\x0b\x0c\x1c\x1f\x85\xa0\u2003é$&;|"
+    for _ in range(5000):
+        line = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 14)))
+        try:
+            want = shlex.split(line, comments=False)
+        except ValueError:
+            want = line.split()
+        assert objects._shell_words(line) == want, repr(line)
+
+
+def test_gangs_kept_reads_each_object_once_and_never_serves_another_objects_gangs():
+    from policy import objects
+    a, b = F.lws("a"), F.volcano_job("b")
+    calls = []
+    real = objects.READERS[("leaderworkerset.x-k8s.io", "LeaderWorkerSet")]
+    try:
+        objects.READERS[("leaderworkerset.x-k8s.io", "LeaderWorkerSet")] = (
+            lambda props, name: calls.append(name) or real(props, name))
+        fresh = objects.gangs(a)
+        with objects.gangs_kept():
+            first, second = objects.gangs(a), objects.gangs(a)
+            other = objects.gangs(b)
+            renamed = objects.gangs(a, "fallback")          # another fallback name: read again
+        after = objects.gangs(a)                            # outside the block: read again
+    finally:
+        objects.READERS[("leaderworkerset.x-k8s.io", "LeaderWorkerSet")] = real
+    assert len(calls) == 4
+    assert first == second == fresh == after == renamed and first is not second     # a new list each time
+    assert [g.name for g in other] == [g.name for g in objects.gangs(b)] and other != first
