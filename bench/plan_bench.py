@@ -120,8 +120,12 @@ def replay_argv(stack: str, modules: list[str], tmp: Path, file: Path | None = N
     floor's module list written to files under tmp."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    import contextlib
+    import io
+
     from multinode import plan as mplan
-    result = mplan.plan(stack, None, file)
+    with contextlib.redirect_stderr(io.StringIO()):      # the stack's warnings: the plan runs print them
+        result = mplan.plan(stack, None, file)
     if result.exit_code not in (0, 1):
         raise RuntimeError(f"plan {stack}: exit {result.exit_code}: {result.error}")
     regs, mods = tmp / f"{stack}.registrations.json", tmp / f"{stack}.modules.json"
