@@ -168,3 +168,109 @@ def test_a_jsonpatch_value_reads_like_message_to_dict():
     for read in (cel._json_value, json_format.MessageToDict):
         with pytest.raises(ValueError):
             read(value)
+
+
+# ---------------------------------------------------------------- the effective pod's fast paths (issue 19)
+def test_copy_doc_gives_what_deepcopy_gives_sharing_included():
+    import copy
+
+    shared = {"name": "x", "value": "1"}
+    doc = {"a": [shared, shared, {"b": shared}], "n": 1, "f": 2.5, "t": True, "z": None, "s": "str",
+           "tup": ({"k": [1]}, 2), 3: ["int key"], "nested": [[{"d": {}}], []]}
+    for original in (doc, [doc, doc], "s", 7, None, []):
+        got, want = jsonpatch.copy_doc(original), copy.deepcopy(original)
+        assert repr(got) == repr(want)                       # same values, same key order
+    got = jsonpatch.copy_doc(doc)
+    assert got["a"][0] is got["a"][1] is got["a"][2]["b"] and got["a"][0] is not shared    # shared once, as deepcopy
+    assert got["tup"] == doc["tup"] and got["tup"][0] is not doc["tup"][0]                   # tuple: deepcopy's path
+    got["a"][0]["value"] = "2"
+    assert shared["value"] == "1"                            # a copy: the original is untouched
+
+
+def test_apply_in_place_without_copies_puts_the_given_values_in():
+    value = {"name": "A", "value": "1"}
+    ops = [{"op": "add", "path": "/env/-", "value": value}]
+    kept = jsonpatch.apply_in_place({"env": []}, ops, copy_values=False)
+    copied = jsonpatch.apply_in_place({"env": []}, ops)
+    assert kept == copied == {"env": [value]}
+    assert kept["env"][0] is value and copied["env"][0] is not value
+
+
+def test_prefetch_list_is_built_once_per_list_and_never_served_for_another():
+    a, b = ("object.spec.x == 1", "object.spec.y == 2"), ("object.spec.x == 1", "object.spec.y == 3")
+    assert cel._list_expression(a) is cel._list_expression(a)
+    assert cel._list_expression(a) != cel._list_expression(b)
+    cases = [({"spec": {"x": 1, "y": 2}}, {a: [True, True], b: [True, False]}),
+             ({"spec": {"x": 0, "y": 3}}, {a: [False, False], b: [False, True]})]
+    for pod, want in cases:
+        for exprs in (a, b):
+            bnd = cel.bind(object=pod)
+            cel.prefetch(bnd, list(exprs))
+            assert [bnd.results[e] for e in exprs] == [cel.evaluate(e, object=pod) for e in exprs] == want[exprs]
+
+
+def _policies_of_three_pools():
+    """Three pools' rendered fabric MutatingPolicies (multi-pool: each also selects its pool), then hand-written
+    ones the plain-shape path does not take (spec.variables, an object selector, a mutation that patches nothing,
+    a policy for Deployments only)."""
+    import dataclasses
+
+    from multinode import checks, fabric, stackfile
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path("aws-dev"))
+    cfg = checks.load(raw, secrets)
+    base = fabric.profile_for(cfg, cfg.node_pools[0])
+    pols = [kyverno.mutating_policy(dataclasses.replace(base, pool=f"p{i}", node_selector={"pool": f"p{i}"}),
+                                    multi_pool=True) for i in range(3)]
+    add_label = "[JSONPatch{op: 'add', path: '/metadata/annotations', value: {'seen': string(variables.n)}}]"
+    pols.insert(1, _mpol(variables=[{"name": "n", "expression": "size(object.spec.containers)"}],
+                         mutations=[{"patchType": "JSONPatch", "jsonPatch": {"expression": add_label}}]))
+    sel = {**POD_CREATE, "objectSelector": {"matchLabels": {"team": "a"}}}
+    pols.append({**_mpol(), "spec": {"matchConstraints": sel, "matchConditions": [
+        {"name": "gpu", "expression": "object.spec.containers.exists(c, has(c.resources))"}], "mutations": [
+        {"patchType": "JSONPatch", "jsonPatch": {"expression": "[]"}},
+        {"patchType": "JSONPatch", "jsonPatch": {
+            "expression": "[JSONPatch{op: 'add', path: '/metadata/labels/patched', value: 'yes'}]"}}]}})
+    deployments = {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                      "resources": ["deployments"]}]}
+    pols.append({**_mpol(), "spec": {"matchConstraints": deployments, "mutations": [
+        {"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: 'add', path: '/x', value: 1}]"}}]}})
+    return pols
+
+
+def _templates():
+    gpu = {"name": "t", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "8"}},
+           "env": [{"name": "NCCL_NET", "value": "Socket"}, {"name": "A", "value": "1"}]}
+    out = []
+    for pool in ("p0", "p1", "p2", "elsewhere"):
+        for labels in ({"multinode.dev/fabric": "enabled"}, {"multinode.dev/fabric": "enabled", "team": "a"}, {}):
+            out.append({"metadata": {"labels": dict(labels)},
+                        "spec": {"nodeSelector": {"pool": pool}, "containers": [dict(gpu), {"name": "side"}]}})
+    bare = {"name": "b", "resources": {"limits": {"nvidia.com/gpu": 4}, "requests": {"cpu": "1"}},
+            "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}}
+    out.append({"metadata": {"labels": {"multinode.dev/fabric": "enabled"}, "annotations": {"k": "v"}},
+                "spec": {"nodeSelector": {"pool": "p2"}, "containers": [bare], "volumes": [{"name": "v"}]}})
+    return out
+
+
+def test_effective_pod_plain_path_gives_what_the_policies_give_one_by_one():
+    """apply_policies_to_template reads plain-shape policies once (effective_pod._Reading), shares the pod's
+    bindings between policies and patches with CEL's values uncopied; each template comes out as the reference
+    (kyverno.mutate, policy after policy, the general code) gives it: same values, same key order."""
+    from multinode.manifests import effective_pod
+    pols = _policies_of_three_pools()
+    prepared = effective_pod.Prepared(pols)
+    plain = [r is not None for r in prepared.readings]
+    assert plain == [True, False, True, True, True]          # the variables policy takes the general path
+    for template in _templates():
+        pod = {"apiVersion": "v1", "kind": "Pod", **template}
+        for p in pols:
+            pod = kyverno.mutate(p, pod)
+        want = {"metadata": pod["metadata"], "spec": pod["spec"]}
+        before = repr(template)
+        assert repr(effective_pod.apply_policies_to_template(template, pols, prepared)) == repr(want)
+        assert repr(effective_pod.apply_policies_to_template(template, pols)) == repr(want)    # a fresh Prepared
+        assert repr(template) == before                      # the template itself is not changed
+    # the cases differ: the fabric lands only on a labelled pod of a fabric pool
+    outs = [effective_pod.apply_policies_to_template(t, pols, prepared) for t in _templates()]
+    envs = [{e["name"]: e["value"] for e in o["spec"]["containers"][0].get("env", [])}.get("NCCL_NET") for o in outs]
+    assert envs[0] != "Socket" and envs[2] == "Socket" and envs[9] == "Socket"

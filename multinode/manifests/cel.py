@@ -167,11 +167,18 @@ def prefetch(bindings: Bindings, expressions: list[str]) -> None:
     if len(todo) < 2:
         return
     try:
-        values = _evaluate("[" + ",\n".join(f"({e})" for e in todo) + "]", bindings.activation, {})
+        values = _evaluate(_list_expression(tuple(todo)), bindings.activation, {})
     except CelError:
         return
     if isinstance(values, list) and len(values) == len(todo):
         bindings.results.update(zip(todo, values, strict=True))
+
+
+@functools.lru_cache(maxsize=1024)
+def _list_expression(expressions: tuple[str, ...]) -> str:
+    """The CEL list of the expressions prefetch evaluates together: built once per distinct list, and the same
+    string object each time, so the compiled-program cache finds it without hashing the text again."""
+    return "[" + ",\n".join(f"({e})" for e in expressions) + "]"
 
 
 def _evaluate(expression: str, activation: Any, variables: dict[str, Any]) -> Any:

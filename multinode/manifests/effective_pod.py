@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from ..fabric import FabricProfile
-from . import kyverno
+from . import cel, jsonpatch, kyverno
 
 
 def apply_policy_to_pod(pod: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
@@ -21,13 +21,79 @@ def apply_policy_to_pod(pod: dict[str, Any], policy: dict[str, Any]) -> dict[str
 
 class Prepared:
     """A list of policies with what does not depend on the pod worked out once: the CEL MutatingPolicies that
-    take Pod CREATEs, in order, and the matchConditions they share (evaluated at once per pod, cel.prefetch)."""
+    take Pod CREATEs, in order, the matchConditions they share (evaluated at once per pod, cel.prefetch), and
+    per policy its reading (_Reading) when it has the plain shape a plan renders."""
 
     def __init__(self, policies: list[dict[str, Any]]) -> None:
         self.policies = policies
         self.mutating = [p for p in policies
                          if kyverno.is_cel_policy(p, kyverno.MUTATING_KIND) and kyverno.selects_pod_creates(p)]
         self.conditions = kyverno.shared_conditions(self.mutating)
+        # the conditions of the policies from the i-th on: after a policy patches the pod, only the ones after it
+        # are matched on the patched pod, so only theirs are worth evaluating at once
+        self.conditions_from = [kyverno.shared_conditions(self.mutating[i:]) for i in range(len(self.mutating))]
+        self.readings = [_Reading.of(p) for p in self.mutating]
+
+
+class _Reading:
+    """A MutatingPolicy of the plain shape (no spec.variables; matchConditions and mutations lists of objects, each
+    condition's `expression` a string, each mutation a JSONPatch whose `expression` is a string): its object
+    selector, condition and mutation expressions read out once. kyverno.matches_selected and
+    kyverno.mutate_matched_in_place read them from the policy per pod, through the general code that also serves
+    spec.variables and malformed policies; for the plain shape they come to the same evaluations in the same order,
+    so `apply_policies_to_template` takes this path (and the general one for any other policy)."""
+    __slots__ = ("selector", "conditions", "mutations")
+
+    def __init__(self, selector: Any, conditions: tuple[str, ...], mutations: tuple[str, ...]) -> None:
+        self.selector = selector
+        self.conditions = conditions
+        self.mutations = mutations
+
+    @classmethod
+    def of(cls, policy: dict[str, Any]) -> _Reading | None:
+        spec = policy.get("spec")
+        if not isinstance(spec, dict) or spec.get("variables"):
+            return None
+        conds, muts = spec.get("matchConditions") or [], spec.get("mutations") or []
+        if not isinstance(conds, list) or not isinstance(muts, list):
+            return None
+        if not all(isinstance(c, dict) and isinstance(c.get("expression"), str) for c in conds):
+            return None
+        if not all(isinstance(m, dict) and m.get("patchType") == "JSONPatch" and isinstance(m.get("jsonPatch"), dict)
+                   and isinstance(m["jsonPatch"].get("expression"), str) for m in muts):
+            return None
+        mc = spec.get("matchConstraints")
+        selector = mc.get("objectSelector") if isinstance(mc, dict) else None
+        return cls(selector if isinstance(selector, dict) else None, tuple(c["expression"] for c in conds),
+                   tuple(m["jsonPatch"]["expression"] for m in muts))
+
+    def matches(self, pod: dict[str, Any], bindings: Any) -> bool:
+        """kyverno.matches_selected(policy, pod, bindings) for this policy (bindings: the pod's, not None)."""
+        if self.selector is not None:
+            labels = (pod.get("metadata") or {}).get("labels")
+            if not kyverno.selector_matches(self.selector, labels if isinstance(labels, dict) else {}):
+                return False
+        results = bindings.results
+        for e in self.conditions:
+            if (results[e] if e in results else cel.evaluate(e, bindings)) is not True:
+                return False
+        return True
+
+    def mutate(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """kyverno.mutate_matched_in_place(policy, pod) for this policy: the pod the caller owns, patched in
+        place and returned. The patch values are fresh from CEL and read by nothing else (the bindings that
+        cached them are dropped with the patch), so they go into the pod without a copy."""
+        bindings = None
+        for expression in self.mutations:
+            if bindings is None:
+                bindings = kyverno.pod_bindings(pod)
+            ops = cel.evaluate(expression, bindings)
+            if not isinstance(ops, list):
+                raise cel.CelError("a JSONPatch expression must return a list of JSONPatch")
+            if ops:
+                pod = jsonpatch.apply_in_place(pod, ops, copy_values=False)
+                bindings = None
+        return pod
 
 
 def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str, Any]],
@@ -36,15 +102,20 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
     same policies' Prepared, kept by a caller applying them to many templates."""
     prepared = prepared if prepared is not None and prepared.policies is policies else Prepared(policies)
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
-                           "metadata": copy.deepcopy(template.get("metadata") or {}),
-                           "spec": copy.deepcopy(template.get("spec") or {})}
+                           "metadata": jsonpatch.copy_doc(template.get("metadata") or {}),
+                           "spec": jsonpatch.copy_doc(template.get("spec") or {})}
     bindings = None           # the pod's CEL bindings, shared by the policies until one patches the pod
-    for policy in prepared.mutating:
+    for i, policy in enumerate(prepared.mutating):
         # the same as pod = kyverno.mutate(policy, pod), without its copy per policy: `pod` is this function's own
         # copy (made above), so a policy that does not match leaves it as it is and one that does patches it
         if bindings is None:
-            bindings = kyverno.pod_bindings(pod, prepared.conditions)
-        if kyverno.matches_selected(policy, pod, bindings):
+            bindings = kyverno.pod_bindings(pod, prepared.conditions_from[i])
+        reading = prepared.readings[i]
+        if reading is not None:
+            if reading.matches(pod, bindings):
+                pod = reading.mutate(pod)
+                bindings = None
+        elif kyverno.matches_selected(policy, pod, bindings):
             pod = kyverno.mutate_matched_in_place(policy, pod)
             bindings = None
     return {"metadata": pod["metadata"], "spec": pod["spec"]}
