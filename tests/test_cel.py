@@ -274,3 +274,76 @@ def test_effective_pod_plain_path_gives_what_the_policies_give_one_by_one():
     outs = [effective_pod.apply_policies_to_template(t, pols, prepared) for t in _templates()]
     envs = [{e["name"]: e["value"] for e in o["spec"]["containers"][0].get("env", [])}.get("NCCL_NET") for o in outs]
     assert envs[0] != "Socket" and envs[2] == "Socket" and envs[9] == "Socket"
+
+
+def test_reads_spec_only_is_conservative():
+    from multinode.manifests.effective_pod import reads_spec_only
+    assert reads_spec_only("object.spec.containers.filter(c, has(c.env)).map(c, c.name)")
+    assert reads_spec_only("has(object.spec) ? [object.spec.x] : []") and reads_spec_only("[]")
+    for reads_more in ["object.metadata.labels", "object.?spec", "object .spec", "object.specs", "has(object)",
+                       "cel.bind(o, object, o.spec)", "[1].map(object, object.spec)", "'object'",
+                       "object.spec.x + object.metadata.name", "// object\n[]", "object.spec_x"]:
+        assert not reads_spec_only(reads_more), reads_more
+
+
+def test_patched_key_follows_the_operations_and_gives_up_on_copy_and_move():
+    from multinode.manifests.effective_pod import patched_key, spec_key
+    k = spec_key({"spec": {"a": 1}})
+    add = [{"op": "add", "path": "/spec/b", "value": 2}]
+    assert patched_key(k, add) == patched_key(k, add) != patched_key(k, [{"op": "add", "path": "/spec/b", "value": 3}])
+    assert patched_key(k, add) != k and patched_key(None, add) is None
+    assert patched_key(k, [{"op": "copy", "from": "/metadata/x", "path": "/spec/x"}]) is None
+    assert patched_key(k, [{"op": "move", "from": "/spec/a", "path": "/spec/c"}]) is None
+    assert spec_key({"spec": {"a": 1}}) != spec_key({"spec": {"a": 1.0}}) != spec_key({"spec": {"a": True}})
+    assert spec_key({"spec": {"a": 1, "b": 2}}) != spec_key({"spec": {"b": 2, "a": 1}})     # key order kept
+    assert spec_key({}) != spec_key({"spec": None}) and spec_key([]) is None
+
+
+def test_kept_patches_serve_a_pod_with_the_same_spec_and_no_other():
+    """Prepared.patches: a JSONPatch expression that reads only object.spec is evaluated once per distinct spec
+    (a master and a worker differing in a label share it); its result for another spec, or an expression that
+    reads the labels, is evaluated afresh. Each result is what a fresh Prepared (no kept patches) gives."""
+    from multinode.manifests import effective_pod
+    pols = _policies_of_three_pools()
+    role = "[JSONPatch{op: 'add', path: '/metadata/labels/seen-role', value: object.metadata.labels.role}]"
+    pols.append(_mpol(mutations=[{"patchType": "JSONPatch", "jsonPatch": {"expression": role}}]))
+    gpu = {"name": "t", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "8"}}}
+
+    def template(role, gpus="8", pool="p1"):
+        return {"metadata": {"labels": {"multinode.dev/fabric": "enabled", "role": role}},
+                "spec": {"nodeSelector": {"pool": pool},
+                         "containers": [{**gpu, "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}
+
+    evaluated: list[str] = []
+    real = cel._evaluate
+
+    def counting(expression, *rest):
+        evaluated.append(expression)
+        return real(expression, *rest)
+
+    prepared = effective_pod.Prepared(pols)
+    fabric_exprs = {m["jsonPatch"]["expression"] for m in pols[2]["spec"]["mutations"]}     # pool p1's policy
+    assert all(effective_pod.reads_spec_only(e) for e in fabric_exprs)
+    cases = [template("master"), template("worker"), template("worker", gpus="4"), template("master", pool="p2")]
+    got = []
+    try:
+        cel._evaluate = counting
+        for t in cases:
+            evaluated.clear()
+            got.append(effective_pod.apply_policies_to_template(t, pols, prepared))
+            seen = set(evaluated)
+            fresh = effective_pod.apply_policies_to_template(t, pols, effective_pod.Prepared(pols))
+            assert repr(got[-1]) == repr(fresh)
+            assert role in seen                                # reads a label: evaluated for each pod
+            if t is cases[1]:
+                assert not fabric_exprs & seen, "the worker's fabric patches are the master's"
+            elif t is cases[2]:
+                assert fabric_exprs <= seen, "another spec: evaluated afresh"
+    finally:
+        cel._evaluate = real
+    for t, g in zip(cases, got, strict=True):          # the kept patches were not changed by the pods they served
+        assert repr(effective_pod.apply_policies_to_template(t, pols, prepared)) == repr(g)
+    assert [g["metadata"]["labels"]["seen-role"] for g in got] == ["master", "worker", "worker", "master"]
+    res = [g["spec"]["containers"][0]["resources"]["limits"] for g in got]
+    assert res[0] == res[1] != res[2]                                   # 4 GPUs: half the fabric devices
+    assert got[0]["spec"]["containers"][0]["env"] is not got[1]["spec"]["containers"][0]["env"]   # not shared

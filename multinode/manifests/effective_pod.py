@@ -8,6 +8,7 @@ policies the stack renders.
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 from ..fabric import FabricProfile
@@ -33,6 +34,8 @@ class Prepared:
         # are matched on the patched pod, so only theirs are worth evaluating at once
         self.conditions_from = [kyverno.shared_conditions(self.mutating[i:]) for i in range(len(self.mutating))]
         self.readings = [_Reading.of(p) for p in self.mutating]
+        # (JSONPatch expression, spec key) -> its operations: see _Reading.mutate. Per Prepared, so per plan.
+        self.patches: dict[tuple[str, Any], list[Any]] = {}
 
 
 class _Reading:
@@ -42,12 +45,13 @@ class _Reading:
     kyverno.mutate_matched_in_place read them from the policy per pod, through the general code that also serves
     spec.variables and malformed policies; for the plain shape they come to the same evaluations in the same order,
     so `apply_policies_to_template` takes this path (and the general one for any other policy)."""
-    __slots__ = ("selector", "conditions", "mutations")
+    __slots__ = ("selector", "conditions", "mutations", "spec_only")
 
     def __init__(self, selector: Any, conditions: tuple[str, ...], mutations: tuple[str, ...]) -> None:
         self.selector = selector
         self.conditions = conditions
         self.mutations = mutations
+        self.spec_only = tuple(reads_spec_only(e) for e in mutations)
 
     @classmethod
     def of(cls, policy: dict[str, Any]) -> _Reading | None:
@@ -79,21 +83,71 @@ class _Reading:
                 return False
         return True
 
-    def mutate(self, pod: dict[str, Any]) -> dict[str, Any]:
+    def mutate(self, pod: dict[str, Any], patches: dict[tuple[str, Any], list[Any]],
+               key: Any) -> tuple[dict[str, Any], Any]:
         """kyverno.mutate_matched_in_place(policy, pod) for this policy: the pod the caller owns, patched in
-        place and returned. The patch values are fresh from CEL and read by nothing else (the bindings that
-        cached them are dropped with the patch), so they go into the pod without a copy."""
+        place, and its spec key (spec_key; None: not known). The patch values are fresh from CEL and read by
+        nothing else (the bindings that cached them are dropped with the patch), so they go into the pod without
+        a copy. An expression that reads nothing of the pod but its spec (reads_spec_only) gives the same
+        operations for the same spec, whatever the labels: they are kept in `patches` under the spec's key and
+        a pod with the same spec takes them from there (copied) without binding the pod to CEL again. Two pod
+        templates of one workload (a Volcano master and worker) differ in a label only."""
         bindings = None
-        for expression in self.mutations:
-            if bindings is None:
-                bindings = kyverno.pod_bindings(pod)
-            ops = cel.evaluate(expression, bindings)
-            if not isinstance(ops, list):
-                raise cel.CelError("a JSONPatch expression must return a list of JSONPatch")
+        for expression, spec_only in zip(self.mutations, self.spec_only, strict=True):
+            kept = None
+            if spec_only:
+                if key is None:
+                    key = spec_key(pod)
+                if key is not None:
+                    kept = patches.get((expression, key))
+            if kept is not None:
+                ops = kept
+            else:
+                if bindings is None:
+                    bindings = kyverno.pod_bindings(pod)
+                ops = cel.evaluate(expression, bindings)
+                if not isinstance(ops, list):
+                    raise cel.CelError("a JSONPatch expression must return a list of JSONPatch")
+                if spec_only and key is not None:
+                    patches[(expression, key)] = kept = ops
             if ops:
-                pod = jsonpatch.apply_in_place(pod, ops, copy_values=False)
+                key = patched_key(key, ops)          # before the patch: the values go into the pod uncopied
+                pod = jsonpatch.apply_in_place(pod, ops, copy_values=kept is not None)   # kept ones serve again
                 bindings = None
-        return pod
+        return pod, key
+
+
+_OBJECT = re.compile(r"\bobject\b")
+_SPEC = re.compile(r"\.spec\b")
+
+
+def reads_spec_only(expression: str) -> bool:
+    """True when the CEL expression can read nothing of the pod but object.spec: every occurrence of the word
+    `object` in its text (strings and comments included) is followed at once by `.spec` as a whole word.
+    Conservative: `object.?spec`, `object .spec`, `has(object.metadata)`, `cel.bind(o, object, ...)`, `map(object,
+    ...)` or 'object' in a string all say False. The other variables a plain-shape policy sees are the same for
+    every pod (request: a Pod CREATE; oldObject and namespaceObject null; no spec.variables), so such an
+    expression's value is a function of the pod's spec."""
+    return all(_SPEC.match(expression, m.end()) for m in _OBJECT.finditer(expression))
+
+
+def spec_key(pod: Any) -> Any:
+    """An exact key of the pod's spec: its repr (keeps every value, its type and the key order, all CEL can
+    observe), None when the pod is not an object."""
+    if not isinstance(pod, dict):
+        return None
+    return repr(pod["spec"]) if "spec" in pod else ("no spec",)
+
+
+def patched_key(key: Any, ops: list[Any]) -> Any:
+    """The key of the spec after `ops` were applied to a spec of key `key`: the spec after a JSON patch is a
+    function of the spec before and the operations (an operation elsewhere leaves it as it was, one on the
+    whole document sets it from its value), except a copy or move, whose value may come from outside the spec:
+    then None (the key is taken afresh). Taken before the operations are applied (their values then become part
+    of the pod); one that is not an object fails the patch."""
+    if key is None or any(not isinstance(op, dict) or op.get("op") in ("copy", "move") for op in ops):
+        return None
+    return (key, repr(ops))
 
 
 def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str, Any]],
@@ -105,6 +159,7 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
                            "metadata": jsonpatch.copy_doc(template.get("metadata") or {}),
                            "spec": jsonpatch.copy_doc(template.get("spec") or {})}
     bindings = None           # the pod's CEL bindings, shared by the policies until one patches the pod
+    key = None                # the pod spec's key (spec_key), once a policy asked for it
     for i, policy in enumerate(prepared.mutating):
         # the same as pod = kyverno.mutate(policy, pod), without its copy per policy: `pod` is this function's own
         # copy (made above), so a policy that does not match leaves it as it is and one that does patches it
@@ -113,11 +168,11 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
         reading = prepared.readings[i]
         if reading is not None:
             if reading.matches(pod, bindings):
-                pod = reading.mutate(pod)
+                pod, key = reading.mutate(pod, prepared.patches, key)
                 bindings = None
         elif kyverno.matches_selected(policy, pod, bindings):
             pod = kyverno.mutate_matched_in_place(policy, pod)
-            bindings = None
+            bindings = key = None
     return {"metadata": pod["metadata"], "spec": pod["spec"]}
 
 
