@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from . import objects
 from .engine import ADVISORY, MANDATORY, Context, Resource, Rule, Violation, build_context, plain
 from .rules import RULES
 
@@ -93,7 +94,8 @@ def evaluate(records: Iterable[Mapping[str, Any]], cfg: Any = None,
     ctx = build_context(cfg, resources, settings)
     ctx.resource_rules_see_pools = True
     ctx.placement = placement
-    return [v.as_dict() for v in run_rules(resources, ctx)]
+    with objects.kept_gangs():                 # each workload's gangs read once, not once per rule
+        return [v.as_dict() for v in run_rules(resources, ctx)]
 
 
 # ------------------------------------------------------------------ CrossGuard adapter

@@ -134,7 +134,7 @@ def _copy(doc: Any, memo: dict[int, Any], keep: list[Any]) -> Any:
 
 def apply(doc: Any, operations: list[dict[str, Any]]) -> Any:
     """The document after the operations (RFC 6902 section 4), a new object."""
-    return apply_in_place(copy.deepcopy(doc), operations)
+    return apply_in_place(copy_doc(doc), operations)
 
 
 def _same(value: Any) -> Any:
@@ -147,7 +147,7 @@ def apply_in_place(doc: Any, operations: list[dict[str, Any]], copy_values: bool
     copy_values=False: the operations' values are the caller's to give away (fresh from a CEL evaluation, read
     by nothing else): an add / replace puts the value itself into the document instead of a copy."""
     out = doc
-    take = copy.deepcopy if copy_values else _same
+    take = copy_doc if copy_values else _same
     for n, op in enumerate(operations):
         kind, path = op.get("op"), op.get("path")
         if not isinstance(path, str):
@@ -170,7 +170,7 @@ def apply_in_place(doc: Any, operations: list[dict[str, Any]], copy_values: bool
             out, value = _remove(out, src)
             out = _add(out, path, value)
         elif kind == "copy":
-            out = _add(out, path, copy.deepcopy(get(out, str(op.get("from", "")))))
+            out = _add(out, path, copy_doc(get(out, str(op.get("from", "")))))
         elif kind == "test":
             if get(out, path) != op.get("value"):
                 raise PatchError(f"operation {n}: test of {path} failed")
