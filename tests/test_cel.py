@@ -347,3 +347,52 @@ def test_kept_patches_serve_a_pod_with_the_same_spec_and_no_other():
     res = [g["spec"]["containers"][0]["resources"]["limits"] for g in got]
     assert res[0] == res[1] != res[2]                                   # 4 GPUs: half the fabric devices
     assert got[0]["spec"]["containers"][0]["env"] is not got[1]["spec"]["containers"][0]["env"]   # not shared
+
+
+def test_convertible_says_what_the_engine_binds():
+    nested = {"a": [{"b": "é", "c": None, "d": 1.5, "e": True, "f": -(2 ** 63)}], "g": {}}
+    binds = [nested, 2 ** 63 - 1, -(2 ** 63), "naïve", float("nan"), [], {"k": [[[]]]}]
+    refused = [2 ** 70, -(2 ** 63) - 1, "\ud800", (1, 2), {1, 2}, object(), {"k": {"x": (1,)}}]
+    for v in binds:
+        assert cel.convertible(v)
+        assert cel.evaluate("object.spec.a", object={"spec": {"a": 1}, "x": v}) == 1
+    for v in refused:
+        assert not cel.convertible(v)
+        with pytest.raises(cel.CelError):                    # the engine refuses it, whatever the expression reads
+            cel.evaluate("object.spec.a", object={"spec": {"a": 1}, "x": v})
+
+
+def test_a_pod_that_does_not_bind_is_not_served_kept_patches():
+    """A pod whose metadata holds a value CEL cannot bind fails every expression (the policy refuses it); a
+    patch kept for a pod with the same spec must not hide that (a policy without matchConditions evaluates
+    nothing else on the pod)."""
+    from multinode.manifests import effective_pod
+    expr = "[JSONPatch{op: 'add', path: '/spec/x', value: size(object.spec.containers)}]"
+    pols = [_mpol(mutations=[{"patchType": "JSONPatch", "jsonPatch": {"expression": expr}}])]
+    spec = {"containers": [{"name": "c"}]}
+    good = {"metadata": {"labels": {"role": "master"}}, "spec": spec}
+    bad = {"metadata": {"labels": {"role": "worker"}, "annotations": {"n": 2 ** 70}}, "spec": spec}
+    prepared = effective_pod.Prepared(pols)
+    assert effective_pod.apply_policies_to_template(good, pols, prepared)["spec"]["x"] == 1
+    assert prepared.patches                                  # kept for this spec
+    for p in (prepared, effective_pod.Prepared(pols)):
+        with pytest.raises(cel.CelError):
+            effective_pod.apply_policies_to_template(bad, pols, p)
+
+
+def test_a_patch_that_makes_one_pod_unbindable_is_not_hidden_by_kept_patches():
+    """A label-reading mutation puts a value CEL cannot bind back (a double past int64 reads back as a Python int)
+    into one pod only; the spec-only mutation after it fails on that pod as it does without kept patches (the key
+    follows the operations applied, so the other pod's kept patch is not this pod's)."""
+    from multinode.manifests import effective_pod
+    big = ("object.metadata.labels.role == 'worker' ? [JSONPatch{op: 'add', path: '/metadata/labels/n', "
+           "value: 1e20}] : []")
+    size = "[JSONPatch{op: 'add', path: '/spec/x', value: size(object.spec.containers)}]"
+    pols = [_mpol(mutations=[{"patchType": "JSONPatch", "jsonPatch": {"expression": e}} for e in (big, size)])]
+    spec = {"containers": [{"name": "c"}]}
+    master, worker = ({"metadata": {"labels": {"role": r}}, "spec": spec} for r in ("master", "worker"))
+    prepared = effective_pod.Prepared(pols)
+    assert effective_pod.apply_policies_to_template(master, pols, prepared)["spec"]["x"] == 1
+    for p in (prepared, effective_pod.Prepared(pols)):
+        with pytest.raises(cel.CelError):
+            effective_pod.apply_policies_to_template(worker, pols, p)

@@ -193,6 +193,37 @@ def _evaluate(expression: str, activation: Any, variables: dict[str, Any]) -> An
     return _plain(plain)
 
 
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def convertible(value: Any, depth: int = 0) -> bool:
+    """True when cel-expr-python binds `value` without an error: maps with string keys, lists, strings it can
+    encode, bools, null, doubles and int64 integers, nested at most 100 deep (conservative: the engine takes
+    some other values too). Binding converts the whole variable, so one value it refuses (a tuple, a set, an
+    integer past int64, a lone surrogate in a string) fails every expression on it, whatever the expression
+    reads: a result kept for one pod may serve another only when both bind (effective_pod). Tested against the
+    engine (tests/test_cel.py)."""
+    t = type(value)
+    if t is str:
+        if value.isascii():
+            return True
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if t is dict:
+        return depth < 100 and all(type(k) is str and convertible(k) and convertible(v, depth + 1)
+                                   for k, v in value.items())
+    if t is list:
+        return depth < 100 and all(convertible(v, depth + 1) for v in value)
+    if t is bool or t is float or value is None:
+        return True
+    if t is int:
+        return bool(_INT64[0] <= value <= _INT64[1])
+    return False
+
+
 def literal(value: Any) -> str:
     """A CEL literal for a JSON-like Python value (map / list / string / int / bool / null)."""
     if isinstance(value, bool):
@@ -210,4 +241,4 @@ def literal(value: Any) -> str:
     raise TypeError(f"no CEL literal for {type(value).__name__}")
 
 
-__all__ = ["CelError", "compile_expression", "evaluate", "literal", "list_index_of", "list_sum"]
+__all__ = ["CelError", "compile_expression", "convertible", "evaluate", "literal", "list_index_of", "list_sum"]

@@ -83,7 +83,7 @@ class _Reading:
                 return False
         return True
 
-    def mutate(self, pod: dict[str, Any], patches: dict[tuple[str, Any], list[Any]],
+    def mutate(self, pod: dict[str, Any], patches: dict[tuple[str, Any], list[Any]] | None,
                key: Any) -> tuple[dict[str, Any], Any]:
         """kyverno.mutate_matched_in_place(policy, pod) for this policy: the pod the caller owns, patched in
         place, and its spec key (spec_key; None: not known). The patch values are fresh from CEL and read by
@@ -91,11 +91,12 @@ class _Reading:
         a copy. An expression that reads nothing of the pod but its spec (reads_spec_only) gives the same
         operations for the same spec, whatever the labels: they are kept in `patches` under the spec's key and
         a pod with the same spec takes them from there (copied) without binding the pod to CEL again. Two pod
-        templates of one workload (a Volcano master and worker) differ in a label only."""
+        templates of one workload (a Volcano master and worker) differ in a label only. A pod that does not bind
+        (spec_key None) is neither served nor kept. patches None: none kept or served."""
         bindings = None
         for expression, spec_only in zip(self.mutations, self.spec_only, strict=True):
             kept = None
-            if spec_only:
+            if spec_only and patches is not None:
                 if key is None:
                     key = spec_key(pod)
                 if key is not None:
@@ -108,7 +109,7 @@ class _Reading:
                 ops = cel.evaluate(expression, bindings)
                 if not isinstance(ops, list):
                     raise cel.CelError("a JSONPatch expression must return a list of JSONPatch")
-                if spec_only and key is not None:
+                if spec_only and patches is not None and key is not None:
                     patches[(expression, key)] = kept = ops
             if ops:
                 key = patched_key(key, ops)          # before the patch: the values go into the pod uncopied
@@ -133,8 +134,10 @@ def reads_spec_only(expression: str) -> bool:
 
 def spec_key(pod: Any) -> Any:
     """An exact key of the pod's spec: its repr (keeps every value, its type and the key order, all CEL can
-    observe), None when the pod is not an object."""
-    if not isinstance(pod, dict):
+    observe). None (nothing kept or served) when the pod is not an object or does not bind (cel.convertible):
+    binding converts the whole pod, so a value CEL refuses anywhere in it, spec or not, fails every expression,
+    and a result kept for a pod with the same spec must not hide that."""
+    if not isinstance(pod, dict) or not cel.convertible(pod):
         return None
     return repr(pod["spec"]) if "spec" in pod else ("no spec",)
 
@@ -144,7 +147,9 @@ def patched_key(key: Any, ops: list[Any]) -> Any:
     function of the spec before and the operations (an operation elsewhere leaves it as it was, one on the
     whole document sets it from its value), except a copy or move, whose value may come from outside the spec:
     then None (the key is taken afresh). Taken before the operations are applied (their values then become part
-    of the pod); one that is not an object fails the patch."""
+    of the pod); one that is not an object fails the patch. Binding: a pod that binds (spec_key) and then takes the
+    same operations as the pod a patch was kept for still binds when it reaches that key (the values the
+    operations put in bound in the other pod)."""
     if key is None or any(not isinstance(op, dict) or op.get("op") in ("copy", "move") for op in ops):
         return None
     return (key, repr(ops))
@@ -160,6 +165,7 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
                            "spec": jsonpatch.copy_doc(template.get("spec") or {})}
     bindings = None           # the pod's CEL bindings, shared by the policies until one patches the pod
     key = None                # the pod spec's key (spec_key), once a policy asked for it
+    patches = prepared.patches
     for i, policy in enumerate(prepared.mutating):
         # the same as pod = kyverno.mutate(policy, pod), without its copy per policy: `pod` is this function's own
         # copy (made above), so a policy that does not match leaves it as it is and one that does patches it
@@ -168,7 +174,7 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
         reading = prepared.readings[i]
         if reading is not None:
             if reading.matches(pod, bindings):
-                pod, key = reading.mutate(pod, prepared.patches, key)
+                pod, key = reading.mutate(pod, patches, key)
                 bindings = None
         elif kyverno.matches_selected(policy, pod, bindings):
             pod = kyverno.mutate_matched_in_place(policy, pod)
