@@ -396,3 +396,78 @@ def test_a_patch_that_makes_one_pod_unbindable_is_not_hidden_by_kept_patches():
     for p in (prepared, effective_pod.Prepared(pols)):
         with pytest.raises(cel.CelError):
             effective_pod.apply_policies_to_template(worker, pols, p)
+
+
+def test_read_paths_follow_selects_and_stop_at_calls_and_anything_else():
+    from multinode.manifests.effective_pod import read_paths
+    assert read_paths("object.metadata.?labels[?'a/b'].orValue('') == 'x'") == (("metadata", "labels", "a/b"),)
+    assert read_paths('object.spec["k"] + object.spec.?x') == (("spec", "k"), ("spec", "x"))
+    assert read_paths("object.spec.containers.filter(c, c.name == 'a')") == (("spec", "containers"),)
+    assert read_paths("object.spec.containers.filter // why\n (c, true)") == (("spec", "containers"),)
+    assert read_paths("object.spec.containers.size()") == (("spec", "containers"),)
+    assert read_paths("has(object.spec.x)") == (("spec", "x"),)
+    assert read_paths("[]") == ()
+    whole = [("object.spec[variables.k]", ("spec",)), ("object.spec .x", ("spec",)), ("object. spec", ()),
+             ("string(object)", ()), ("object.metadata.labels['a\\'b']", ("metadata", "labels")),
+             ("object.spec.containers[0].name", ("spec", "containers"))]
+    for expr, path in whole:
+        assert read_paths(expr) == (path,), expr
+    # a macro variable or bind name `object` and the word in a string read the whole pod too
+    assert () in read_paths("[1].map(object, object.x)") and () in read_paths("cel.bind(object, 1, object)")
+    assert read_paths("'object' == 'x'") == ((),)
+
+
+def test_projection_tells_missing_from_not_a_map_from_a_value():
+    from multinode.manifests.effective_pod import projection
+    p = (("spec", "nodeSelector", "pool"),)
+    pods = [{"spec": {"nodeSelector": {"pool": "a"}}}, {"spec": {"nodeSelector": {"pool": "b"}}},
+            {"spec": {"nodeSelector": {}}}, {"spec": {}}, {}, {"spec": {"nodeSelector": ["pool"]}},
+            {"spec": {"nodeSelector": "pool"}}, {"spec": {"nodeSelector": {"pool": 1}}},
+            {"spec": {"nodeSelector": {"pool": "1"}}}]
+    keys = [projection(pod, p) for pod in pods]
+    assert len(set(keys)) == len(pods)
+    assert projection({"spec": {"nodeSelector": {"pool": "a"}, "other": 1}, "metadata": {"x": 1}}, p) == keys[0]
+
+
+def test_kept_condition_results_serve_pods_that_read_the_same_and_no_other():
+    """Prepared.bind: the pools' matchConditions are evaluated once per distinct (fabric label, node selector...)
+    they read; a pod that reads something else is evaluated afresh, a pod that does not bind fails as without
+    kept results, and every result equals a fresh Prepared's."""
+    from multinode.manifests import effective_pod
+    pols = _policies_of_three_pools()
+    prepared = effective_pod.Prepared(pols)
+    evaluated: list[str] = []
+    real = cel._evaluate
+
+    def counting(expression, *rest):
+        evaluated.append(expression)
+        return real(expression, *rest)
+
+    def template(workload, pool="p1", fabric="enabled", team="b", **meta):
+        return {"metadata": {"labels": {"multinode.dev/fabric": fabric, "workload": workload, "team": team}, **meta},
+                "spec": {"nodeSelector": {"pool": pool}, "containers": [{"name": "t", "resources": {
+                    "limits": {"nvidia.com/gpu": "8"}}}]}}
+
+    def conditions_evaluated():
+        return [e for e in evaluated if e.startswith("[(")]       # the prefetch list of the conditions
+
+    try:
+        cel._evaluate = counting
+        for t, fresh_conditions in [(template("a"), True), (template("b"), False), (template("c", pool="p2"), True),
+                                    (template("d", pool="p2"), False), (template("e", fabric="no"), True),
+                                    (template("f", fabric="no"), False), (template("g", team="a"), False)]:
+            evaluated.clear()
+            got = effective_pod.apply_policies_to_template(t, pols, prepared)
+            assert bool(conditions_evaluated()) is fresh_conditions, t
+            assert repr(got) == repr(effective_pod.apply_policies_to_template(t, pols, effective_pod.Prepared(pols)))
+        # a pod that matches no policy and does not bind: only the pools' policies, so nothing but their
+        # conditions is evaluated on it (all kept from the pod before)
+        pools_only = [p for p in pols if p["metadata"]["name"].startswith("multinode-fabric-")]
+        bad = template("x", pool="elsewhere")
+        bad["metadata"]["labels"]["n"] = 2 ** 70                 # a label no condition reads
+        for p in (effective_pod.Prepared(pools_only),) * 2:
+            effective_pod.apply_policies_to_template(template("h", pool="elsewhere"), pools_only, p)
+            with pytest.raises(cel.CelError):
+                effective_pod.apply_policies_to_template(bad, pools_only, p)
+    finally:
+        cel._evaluate = real
