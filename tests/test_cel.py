@@ -360,6 +360,13 @@ def test_convertible_says_what_the_engine_binds():
         assert not cel.convertible(v)
         with pytest.raises(cel.CelError):                    # the engine refuses it, whatever the expression reads
             cel.evaluate("object.spec.a", object={"spec": {"a": 1}, "x": v})
+    deep: dict = {}
+    node = deep
+    for _ in range(3000):                                   # effective_pod counts on the engine binding this deep
+        node["a"] = {}
+        node = node["a"]
+    assert not cel.convertible(deep) and cel.evaluate("object.spec.a", object={"spec": {"a": 1}, "x": deep}) == 1
+    assert cel.convertible([{"v": [1]}], depth=97) and not cel.convertible([{"v": [1]}], depth=98)   # 3 levels
 
 
 def test_a_pod_that_does_not_bind_is_not_served_kept_patches():

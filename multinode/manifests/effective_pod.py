@@ -39,13 +39,13 @@ class Prepared:
         self.condition_paths = {e: read_paths(e) for e in self.conditions}
         self.condition_results: dict[tuple[str, Any], Any] = {}
 
-    def bind(self, pod: dict[str, Any]) -> Any:
+    def bind(self, pod: dict[str, Any], binds: bool) -> Any:
         """kyverno.pod_bindings(pod, self.conditions), with the conditions' results kept per plan: a condition's
-        value is a function of what the paths it reads hold (read_paths, projection) when the pod binds
-        (cel.convertible), and every pod of a pool asks the same (its fabric label, its pool's node selector). When
-        each one's result is kept, none is evaluated (and the pod is not converted to CEL); else all are, in the
-        one list prefetch always compiles, and kept."""
-        if not self.conditions or not cel.convertible(pod):
+        value is a function of what the paths it reads hold (read_paths, projection) when the pod binds (`binds`:
+        cel.convertible holds for it), and every pod of a pool asks the same (its fabric label, its pool's node
+        selector). When each one's result is kept, none is evaluated (and the pod is not converted to CEL); else
+        all are, in the one list prefetch always compiles, and kept."""
+        if not self.conditions or not binds:
             return kyverno.pod_bindings(pod, self.conditions)
         bindings = kyverno.pod_bindings(pod)
         read: dict[tuple[tuple[str, ...], ...], tuple[Any, ...]] = {}
@@ -109,21 +109,24 @@ class _Reading:
                 return False
         return True
 
-    def mutate(self, pod: dict[str, Any], patches: dict[tuple[str, Any], list[Any]] | None,
-               key: Any) -> tuple[dict[str, Any], Any]:
+    def mutate(self, pod: dict[str, Any], patches: dict[tuple[str, Any], list[Any]], key: Any,
+               binds: bool) -> tuple[dict[str, Any], Any, bool]:
         """kyverno.mutate_matched_in_place(policy, pod) for this policy: the pod the caller owns, patched in
-        place, and its spec key (spec_key; None: not known). The patch values are fresh from CEL and read by
+        place, its spec key (spec_key; None: not known) and whether it binds (cel.convertible: `binds` says so of
+        the pod given; after a patch it still does when the values put in do). The patch values are fresh from CEL
+        and read by
         nothing else (the bindings that cached them are dropped with the patch), so they go into the pod without
         a copy. An expression that reads nothing of the pod but its spec (reads_spec_only) gives the same
         operations for the same spec, whatever the labels: they are kept in `patches` under the spec's key and
         a pod with the same spec takes them from there (copied) without binding the pod to CEL again. Two pod
-        templates of one workload (a Volcano master and worker) differ in a label only. A pod that does not bind
-        (spec_key None) is neither served nor kept. patches None: none kept or served."""
+        templates of one workload (a Volcano master and worker) differ in a label only. A pod that does not bind is
+        neither served nor kept for: binding converts the whole pod, so a value CEL refuses anywhere in it, spec or
+        not, fails every expression, and a result kept for a pod with the same spec must not hide that."""
         bindings = None
         for expression, spec_only in zip(self.mutations, self.spec_only, strict=True):
             kept = None
-            if spec_only and patches is not None:
-                if key is None:
+            if spec_only:
+                if key is None and binds:
                     key = spec_key(pod)
                 if key is not None:
                     kept = patches.get((expression, key))
@@ -135,15 +138,19 @@ class _Reading:
                 ops = cel.evaluate(expression, bindings)
                 if not isinstance(ops, list):
                     raise cel.CelError("a JSONPatch expression must return a list of JSONPatch")
-                if spec_only and patches is not None and key is not None:
+                if spec_only and key is not None:
                     patches[(expression, key)] = kept = ops
             if ops:
                 key = patched_key(key, ops)          # before the patch: the values go into the pod uncopied
+                # the pod still binds when the values put in do and nest at most 20 deep: cel.convertible allows
+                # 100 levels, so after 140 patches it is at most 3,000 deep, as deep as the engine binds (tested)
+                binds = binds and cel.convertible(ops, depth=_PATCH_DEPTH)
                 pod = jsonpatch.apply_in_place(pod, ops, copy_values=kept is not None)   # kept ones serve again
                 bindings = None
-        return pod, key
+        return pod, key, binds
 
 
+_PATCH_DEPTH = 80               # cel.convertible(ops, depth=80): the values nest at most 20 deep
 _OBJECT = re.compile(r"\bobject\b")
 _SPEC = re.compile(r"\.spec\b")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -209,10 +216,8 @@ def reads_spec_only(expression: str) -> bool:
 
 def spec_key(pod: Any) -> Any:
     """An exact key of the pod's spec: its repr (keeps every value, its type and the key order, all CEL can
-    observe). None (nothing kept or served) when the pod is not an object or does not bind (cel.convertible):
-    binding converts the whole pod, so a value CEL refuses anywhere in it, spec or not, fails every expression,
-    and a result kept for a pod with the same spec must not hide that."""
-    if not isinstance(pod, dict) or not cel.convertible(pod):
+    observe). None (nothing kept or served) when the pod is not an object. Take it only of a pod that binds."""
+    if not isinstance(pod, dict):
         return None
     return repr(pod["spec"]) if "spec" in pod else ("no spec",)
 
@@ -240,20 +245,22 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
                            "spec": jsonpatch.copy_doc(template.get("spec") or {})}
     bindings = None           # the pod's CEL bindings, shared by the policies until one patches the pod
     key = None                # the pod spec's key (spec_key), once a policy asked for it
-    patches = prepared.patches
+    # the pod binds to CEL (cel.convertible), checked once here and carried through the patches (_Reading.mutate)
+    binds = cel.convertible(pod)
     for i, policy in enumerate(prepared.mutating):
         # the same as pod = kyverno.mutate(policy, pod), without its copy per policy: `pod` is this function's own
         # copy (made above), so a policy that does not match leaves it as it is and one that does patches it
         if bindings is None:
-            bindings = prepared.bind(pod)
+            bindings = prepared.bind(pod, binds)
         reading = prepared.readings[i]
         if reading is not None:
             if reading.matches(pod, bindings):
-                pod, key = reading.mutate(pod, patches, key)
+                pod, key, binds = reading.mutate(pod, prepared.patches, key, binds)
                 bindings = None
         elif kyverno.matches_selected(policy, pod, bindings):
             pod = kyverno.mutate_matched_in_place(policy, pod)
             bindings = key = None
+            binds = cel.convertible(pod)
     return {"metadata": pod["metadata"], "spec": pod["spec"]}
 
 
