@@ -198,30 +198,44 @@ _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
 def convertible(value: Any, depth: int = 0) -> bool:
     """True when cel-expr-python binds `value` without an error: maps with string keys, lists, strings it can
-    encode, bools, null, doubles and int64 integers, nested at most 100 deep (conservative: the engine takes
-    some other values too). Binding converts the whole variable, so one value it refuses (a tuple, a set, an
-    integer past int64, a lone surrogate in a string) fails every expression on it, whatever the expression
-    reads: a result kept for one pod may serve another only when both bind (effective_pod). Tested against the
-    engine (tests/test_cel.py)."""
+    encode, bools, null, doubles and int64 integers, maps and lists nested at most 100 deep (counting from `depth`;
+    conservative: the engine takes some other values too). Binding converts the whole variable, so one value it
+    refuses (a tuple, a set, an integer past int64, a lone surrogate in a string) fails every expression on it,
+    whatever the expression reads: a result kept for one pod may serve another only when both bind
+    (effective_pod). Tested against the engine (tests/test_cel.py)."""
     t = type(value)
-    if t is str:
-        if value.isascii():
-            return True
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-        return True
     if t is dict:
-        return depth < 100 and all(type(k) is str and convertible(k) and convertible(v, depth + 1)
-                                   for k, v in value.items())
+        if depth >= 100:
+            return False
+        for k, v in value.items():
+            if type(k) is not str or not (k.isascii() or _encodes(k)) or not _leaf_or_convertible(v, depth):
+                return False
+        return True
     if t is list:
-        return depth < 100 and all(convertible(v, depth + 1) for v in value)
-    if t is bool or t is float or value is None:
+        return depth < 100 and all(_leaf_or_convertible(v, depth) for v in value)
+    return _leaf_or_convertible(value, depth - 1)
+
+
+def _leaf_or_convertible(v: Any, depth: int) -> bool:
+    """convertible(v, depth + 1), with the common leaves (a str, a bool, a double, null) decided here."""
+    t = type(v)
+    if t is str:
+        return v.isascii() or _encodes(v)
+    if t is bool or t is float or v is None:
         return True
     if t is int:
-        return bool(_INT64[0] <= value <= _INT64[1])
+        return bool(_INT64[0] <= v <= _INT64[1])
+    if t is dict or t is list:
+        return convertible(v, depth + 1)
     return False
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def literal(value: Any) -> str:

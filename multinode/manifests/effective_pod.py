@@ -114,9 +114,8 @@ class _Reading:
         """kyverno.mutate_matched_in_place(policy, pod) for this policy: the pod the caller owns, patched in
         place, its spec key (spec_key; None: not known) and whether it binds (cel.convertible: `binds` says so of
         the pod given; after a patch it still does when the values put in do). The patch values are fresh from CEL
-        and read by
-        nothing else (the bindings that cached them are dropped with the patch), so they go into the pod without
-        a copy. An expression that reads nothing of the pod but its spec (reads_spec_only) gives the same
+        and read by nothing else (the bindings that cached them are dropped with the patch), so they go into the
+        pod without a copy. An expression that reads nothing of the pod but its spec (reads_spec_only) gives the same
         operations for the same spec, whatever the labels: they are kept in `patches` under the spec's key and
         a pod with the same spec takes them from there (copied) without binding the pod to CEL again. Two pod
         templates of one workload (a Volcano master and worker) differ in a label only. A pod that does not bind is
@@ -142,8 +141,8 @@ class _Reading:
                     patches[(expression, key)] = kept = ops
             if ops:
                 key = patched_key(key, ops)          # before the patch: the values go into the pod uncopied
-                # the pod still binds when the values put in do and nest at most 20 deep: cel.convertible allows
-                # 100 levels, so after 140 patches it is at most 3,000 deep, as deep as the engine binds (tested)
+                # the pod still binds when the values put in do and nest at most ~20 deep (_PATCH_DEPTH): the pod
+                # is checked to 100 levels, so after 140 patches it is at most 3,000 deep, which the engine binds
                 binds = binds and cel.convertible(ops, depth=_PATCH_DEPTH)
                 pod = jsonpatch.apply_in_place(pod, ops, copy_values=kept is not None)   # kept ones serve again
                 bindings = None
