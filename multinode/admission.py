@@ -20,7 +20,6 @@ message, ...) naming the object, the pod spec inside it, the container and the r
 """
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -386,7 +385,8 @@ def effective_spec(ref: PodSpecRef, policies: list[dict[str, Any]], memo: Any = 
     effective_pod.TemplateMemo of these policies, shared with plan's effective-pod writer (the result is then
     shared too: read only)."""
     from .manifests.effective_pod import apply_policies_to_template
-    spec = copy.deepcopy(ref.spec)
+    from .manifests.jsonpatch import copy_doc
+    spec = copy_doc(ref.spec)
     for c in all_containers(spec):      # the webhook sees the Pod after SetDefaults_Pod (requests from limits)
         if isinstance(c.get("resources"), dict) and _map(c["resources"].get("limits")):
             c["resources"]["requests"] = defaulted_requests(c)

@@ -14,10 +14,12 @@ against resourcesPerNode).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import re
 import shlex
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,8 +241,10 @@ class Role:
     def annotations(self) -> dict[str, Any]:
         return mapping(get(self.template, "metadata", "annotations"))
 
-    @property
+    @functools.cached_property
     def gpus(self) -> int:
+        """Read once per Role: a Role is a read-only view of its template (the rules only read), and the pack's
+        rules ask each role of each gang many times (gpu_roles, pods, total_gpus...)."""
         return gpus_of(self.spec)
 
     @property
@@ -479,35 +483,37 @@ READERS = {
 }
 
 
-def gangs(props: dict[str, Any], fallback_name: str = "") -> list[Gang]:
-    """The gangs an object runs ([] for objects that are not multi-pod workloads). Inside `gangs_kept()` an
-    object's gangs are read once and the same Gang objects handed to every later caller (in a new list)."""
-    memo = _KEPT[-1] if _KEPT else None
-    if memo is not None:
-        hit = memo.get(id(props))
-        if hit is not None and hit[0] is props and hit[1] == fallback_name:
-            return list(hit[2])
-    reader = READERS.get(kind_of(props))
-    out = [] if reader is None else reader(props, object_name(props, fallback_name))
-    if memo is not None:
-        memo[id(props)] = (props, fallback_name, out)     # keeps props alive, so its id is not reused
-    return list(out)
+# (id(props), fallback name) -> (props, its gangs), while kept_gangs() is in effect
+_KEPT: contextvars.ContextVar[dict[tuple[int, str], tuple[dict[str, Any], list[Gang]]] | None] = \
+    contextvars.ContextVar("kept_gangs", default=None)
 
 
-# One memo per `gangs_kept()` block (policy/pack.py run_rules). About fifteen rules read the gangs of every
-# workload; reading them again per rule (templates, GPU counts, command lines) was about half of the pack's
-# time at 160 workloads. Rules only read Gang and Role objects; the objects they read from do not change
-# while the rules run.
-_KEPT: list[dict[int, tuple[Any, str, list[Gang]]]] = []
-
-
-@contextmanager
-def gangs_kept() -> Iterator[None]:
-    _KEPT.append({})
+@contextlib.contextmanager
+def kept_gangs() -> Iterator[None]:
+    """Within: gangs(props, name) reads each object once and gives the same Gang objects to every later ask for
+    the very same props object (a new list each time). pack.evaluate runs its rules in it: a dozen rules ask for
+    every workload's gangs, each a full read of its pod templates. The objects must not change meanwhile (the
+    rules only read); a kept entry holds its props, so no other object takes its id."""
+    token = _KEPT.set({} if _KEPT.get() is None else _KEPT.get())
     try:
         yield
     finally:
-        _KEPT.pop()
+        _KEPT.reset(token)
+
+
+def gangs(props: dict[str, Any], fallback_name: str = "") -> list[Gang]:
+    """The gangs an object runs ([] for objects that are not multi-pod workloads)."""
+    kept = _KEPT.get()
+    if kept is not None:
+        hit = kept.get((id(props), fallback_name))
+        if hit is not None and hit[0] is props:
+            return list(hit[1])
+    reader = READERS.get(kind_of(props))
+    out = [] if reader is None else reader(props, object_name(props, fallback_name))
+    if kept is not None:
+        kept[(id(props), fallback_name)] = (props, out)
+        return list(out)
+    return out
 
 
 # ------------------------------------------------------------------ engines

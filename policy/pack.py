@@ -65,11 +65,6 @@ def stack_findings(rule: Rule, resources: list[Resource], ctx: Context) -> list[
 
 
 def run_rules(resources: list[Resource], ctx: Context, rules: list[Rule] | None = None) -> list[Violation]:
-    with objects.gangs_kept():          # each object's gangs read once for all rules
-        return _run_rules(resources, ctx, rules)
-
-
-def _run_rules(resources: list[Resource], ctx: Context, rules: list[Rule] | None) -> list[Violation]:
     out: list[Violation] = []
     for rule in rules or all_rules():
         if rule.scope == "resource":
@@ -99,7 +94,8 @@ def evaluate(records: Iterable[Mapping[str, Any]], cfg: Any = None,
     ctx = build_context(cfg, resources, settings)
     ctx.resource_rules_see_pools = True
     ctx.placement = placement
-    return [v.as_dict() for v in run_rules(resources, ctx)]
+    with objects.kept_gangs():                 # each workload's gangs read once, not once per rule
+        return [v.as_dict() for v in run_rules(resources, ctx)]
 
 
 # ------------------------------------------------------------------ CrossGuard adapter

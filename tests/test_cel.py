@@ -168,3 +168,313 @@ def test_a_jsonpatch_value_reads_like_message_to_dict():
     for read in (cel._json_value, json_format.MessageToDict):
         with pytest.raises(ValueError):
             read(value)
+
+
+# ---------------------------------------------------------------- the effective pod's fast paths (issue 19)
+def test_copy_doc_gives_what_deepcopy_gives_sharing_included():
+    import copy
+
+    shared = {"name": "x", "value": "1"}
+    doc = {"a": [shared, shared, {"b": shared}], "n": 1, "f": 2.5, "t": True, "z": None, "s": "str",
+           "tup": ({"k": [1]}, 2), 3: ["int key"], "nested": [[{"d": {}}], []]}
+    for original in (doc, [doc, doc], "s", 7, None, []):
+        got, want = jsonpatch.copy_doc(original), copy.deepcopy(original)
+        assert repr(got) == repr(want)                       # same values, same key order
+    got = jsonpatch.copy_doc(doc)
+    assert got["a"][0] is got["a"][1] is got["a"][2]["b"] and got["a"][0] is not shared    # shared once, as deepcopy
+    assert got["tup"] == doc["tup"] and got["tup"][0] is not doc["tup"][0]                   # tuple: deepcopy's path
+    got["a"][0]["value"] = "2"
+    assert shared["value"] == "1"                            # a copy: the original is untouched
+
+
+def test_apply_in_place_without_copies_puts_the_given_values_in():
+    value = {"name": "A", "value": "1"}
+    ops = [{"op": "add", "path": "/env/-", "value": value}]
+    kept = jsonpatch.apply_in_place({"env": []}, ops, copy_values=False)
+    copied = jsonpatch.apply_in_place({"env": []}, ops)
+    assert kept == copied == {"env": [value]}
+    assert kept["env"][0] is value and copied["env"][0] is not value
+
+
+def test_prefetch_list_is_built_once_per_list_and_never_served_for_another():
+    a, b = ("object.spec.x == 1", "object.spec.y == 2"), ("object.spec.x == 1", "object.spec.y == 3")
+    assert cel._list_expression(a) is cel._list_expression(a)
+    assert cel._list_expression(a) != cel._list_expression(b)
+    cases = [({"spec": {"x": 1, "y": 2}}, {a: [True, True], b: [True, False]}),
+             ({"spec": {"x": 0, "y": 3}}, {a: [False, False], b: [False, True]})]
+    for pod, want in cases:
+        for exprs in (a, b):
+            bnd = cel.bind(object=pod)
+            cel.prefetch(bnd, list(exprs))
+            assert [bnd.results[e] for e in exprs] == [cel.evaluate(e, object=pod) for e in exprs] == want[exprs]
+
+
+def _policies_of_three_pools():
+    """Three pools' rendered fabric MutatingPolicies (multi-pool: each also selects its pool), then hand-written
+    ones the plain-shape path does not take (spec.variables, an object selector, a mutation that patches nothing,
+    a policy for Deployments only)."""
+    import dataclasses
+
+    from multinode import checks, fabric, stackfile
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path("aws-dev"))
+    cfg = checks.load(raw, secrets)
+    base = fabric.profile_for(cfg, cfg.node_pools[0])
+    pols = [kyverno.mutating_policy(dataclasses.replace(base, pool=f"p{i}", node_selector={"pool": f"p{i}"}),
+                                    multi_pool=True) for i in range(3)]
+    add_label = "[JSONPatch{op: 'add', path: '/metadata/annotations', value: {'seen': string(variables.n)}}]"
+    pols.insert(1, _mpol(variables=[{"name": "n", "expression": "size(object.spec.containers)"}],
+                         mutations=[{"patchType": "JSONPatch", "jsonPatch": {"expression": add_label}}]))
+    sel = {**POD_CREATE, "objectSelector": {"matchLabels": {"team": "a"}}}
+    pols.append({**_mpol(), "spec": {"matchConstraints": sel, "matchConditions": [
+        {"name": "gpu", "expression": "object.spec.containers.exists(c, has(c.resources))"}], "mutations": [
+        {"patchType": "JSONPatch", "jsonPatch": {"expression": "[]"}},
+        {"patchType": "JSONPatch", "jsonPatch": {
+            "expression": "[JSONPatch{op: 'add', path: '/metadata/labels/patched', value: 'yes'}]"}}]}})
+    deployments = {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                      "resources": ["deployments"]}]}
+    pols.append({**_mpol(), "spec": {"matchConstraints": deployments, "mutations": [
+        {"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: 'add', path: '/x', value: 1}]"}}]}})
+    return pols
+
+
+def _templates():
+    gpu = {"name": "t", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "8"}},
+           "env": [{"name": "NCCL_NET", "value": "Socket"}, {"name": "A", "value": "1"}]}
+    out = []
+    for pool in ("p0", "p1", "p2", "elsewhere"):
+        for labels in ({"multinode.dev/fabric": "enabled"}, {"multinode.dev/fabric": "enabled", "team": "a"}, {}):
+            out.append({"metadata": {"labels": dict(labels)},
+                        "spec": {"nodeSelector": {"pool": pool}, "containers": [dict(gpu), {"name": "side"}]}})
+    bare = {"name": "b", "resources": {"limits": {"nvidia.com/gpu": 4}, "requests": {"cpu": "1"}},
+            "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}}
+    out.append({"metadata": {"labels": {"multinode.dev/fabric": "enabled"}, "annotations": {"k": "v"}},
+                "spec": {"nodeSelector": {"pool": "p2"}, "containers": [bare], "volumes": [{"name": "v"}]}})
+    return out
+
+
+def test_effective_pod_plain_path_gives_what_the_policies_give_one_by_one():
+    """apply_policies_to_template reads plain-shape policies once (effective_pod._Reading), shares the pod's
+    bindings between policies and patches with CEL's values uncopied; each template comes out as the reference
+    (kyverno.mutate, policy after policy, the general code) gives it: same values, same key order."""
+    from multinode.manifests import effective_pod
+    pols = _policies_of_three_pools()
+    prepared = effective_pod.Prepared(pols)
+    plain = [r is not None for r in prepared.readings]
+    assert plain == [True, False, True, True, True]          # the variables policy takes the general path
+    for template in _templates():
+        pod = {"apiVersion": "v1", "kind": "Pod", **template}
+        for p in pols:
+            pod = kyverno.mutate(p, pod)
+        want = {"metadata": pod["metadata"], "spec": pod["spec"]}
+        before = repr(template)
+        assert repr(effective_pod.apply_policies_to_template(template, pols, prepared)) == repr(want)
+        assert repr(effective_pod.apply_policies_to_template(template, pols)) == repr(want)    # a fresh Prepared
+        assert repr(template) == before                      # the template itself is not changed
+    # the cases differ: the fabric lands only on a labelled pod of a fabric pool
+    outs = [effective_pod.apply_policies_to_template(t, pols, prepared) for t in _templates()]
+    envs = [{e["name"]: e["value"] for e in o["spec"]["containers"][0].get("env", [])}.get("NCCL_NET") for o in outs]
+    assert envs[0] != "Socket" and envs[2] == "Socket" and envs[9] == "Socket"
+
+
+def test_reads_spec_only_is_conservative():
+    from multinode.manifests.effective_pod import reads_spec_only
+    assert reads_spec_only("object.spec.containers.filter(c, has(c.env)).map(c, c.name)")
+    assert reads_spec_only("has(object.spec) ? [object.spec.x] : []") and reads_spec_only("[]")
+    for reads_more in ["object.metadata.labels", "object.?spec", "object .spec", "object.specs", "has(object)",
+                       "cel.bind(o, object, o.spec)", "[1].map(object, object.spec)", "'object'",
+                       "object.spec.x + object.metadata.name", "// object\n[]", "object.spec_x"]:
+        assert not reads_spec_only(reads_more), reads_more
+
+
+def test_patched_key_follows_the_operations_and_gives_up_on_copy_and_move():
+    from multinode.manifests.effective_pod import patched_key, spec_key
+    k = spec_key({"spec": {"a": 1}})
+    add = [{"op": "add", "path": "/spec/b", "value": 2}]
+    assert patched_key(k, add) == patched_key(k, add) != patched_key(k, [{"op": "add", "path": "/spec/b", "value": 3}])
+    assert patched_key(k, add) != k and patched_key(None, add) is None
+    assert patched_key(k, [{"op": "copy", "from": "/metadata/x", "path": "/spec/x"}]) is None
+    assert patched_key(k, [{"op": "move", "from": "/spec/a", "path": "/spec/c"}]) is None
+    assert spec_key({"spec": {"a": 1}}) != spec_key({"spec": {"a": 1.0}}) != spec_key({"spec": {"a": True}})
+    assert spec_key({"spec": {"a": 1, "b": 2}}) != spec_key({"spec": {"b": 2, "a": 1}})     # key order kept
+    assert spec_key({}) != spec_key({"spec": None}) and spec_key([]) is None
+
+
+def test_kept_patches_serve_a_pod_with_the_same_spec_and_no_other():
+    """Prepared.patches: a JSONPatch expression that reads only object.spec is evaluated once per distinct spec
+    (a master and a worker differing in a label share it); its result for another spec, or an expression that
+    reads the labels, is evaluated afresh. Each result is what a fresh Prepared (no kept patches) gives."""
+    from multinode.manifests import effective_pod
+    pols = _policies_of_three_pools()
+    role = "[JSONPatch{op: 'add', path: '/metadata/labels/seen-role', value: object.metadata.labels.role}]"
+    pols.append(_mpol(mutations=[{"patchType": "JSONPatch", "jsonPatch": {"expression": role}}]))
+    gpu = {"name": "t", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "8"}}}
+
+    def template(role, gpus="8", pool="p1"):
+        return {"metadata": {"labels": {"multinode.dev/fabric": "enabled", "role": role}},
+                "spec": {"nodeSelector": {"pool": pool},
+                         "containers": [{**gpu, "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}
+
+    evaluated: list[str] = []
+    real = cel._evaluate
+
+    def counting(expression, *rest):
+        evaluated.append(expression)
+        return real(expression, *rest)
+
+    prepared = effective_pod.Prepared(pols)
+    fabric_exprs = {m["jsonPatch"]["expression"] for m in pols[2]["spec"]["mutations"]}     # pool p1's policy
+    assert all(effective_pod.reads_spec_only(e) for e in fabric_exprs)
+    cases = [template("master"), template("worker"), template("worker", gpus="4"), template("master", pool="p2")]
+    got = []
+    try:
+        cel._evaluate = counting
+        for t in cases:
+            evaluated.clear()
+            got.append(effective_pod.apply_policies_to_template(t, pols, prepared))
+            seen = set(evaluated)
+            fresh = effective_pod.apply_policies_to_template(t, pols, effective_pod.Prepared(pols))
+            assert repr(got[-1]) == repr(fresh)
+            assert role in seen                                # reads a label: evaluated for each pod
+            if t is cases[1]:
+                assert not fabric_exprs & seen, "the worker's fabric patches are the master's"
+            elif t is cases[2]:
+                assert fabric_exprs <= seen, "another spec: evaluated afresh"
+    finally:
+        cel._evaluate = real
+    for t, g in zip(cases, got, strict=True):          # the kept patches were not changed by the pods they served
+        assert repr(effective_pod.apply_policies_to_template(t, pols, prepared)) == repr(g)
+    assert [g["metadata"]["labels"]["seen-role"] for g in got] == ["master", "worker", "worker", "master"]
+    res = [g["spec"]["containers"][0]["resources"]["limits"] for g in got]
+    assert res[0] == res[1] != res[2]                                   # 4 GPUs: half the fabric devices
+    assert got[0]["spec"]["containers"][0]["env"] is not got[1]["spec"]["containers"][0]["env"]   # not shared
+
+
+def test_convertible_says_what_the_engine_binds():
+    nested = {"a": [{"b": "é", "c": None, "d": 1.5, "e": True, "f": -(2 ** 63)}], "g": {}}
+    binds = [nested, 2 ** 63 - 1, -(2 ** 63), "naïve", float("nan"), [], {"k": [[[]]]}]
+    refused = [2 ** 70, -(2 ** 63) - 1, "\ud800", (1, 2), {1, 2}, object(), {"k": {"x": (1,)}}]
+    for v in binds:
+        assert cel.convertible(v)
+        assert cel.evaluate("object.spec.a", object={"spec": {"a": 1}, "x": v}) == 1
+    for v in refused:
+        assert not cel.convertible(v)
+        with pytest.raises(cel.CelError):                    # the engine refuses it, whatever the expression reads
+            cel.evaluate("object.spec.a", object={"spec": {"a": 1}, "x": v})
+    deep: dict = {}
+    node = deep
+    for _ in range(3000):                                   # effective_pod counts on the engine binding this deep
+        node["a"] = {}
+        node = node["a"]
+    assert not cel.convertible(deep) and cel.evaluate("object.spec.a", object={"spec": {"a": 1}, "x": deep}) == 1
+    assert cel.convertible([{"v": [1]}], depth=97) and not cel.convertible([{"v": [1]}], depth=98)   # 3 levels
+
+
+def test_a_pod_that_does_not_bind_is_not_served_kept_patches():
+    """A pod whose metadata holds a value CEL cannot bind fails every expression (the policy refuses it); a
+    patch kept for a pod with the same spec must not hide that (a policy without matchConditions evaluates
+    nothing else on the pod)."""
+    from multinode.manifests import effective_pod
+    expr = "[JSONPatch{op: 'add', path: '/spec/x', value: size(object.spec.containers)}]"
+    pols = [_mpol(mutations=[{"patchType": "JSONPatch", "jsonPatch": {"expression": expr}}])]
+    spec = {"containers": [{"name": "c"}]}
+    good = {"metadata": {"labels": {"role": "master"}}, "spec": spec}
+    bad = {"metadata": {"labels": {"role": "worker"}, "annotations": {"n": 2 ** 70}}, "spec": spec}
+    prepared = effective_pod.Prepared(pols)
+    assert effective_pod.apply_policies_to_template(good, pols, prepared)["spec"]["x"] == 1
+    assert prepared.patches                                  # kept for this spec
+    for p in (prepared, effective_pod.Prepared(pols)):
+        with pytest.raises(cel.CelError):
+            effective_pod.apply_policies_to_template(bad, pols, p)
+
+
+def test_a_patch_that_makes_one_pod_unbindable_is_not_hidden_by_kept_patches():
+    """A label-reading mutation puts a value CEL cannot bind back (a double past int64 reads back as a Python int)
+    into one pod only; the spec-only mutation after it fails on that pod as it does without kept patches (the key
+    follows the operations applied, so the other pod's kept patch is not this pod's)."""
+    from multinode.manifests import effective_pod
+    big = ("object.metadata.labels.role == 'worker' ? [JSONPatch{op: 'add', path: '/metadata/labels/n', "
+           "value: 1e20}] : []")
+    size = "[JSONPatch{op: 'add', path: '/spec/x', value: size(object.spec.containers)}]"
+    pols = [_mpol(mutations=[{"patchType": "JSONPatch", "jsonPatch": {"expression": e}} for e in (big, size)])]
+    spec = {"containers": [{"name": "c"}]}
+    master, worker = ({"metadata": {"labels": {"role": r}}, "spec": spec} for r in ("master", "worker"))
+    prepared = effective_pod.Prepared(pols)
+    assert effective_pod.apply_policies_to_template(master, pols, prepared)["spec"]["x"] == 1
+    for p in (prepared, effective_pod.Prepared(pols)):
+        with pytest.raises(cel.CelError):
+            effective_pod.apply_policies_to_template(worker, pols, p)
+
+
+def test_read_paths_follow_selects_and_stop_at_calls_and_anything_else():
+    from multinode.manifests.effective_pod import read_paths
+    assert read_paths("object.metadata.?labels[?'a/b'].orValue('') == 'x'") == (("metadata", "labels", "a/b"),)
+    assert read_paths('object.spec["k"] + object.spec.?x') == (("spec", "k"), ("spec", "x"))
+    assert read_paths("object.spec.containers.filter(c, c.name == 'a')") == (("spec", "containers"),)
+    assert read_paths("object.spec.containers.filter // why\n (c, true)") == (("spec", "containers"),)
+    assert read_paths("object.spec.containers.size()") == (("spec", "containers"),)
+    assert read_paths("has(object.spec.x)") == (("spec", "x"),)
+    assert read_paths("[]") == ()
+    whole = [("object.spec[variables.k]", ("spec",)), ("object.spec .x", ("spec",)), ("object. spec", ()),
+             ("string(object)", ()), ("object.metadata.labels['a\\'b']", ("metadata", "labels")),
+             ("object.spec.containers[0].name", ("spec", "containers"))]
+    for expr, path in whole:
+        assert read_paths(expr) == (path,), expr
+    # a macro variable or bind name `object` and the word in a string read the whole pod too
+    assert () in read_paths("[1].map(object, object.x)") and () in read_paths("cel.bind(object, 1, object)")
+    assert read_paths("'object' == 'x'") == ((),)
+
+
+def test_projection_tells_missing_from_not_a_map_from_a_value():
+    from multinode.manifests.effective_pod import projection
+    p = (("spec", "nodeSelector", "pool"),)
+    pods = [{"spec": {"nodeSelector": {"pool": "a"}}}, {"spec": {"nodeSelector": {"pool": "b"}}},
+            {"spec": {"nodeSelector": {}}}, {"spec": {}}, {}, {"spec": {"nodeSelector": ["pool"]}},
+            {"spec": {"nodeSelector": "pool"}}, {"spec": {"nodeSelector": {"pool": 1}}},
+            {"spec": {"nodeSelector": {"pool": "1"}}}]
+    keys = [projection(pod, p) for pod in pods]
+    assert len(set(keys)) == len(pods)
+    assert projection({"spec": {"nodeSelector": {"pool": "a"}, "other": 1}, "metadata": {"x": 1}}, p) == keys[0]
+
+
+def test_kept_condition_results_serve_pods_that_read_the_same_and_no_other():
+    """Prepared.bind: the pools' matchConditions are evaluated once per distinct (fabric label, node selector...)
+    they read; a pod that reads something else is evaluated afresh, a pod that does not bind fails as without
+    kept results, and every result equals a fresh Prepared's."""
+    from multinode.manifests import effective_pod
+    pols = _policies_of_three_pools()
+    prepared = effective_pod.Prepared(pols)
+    evaluated: list[str] = []
+    real = cel._evaluate
+
+    def counting(expression, *rest):
+        evaluated.append(expression)
+        return real(expression, *rest)
+
+    def template(workload, pool="p1", fabric="enabled", team="b", **meta):
+        return {"metadata": {"labels": {"multinode.dev/fabric": fabric, "workload": workload, "team": team}, **meta},
+                "spec": {"nodeSelector": {"pool": pool}, "containers": [{"name": "t", "resources": {
+                    "limits": {"nvidia.com/gpu": "8"}}}]}}
+
+    def conditions_evaluated():
+        return [e for e in evaluated if e.startswith("[(")]       # the prefetch list of the conditions
+
+    try:
+        cel._evaluate = counting
+        for t, fresh_conditions in [(template("a"), True), (template("b"), False), (template("c", pool="p2"), True),
+                                    (template("d", pool="p2"), False), (template("e", fabric="no"), True),
+                                    (template("f", fabric="no"), False), (template("g", team="a"), False)]:
+            evaluated.clear()
+            got = effective_pod.apply_policies_to_template(t, pols, prepared)
+            assert bool(conditions_evaluated()) is fresh_conditions, t
+            assert repr(got) == repr(effective_pod.apply_policies_to_template(t, pols, effective_pod.Prepared(pols)))
+        # a pod that matches no policy and does not bind: only the pools' policies, so nothing but their
+        # conditions is evaluated on it (all kept from the pod before)
+        pools_only = [p for p in pols if p["metadata"]["name"].startswith("multinode-fabric-")]
+        bad = template("x", pool="elsewhere")
+        bad["metadata"]["labels"]["n"] = 2 ** 70                 # a label no condition reads
+        for p in (effective_pod.Prepared(pools_only),) * 2:
+            effective_pod.apply_policies_to_template(template("h", pool="elsewhere"), pools_only, p)
+            with pytest.raises(cel.CelError):
+                effective_pod.apply_policies_to_template(bad, pools_only, p)
+    finally:
+        cel._evaluate = real

@@ -223,3 +223,35 @@ def test_user_env_may_not_redefine_the_nim_parallel_size_the_renderer_sets():
     assert p.path == "workloads[0].env.NIM_TENSOR_PARALLEL_SIZE"
     assert ("set by the lws-inference renderer (from nodes, gpusPerNode, tensorParallel and pipelineParallel)"
             in p.message)
+
+
+# ------------------------------------------------------------------ gangs read once per pack run (issue 19)
+def test_kept_gangs_serve_the_same_object_only_and_end_with_the_scope():
+    from policy import objects
+    lws, other = F.lws(size=2), F.lws(name="other", size=3, gpus=4)
+    fresh = objects.gangs(lws, "x")
+    with objects.kept_gangs():
+        first, again = objects.gangs(lws, "x"), objects.gangs(lws, "x")
+        assert first == again == fresh and first is not again           # the same gangs, a new list each time
+        assert first[0] is again[0]                                      # read once
+        assert objects.gangs(other, "x") == objects.gangs(other) != first   # another object: its own gangs
+        assert objects.gangs(other, "x")[0].roles[1].pods == 2 and first[0].roles[1].pods == 1
+        copy = {**lws, "metadata": {**lws["metadata"], "name": "copy"}}
+        assert objects.gangs(copy, "x")[0].name != first[0].name            # an equal-looking object is read anew
+        assert objects.gangs(lws, "y") == objects.gangs(lws, "x")
+    lws["spec"]["leaderWorkerTemplate"]["size"] = 5                          # the scope is over: read anew
+    assert objects.gangs(lws, "x")[0].roles[1].pods == 4
+
+
+def test_the_pack_gives_the_same_findings_with_gangs_kept():
+    """pack.evaluate reads gangs in kept_gangs(); the rules, run without it, find the very same."""
+    from policy import engine, objects, pack
+    from tests.test_policy_rules import cfg, rec
+    objs = [F.lws(size=2), F.lws(name="big", size=9), F.volcano_job(min_available=1), F.indexed_job(pods=3)]
+    records = [rec(o) for o in objs]
+    kept = pack.evaluate(records, cfg())
+    resources = [engine.Resource.from_record(r) for r in records]
+    ctx = engine.build_context(cfg(), resources, None)
+    ctx.resource_rules_see_pools = True
+    assert objects._KEPT.get() is None
+    assert kept == [v.as_dict() for v in pack.run_rules(resources, ctx)] and kept

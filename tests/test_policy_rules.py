@@ -316,23 +316,3 @@ def test_shell_words_split_like_shlex():
             want = line.split()
         assert objects._shell_words(line) == want, repr(line)
 
-
-def test_gangs_kept_reads_each_object_once_and_never_serves_another_objects_gangs():
-    from policy import objects
-    a, b = F.lws("a"), F.volcano_job("b")
-    calls = []
-    real = objects.READERS[("leaderworkerset.x-k8s.io", "LeaderWorkerSet")]
-    try:
-        objects.READERS[("leaderworkerset.x-k8s.io", "LeaderWorkerSet")] = (
-            lambda props, name: calls.append(name) or real(props, name))
-        fresh = objects.gangs(a)
-        with objects.gangs_kept():
-            first, second = objects.gangs(a), objects.gangs(a)
-            other = objects.gangs(b)
-            renamed = objects.gangs(a, "fallback")          # another fallback name: read again
-        after = objects.gangs(a)                            # outside the block: read again
-    finally:
-        objects.READERS[("leaderworkerset.x-k8s.io", "LeaderWorkerSet")] = real
-    assert len(calls) == 4
-    assert first == second == fresh == after == renamed and first is not second     # a new list each time
-    assert [g.name for g in other] == [g.name for g in objects.gangs(b)] and other != first

@@ -167,11 +167,18 @@ def prefetch(bindings: Bindings, expressions: list[str]) -> None:
     if len(todo) < 2:
         return
     try:
-        values = _evaluate("[" + ",\n".join(f"({e})" for e in todo) + "]", bindings.activation, {})
+        values = _evaluate(_list_expression(tuple(todo)), bindings.activation, {})
     except CelError:
         return
     if isinstance(values, list) and len(values) == len(todo):
         bindings.results.update(zip(todo, values, strict=True))
+
+
+@functools.lru_cache(maxsize=1024)
+def _list_expression(expressions: tuple[str, ...]) -> str:
+    """The CEL list of the expressions prefetch evaluates together: built once per distinct list, and the same
+    string object each time, so the compiled-program cache finds it without hashing the text again."""
+    return "[" + ",\n".join(f"({e})" for e in expressions) + "]"
 
 
 def _evaluate(expression: str, activation: Any, variables: dict[str, Any]) -> Any:
@@ -184,6 +191,51 @@ def _evaluate(expression: str, activation: Any, variables: dict[str, Any]) -> An
     if result.type() == cel.Type.ERROR or isinstance(plain, BaseException):
         raise CelError(f"CEL evaluation failed: {plain}")
     return _plain(plain)
+
+
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def convertible(value: Any, depth: int = 0) -> bool:
+    """True when cel-expr-python binds `value` without an error: maps with string keys, lists, strings it can
+    encode, bools, null, doubles and int64 integers, maps and lists nested at most 100 deep (counting from `depth`;
+    conservative: the engine takes some other values too). Binding converts the whole variable, so one value it
+    refuses (a tuple, a set, an integer past int64, a lone surrogate in a string) fails every expression on it,
+    whatever the expression reads: a result kept for one pod may serve another only when both bind
+    (effective_pod). Tested against the engine (tests/test_cel.py)."""
+    t = type(value)
+    if t is dict:
+        if depth >= 100:
+            return False
+        for k, v in value.items():
+            if type(k) is not str or not (k.isascii() or _encodes(k)) or not _leaf_or_convertible(v, depth):
+                return False
+        return True
+    if t is list:
+        return depth < 100 and all(_leaf_or_convertible(v, depth) for v in value)
+    return _leaf_or_convertible(value, depth - 1)
+
+
+def _leaf_or_convertible(v: Any, depth: int) -> bool:
+    """convertible(v, depth + 1), with the common leaves (a str, a bool, a double, null) decided here."""
+    t = type(v)
+    if t is str:
+        return v.isascii() or _encodes(v)
+    if t is bool or t is float or v is None:
+        return True
+    if t is int:
+        return bool(_INT64[0] <= v <= _INT64[1])
+    if t is dict or t is list:
+        return convertible(v, depth + 1)
+    return False
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def literal(value: Any) -> str:
@@ -203,4 +255,4 @@ def literal(value: Any) -> str:
     raise TypeError(f"no CEL literal for {type(value).__name__}")
 
 
-__all__ = ["CelError", "compile_expression", "evaluate", "literal", "list_index_of", "list_sum"]
+__all__ = ["CelError", "compile_expression", "convertible", "evaluate", "literal", "list_index_of", "list_sum"]

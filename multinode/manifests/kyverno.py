@@ -352,7 +352,7 @@ def is_cel_policy(obj: Any, kind: str) -> bool:
             and str(obj.get("apiVersion", "")).startswith("policies.kyverno.io/"))
 
 
-def _selector_matches(selector: Any, labels: dict[str, Any]) -> bool:
+def selector_matches(selector: Any, labels: dict[str, Any]) -> bool:
     """metav1.LabelSelector semantics (matchLabels and matchExpressions In/NotIn/Exists/DoesNotExist)."""
     if not isinstance(selector, dict):
         return True
@@ -398,7 +398,7 @@ def matches_selected(policy: dict[str, Any], pod: dict[str, Any], bindings: Any 
     and the matchConditions."""
     spec = policy.get("spec") or {}
     labels = (pod.get("metadata") or {}).get("labels")
-    if not _selector_matches((spec.get("matchConstraints") or {}).get("objectSelector"),
+    if not selector_matches((spec.get("matchConstraints") or {}).get("objectSelector"),
                              labels if isinstance(labels, dict) else {}):
         return False
     if spec.get("matchConditions") and (bindings is None or spec.get("variables")):
@@ -423,7 +423,7 @@ def _constraints_select(spec: dict[str, Any], pod: dict[str, Any]) -> bool:
         return False
     mc = spec.get("matchConstraints") or {}
     labels = (pod.get("metadata") or {}).get("labels")
-    return _selector_matches(mc.get("objectSelector"), labels if isinstance(labels, dict) else {})
+    return selector_matches(mc.get("objectSelector"), labels if isinstance(labels, dict) else {})
 
 
 def _conditions_hold(spec: dict[str, Any], bindings: Any) -> bool:
