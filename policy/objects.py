@@ -206,8 +206,17 @@ def fabric_resources_of(pod_spec: dict[str, Any]) -> dict[str, int]:
 
 def pod_specs_anywhere(obj: Any) -> Iterator[dict[str, Any]]:
     """Every pod spec (a dict with a `containers` list) anywhere inside an object, whatever its kind (a
-    CustomResourceDefinition, a schema, holds none: not walked)."""
-    return iter(()) if is_crd(obj) else _pod_specs(obj)
+    CustomResourceDefinition, a schema, holds none: not walked). Inside kept_gangs() an object is walked once
+    (three rules ask for every object's pod specs)."""
+    if is_crd(obj):
+        return iter(())
+    kept = _KEPT_SPECS.get()
+    if kept is None:
+        return _pod_specs(obj)
+    hit = kept.get(id(obj))
+    if hit is None or hit[0] is not obj:
+        hit = kept[id(obj)] = (obj, list(_pod_specs(obj)))
+    return iter(hit[1])
 
 
 def _pod_specs(obj: Any) -> Iterator[dict[str, Any]]:
@@ -488,6 +497,11 @@ _KEPT: contextvars.ContextVar[dict[tuple[int, str], tuple[dict[str, Any], list[G
     contextvars.ContextVar("kept_gangs", default=None)
 
 
+# id(obj) -> (obj, its pod specs), while kept_gangs() is in effect (pod_specs_anywhere)
+_KEPT_SPECS: contextvars.ContextVar[dict[int, tuple[Any, list[dict[str, Any]]]] | None] = \
+    contextvars.ContextVar("kept_pod_specs", default=None)
+
+
 @contextlib.contextmanager
 def kept_gangs() -> Iterator[None]:
     """Within: gangs(props, name) reads each object once and gives the same Gang objects to every later ask for
@@ -495,9 +509,11 @@ def kept_gangs() -> Iterator[None]:
     every workload's gangs, each a full read of its pod templates. The objects must not change meanwhile (the
     rules only read); a kept entry holds its props, so no other object takes its id."""
     token = _KEPT.set({} if _KEPT.get() is None else _KEPT.get())
+    specs = _KEPT_SPECS.set({} if _KEPT_SPECS.get() is None else _KEPT_SPECS.get())
     try:
         yield
     finally:
+        _KEPT_SPECS.reset(specs)
         _KEPT.reset(token)
 
 

@@ -316,3 +316,35 @@ def test_shell_words_split_like_shlex():
             want = line.split()
         assert objects._shell_words(line) == want, repr(line)
 
+
+
+def test_fabric_signal_keys_are_the_walk_of_the_expanded_object():
+    """stack._keys: the (key, value) pairs of _walk(_expand_patches(obj)), in the same order, on every object of an
+    example stack and on a ClusterPolicy-style patch string (read as YAML) with a bad one (left a string)."""
+    from multinode import plan as mplan
+    from policy.rules import stack
+    patched = {"spec": {"rules": [{"mutate": {"patchesJson6902": "- op: add\n  path: /a~1b\n  value: {x: [1]}\n"}},
+                                  {"mutate": {"patchesJson6902": "[unclosed"}}]}}
+    objs = [r.inputs for r in mplan.plan("gcp-dev", None).registrations] + [patched]
+    def scalars(pairs):
+        return [(k, None if isinstance(v, (dict, list)) else v) for k, v in pairs]
+    for obj in objs:
+        assert scalars(stack._keys(obj)) == scalars((k, v) for _, k, v in stack._walk(stack._expand_patches(obj)))
+    assert ("path", "/a~1b") in stack._keys(patched) and ("patchesJson6902", "[unclosed") in stack._keys(patched)
+
+
+def test_kept_pod_specs_walk_each_object_once_and_only_serve_that_object(monkeypatch):
+    from policy import objects
+    a, b, twin = F.lws("a"), F.volcano_job("b"), F.lws("a")
+    fresh = {id(o): list(objects.pod_specs_anywhere(o)) for o in (a, b, twin)}
+    walked = []
+    real = objects._pod_specs
+    monkeypatch.setattr(objects, "_pod_specs", lambda obj: walked.append(id(obj)) or real(obj))
+    with objects.kept_gangs():
+        served = {id(o): [list(objects.pod_specs_anywhere(o)) for _ in range(3)] for o in (a, b, twin)}
+    list(objects.pod_specs_anywhere(a))                                  # outside the scope: walked again
+    roots = {id(a), id(b), id(twin)}                          # _pod_specs recurses through the patched name
+    assert [w for w in walked if w in roots] == [id(a), id(b), id(twin), id(a)]
+    for o in (a, b, twin):                    # each object's own spec dicts, every time (twin equals a, is not a)
+        for specs in served[id(o)]:
+            assert len(specs) == len(fresh[id(o)]) and all(x is y for x, y in zip(specs, fresh[id(o)], strict=True))

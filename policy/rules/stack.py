@@ -138,6 +138,31 @@ def _expand_patches(obj: Any) -> Any:
     return obj
 
 
+def _keys(obj: Any) -> list[tuple[Any, Any]]:
+    """(key, value) of every mapping anywhere in obj, depth first in document order, with patchesJson6902 strings
+    read as _expand_patches reads them: the keys and scalar values _walk(_expand_patches(obj)) yields, without
+    the paths and the copy (fabric_signals reads every object of the stack, and only scalar values). A value
+    that is a mapping or list is the object's own, patch strings inside it unread."""
+    out: list[tuple[Any, Any]] = []
+
+    def visit(o: Any) -> None:
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if k == "patchesJson6902" and isinstance(v, str):
+                    try:
+                        v = safeyaml.load(v, "patchesJson6902")
+                    except ConfigError:
+                        pass
+                out.append((k, v))
+                visit(v)
+        elif isinstance(o, list):
+            for v in o:
+                visit(v)
+
+    visit(obj)
+    return out
+
+
 def fabric_signals(r: Resource, known: dict[str, str] | None = None) -> dict[str, set[str]]:
     """cloud -> what in this resource uses that cloud's fabric (device resources, GKE networking). `known`:
     fabric resource -> cloud (default objects.FABRIC_RESOURCES; objects.fabric_resources(config) adds the stack's)."""
@@ -150,8 +175,7 @@ def fabric_signals(r: Resource, known: dict[str, str] | None = None) -> dict[str
         return out               # a CRD's schema (MBs for LWS/Grove) holds no pod of any fabric: not walked
     if group in objects.GCP_FABRIC_GROUPS:
         out["gcp"].add(f"{r.props.get('kind')} ({group})")
-    props = _expand_patches(r.props)
-    for path, key, value in _walk(props):
+    for key, value in _keys(r.props):
         if key in known:
             out[known[key]].add(key)
         elif key in objects.GCP_FABRIC_ANNOTATIONS:
