@@ -150,7 +150,7 @@ class _FastDumper(_YAML_DUMPER):
     implicit) is kept for the process (its rules are constants of the class). Every other type goes through
     SafeRepresenter. tests/test_plan.py compares the text with the stock dumper's, object by object."""
 
-    _resolved: dict[tuple[Any, bool, bool], Any] = {}
+    _resolved: dict[str, Any] = {}
 
     def represent_data(self, data: Any) -> Any:
         t = type(data)
@@ -177,14 +177,18 @@ class _FastDumper(_YAML_DUMPER):
         return node
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is not yaml.ScalarNode:
+        # BaseResolver.resolve for a scalar, with no path resolvers (the safe dumpers have none): the implicit
+        # resolvers' regexes only when implicit[0], else, or when none matches, the default scalar tag. So the
+        # answer depends on the value alone when implicit[0], and is the default tag otherwise.
+        if kind is not yaml.ScalarNode or self.yaml_path_resolvers:
             return super().resolve(kind, value, implicit)
-        key = (value, bool(implicit[0]), bool(implicit[1]))
-        tag = self._resolved.get(key)
+        if not implicit[0]:
+            return self.DEFAULT_SCALAR_TAG
+        tag = self._resolved.get(value)
         if tag is None:
             if len(self._resolved) > 100_000:      # a long-lived process (the tests) writes many plans
                 self._resolved.clear()
-            tag = self._resolved[key] = super().resolve(kind, value, implicit)
+            tag = self._resolved[value] = super().resolve(kind, value, implicit)
         return tag
 
 
