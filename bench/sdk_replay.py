@@ -95,6 +95,7 @@ def main(argv: list[str]) -> int:
     for m in json.loads(Path(argv[0]).read_text(encoding="utf-8")):
         importlib.import_module(m)
     regs = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    gc.freeze()                 # what is alive now is kept to the end, as plan's gcpolicy.settle() before its run
     n = replay(regs, Path(argv[1]).stem)
     if n != len(regs):
         print(f"replayed {n} of {len(regs)} registrations", file=sys.stderr)

@@ -9,15 +9,27 @@ live longer is bounded by one run. Long-running processes (the test suite, the A
 plugin) keep Python's defaults: only the command line calls `for_batch()`.
 
 The benchmark (bench/plan_bench.py) applies the same thresholds to its floor process, so the plan/floor
-ratio compares like with like.
+ratio compares like with like; its SDK replay also freezes what is alive after its imports (settle).
 """
 from __future__ import annotations
 
 import gc
 
 BATCH_THRESHOLDS = (50_000, 20, 100)
+_batch = [False]
 
 
 def for_batch() -> None:
     """Set the batch thresholds for the rest of this process."""
     gc.set_threshold(*BATCH_THRESHOLDS)
+    _batch[0] = True
+
+
+def settle() -> None:
+    """In a batch process (for_batch), move every object alive now to the collector's permanent generation
+    (gc.freeze): plan calls it before and after the program run, when what is alive is modules (the Pulumi
+    SDK's and the cloud SDK's, imported during the run) and the run's registrations, kept to the end. Later
+    collections then walk only what is allocated after. Measured on a 640-workload x 32-pool stack (3 runs
+    each, interleaved): 9.2-9.9 s CPU without, 8.4-8.7 s with, max RSS 248 MB both. Elsewhere a no-op."""
+    if _batch[0]:
+        gc.freeze()

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, checks, placement, stackfile
+from . import admission, checks, gcpolicy, placement, stackfile
 from . import config as mconfig
 from .errors import ConfigError
 from .manifests import crds
@@ -246,7 +246,9 @@ def plan_fleet(stack: str, raw: dict[str, Any], secrets: set[str], wire: dict[st
     from .fleet import plan as fleet_plan
     result = PlanResult(stack, None, fleet=fleet_plan.load(raw, secrets, source=str(src)))
     fleet_plan.prepare_mocks()
+    gcpolicy.settle()
     run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack, stack_file=src)
+    gcpolicy.settle()
     result.registrations = stable_order(run.registrations)
     ordered = apply_order(result.registrations)
     result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
@@ -263,7 +265,9 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secr
                 out_root: Path | None = None, stack_file: Path | None = None) -> PlanResult:
     """Run the program for an already validated config (`wire` = config as Pulumi passes it)."""
     result = PlanResult(stack, cfg, advisories=[str(p) for p in checks.advisories(cfg)])
+    gcpolicy.settle()           # the command's imports, then the run's modules and registrations (gcpolicy)
     run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack, stack_file=stack_file)
+    gcpolicy.settle()
     registrations = stable_order(run.registrations)
     ordered = apply_order(registrations)
     result.registrations = registrations
