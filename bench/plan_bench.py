@@ -19,7 +19,9 @@ Every measurement is a group of fresh processes run back to back (plan, floor, s
 smallest), rotating which goes first, so load from other processes on the machine hits every member of a group
 alike; ratios are taken per group and the median over groups is reported. CPU time is user + system of the
 child (resource.getrusage RUSAGE_CHILDREN), wall time includes interpreter start. The floor and the replay set
-the plan command's garbage-collector thresholds (multinode/gcpolicy.py) first, so all three run alike. One
+the plan command's garbage-collector thresholds (multinode/gcpolicy.py) first, so all three run alike, and
+freeze what they imported before each next import (the plan freezes before and after its program run,
+gcpolicy.settle: freezing more often makes the floor's collections cheaper, never dearer). One
 warm-up run of each first so bytecode caches (and the parsed-schema cache, multinode/schemafiles.py) exist.
 
 Usage: python bench/plan_bench.py [--pairs 7] [--stacks aws-dev,...] [--workloads 1,10,40,160,640]
@@ -83,9 +85,12 @@ def imported_pulumi_modules(argv: list[str]) -> list[str]:
 
 
 def floor_argv(modules: list[str]) -> list[str]:
-    # the command's garbage-collector thresholds first (multinode/gcpolicy.py), as `multinode plan` sets them
-    return ["-c", "from multinode import gcpolicy\ngcpolicy.for_batch()\nimport importlib\n"
-                  f"for m in {modules!r}:\n    importlib.import_module(m)"]
+    # the command's garbage-collector thresholds first (multinode/gcpolicy.py), as `multinode plan` sets them,
+    # and what is imported frozen before each next import: plan freezes twice (gcpolicy.settle), so its imports
+    # during the run do not walk the earlier ones; frozen before every import, the floor's collections walk
+    # even less, so this floor is at or below the least any process importing these modules can cost
+    return ["-c", "import gc\nfrom multinode import gcpolicy\ngcpolicy.for_batch()\nimport importlib\n"
+                  f"for m in {modules!r}:\n    gc.freeze()\n    importlib.import_module(m)"]
 
 
 def groups(cmds: list[list[str]], n: int, oks: list[tuple[int, ...]] | None = None) -> list[list[dict]]:

@@ -93,6 +93,7 @@ def replay(regs: list[dict[str, Any]], stack: str) -> int:
 def main(argv: list[str]) -> int:
     gc.set_threshold(*BATCH_THRESHOLDS)
     for m in json.loads(Path(argv[0]).read_text(encoding="utf-8")):
+        gc.freeze()             # as the floor imports them (bench/plan_bench.py floor_argv)
         importlib.import_module(m)
     regs = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     gc.freeze()                 # what is alive now is kept to the end, as plan's gcpolicy.settle() before its run
