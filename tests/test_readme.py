@@ -65,3 +65,14 @@ def test_readme_corpus_count_matches_the_corpus():
     n = len(list((ROOT / "tests" / "corpus").glob("*.yaml")))
     counts = {int(m) for m in re.findall(r"(\d+)\s+broken\s+stacks", README)}
     assert counts == {n}, (counts, n)
+
+
+def test_every_heading_is_there_once():
+    """Two edits of this README appended a second copy of most of it (a replace whose end marker matched earlier
+    in the file than its start): every heading appears once."""
+    headings, fenced = [], False
+    for line in README.splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and line.startswith("#"):
+            headings.append(line)
+    assert headings and len(headings) == len(set(headings)), sorted(h for h in headings if headings.count(h) > 1)
