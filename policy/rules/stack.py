@@ -120,19 +120,22 @@ def _walk(obj: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...
             yield from _walk(v, path + (i,))
 
 
+def _patch_read(key: Any, value: Any) -> Any:
+    """A Kyverno patchesJson6902 string parsed as YAML, so its values can be read like the rest (any other
+    value as it is). The strict reader: an alias bomb or deep nesting in a patch string is refused, not
+    expanded (the string is kept)."""
+    if key == "patchesJson6902" and isinstance(value, str):
+        try:
+            return safeyaml.load(value, "patchesJson6902")
+        except ConfigError:
+            pass
+    return value
+
+
 def _expand_patches(obj: Any) -> Any:
-    """Kyverno patchesJson6902 is a YAML string; parse it so its values can be read like the rest."""
+    """The object with every patchesJson6902 string parsed (_patch_read)."""
     if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            if k == "patchesJson6902" and isinstance(v, str):
-                # the strict reader: an alias bomb or deep nesting in a patch string is refused, not expanded
-                try:
-                    v = safeyaml.load(v, "patchesJson6902")
-                except ConfigError:
-                    pass
-            out[k] = _expand_patches(v)
-        return out
+        return {k: _expand_patches(_patch_read(k, v)) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_expand_patches(v) for v in obj]
     return obj
@@ -148,11 +151,7 @@ def _keys(obj: Any) -> list[tuple[Any, Any]]:
     def visit(o: Any) -> None:
         if isinstance(o, dict):
             for k, v in o.items():
-                if k == "patchesJson6902" and isinstance(v, str):
-                    try:
-                        v = safeyaml.load(v, "patchesJson6902")
-                    except ConfigError:
-                        pass
+                v = _patch_read(k, v)
                 out.append((k, v))
                 visit(v)
         elif isinstance(o, list):
