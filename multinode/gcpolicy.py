@@ -9,7 +9,8 @@ live longer is bounded by one run. Long-running processes (the test suite, the A
 plugin) keep Python's defaults: only the command line calls `for_batch()`.
 
 The benchmark (bench/plan_bench.py) applies the same thresholds to its floor process, so the plan/floor
-ratio compares like with like; its SDK replay also freezes what is alive after its imports (settle).
+ratio compares like with like; the floor and the SDK replay also freeze before each import (so they are never
+dearer than the plan's two freezes, settle).
 """
 from __future__ import annotations
 

@@ -146,8 +146,8 @@ class _FastDumper(_YAML_DUMPER):
     the Python resolver, twice per scalar, whether a plain string would read back as another type (a regex per
     call): at 160 workloads ~60% of writing build/. Here str, dict and list (nearly every node of a Kubernetes
     object) take a direct path that builds the nodes SafeRepresenter builds (a dict or list seen twice is the
-    same node, so the emitter writes the same anchor and alias), and the resolver's answer per (string,
-    implicit) is kept for the process (its rules are constants of the class). Every other type goes through
+    same node, so the emitter writes the same anchor and alias), and the resolver's answer per string is kept
+    for the process (resolve: its rules are constants of the class). Every other type goes through
     SafeRepresenter. tests/test_plan.py compares the text with the stock dumper's, object by object."""
 
     _resolved: dict[str, Any] = {}
@@ -240,15 +240,22 @@ def plan(stack: str, out_root: Path | None = Path("build"), path: Path | None = 
     return plan_config(stack, cfg, wire, secrets, out_root, stack_file=src)
 
 
+def _run(wire: dict[str, str], secrets: Any, stack: str, stack_file: Path | None) -> Any:
+    """The program under mocks, with what is alive before and after frozen in the command (gcpolicy.settle: the
+    command's imports, then the run's modules and registrations)."""
+    gcpolicy.settle()
+    run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack, stack_file=stack_file)
+    gcpolicy.settle()
+    return run
+
+
 def plan_fleet(stack: str, raw: dict[str, Any], secrets: set[str], wire: dict[str, str], out_root: Path | None,
                src: Path) -> PlanResult:
     """A fleet stack (multinode/fleet): its own checks and fit, the same program run, outputs and pack."""
     from .fleet import plan as fleet_plan
     result = PlanResult(stack, None, fleet=fleet_plan.load(raw, secrets, source=str(src)))
     fleet_plan.prepare_mocks()
-    gcpolicy.settle()
-    run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack, stack_file=src)
-    gcpolicy.settle()
+    run = _run(wire, secrets, stack, src)
     result.registrations = stable_order(run.registrations)
     ordered = apply_order(result.registrations)
     result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
@@ -265,9 +272,7 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secr
                 out_root: Path | None = None, stack_file: Path | None = None) -> PlanResult:
     """Run the program for an already validated config (`wire` = config as Pulumi passes it)."""
     result = PlanResult(stack, cfg, advisories=[str(p) for p in checks.advisories(cfg)])
-    gcpolicy.settle()           # the command's imports, then the run's modules and registrations (gcpolicy)
-    run = run_program(wire, [f"{mconfig.NAMESPACE}:{k}" for k in secrets], stack, stack_file=stack_file)
-    gcpolicy.settle()
+    run = _run(wire, secrets, stack, stack_file)
     registrations = stable_order(run.registrations)
     ordered = apply_order(registrations)
     result.registrations = registrations
@@ -438,10 +443,9 @@ def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) ->
             record["inputs"] = _written(r.inputs)[0]
         elif r.type == CONFIG_GROUP and isinstance(r.inputs.get("yaml"), str):
             # the manifest text, ~1.4 MB for Grove's CRDs: its objects are the records parented to the group
-            text = r.inputs["yaml"]
-            record["inputs"] = {**r.inputs, "yaml": f"[{len(text.encode())} bytes, sha256 "
-                                                    f"{hashlib.sha256(text.encode()).hexdigest()}: registered as "
-                                                    f"the resources whose parent is this group]"}
+            data = r.inputs["yaml"].encode()
+            record["inputs"] = {**r.inputs, "yaml": f"[{len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}: "
+                                                    f"registered as the resources whose parent is this group]"}
         records.append(record)
     files.write(out / "resources.json", json_text(records))
     files.write(out / "graph.mmd", mermaid(result.registrations))

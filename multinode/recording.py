@@ -138,6 +138,7 @@ def identity_only_outputs(typ: str) -> bool:
 
 
 CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
+_IDENTITY = ("apiVersion", "kind", "metadata")        # a custom resource's mock state (identity_only_outputs)
 
 
 def _k8s_type(api_version: str, kind: str) -> str:
@@ -208,7 +209,7 @@ def config_group_children(group: Registration, make_urn: Callable[[str, str, str
 class PlanMocks(pmocks.Mocks):
     def new_resource(self, args: pmocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         if identity_only_outputs(args.typ):
-            outputs = {k: args.inputs[k] for k in ("apiVersion", "kind", "metadata") if k in args.inputs}
+            outputs = {k: args.inputs[k] for k in _IDENTITY if k in args.inputs}
         else:
             outputs = dict(args.inputs)
         extra = OUTPUTS.get(args.typ)
@@ -224,7 +225,6 @@ class PlanMocks(pmocks.Mocks):
 
 # Byte strings whose presence in a registration's serialized inputs sends it the SDK mock's way (_plain_inputs).
 _SPECIAL = (rpc._special_sig_key.encode(), rpc.UNKNOWN.encode())
-_IDENTITY = ("apiVersion", "kind", "metadata")
 
 
 def _plain_inputs(struct: Any) -> bool:
@@ -253,8 +253,7 @@ class RecordingMonitor(pmocks.MockMonitor):
         metadata (identity_only_outputs), the id PlanMocks gives. The round trip deserialized and serialized
         every input of every registration again: ~0.5 ms of a Volcano Job at 160 workloads. Any other case
         (another Mocks, extra OUTPUTS, a secret...) goes through MockMonitor.RegisterResource."""
-        if (type(self.mocks) is not PlanMocks or request.type in OUTPUTS or request.type == "pulumi:pulumi:Stack"
-                or not _plain_inputs(request.object)):
+        if type(self.mocks) is not PlanMocks or request.type in OUTPUTS or not _plain_inputs(request.object):
             return super().RegisterResource(request)
         from google.protobuf import struct_pb2
         from pulumi.runtime.proto import resource_pb2

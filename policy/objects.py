@@ -210,12 +210,12 @@ def pod_specs_anywhere(obj: Any) -> Iterator[dict[str, Any]]:
     (three rules ask for every object's pod specs)."""
     if is_crd(obj):
         return iter(())
-    kept = _KEPT_SPECS.get()
+    kept = _KEPT.get()
     if kept is None:
         return _pod_specs(obj)
-    hit = kept.get(id(obj))
+    hit = kept.specs.get(id(obj))
     if hit is None or hit[0] is not obj:
-        hit = kept[id(obj)] = (obj, list(_pod_specs(obj)))
+        hit = kept.specs[id(obj)] = (obj, list(_pod_specs(obj)))
     return iter(hit[1])
 
 
@@ -492,14 +492,14 @@ READERS = {
 }
 
 
-# (id(props), fallback name) -> (props, its gangs), while kept_gangs() is in effect
-_KEPT: contextvars.ContextVar[dict[tuple[int, str], tuple[dict[str, Any], list[Gang]]] | None] = \
-    contextvars.ContextVar("kept_gangs", default=None)
+@dataclass
+class _Kept:
+    """What kept_gangs() keeps. Each entry holds its object, so no other object takes its id meanwhile."""
+    gangs: dict[tuple[int, str], tuple[dict[str, Any], list[Gang]]] = field(default_factory=dict)  # (id, name)
+    specs: dict[int, tuple[Any, list[dict[str, Any]]]] = field(default_factory=dict)   # pod_specs_anywhere
 
 
-# id(obj) -> (obj, its pod specs), while kept_gangs() is in effect (pod_specs_anywhere)
-_KEPT_SPECS: contextvars.ContextVar[dict[int, tuple[Any, list[dict[str, Any]]]] | None] = \
-    contextvars.ContextVar("kept_pod_specs", default=None)
+_KEPT: contextvars.ContextVar[_Kept | None] = contextvars.ContextVar("kept_gangs", default=None)
 
 
 @contextlib.contextmanager
@@ -508,12 +508,10 @@ def kept_gangs() -> Iterator[None]:
     the very same props object (a new list each time). pack.evaluate runs its rules in it: a dozen rules ask for
     every workload's gangs, each a full read of its pod templates. The objects must not change meanwhile (the
     rules only read); a kept entry holds its props, so no other object takes its id."""
-    token = _KEPT.set({} if _KEPT.get() is None else _KEPT.get())
-    specs = _KEPT_SPECS.set({} if _KEPT_SPECS.get() is None else _KEPT_SPECS.get())
+    token = _KEPT.set(_KEPT.get() or _Kept())
     try:
         yield
     finally:
-        _KEPT_SPECS.reset(specs)
         _KEPT.reset(token)
 
 
@@ -521,13 +519,13 @@ def gangs(props: dict[str, Any], fallback_name: str = "") -> list[Gang]:
     """The gangs an object runs ([] for objects that are not multi-pod workloads)."""
     kept = _KEPT.get()
     if kept is not None:
-        hit = kept.get((id(props), fallback_name))
+        hit = kept.gangs.get((id(props), fallback_name))
         if hit is not None and hit[0] is props:
             return list(hit[1])
     reader = READERS.get(kind_of(props))
     out = [] if reader is None else reader(props, object_name(props, fallback_name))
     if kept is not None:
-        kept[(id(props), fallback_name)] = (props, out)
+        kept.gangs[(id(props), fallback_name)] = (props, out)
         return list(out)
     return out
 

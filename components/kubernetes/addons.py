@@ -87,7 +87,7 @@ class ClusterAddons(pulumi.ComponentResource):
         the program: the CRDs' ~1.4 MB of OpenAPI schema then crosses the program/engine boundary as one string
         instead of a Struct of ~24,000 values the SDK serializes value by value (about 0.5 s of a plan of
         existing-dev, and as much per deploy preview). The plan records the CRDs the provider will register
-        (multinode/recording.py, expand_config_group), so build/, the policy pack and the tests still see
+        (multinode/recording.py, config_group_children), so build/, the policy pack and the tests still see
         every CRD object.
         No protect/retain: deleting a CRD deletes its custom resources, and destroy removes the add-on
         anyway; the workloads' data lives on the RWX volume, which is retained."""
@@ -105,8 +105,9 @@ class ClusterAddons(pulumi.ComponentResource):
         return [group]
 
     def crd_ready(self, group: str) -> list[pulumi.Resource]:
-        """What a custom resource of API group `group` (e.g. "kyverno.io") depends on: the CRD resources
-        of that group registered here and the releases that install the group (its controller/webhooks)."""
+        """What a custom resource of API group `group` (e.g. "kyverno.io") depends on: the ConfigGroup holding
+        that group's CRDs when it is registered here and the releases that install the group (its
+        controller/webhooks)."""
         own = list(dict.fromkeys(r for (g, _), r in self._crd_by_kind.items() if g == group))
         return own + [self.releases[k] for k, s in self.specs.items() if group in s.installs_crds]
 
