@@ -38,11 +38,11 @@ func typeMeta(doc []byte) (typeMetaDoc, error) {
 // notCheckedReasons: kinds the stacks render with no CRD stored in schemas/ (nor rendered in the stack),
 // with why and where upstream keeps a definition. The lead decides whether to store them.
 var notCheckedReasons = map[schema.GroupKind]string{
-	{Group: "networking.gke.io", Kind: "Network"}:                   "GKE multi-network CRD: installed by GKE itself, not published as a release artifact; no CRD stored in schemas/",
-	{Group: "networking.gke.io", Kind: "GKENetworkParamSet"}:        "GKE multi-network CRD: installed by GKE itself, not published as a release artifact; no CRD stored in schemas/",
-	{Group: "k8s.cni.cncf.io", Kind: "NetworkAttachmentDefinition"}: "Multus CRD (k8snetworkplumbingwg/multus-cni deployments/multus-daemonset.yml); no CRD stored in schemas/",
-	{Group: "nv-ipam.nvidia.com", Kind: "IPPool"}:                   "NVIDIA nv-ipam CRD (Mellanox/nvidia-k8s-ipam deploy/crds/); no CRD stored in schemas/",
-	{Group: "cluster.karmada.io", Kind: "Cluster"}:                  "served by karmada-aggregated-apiserver (an aggregated API, not a CRD); its schema is only in karmada's swagger.json, which has no structural schema or CEL rules to run",
+	{Group: "networking.gke.io", Kind: "Network"}:                   "no CRD stored in schemas/ (GKE installs it; upstream: GoogleCloudPlatform/gke-networking-api config/crds/networking.gke.io_networks.yaml)",
+	{Group: "networking.gke.io", Kind: "GKENetworkParamSet"}:        "no CRD stored in schemas/ (GKE installs it; upstream: GoogleCloudPlatform/gke-networking-api config/crds/networking.gke.io_gkenetworkparamsets.yaml)",
+	{Group: "k8s.cni.cncf.io", Kind: "NetworkAttachmentDefinition"}: "no CRD stored in schemas/ (Multus; upstream: k8snetworkplumbingwg/network-attachment-definition-client artifacts/networks-crd.yaml)",
+	{Group: "nv-ipam.nvidia.com", Kind: "IPPool"}:                   "no CRD stored in schemas/ (NVIDIA IPAM; upstream: Mellanox/nvidia-k8s-ipam deploy/crds/nv-ipam.nvidia.com_ippools.yaml)",
+	{Group: "cluster.karmada.io", Kind: "Cluster"}:                  "not a CRD: served by karmada-aggregated-apiserver (an aggregated API); its schema is only in schemas/karmada/swagger.json, with no structural schema or CEL rules to run",
 }
 
 type stackResult struct {
