@@ -350,3 +350,19 @@ func TestCustomResourceDuplicateField(t *testing.T) {
 	bad := strings.Replace(lws, "  replicas: 1\n", "  replicas: 1\n  replicas: 1\n", 1)
 	expectIssue(t, custom(t, bad), "replicas", `key "replicas" already set in map`)
 }
+
+// A built-in kind with no strategy wired is a finding, never skipped in silence.
+func TestBuiltinKindWithoutStrategy(t *testing.T) {
+	quota := "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: q, namespace: multinode}\nspec:\n  hard: {pods: \"10\"}\n"
+	expectIssue(t, builtin(t, quota), "", "no CREATE strategy wired for ResourceQuota")
+}
+
+// The API server's create warnings are collected (and are not findings).
+func TestCreateWarnings(t *testing.T) {
+	dep := strings.Replace(jobYAML, "      restartPolicy: Never\n", "      restartPolicy: Never\n      nodeSelector:\n        beta.kubernetes.io/arch: amd64\n", 1)
+	_, is, ws := checkBuiltin([]byte(dep), gvkOf(t, dep))
+	expectNone(t, is)
+	if len(ws) != 1 || !strings.Contains(ws[0], "beta.kubernetes.io/arch") {
+		t.Errorf("want one deprecation warning for beta.kubernetes.io/arch, got %q", ws)
+	}
+}
