@@ -366,3 +366,21 @@ func TestCreateWarnings(t *testing.T) {
 		t.Errorf("want one deprecation warning for beta.kubernetes.io/arch, got %q", ws)
 	}
 }
+
+// Nested templates are also sent as the Pod their controller creates (pod-only create rules), without
+// repeating what the template check already said.
+func TestNestedAsPod(t *testing.T) {
+	bad := strings.Replace(lws, "          ports:\n", "          ports:\n          - containerPort: 70000\n", 1)
+	n := 0
+	for _, i := range custom(t, bad) {
+		if strings.Contains(i.Msg, "70000") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the bad port is reported %d times, want once", n)
+	}
+	eph := strings.Replace(lws, "          ports:\n", "          ports:\n          - containerPort: 8001\n", 1) +
+		"        ephemeralContainers:\n        - name: debug\n          image: busybox\n"
+	expectIssue(t, custom(t, eph), "spec.leaderWorkerTemplate.workerTemplate.spec.ephemeralContainers", "cannot be set on create")
+}

@@ -56,6 +56,7 @@ import (
 	"k8s.io/kubernetes/pkg/registry/core/namespace"
 	"k8s.io/kubernetes/pkg/registry/core/persistentvolume"
 	"k8s.io/kubernetes/pkg/registry/core/persistentvolumeclaim"
+	"k8s.io/kubernetes/pkg/registry/core/pod"
 	"k8s.io/kubernetes/pkg/registry/core/podtemplate"
 	"k8s.io/kubernetes/pkg/registry/core/secret"
 	"k8s.io/kubernetes/pkg/registry/core/service"
@@ -95,6 +96,7 @@ var createStrategies = map[schema.GroupKind]rest.RESTCreateStrategy{
 	{Group: "", Kind: "Namespace"}:                                                  namespace.Strategy,
 	{Group: "", Kind: "PersistentVolume"}:                                           persistentvolume.Strategy,
 	{Group: "", Kind: "PersistentVolumeClaim"}:                                      persistentvolumeclaim.Strategy,
+	{Group: "", Kind: "Pod"}:                                                        pod.Strategy,
 	{Group: "", Kind: "PodTemplate"}:                                                podtemplate.Strategy,
 	{Group: "", Kind: "Secret"}:                                                     secret.Strategy,
 	{Group: "", Kind: "Service"}:                                                    service.Strategy,

@@ -135,17 +135,75 @@ func checkNested(gk schema.GroupKind, obj map[string]interface{}, name, namespac
 				continue
 			}
 			_, is, ws := checkBuiltin(raw, gvk)
+			seen := map[issue]bool{}
 			for _, i := range is {
 				i.Path = rewritePath(i.Path, prefix, n.path)
+				seen[i] = true
 				i.Msg = fmt.Sprintf("%s (as a %s, the object its controller creates)", i.Msg, gvk.Kind)
 				issues = append(issues, i)
 			}
 			for _, w := range ws {
 				warnings = append(warnings, n.path+": "+w)
 			}
+			// The Pod its controller creates from the template: pod.Strategy adds the Pod-only create rules
+			// (ValidatePodCreate). Issues the template check already reported are not repeated.
+			pod, podPath := podOf(n, name, namespace)
+			if pod == nil {
+				continue
+			}
+			raw, err = json.Marshal(pod)
+			if err != nil {
+				continue
+			}
+			_, is, _ = checkBuiltin(raw, schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
+			for _, i := range is {
+				i.Path = rewritePath(i.Path, "spec", podPath)
+				if seen[i] {
+					continue
+				}
+				i.Msg = fmt.Sprintf("%s (as the Pod its controller creates)", i.Msg)
+				issues = append(issues, i)
+			}
 		}
 	}
 	return issues, count, warnings
+}
+
+// podOf builds the Pod a controller makes of one nested template (metadata and spec as written), and the
+// path of that spec inside the custom resource.
+func podOf(n nested, name, namespace string) (map[string]interface{}, string) {
+	var tmpl map[string]interface{}
+	var specPath string
+	switch n.shape {
+	case shapePodSpec:
+		tmpl, specPath = map[string]interface{}{"spec": n.value}, n.path
+	case shapeJobTemplate:
+		spec, _ := n.value["spec"].(map[string]interface{})
+		t, ok := spec["template"].(map[string]interface{})
+		if !ok {
+			return nil, ""
+		}
+		tmpl, specPath = t, n.path+".spec.template.spec"
+	default:
+		tmpl, specPath = n.value, n.path+".spec"
+	}
+	meta := map[string]interface{}{}
+	if m, ok := tmpl["metadata"].(map[string]interface{}); ok {
+		for _, k := range []string{"labels", "annotations"} {
+			if v, ok := m[k]; ok {
+				meta[k] = v
+			}
+		}
+	}
+	meta["name"] = name
+	if namespace != "" {
+		meta["namespace"] = namespace
+	}
+	spec, ok := tmpl["spec"]
+	if !ok {
+		return nil, ""
+	}
+	return map[string]interface{}{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}, specPath
 }
 
 // wrapTemplate builds the built-in object for one nested template and the path prefix under which its
