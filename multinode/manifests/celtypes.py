@@ -4,11 +4,14 @@
 still compile and run there. Two such defects reached the rendered policies once (issue 27), both invisible to
 an untyped evaluation:
 1. `int(c.?resources.?limits[?'nvidia.com/gpu'].orValue(0))`: the webhook hands quantities to CEL as strings
-   ("8"); Kubernetes' type checker takes the overload from `orValue(0)`'s int, and at run time
-   `int(string)` has no such overload. Declared with the Pod's real types (limits: map(string, string)) the
-   expression does not compile, here as in any typed Kubernetes environment.
-2. `{'name': 'x', 'configMap': {...}}`: Kubernetes compiles admission CEL with homogeneous aggregate literals
-   (cel-go `HomogeneousAggregateLiterals`, set by k8s.io/apiserver/pkg/cel/environment base.go): every element
+   ("8"); where `object` is typed from the Pod schema (Kubernetes' MutatingAdmissionPolicy), the type checker
+   takes the overload from `orValue(0)`'s int, and at run time `int(string)` has no such overload. Kyverno
+   v1.19.0 declares `object` dyn and ran it (conformance/kyverno/FINDINGS.md), so this check is stricter than
+   Kyverno: declared with the Pod's real types (limits: map(string, string)) the expression does not compile,
+   as in any typed Kubernetes environment, and a policy stays portable to both.
+2. `{'name': 'x', 'configMap': {...}}`: Kubernetes and Kyverno compile CEL with homogeneous aggregate literals
+   (cel-go `HomogeneousAggregateLiterals`: k8s.io/apiserver pkg/cel/environment/base.go, kyverno/kyverno@v1.19.0
+   pkg/cel/compiler/env.go:84): every element
    of a list literal, every key and every value of a map literal must have one type ("expected type 'string'
    but found 'map(string, dyn)'"). cel-cpp (cel-expr-python) joins them to dyn silently, so the literals are
    checked here on its type-checked AST.

@@ -70,9 +70,11 @@ def _q(s: str) -> str:
 
 def gpus(c: str) -> str:
     """CEL: the container's nvidia.com/gpu limit as an int (0 when it has none). The webhook sees quantities as
-    strings ("8", the API server's canonical form), so the default is the string '0': Kubernetes' type checker
-    takes int()'s overload from orValue's argument, and `orValue(0)` pinned int(int), which fails at run time on
-    "8" (no such overload: int(string)); with '0' it is int(string) for every pod (celtypes.py, issue 27)."""
+    strings ("8", the API server's canonical form), so the default is the string '0'. Where `object` is typed from
+    the Pod schema (Kubernetes' MutatingAdmissionPolicy), the checker takes int()'s overload from orValue's
+    argument: `orValue(0)` pinned int(int), which fails at run time on "8" (no such overload: int(string)).
+    Kyverno v1.19.0 declares `object` dyn and dispatches at run time, so it ran either form
+    (conformance/kyverno/FINDINGS.md); '0' is right under both (celtypes.py, issue 27)."""
     return f"int({c}.?resources.?limits[?{_q(GPU_RESOURCE)}].orValue('0'))"
 
 
