@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -182,25 +183,41 @@ class Verdict:
         """The CLI's own error (a policy that does not compile, a resource it cannot take): its 'Error:' lines."""
         lines = [ln.strip() for ln in (self.stderr + "\n" + self.stdout).splitlines() if ln.strip().startswith("Error")]
         if lines:
-            return " | ".join(lines)
+            return _elide_expressions(" | ".join(lines))
         if self.rc != 0 and not self.results:
             tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-3:]
             return f"exit {self.rc}: " + " | ".join(tail)
         return None
 
 
+_INVALID_VALUE = re.compile(r'Invalid value: "((?:[^"\\]|\\.)*)"')
+
+
+def _elide_expressions(message: str) -> str:
+    """Kyverno echoes the whole expression in a compile error (field.Invalid): keep its first 60 characters, the
+    field path before it and the CEL error after it name the rest."""
+    def short(m: re.Match[str]) -> str:
+        e = m.group(1)
+        return f'Invalid value: "{e[:60]}..." ({len(e)} chars)' if len(e) > 60 else m.group(0)
+    return _INVALID_VALUE.sub(short, message)
+
+
 def _report_results(stdout: str) -> list[dict[str, Any]]:
+    """The results of the report(s) printed as JSON (openreports.io ClusterReport/Report in v1.19.0). A report may
+    follow "Mutation has been applied successfully." on the same line (policy_processor.go:944 prints no newline),
+    so every '{' that starts a JSON object is tried, not only those at a line start."""
     out: list[dict[str, Any]] = []
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
+    dec = json.JSONDecoder()
+    pos = stdout.find("{")
+    while pos != -1:
         try:
-            doc = json.loads(line)
+            doc, end = dec.raw_decode(stdout, pos)
         except json.JSONDecodeError:
+            pos = stdout.find("{", pos + 1)
             continue
-        if isinstance(doc, dict) and "PolicyReport" in str(doc.get("kind", "")):
+        if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("Report"):
             out.extend(r for r in doc.get("results") or [] if isinstance(r, dict))
+        pos = stdout.find("{", end)
     return out
 
 
@@ -285,13 +302,34 @@ class StackCheck:
 
     # --- 2a: each policy compiles (alone, so every policy that does not is named, not only the first)
     def compile_each(self) -> None:
+        """Each policy alone, on a pod no policy matches (compiling happens before matching). Kyverno stops at the
+        first expression that does not compile; when a policy fails, each of its mutations / validations is
+        compiled alone too (the policy with only that entry), so every failing expression is named."""
+        for f in self.mut_files + self.val_files:
+            err = self._compile_error([f], self.work / "compile" / f.stem)
+            if err is None:
+                continue
+            doc = yaml.safe_load(f.read_text(encoding="utf-8"))
+            key = "mutations" if doc.get("kind") == kyverno.MUTATING_KIND else "validations"
+            entries = (doc.get("spec") or {}).get(key) or []
+            named = 0
+            for i, entry in enumerate(entries if len(entries) > 1 else []):
+                one = copy.deepcopy(doc)
+                one["spec"][key] = [entry]
+                part = self.work / "compile" / f"{f.stem}-{key}-{i}.yaml"
+                part.parent.mkdir(parents=True, exist_ok=True)
+                part.write_text(yaml.safe_dump(one, sort_keys=False), encoding="utf-8")
+                e = self._compile_error([part], self.work / "compile" / f"{f.stem}-{i}")
+                if e is not None:
+                    named += 1
+                    self.findings.add(self.rel(f), _obj_name(f), f"spec.{key}[{i}]", f"Kyverno refuses the policy: {e}")
+            if not named:
+                self.findings.add(self.rel(f), _obj_name(f), "spec", f"Kyverno refuses the policy: {err}")
+
+    def _compile_error(self, files: list[Path], workdir: Path) -> str | None:
         probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "compile-probe", "namespace": "default"},
                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
-        for f in self.mut_files + self.val_files:
-            v = run_apply(self.binary, [f], probe, self.work / "compile" / f.stem)
-            err = v.error()
-            if err is not None:
-                self.findings.add(self.rel(f), _obj_name(f), "spec", f"Kyverno refuses the policy: {err}")
+        return run_apply(self.binary, files, probe, workdir).error()
 
     # --- 2b: mutated pod == effective/, admitted by the ValidatingPolicy
     def check_pod(self, stem: str, pod: dict[str, Any]) -> None:
@@ -364,7 +402,7 @@ class StackCheck:
             return
         # the engine's verdict: the ValidatingPolicy's failed rules on the mutated pod
         denials = [r for vp in self.vpols for r in v.denials(vp["metadata"]["name"])]
-        engine_denied = sorted({str(r.get("rule") or r.get("policy")) for r in denials})
+        engine_denied = sorted(set(_rule_names([str(r.get("message", "")) for r in denials])))
         engine_msgs = sorted({str(r.get("message", "")) for r in denials})
         try:
             py_mutated = python_mutate(pod, self.mpols)
@@ -404,6 +442,11 @@ class StackCheck:
         py_outcome = "denied" if py_denied else "admitted"
         self.findings.notes.append(f"control {label} on {name}: Kyverno: {outcome}; our Python evaluation: "
                                    f"{py_outcome}")
+
+
+def _rule_names(messages: list[str]) -> list[str]:
+    """Rule names from validation messages of the form "[rule] text", as kyverno.refused_by reads them."""
+    return [m[1:m.index("]")] if m.startswith("[") and "]" in m else m for m in messages]
 
 
 def _obj_name(f: Path) -> str:
