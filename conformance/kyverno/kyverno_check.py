@@ -169,7 +169,7 @@ def _short(v: Any) -> str:
 # ------------------------------------------------------------------------------------------- the engine
 @dataclass
 class Verdict:
-    """One `kubectl-kyverno apply` of policies on one pod."""
+    """What one `kubectl-kyverno apply` says about one pod."""
     rc: int
     stdout: str
     stderr: str
@@ -221,25 +221,36 @@ def _report_results(stdout: str) -> list[dict[str, Any]]:
     return out
 
 
-def run_apply(binary: Path, policies: list[Path], pod: dict[str, Any], workdir: Path) -> Verdict:
-    """kubectl-kyverno apply <policies> --resource <pod> -o <dir> -p --output-format json (a CREATE)."""
+def run_apply(binary: Path, policies: list[Path], pods: list[dict[str, Any]], workdir: Path) -> dict[str, Verdict]:
+    """kubectl-kyverno apply <policies> --resource <pod>... -o <dir> -p --output-format json, each pod a CREATE
+    processed on its own (commands/apply/command.go:570-612): per pod name, its Verdict (the run's exit code and
+    output, its mutated pod, the report results about it)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    name = pod["metadata"]["name"]
-    res = workdir / f"{name}.yaml"
-    res.write_text(yaml.safe_dump(pod, sort_keys=False), encoding="utf-8")
     outdir = workdir / "out"
     outdir.mkdir(exist_ok=True)
-    mutated_file = outdir / f"{name}-mutated.yaml"
-    mutated_file.unlink(missing_ok=True)
-    cmd = [str(binary), "apply", *map(str, policies), "--resource", str(res), "-o", str(outdir),
-           "--policy-report", "--output-format", "json", "--remove-color"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin",
+    cmd = [str(binary), "apply", *map(str, policies)]
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        res = workdir / f"{name}.yaml"
+        res.write_text(yaml.safe_dump(pod, sort_keys=False), encoding="utf-8")
+        (outdir / f"{name}-mutated.yaml").unlink(missing_ok=True)
+        cmd += ["--resource", str(res)]
+    cmd += ["-o", str(outdir), "--policy-report", "--output-format", "json", "--remove-color"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={"PATH": "/usr/bin:/bin",
                                                                                  "HOME": str(workdir)})
-    mutated = None
-    if mutated_file.exists():
-        docs = [d for d in yaml.safe_load_all(mutated_file.read_text(encoding="utf-8")) if isinstance(d, dict)]
-        mutated = docs[-1] if docs else None
-    return Verdict(proc.returncode, proc.stdout, proc.stderr, mutated, _report_results(proc.stdout))
+    results = _report_results(proc.stdout)
+    out: dict[str, Verdict] = {}
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        mutated_file = outdir / f"{name}-mutated.yaml"
+        mutated = None
+        if mutated_file.exists():
+            docs = [d for d in yaml.safe_load_all(mutated_file.read_text(encoding="utf-8")) if isinstance(d, dict)]
+            mutated = docs[-1] if docs else None
+        mine = [r for r in results if any(isinstance(x, dict) and x.get("name") == name
+                                          for x in r.get("resources") or [])]
+        out[name] = Verdict(proc.returncode, proc.stdout, proc.stderr, mutated, mine)
+    return out
 
 
 # ------------------------------------------------------------------------------------------- our Python evaluation
@@ -294,10 +305,21 @@ class StackCheck:
         pods = input_pods(self.objects)
         for stem, pod in pods:
             (self.work / "in" / f"{stem}.yaml").write_text(yaml.safe_dump(pod, sort_keys=False), encoding="utf-8")
-        self.compile_each()
+        controls = self.negative_controls(pods)
+        # One run of every pod and control (each is its own CREATE). Should the CLI fail as a whole (a policy that
+        # does not compile, an evaluation it gives up on), each policy is compiled alone and each pod run alone,
+        # so every finding names its policy, expression or pod.
+        every = [p for _, p in pods] + [p for _, p, _ in controls]
+        verdicts = run_apply(self.binary, self.mut_files + self.val_files, every, self.work / "run") if every else {}
+        if not every or any(v.error() is not None for v in verdicts.values()):
+            self.compile_each()
+            verdicts = {p["metadata"]["name"]: run_apply(self.binary, self.mut_files + self.val_files, [p],
+                                                         self.work / "run-each")[p["metadata"]["name"]]
+                        for p in every}
         for stem, pod in pods:
-            self.check_pod(stem, pod)
-        self.negative_controls(pods)
+            self.check_pod(stem, pod, verdicts[stem])
+        for label, pod, must_deny in controls:
+            self.control(label, pod, must_deny, verdicts[pod["metadata"]["name"]])
         return self.findings
 
     # --- 2a: each policy compiles (alone, so every policy that does not is named, not only the first)
@@ -329,13 +351,12 @@ class StackCheck:
     def _compile_error(self, files: list[Path], workdir: Path) -> str | None:
         probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "compile-probe", "namespace": "default"},
                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
-        return run_apply(self.binary, files, probe, workdir).error()
+        return run_apply(self.binary, files, [probe], workdir)["compile-probe"].error()
 
     # --- 2b: mutated pod == effective/, admitted by the ValidatingPolicy
-    def check_pod(self, stem: str, pod: dict[str, Any]) -> None:
+    def check_pod(self, stem: str, pod: dict[str, Any], v: Verdict) -> None:
         eff_file = self.dir / "effective" / f"{stem}.yaml"
         inp = self.rel(self.work / "in" / f"{stem}.yaml")
-        v = run_apply(self.binary, self.mut_files + self.val_files, pod, self.work / "run")
         self.pods_checked += 1
         err = v.error()
         if err is not None:
@@ -365,37 +386,41 @@ class StackCheck:
                                       f"Kyverno {r.get('result')}: {r.get('message', '')}")
 
     # --- 3: negative controls, Kyverno against our Python evaluation
-    def negative_controls(self, pods: list[tuple[str, dict[str, Any]]]) -> None:
+    def negative_controls(self, pods: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any], str | None]]:
+        """(label, pod, the rule that must deny it or None) for each control, built from the stack's first GPU fabric
+        pod that selects a pool with spec.nodeSelector, and written to engines/kyverno/controls/."""
         if not self.vpols:
-            return
+            return []
         base = next(((s, p) for s, p in pods if _gpu_containers(p) and (p["spec"].get("nodeSelector") or {})), None)
         if base is None:
             self.findings.notes.append("no GPU fabric pod with a nodeSelector: negative controls not built")
-            return
+            return []
         stem, pod = base
         # (a) a GPU pod that selects the fabric pool but lacks the fabric label, NeMo's annotation and the opt-out
         nolabel = copy.deepcopy(pod)
-        nolabel["metadata"]["name"] = f"control-nolabel-{stem}"[:63]
+        nolabel["metadata"]["name"] = f"control-nolabel-{stem}"[:63].lower()
         labels = nolabel["metadata"].setdefault("labels", {})
         labels.pop(pools.FABRIC_POD_LABEL, None)
         labels.pop(pools.SINGLE_NODE_POD_LABEL, None)
         (nolabel["metadata"].get("annotations") or {}).pop(pools.NEMO_ANNOTATION, None)
-        self.control("no-fabric-label", nolabel, must_deny=kyverno.SINGLE_NODE_RULE)
         # (b) a user NCCL_NET override in every GPU container
         override = copy.deepcopy(pod)
-        override["metadata"]["name"] = f"control-ncclnet-{stem}"[:63]
+        override["metadata"]["name"] = f"control-ncclnet-{stem}"[:63].lower()
         for c in _gpu_containers(override):
             env = [e for e in c.get("env") or [] if not (isinstance(e, dict) and e.get("name") == "NCCL_NET")]
             c["env"] = [*env, {"name": "NCCL_NET", "value": NCCL_OVERRIDE}]
-        self.control("user-NCCL_NET", override, must_deny=None)
+        out: list[tuple[str, dict[str, Any], str | None]] = [("no-fabric-label", nolabel, kyverno.SINGLE_NODE_RULE),
+                                                             ("user-NCCL_NET", override, None)]
+        (self.work / "controls").mkdir(parents=True, exist_ok=True)
+        for _, p, _ in out:
+            (self.work / "controls" / f"{p['metadata']['name']}.yaml").write_text(
+                yaml.safe_dump(p, sort_keys=False), encoding="utf-8")
+        return out
 
-    def control(self, label: str, pod: dict[str, Any], must_deny: str | None) -> None:
+    def control(self, label: str, pod: dict[str, Any], must_deny: str | None, v: Verdict) -> None:
         self.controls += 1
         name = pod["metadata"]["name"]
-        (self.work / "controls").mkdir(parents=True, exist_ok=True)
-        (self.work / "controls" / f"{name}.yaml").write_text(yaml.safe_dump(pod, sort_keys=False), encoding="utf-8")
         where = self.rel(self.work / "controls" / f"{name}.yaml")
-        v = run_apply(self.binary, self.mut_files + self.val_files, pod, self.work / "controls-run")
         err = v.error()
         if err is not None:
             self.findings.add(where, f"Pod/{name}", "-", f"control {label}: kubectl-kyverno apply failed: {err}")

@@ -4,6 +4,7 @@ plan renders, with one defect planted; `make conformance-kyverno` builds the CLI
 binary they skip and say why; the pure helpers are tested without it."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ sys.path.insert(0, str(HERE))
 
 import kyverno_check as kc  # noqa: E402
 
-BIN = kc.DEFAULT_BIN
+BIN = Path(os.environ.get("KYVERNO_CLI") or kc.DEFAULT_BIN)     # KYVERNO_CLI: another build of the CLI
 STACK = "aws-dev"
 needs_cli = pytest.mark.skipif(not BIN.exists(), reason=f"{BIN} is not built: run `make -C conformance/kyverno build` "
                                                          "(make conformance-kyverno builds it, then runs these tests)")
@@ -29,7 +30,7 @@ needs_cli = pytest.mark.skipif(not BIN.exists(), reason=f"{BIN} is not built: ru
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """build/<STACK>/ as plan writes it, rendered afresh into a temporary folder."""
     out = tmp_path_factory.mktemp("build")
-    subprocess.run([sys.executable, "-m", "multinode", "plan", STACK, "--out", str(out), "--quiet"], cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "multinode", "plan", STACK, "--out", str(out)], cwd=ROOT,
                    check=True, capture_output=True)
     return out / STACK
 
@@ -78,6 +79,19 @@ def test_validating_policy_that_does_not_compile(stack: Path) -> None:
                                                         "message": "planted"}))
     after = [ln for ln in _lines(stack) if "Kyverno refuses the policy" in ln]
     assert any(ln.startswith(f"build/{STACK}/k8s/{f.name}: ") and "compile" in ln for ln in after), after
+
+
+@needs_cli
+def test_mutation_that_fails_at_run_time(stack: Path) -> None:
+    """An expression that compiles but fails on the pod (int() of a string that is no number: the class of
+    issue 27's int(string)): Kyverno reports an error for the MutatingPolicy, and the pod is not the effective one."""
+    f = _file(stack, "MutatingPolicy")
+    _edit(f, lambda d: d["spec"]["mutations"].insert(0, {"patchType": "JSONPatch", "jsonPatch": {
+        "expression": "[JSONPatch{op: 'add', path: '/metadata/labels/planted', "
+                      "value: string(int(object.metadata.name))}]"}}))
+    lines = _lines(stack)
+    name = yaml.safe_load(f.read_text(encoding="utf-8"))["metadata"]["name"]
+    assert any(f"MutatingPolicy/{name}: Kyverno error" in ln for ln in lines), lines
 
 
 @needs_cli
