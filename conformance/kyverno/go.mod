@@ -2,10 +2,6 @@ module github.com/multinode/conformance/kyverno
 
 go 1.26.5
 
-// BEGIN kyverno replace: copied from github.com/kyverno/kyverno@v1.19.0 go.mod by sync-replace.sh (do not edit by hand)
-replace k8s.io/pod-security-admission => github.com/kyverno/pod-security-admission v0.0.0-20251031094455-46f20778634f
-// END kyverno replace
-
 tool (
 	github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno
 	github.com/kyverno/kyverno/cmd/kyverno
@@ -414,3 +410,8 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+// BEGIN kyverno replace: copied from github.com/kyverno/kyverno@v1.19.0 go.mod by sync-replace.sh (do not edit by hand)
+replace k8s.io/pod-security-admission => github.com/kyverno/pod-security-admission v0.0.0-20251031094455-46f20778634f
+
+// END kyverno replace
