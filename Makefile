@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv plan plan-all test lint bench clean conformance-apiserver
+.PHONY: venv plan plan-all test lint bench clean plan-guides conformance-kyverno conformance-apiserver
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -71,6 +71,19 @@ lint: venv
 ## bench: `plan` per example stack against its import floor and the SDK's own cost (bench/sdk_replay.py), and its scaling
 bench: venv
 	$(PY) bench/plan_bench.py
+
+## plan-guides: render every guide stack (tests/guides/Pulumi.<name>.yaml) into build/<name>/
+plan-guides: venv
+	@for f in tests/guides/Pulumi.*.yaml; do $(VENV)/bin/multinode plan --file $$f --out build >/dev/null || exit 1; done
+
+## conformance-kyverno: Kyverno's own CLI (built from conformance/kyverno/go.mod) applies every stack's rendered
+## fabric policies to its fabric pods; the mutated pods must equal build/<stack>/effective/, the ValidatingPolicy
+## must admit them and deny the negative controls. Verdicts: build/<stack>/engines/kyverno.txt (conformance/kyverno/README.md).
+## The tests of its planted defects run first (they need the binary; they skip only when it is not built).
+conformance-kyverno: venv plan-all plan-guides
+	$(MAKE) -C conformance/kyverno build
+	$(PY) -m pytest -q -p no:cacheprovider conformance/kyverno/tests
+	$(PY) conformance/kyverno/kyverno_check.py --build build
 
 clean:
 	rm -rf build .pytest_cache
