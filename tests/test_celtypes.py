@@ -131,11 +131,11 @@ def test_pack_rule_reports_a_planted_defect_and_passes_the_rendered_policy():
                   if p["kind"] == "MutatingPolicy")
     ctx = Context()
     assert list(kyverno_cel.check_cel_compiles(_resource(policy), ctx)) == []
+    literal = "[JSONPatch{op: 'add', path: '/spec/volumes/-', value: {'name': 'x', 'configMap': {'name': 'y'}}}]"
+    pinned = f"object.spec.containers.filter(c, {OLD_GPUS} > 0).map(c, JSONPatch{{op: 'add', path: '/x', value: 1}})"
     planted = {**policy, "spec": {**policy["spec"], "mutations": policy["spec"]["mutations"] + [
-        {"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: 'add', path: '/spec/volumes/-', "
-                                                               "value: {'name': 'x', 'configMap': {'name': 'y'}}}]"}},
-        {"patchType": "JSONPatch", "jsonPatch": {"expression": f"object.spec.containers.filter(c, {OLD_GPUS} > 0)"
-                                                               ".map(c, JSONPatch{op: 'add', path: '/x', value: 1})"}}]}}
+        {"patchType": "JSONPatch", "jsonPatch": {"expression": literal}},
+        {"patchType": "JSONPatch", "jsonPatch": {"expression": pinned}}]}}
     found = list(kyverno_cel.check_cel_compiles(_resource(planted), ctx))
     n = len(policy["spec"]["mutations"])
     assert len(found) == 2

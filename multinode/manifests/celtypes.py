@@ -268,8 +268,10 @@ def type_name(t: Any) -> str:
         return f"{t.abstract_type.name}({params})" if params else t.abstract_type.name
     if kind == "wrapper":
         return f"wrapper({type_name(type(t)(primitive=t.wrapper))})"
-    return {"dyn": "dyn", "null": "null_type", "message_type": t.message_type, "type_param": t.type_param,
-            "error": "*error*", "type": "type", "well_known": "well_known"}.get(kind or "", "?")
+    names: dict[str, str] = {"dyn": "dyn", "null": "null_type", "message_type": str(t.message_type),
+                             "type_param": str(t.type_param), "error": "*error*", "type": "type",
+                             "well_known": "well_known"}
+    return names.get(kind or "", "?")
 
 
 def _assignable(a: Any, b: Any) -> bool:
