@@ -272,8 +272,12 @@ def test_effective_pod_plain_path_gives_what_the_policies_give_one_by_one():
         assert repr(template) == before                      # the template itself is not changed
     # the cases differ: the fabric lands only on a labelled pod of a fabric pool
     outs = [effective_pod.apply_policies_to_template(t, pols, prepared) for t in _templates()]
-    envs = [{e["name"]: e["value"] for e in o["spec"]["containers"][0].get("env", [])}.get("NCCL_NET") for o in outs]
-    assert envs[0] != "Socket" and envs[2] == "Socket" and envs[9] == "Socket"
+    efa = ["vpc.amazonaws.com/efa" in o["spec"]["containers"][0]["resources"]["limits"] for o in outs]
+    assert efa[0] and not efa[2] and not efa[9]
+    # a container's own NCCL_NET is kept (never rewritten: require-fabric refuses it instead); the last template
+    # sets none and gets the fabric's
+    nccl = [[e["value"] for e in o["spec"]["containers"][0].get("env", []) if e["name"] == "NCCL_NET"] for o in outs]
+    assert nccl[:-1] == [["Socket"]] * (len(outs) - 1) and nccl[-1] == ["AWS Libfabric"]
 
 
 def test_reads_spec_only_is_conservative():

@@ -255,6 +255,17 @@ def test_validate_rule_rejects_pod_without_fabric_and_accepts_mutated(stack):
             e["value"] = "Socket"
     assert kyverno.refused_by(checks, wrong) == [kyverno.FABRIC_RULE]
     assert all(m.startswith("[") for m in kyverno.denials(checks, wrong))
+    # a pod that sets its own NCCL_NET before admission: the mutation keeps it (never rewritten), so a conflicting
+    # value is refused and the fabric's own value admitted
+    nccl_net = profile.env.get("NCCL_NET")
+    if nccl_net:
+        for value, refused in (("Socket", [kyverno.FABRIC_RULE]), (nccl_net, [])):
+            own = copy.deepcopy(pod)
+            own["spec"]["containers"][0]["env"] = [*own["spec"]["containers"][0].get("env", []),
+                                                   {"name": "NCCL_NET", "value": value}]
+            out = effective_pod.apply_policy_to_pod(own, pol)
+            assert [e["value"] for e in out["spec"]["containers"][0]["env"] if e["name"] == "NCCL_NET"] == [value]
+            assert kyverno.refused_by(checks, out) == refused
 
 
 def test_multi_pool_policies_select_their_pool():

@@ -10,9 +10,9 @@ For each build/<stack>/ that renders policies.kyverno.io/v1 MutatingPolicies or 
    MutatingPolicies and ValidatingPolicy on those pods, as a CREATE: every policy must compile; the mutated pod must
    equal effective/<stem>.yaml field by field; the ValidatingPolicy must admit it;
 3. negative controls built from a real pod of the stack: a GPU pod on a fabric pool without the fabric label (and
-   without the single-node opt-out) must be denied; a user NCCL_NET override must be denied or replaced by the
-   mutation (and the pod then admitted), and Kyverno and our Python evaluation (multinode.manifests.kyverno) must
-   agree on what happens to both;
+   without the single-node opt-out) must be denied; a user NCCL_NET override must be denied by require-fabric (the
+   mutation never rewrites a container's own NCCL_NET), and Kyverno and our Python evaluation
+   (multinode.manifests.kyverno) must agree on what happens to both;
 4. build/<stack>/engines/kyverno.txt: one line per finding (file: object: field path: message) and a summary;
    exit 1 on any finding.
 
@@ -410,7 +410,7 @@ class StackCheck:
             env = [e for e in c.get("env") or [] if not (isinstance(e, dict) and e.get("name") == "NCCL_NET")]
             c["env"] = [*env, {"name": "NCCL_NET", "value": NCCL_OVERRIDE}]
         out: list[tuple[str, dict[str, Any], str | None]] = [("no-fabric-label", nolabel, kyverno.SINGLE_NODE_RULE),
-                                                             ("user-NCCL_NET", override, None)]
+                                                             ("user-NCCL_NET", override, kyverno.FABRIC_RULE)]
         (self.work / "controls").mkdir(parents=True, exist_ok=True)
         for _, p, _ in out:
             (self.work / "controls" / f"{p['metadata']['name']}.yaml").write_text(

@@ -12,7 +12,9 @@ since Kyverno 1.17.0 (CRDs at v1.19.0 in schemas/kyverno/).
    securityContext.capabilities.add is one (k8s.io/api core/v1: listType=atomic); the fabric must add to it.
    Per container whose nvidia.com/gpu limit is > 0:
    - the fabric device resource: ceil(GPUs x devices_per_node / gpus_per_node), in integer CEL;
-   - each env var (NCCL_NET pins the transport): replaced where the container has one of that name, else added;
+   - each env var: replaced where the container has one of that name, else added; except NCCL_NET (the transport
+     pin), added only where the container sets none: a container's own NCCL_NET is kept, and require-fabric
+     refuses the pod unless it is the fabric's value (a user override is denied, not silently rewritten);
    - each volume mount: replaced where one has the same mountPath, else added;
    - each capability: added to capabilities.add only when absent (the container's own list is kept);
    - cpu / memory requests sized per GPU, each only where the container requests none;
@@ -125,6 +127,14 @@ def _upsert(owner: str, owner_path: str, field: str, key: str, item: dict[str, A
             f"{_patch('add', base + ' + ' + _q('/-'), lit)}")
 
 
+def _append(owner: str, owner_path: str, field: str, item: dict[str, Any]) -> str:
+    """CEL for one JSONPatch that appends `item` to the list `owner.field` (the list with just the item when there
+    is none)."""
+    base, lit = f"{owner_path} + '/{field}'", cel.literal(item)
+    return (f"!has({owner}.{field}) ? {_patch('add', base, '[' + lit + ']')} : "
+            f"{_patch('add', base + ' + ' + _q('/-'), lit)}")
+
+
 def _per_gpu_container(what: str, op: str, condition: str = "") -> str:
     cond = f"{gpus('c')} > 0" + (f" && {condition}" if condition else "")
     return f"// {what}\nobject.spec.containers.filter(c, {cond}).map(c, {op})"
@@ -147,6 +157,13 @@ def container_mutations(profile: FabricProfile) -> list[dict[str, Any]]:
         out.append(_per_gpu_container(f"limit {resource}", _patch(
             "add", f"{limits} + {_q(jsonpatch.escape(resource))}", cel.literal(quantity))))
     for k, v in profile.env.items():
+        if k == "NCCL_NET":
+            # the transport pin is added, never overwritten: a container that sets its own NCCL_NET keeps it, and
+            # require-fabric then refuses the pod unless it is the fabric's value (fail closed, not a silent fix)
+            absent = f"!c.?env.orValue([]).exists(e, e.name == {_q(k)})"
+            out.append(_per_gpu_container(f"env {k} (only where the container sets none)",
+                                          _append("c", CONTAINER_PATH, "env", {"name": k, "value": v}), absent))
+            continue
         out.append(_per_gpu_container(f"env {k}", _upsert("c", CONTAINER_PATH, "env", "name",
                                                           {"name": k, "value": v})))
     for m in profile.volume_mounts:
@@ -302,8 +319,8 @@ def validations(fabric: list[FabricProfile], multi_pool: bool) -> list[dict[str,
         out.append({"expression": f"!({scope}) || object.spec.containers.all(c, {gpus('c')} == 0 || ({has}))",
                     "message": (f"[{FABRIC_RULE}] multi-node pod on node pool {p.pool!r} ({p.machine}, fabric "
                                 f"{p.kind}): every container that requests {GPU_RESOURCE} must carry {what}; the "
-                                f"fabric injection did not apply, so the pod is refused instead of running NCCL "
-                                f"over TCP")})
+                                f"fabric injection did not apply or a container sets NCCL_NET to another value, so "
+                                f"the pod is refused instead of running NCCL over another transport")})
     if selectors_known:
         out.append({"expression": (f"{fabric_pod_expr()} || "
                                    f"{_label_is(pools.SINGLE_NODE_POD_LABEL, pools.SINGLE_NODE_POD_LABEL_VALUE)} || "
