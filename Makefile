@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv plan plan-all test lint bench clean
+.PHONY: venv plan plan-all test lint bench clean cluster-check
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -71,6 +71,13 @@ lint: venv
 ## bench: `plan` per example stack against its import floor and the SDK's own cost (bench/sdk_replay.py), and its scaling
 bench: venv
 	$(PY) bench/plan_bench.py
+
+## cluster-check: every stack with node pools and every guide stack applied to a real control plane on loopback
+## (embedded etcd, kube-apiserver, controller-manager, scheduler; fake kubelet): the real scheduler's bindings
+## against placement.json (conformance/cluster/README.md). Needs Go; writes build/<stack>/cluster.json.
+cluster-check: plan-all
+	for g in tests/guides/Pulumi.*.yaml; do $(VENV)/bin/multinode plan --file $$g --out build >/dev/null || exit 1; done
+	$(MAKE) -C conformance/cluster check ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 
 clean:
 	rm -rf build .pytest_cache
