@@ -238,21 +238,60 @@ def _encodes(text: str) -> bool:
     return True
 
 
-def literal(value: Any) -> str:
-    """A CEL literal for a JSON-like Python value (map / list / string / int / bool / null)."""
+_FREE = ("free",)      # the element type of an empty list or map literal: joins with any type
+
+
+def _join(a: Any, b: Any) -> Any:
+    """The one type two literal values share under cel-go's homogeneous aggregate literals (dyn joins with
+    anything, containers by their parameters), or None when they have none."""
+    if a == _FREE:
+        return b
+    if b == _FREE or a == b:
+        return a
+    if a == "dyn" or b == "dyn":
+        return "dyn"
+    if isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] and len(a) == len(b):
+        parts = [_join(x, y) for x, y in zip(a[1:], b[1:], strict=True)]
+        return None if None in parts else (a[0], *parts)
+    return None
+
+
+def _typed_literal(value: Any) -> tuple[str, Any]:
+    """(CEL literal text, its CEL type). A list or map whose elements (values) have no one type gets each of them
+    wrapped in dyn(): Kubernetes compiles CEL with homogeneous aggregate literals (k8s.io/apiserver
+    pkg/cel/environment base.go sets cel-go's HomogeneousAggregateLiterals), so `{'name': 'a', 'configMap': {...}}`
+    does not compile there while `{'name': dyn('a'), 'configMap': dyn({...})}` does and means the same."""
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return ("true" if value else "false"), "bool"
     if value is None:
-        return "null"
+        return "null", "null"
     if isinstance(value, int):
-        return str(value)
+        return str(value), "int"
     if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'", "string"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{literal(str(k))}: {literal(v)}" for k, v in value.items()) + "}"
+        keys = [_typed_literal(str(k))[0] for k in value]
+        texts, elem = _homogeneous([_typed_literal(v) for v in value.values()])
+        return "{" + ", ".join(f"{k}: {v}" for k, v in zip(keys, texts, strict=True)) + "}", ("map", "string", elem)
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(literal(v) for v in value) + "]"
+        texts, elem = _homogeneous([_typed_literal(v) for v in value])
+        return "[" + ", ".join(texts) + "]", ("list", elem)
     raise TypeError(f"no CEL literal for {type(value).__name__}")
+
+
+def _homogeneous(items: list[tuple[str, Any]]) -> tuple[list[str], Any]:
+    joined: Any = _FREE
+    for _, t in items:
+        joined = _join(joined, t)
+        if joined is None:
+            return [f"dyn({text})" for text, _ in items], "dyn"
+    return [text for text, _ in items], joined
+
+
+def literal(value: Any) -> str:
+    """A CEL literal for a JSON-like Python value (map / list / string / int / bool / null), homogeneous as
+    Kubernetes requires (values of differing types wrapped in dyn(), _typed_literal)."""
+    return _typed_literal(value)[0]
 
 
 __all__ = ["CelError", "compile_expression", "convertible", "evaluate", "literal", "list_index_of", "list_sum"]

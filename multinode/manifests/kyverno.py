@@ -38,7 +38,9 @@ generates rules for Deployments, Jobs, CronJobs... unless the list is set, and a
 mutated, whoever creates them. Admission only (no background scan: the fabric is injected at creation).
 Webhook timeout from fabric.webhookTimeoutSeconds. Readiness: `pulumi.com/waitFor: condition=Ready` (Kyverno sets
 status.conditions[Ready] once the policy is programmed into its webhooks), and workloads depend on the policies.
-Only a real Kyverno can confirm the type-check of these expressions against the Pod schema and the timing.
+Every expression is type-checked as the Kubernetes CEL environment does it (celtypes.py: the Pod's declared types,
+homogeneous literals) by the pack's rule kyverno-cel-compiles, and Kyverno's own CLI runs every rendered policy in
+`make conformance` (conformance/kyverno). Only a real cluster confirms the webhook timing.
 """
 from __future__ import annotations
 
@@ -67,9 +69,11 @@ def _q(s: str) -> str:
 
 
 def gpus(c: str) -> str:
-    """CEL: the container's nvidia.com/gpu limit as an int (0 when it has none). The webhook sees quantities
-    as strings ("8"); int() reads both forms."""
-    return f"int({c}.?resources.?limits[?{_q(GPU_RESOURCE)}].orValue(0))"
+    """CEL: the container's nvidia.com/gpu limit as an int (0 when it has none). The webhook sees quantities as
+    strings ("8", the API server's canonical form), so the default is the string '0': Kubernetes' type checker
+    takes int()'s overload from orValue's argument, and `orValue(0)` pinned int(int), which fails at run time on
+    "8" (no such overload: int(string)); with '0' it is int(string) for every pod (celtypes.py, issue 27)."""
+    return f"int({c}.?resources.?limits[?{_q(GPU_RESOURCE)}].orValue('0'))"
 
 
 def devices(profile: FabricProfile, c: str) -> str:
