@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv plan plan-all test lint bench clean conformance-apiserver cluster-check
+.PHONY: venv plan plan-all test lint bench clean plan-guides conformance-kyverno conformance-apiserver cluster-check
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -72,11 +72,25 @@ lint: venv
 bench: venv
 	$(PY) bench/plan_bench.py
 
+## plan-guides: render every guide stack (tests/guides/Pulumi.<name>.yaml) into build/<name>/
+plan-guides: venv
+	@for f in tests/guides/Pulumi.*.yaml; do $(VENV)/bin/multinode plan --file $$f --out build >/dev/null || exit 1; done
+
+## conformance-kyverno: Kyverno's own CLI (built from conformance/kyverno/go.mod) applies every stack's rendered
+## fabric policies to its fabric pods; the mutated pods must equal build/<stack>/effective/, the ValidatingPolicy
+## must admit them and deny the negative controls. Verdicts: build/<stack>/engines/kyverno.txt (conformance/kyverno/README.md).
+## The tests of its planted defects run first (they need the binary; they skip only when it is not built).
+conformance-kyverno: venv plan-all plan-guides
+	$(MAKE) -C conformance/kyverno build
+	$(PY) -m pytest -q -p no:cacheprovider conformance/kyverno/tests
+	$(PY) conformance/kyverno/kyverno_check.py --build build
+
 ## cluster-check: every stack with node pools and every guide stack applied to a real control plane on loopback
 ## (embedded etcd, kube-apiserver, controller-manager, scheduler; fake kubelet): the real scheduler's bindings
 ## against placement.json (conformance/cluster/README.md). Needs Go; writes build/<stack>/cluster.json.
-cluster-check: plan-all
-	for g in tests/guides/Pulumi.*.yaml; do $(VENV)/bin/multinode plan --file $$g --out build >/dev/null || exit 1; done
+## Kyverno's admission controller (conformance/kyverno's bin/kyverno) serves its webhooks in the box.
+cluster-check: venv plan-all plan-guides
+	$(MAKE) -C conformance/kyverno build
 	$(MAKE) -C conformance/cluster check ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 
 clean:

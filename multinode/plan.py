@@ -488,32 +488,18 @@ def _template_memo(objects: list[dict[str, Any]]) -> Any:
     return TemplateMemo(_mutating_policies(objects))
 
 
-def write_effective_pods(result: PlanResult, out: Path, files: OutputFolder | None = None) -> list[Path]:
-    """build/<stack>/effective/<workload>-<role>.yaml: each fabric-labelled (or NeMo-annotated) pod template after
-    the Kyverno MutatingPolicies the stack renders, computed by evaluating their CEL (manifests.effective_pod)."""
+def fabric_pod_templates(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    """Each fabric-labelled (or NeMo-annotated) pod template of the objects, in order: (file stem of its
+    effective/<stem>.yaml, the object holding it, the template's path in the object, the template). Shared by
+    write_effective_pods and the Kyverno conformance check (conformance/kyverno), which writes the same pods as
+    the engine's input under the same names."""
     from . import pools
-    cfg = result.config
-    if cfg is None:
-        return []
-    memo = result.effective
-    if memo is None or memo.policies != _mutating_policies(result.k8s_objects):   # a PlanResult made elsewhere
-        memo = _template_memo(result.k8s_objects)
-    written: list[Path] = []
-    for obj in result.k8s_objects:
+    for obj in objects:
         for path, tmpl in _pod_templates(obj):
             meta = _map(tmpl.get("metadata"))
             if not pools.asks_for_fabric(meta.get("labels"), meta.get("annotations")):
                 continue
             name = (obj.get("metadata") or {}).get("name", obj.get("kind", "object"))
-            try:
-                effective = memo.apply(tmpl)
-            except Exception as e:  # noqa: BLE001 - a hand-written template of the wrong shape (see below)
-                # The API server refuses a malformed pod before Kyverno sees it (and a CEL error under failurePolicy
-                # Fail refuses it too), so there is no effective pod to show: say so (the policy pack reports the
-                # object itself) instead of failing the plan.
-                result.advisories.append(f"{obj.get('kind')} {name} {path}: no effective pod written: the pod "
-                                         f"template is not well-formed ({type(e).__name__}); fix its shape")
-                continue
             segs = [x for x in re.split(r"[.\[\]]+", path) if x and x not in ("spec", "template")]
             role = (segs[-1].replace("Template", "") if segs and not segs[-1].isdigit()
                     else "-".join(segs[-2:])) or "pod"
@@ -523,13 +509,37 @@ def write_effective_pods(result: PlanResult, out: Path, files: OutputFolder | No
                 i = int(segs[-2])
                 if i < len(items) and isinstance(items[i], dict) and items[i].get("name"):
                     role = str(items[i]["name"])
-            target = out / f"{_slug(str(name))}-{role}.yaml"
-            if files is not None:
-                files.write(target, dump_yaml(effective))
-            else:
-                out.mkdir(parents=True, exist_ok=True)
-                target.write_text(dump_yaml(effective), encoding="utf-8")
-            written.append(target)
+            yield f"{_slug(str(name))}-{role}", obj, path, tmpl
+
+
+def write_effective_pods(result: PlanResult, out: Path, files: OutputFolder | None = None) -> list[Path]:
+    """build/<stack>/effective/<workload>-<role>.yaml: each fabric-labelled (or NeMo-annotated) pod template after
+    the Kyverno MutatingPolicies the stack renders, computed by evaluating their CEL (manifests.effective_pod)."""
+    cfg = result.config
+    if cfg is None:
+        return []
+    memo = result.effective
+    if memo is None or memo.policies != _mutating_policies(result.k8s_objects):   # a PlanResult made elsewhere
+        memo = _template_memo(result.k8s_objects)
+    written: list[Path] = []
+    for stem, obj, path, tmpl in fabric_pod_templates(result.k8s_objects):
+        try:
+            effective = memo.apply(tmpl)
+        except Exception as e:  # noqa: BLE001 - a hand-written template of the wrong shape (see below)
+            # The API server refuses a malformed pod before Kyverno sees it (and a CEL error under failurePolicy
+            # Fail refuses it too), so there is no effective pod to show: say so (the policy pack reports the
+            # object itself) instead of failing the plan.
+            name = (obj.get("metadata") or {}).get("name", obj.get("kind", "object"))
+            result.advisories.append(f"{obj.get('kind')} {name} {path}: no effective pod written: the pod "
+                                     f"template is not well-formed ({type(e).__name__}); fix its shape")
+            continue
+        target = out / f"{stem}.yaml"
+        if files is not None:
+            files.write(target, dump_yaml(effective))
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+            target.write_text(dump_yaml(effective), encoding="utf-8")
+        written.append(target)
     return written
 
 
