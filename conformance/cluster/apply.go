@@ -45,12 +45,14 @@ func (o Object) Key() string {
 }
 
 type Applier struct {
-	dyn    dynamic.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	dyn       dynamic.Interface
+	mapper    *restmapper.DeferredDiscoveryRESTMapper
+	notServed map[schema.GroupKind]bool // waited for once: later objects of the kind fail at once
+	kyverno   bool                      // Kyverno runs: wait for each CEL policy to be ready
 }
 
 func NewApplier(b *Box) *Applier {
-	return &Applier{dyn: dynamic.NewForConfigOrDie(b.Config),
+	return &Applier{dyn: dynamic.NewForConfigOrDie(b.Config), notServed: map[schema.GroupKind]bool{},
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(b.Client.Discovery()))}
 }
 
@@ -78,6 +80,9 @@ func ReadObjects(dir string) ([]Object, error) {
 
 func (a *Applier) mapping(u *unstructured.Unstructured, wait time.Duration) (*meta.RESTMapping, error) {
 	gvk := u.GroupVersionKind()
+	if a.notServed[gvk.GroupKind()] {
+		wait = 0
+	}
 	deadline := time.Now().Add(wait)
 	for {
 		m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -85,6 +90,9 @@ func (a *Applier) mapping(u *unstructured.Unstructured, wait time.Duration) (*me
 			return m, nil
 		}
 		if !meta.IsNoMatchError(err) || time.Now().After(deadline) {
+			if meta.IsNoMatchError(err) {
+				a.notServed[gvk.GroupKind()] = true
+			}
 			return nil, err
 		}
 		time.Sleep(time.Second)
@@ -132,7 +140,32 @@ func (a *Applier) Apply(ctx context.Context, o Object, wait time.Duration) error
 	if u.GetKind() == "CustomResourceDefinition" {
 		return a.waitEstablished(ctx, r, u.GetName())
 	}
+	if a.kyverno && u.GroupVersionKind().Group == "policies.kyverno.io" {
+		return a.waitPolicyReady(ctx, r, u.GetName())
+	}
 	return nil
+}
+
+// waitPolicyReady waits until Kyverno reports a CEL policy ready (its webhook configured): the workloads applied
+// after it must meet it at admission, as they do when Kyverno's chart has been installed long before.
+// github.com/kyverno/api (kyverno@v1.19.0's pin) api/policies.kyverno.io/v1/conditions.go: WebhookConfigured;
+// v1alpha1/conditions.go: ConditionStatus.Ready.
+func (a *Applier) waitPolicyReady(ctx context.Context, r dynamic.ResourceInterface, name string) error {
+	deadline := time.Now().Add(120 * time.Second)
+	var last any
+	for time.Now().Before(deadline) {
+		got, err := r.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			ready, _, _ := unstructured.NestedBool(got.Object, "status", "conditionStatus", "ready")
+			if ready {
+				return nil
+			}
+			last, _, _ = unstructured.NestedFieldCopy(got.Object, "status")
+		}
+		time.Sleep(time.Second)
+	}
+	data, _ := json.Marshal(last)
+	return fmt.Errorf("policy not ready within 120s (Kyverno's status: %s)", data)
 }
 
 func (a *Applier) waitEstablished(ctx context.Context, r dynamic.ResourceInterface, name string) error {

@@ -240,6 +240,8 @@ func StartBox(ctx context.Context, dir string, logf func(string, ...any)) (*Box,
 		"--use-service-account-credentials=false",
 		"--controllers=*",
 		"--node-monitor-grace-period=60s",
+		// The PV binder acts on its periodic sync (default 15s); the box binds the stack's static PV/PVC at once.
+		"--pvclaimbinder-sync-period=1s",
 	}
 	if err := parseInto("kube-controller-manager", nfs.FlagSets, kcmArgs); err != nil {
 		return nil, err

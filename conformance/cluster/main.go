@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
@@ -28,6 +29,8 @@ import (
 // one at a time (multinode/placement.py "each batch job must fit beside them"), so the box does the same.
 var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true, "kubeflow.org/MPIJob": true,
 	"kubeflow.org/PyTorchJob": true, "trainer.kubeflow.org/TrainJob": true}
+
+var kyvernoBin string
 
 type Applied struct {
 	File       string `json:"file"`
@@ -65,7 +68,9 @@ func main() {
 	quiet := flag.Duration("quiet", 8*time.Second, "how long nothing may change before a phase counts as settled")
 	keep := flag.Bool("keep", false, "on a failed verdict keep the box running (kubeconfig printed) until interrupted")
 	compare := flag.String("compare", "", "verdict command run with the box up (its exit code is this command's)")
+	kyverno := flag.String("kyverno", "", "Kyverno's admission controller binary (conformance/kyverno); empty: no Kyverno")
 	flag.Parse()
+	kyvernoBin = *kyverno
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
 		os.Exit(2)
@@ -222,6 +227,15 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 	for _, c := range crds.Extra {
 		applyOne(&services, Object{File: "crds.yaml", U: &unstructured.Unstructured{Object: c}})
 	}
+	if kyvernoBin != "" {
+		k, err := StartKyverno(ctx, box, kyvernoBin, filepath.Join(boxIn, "kyverno.log"), logf)
+		if err != nil {
+			return err
+		}
+		defer k.Stop()
+		ap.kyverno = true
+		obs.Versions["kyverno"] = kyvernoBin
+	}
 	var batch []Object
 	for _, o := range objects {
 		if o.U.GetKind() == "CustomResourceDefinition" {
@@ -239,6 +253,10 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		applyOne(&services, o)
 	}
 	logf("services phase: %d objects applied, %d batch objects held back", len(services.Objects), len(batch))
+	if err := waitClaimsBound(ctx, box, 60*time.Second); err != nil {
+		services.Applied = append(services.Applied, Applied{File: "-", Object: "PersistentVolumeClaims", Result: "refused",
+			Error: err.Error()})
+	}
 	snap := func(ph *Phase) error {
 		ok, took, err := Settle(ctx, box, quiet, settle, 3*time.Second)
 		if err != nil {
@@ -267,4 +285,28 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		obs.Phases = append(obs.Phases, ph)
 	}
 	return nil
+}
+
+// waitClaimsBound waits until every PersistentVolumeClaim is Bound (the stacks bind static PVs by volumeName).
+func waitClaimsBound(ctx context.Context, box *Box, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		pvcs, err := box.Client.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var unbound []string
+		for _, c := range pvcs.Items {
+			if c.Status.Phase != corev1.ClaimBound {
+				unbound = append(unbound, c.Namespace+"/"+c.Name+" "+string(c.Status.Phase))
+			}
+		}
+		if len(unbound) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("claims not Bound within %s: %s", limit, strings.Join(unbound, ", "))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -12,7 +12,10 @@
                                              "extra": the CRDs of kinds the stack renders that a Helm chart
                                              would install (found under schemas/); "missing": kinds with none
 
-Usage: python conformance/cluster/prepare.py <build/<stack>> <stack file>
+With --kyverno-crds DIR (config/crds of the Kyverno module conformance/kyverno builds, from the Go module
+cache), every CRD there joins "extra": Kyverno's controller waits for the informers of all its kinds.
+
+Usage: python conformance/cluster/prepare.py <build/<stack>> <stack file> [--kyverno-crds DIR]
 """
 from __future__ import annotations
 
@@ -130,7 +133,25 @@ def crd_inputs(k8s_dir: Path, cfg: Any) -> dict[str, Any]:
     return {"replace": replace, "extra": extra, "missing": missing}
 
 
+def kyverno_crds(folder: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(folder.rglob("*.yaml")):
+        doc = crd_document(path)
+        if doc:
+            meta = {**doc["metadata"], "annotations": {**(doc["metadata"].get("annotations") or {}),
+                                                       "multinode.dev/box-crd-from": str(path)}}
+            out.append({**doc, "metadata": meta})
+    if not out:
+        raise SystemExit(f"{folder}: no CustomResourceDefinition")
+    return out
+
+
 def main(argv: list[str]) -> int:
+    kyverno_dir = None
+    if "--kyverno-crds" in argv:
+        i = argv.index("--kyverno-crds")
+        kyverno_dir = Path(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
     out_dir, stack_file = Path(argv[0]), Path(argv[1])
     raw, secrets, _ = stackfile.read_stack_file(stack_file)
     if "fleet" in raw:
@@ -142,6 +163,10 @@ def main(argv: list[str]) -> int:
     nodes = node_objects(cfg)
     (box / "nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "NodeList", "items": nodes}, sort_keys=False))
     crds = crd_inputs(out_dir / "k8s", cfg)
+    if kyverno_dir is not None:
+        ky = kyverno_crds(kyverno_dir)
+        names = {c["metadata"]["name"] for c in ky}
+        crds["extra"] = [c for c in crds["extra"] if c["metadata"]["name"] not in names] + ky
     (box / "crds.yaml").write_text(json.dumps(crds))
     print(f"{out_dir.name}: {len(nodes)} nodes, {len(crds['replace'])} CRDs, {len(crds['extra'])} add-on CRDs"
           + (f", no CRD for {', '.join(crds['missing'])}" if crds["missing"] else ""))
