@@ -45,10 +45,11 @@ func (o Object) Key() string {
 }
 
 type Applier struct {
-	dyn       dynamic.Interface
-	mapper    *restmapper.DeferredDiscoveryRESTMapper
-	notServed map[schema.GroupKind]bool // waited for once: later objects of the kind fail at once
-	kyverno   bool                      // Kyverno runs: wait for each CEL policy to be ready
+	dyn        dynamic.Interface
+	mapper     *restmapper.DeferredDiscoveryRESTMapper
+	notServed  map[schema.GroupKind]bool // waited for once: later objects of the kind fail at once
+	kyverno    bool                      // Kyverno runs: wait for each CEL policy to be ready
+	kyvernoURL string                    // https://127.0.0.1:<port> of Kyverno's webhook server
 }
 
 func NewApplier(b *Box) *Applier {
@@ -157,7 +158,11 @@ func (a *Applier) waitPolicyReady(ctx context.Context, r dynamic.ResourceInterfa
 		got, err := r.Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
 			ready, _, _ := unstructured.NestedBool(got.Object, "status", "conditionStatus", "ready")
-			if ready {
+			if ready && a.webhooksServed(ctx, got.GetKind()) {
+				// The API server reads webhook configurations through an informer, Kyverno its policies through
+				// its policy cache: give both a moment (seen here: a pod created 3s after "ready" was not mutated
+				// once in three runs). A miss cannot pass silently: compare.py then finds the pod differs from effective/.
+				time.Sleep(10 * time.Second)
 				return nil
 			}
 			last, _, _ = unstructured.NestedFieldCopy(got.Object, "status")
@@ -185,6 +190,33 @@ func (a *Applier) waitEstablished(ctx context.Context, r dynamic.ResourceInterfa
 		time.Sleep(300 * time.Millisecond)
 	}
 	return fmt.Errorf("CRD %s not Established within 60s", name)
+}
+
+// webhooksServed: a webhook configuration of the policy's kind (mutating for a MutatingPolicy, validating
+// otherwise) has a webhook whose URL is Kyverno's loopback server. Kyverno may report a policy ready before
+// its webhook configuration lists it (seen here: a pod created right after "ready" was not mutated).
+func (a *Applier) webhooksServed(ctx context.Context, kind string) bool {
+	res := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1",
+		Resource: "validatingwebhookconfigurations"}
+	if strings.Contains(kind, "Mutating") {
+		res.Resource = "mutatingwebhookconfigurations"
+	}
+	list, err := a.dyn.Resource(res).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false
+	}
+	for _, c := range list.Items {
+		hooks, _, _ := unstructured.NestedSlice(c.Object, "webhooks")
+		for _, h := range hooks {
+			hm, _ := h.(map[string]any)
+			url, _, _ := unstructured.NestedString(hm, "clientConfig", "url")
+			rules, _, _ := unstructured.NestedSlice(hm, "rules")
+			if a.kyvernoURL != "" && strings.HasPrefix(url, a.kyvernoURL) && len(rules) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (a *Applier) Delete(ctx context.Context, o Object) error {

@@ -45,6 +45,8 @@ def diff(want: Any, got: Any, path: str, out: list[str]) -> None:
             out.append(f"{path}: want an object, admitted {json.dumps(got)[:80]}")
             return
         for k, v in want.items():
+            if k not in got and v in (False, 0, "", None, [], {}):
+                continue    # a zero value: the API server's JSON omits it (omitempty), the pod holds the same
             if k not in got:
                 out.append(f"{path}.{k}: missing in the admitted pod (want {json.dumps(v)[:80]})")
             else:
@@ -62,6 +64,13 @@ def diff(want: Any, got: Any, path: str, out: list[str]) -> None:
                 else:
                     diff(x, by[x["name"]], f"{path}[{x['name']}]", out)
             return
+        if want and all(isinstance(x, dict) for x in want):
+            # unnamed objects (tolerations, ...): each must be admitted; admission plugins may add others
+            # (DefaultTolerationSeconds adds the not-ready/unreachable tolerations)
+            for x in want:
+                if not any(not _diff_list(x, y) for y in got):
+                    out.append(f"{path}: {json.dumps(x)[:100]} not in the admitted pod")
+            return
         if len(want) != len(got):
             out.append(f"{path}: {len(want)} items in effective/, {len(got)} admitted")
             return
@@ -69,6 +78,12 @@ def diff(want: Any, got: Any, path: str, out: list[str]) -> None:
             diff(a, b, f"{path}[{i}]", out)
     elif want != got and not (str(want) == str(got) or _quantity_equal(want, got)):
         out.append(f"{path}: effective/ {json.dumps(want)[:80]}, admitted {json.dumps(got)[:80]}")
+
+
+def _diff_list(want: Any, got: Any) -> list[str]:
+    out: list[str] = []
+    diff(want, got, "", out)
+    return out
 
 
 def expected_gangs(placement: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

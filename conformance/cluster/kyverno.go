@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -25,6 +26,7 @@ const kyvernoNS = "kyverno"
 
 type Kyverno struct {
 	cmd *exec.Cmd
+	URL string
 }
 
 func StartKyverno(ctx context.Context, b *Box, bin, logPath string, logf func(string, ...any)) (*Kyverno, error) {
@@ -73,7 +75,7 @@ func StartKyverno(ctx context.Context, b *Box, bin, logPath string, logf func(st
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	k := &Kyverno{cmd: cmd}
+	k := &Kyverno{cmd: cmd, URL: fmt.Sprintf("https://127.0.0.1:%d", port)}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(180 * time.Second)
@@ -83,7 +85,10 @@ func StartKyverno(ctx context.Context, b *Box, bin, logPath string, logf func(st
 			return nil, fmt.Errorf("kyverno exited: %v (log %s)", err, logPath)
 		default:
 		}
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+		// ready when the TLS handshake completes (the port listens before Kyverno has its serving certificate:
+		// the API server then got "tls: internal error")
+		d := &net.Dialer{Timeout: time.Second}
+		if c, err := tls.DialWithDialer(d, "tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{InsecureSkipVerify: true}); err == nil { //nolint:gosec // a readiness probe of our own loopback child
 			c.Close()
 			logf("kyverno admission controller serving on 127.0.0.1:%d (log %s)", port, logPath)
 			return k, nil

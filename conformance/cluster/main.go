@@ -233,7 +233,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			return err
 		}
 		defer k.Stop()
-		ap.kyverno = true
+		ap.kyverno, ap.kyvernoURL = true, k.URL
 		obs.Versions["kyverno"] = kyvernoBin
 	}
 	var batch []Object

@@ -53,6 +53,10 @@ def _default_scheduler(k8s: Path) -> None:
     assert doc["apiVersion"] == "batch/v1", doc["apiVersion"]
     doc["spec"]["template"]["spec"].pop("schedulerName", None)
     job.write_text(yaml.safe_dump(doc))
+    for f in (k8s.parent / "effective").glob("*.yaml"):          # the same change in what plan expects
+        eff = yaml.safe_load(f.read_text())
+        eff["spec"].pop("schedulerName", None)
+        f.write_text(yaml.safe_dump(eff))
 
 
 def _kyverno_crds() -> str:

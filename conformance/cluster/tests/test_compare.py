@@ -119,3 +119,18 @@ def test_missing_or_extra_pods_are_findings(tmp_path: Path, n: int) -> None:
     obs["phases"][1]["pods"] = pods[:1] if n == 1 else pods + [_pod("train-2", "gpu-1", "worker")]
     r = compare.compare(_stack(tmp_path, obs), kyverno=True)
     assert any(f"{n} pods in the box, placement.json counts 2" in f for f in r["findings"])
+
+
+def test_admission_additions_and_omitted_zero_values_are_not_differences(tmp_path: Path) -> None:
+    eff = copy.deepcopy(EFFECTIVE)
+    eff["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    eff["spec"]["containers"][0]["readOnly"] = False
+    obs = _observed()
+    for p in obs["phases"][1]["pods"]:
+        p["pod"]["spec"]["tolerations"] = copy.deepcopy(eff["spec"]["tolerations"]) + [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]
+    r = compare.compare(_stack(tmp_path, obs, eff), kyverno=True)
+    assert r["findings"] == []
+    eff["spec"]["tolerations"][0]["effect"] = "NoExecute"                 # a wanted toleration not admitted
+    r = compare.compare(_stack(tmp_path / "b", obs, eff), kyverno=True)
+    assert any("spec.tolerations" in f and "not in the admitted pod" in f for f in r["findings"])
