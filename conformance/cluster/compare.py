@@ -139,7 +139,8 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
                                            "nodes": want_nodes},
                              "pods": [{"name": p["name"], "node": p["node"] or None,
                                        "pool": nodes_pool.get(p["node"]) if p["node"] else None,
-                                       **({"pending": (p.get("scheduled") or {}).get("message", "")} if not p["node"] else {})}
+                                       **({} if p["node"] else
+                                          {"pending": (p.get("scheduled") or {}).get("message", "")})}
                                       for p in pods]}
         workloads.append(w)
         if ph is None:
@@ -155,14 +156,16 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
                 not_checked.append(f"{owner}: no pods in the box: the {gk} controller does not run in the box")
                 w["verdict"] = "not checked"
                 continue
-            events = [e for e in ph.get("events", []) if e["type"] == "Warning" and owner.split(" ", 1)[1] in e["object"]]
+            events = [e for e in ph.get("events", [])
+                      if e["type"] == "Warning" and owner.split(" ", 1)[1] in e["object"]]
             findings.append(f"{owner}: no pods created (placement: {want_count})"
                             + "".join(f"; {e['object']} {e['reason']}: {e['message']}" for e in events[:3]))
             continue
         other = sorted({s for p in pods if (s := p["pod"]["spec"].get("schedulerName", BOX_SCHEDULER))
                         not in (BOX_SCHEDULER, "")})
         if other and not any(p["node"] for p in pods):
-            not_checked.append(f"{owner}: {len(pods)} pods for scheduler {', '.join(other)}, which does not run in the box")
+            not_checked.append(f"{owner}: {len(pods)} pods for scheduler {', '.join(other)}, "
+                               "which does not run in the box")
             w["verdict"] = "not checked"
             continue
         bound = [p for p in pods if p["node"]]
@@ -202,16 +205,20 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
                 effective.append({"file": f.name, "verdict": "not checked"})
                 continue
             cands = [p for ph in (obs.get("phases") or []) for p in ph.get("pods", [])
-                     if all(((p["pod"].get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in labels.items())]
+                     if all(((p["pod"].get("metadata") or {}).get("labels") or {}).get(k) == v
+                            for k, v in labels.items())]
             if not cands:
-                effective.append({"file": f.name, "verdict": "no pod"})
+                effective.append({"file": f.name, "verdict": "not checked"})
+                not_checked.append(f"effective/{f.name}: no pod with its labels in the box (its controller does not "
+                                   "run here)")
                 continue
             out: list[str] = []
             diff(want.get("spec") or {}, cands[0]["pod"].get("spec") or {}, "spec", out)
             effective.append({"file": f.name, "pod": cands[0]["name"], "differences": out,
                               "verdict": "equal" if not out else "differs"})
             findings += [f"effective/{f.name}: pod {cands[0]['namespace']}/{cands[0]['name']}: {d}" for d in out]
-    admitted = {f"{p['namespace']}/{p['name']}": p["pod"] for ph in (obs.get("phases") or []) for p in ph.get("pods", [])}
+    admitted = {f"{p['namespace']}/{p['name']}": p["pod"]
+                for ph in (obs.get("phases") or []) for p in ph.get("pods", [])}
     return {"stack": stack_dir.name, "pass": not findings, "findings": findings, "notChecked": not_checked,
             "workloads": workloads, "effective": effective, "versions": obs.get("versions"),
             "seconds": obs.get("seconds"), "admittedPods": admitted}
@@ -227,7 +234,8 @@ def main(argv: list[str]) -> int:
         print(f"build/{stack_dir.name}: not checked: {n}")
     ok = [w for w in result["workloads"] if w.get("verdict") == "ok"]
     print(f"build/{stack_dir.name}: {len(ok)} of {len(result['workloads'])} workloads bound as placement.json says; "
-          f"{len(result['findings'])} findings, {len(result['notChecked'])} not checked -> build/{stack_dir.name}/cluster.json")
+          f"{len(result['findings'])} findings, {len(result['notChecked'])} not checked "
+          f"-> build/{stack_dir.name}/cluster.json")
     return 1 if result["findings"] else 0
 
 

@@ -78,7 +78,8 @@ def node_objects(cfg: Any) -> list[dict[str, Any]]:
             labels[label] = f"{n.pool}-tier{i}"
         out.append({"apiVersion": "v1", "kind": "Node",
                     "metadata": {"name": n.name, "labels": labels,
-                                 "annotations": {"multinode.dev/box-allocatable-source": estimates[n.pool].source[:200]}},
+                                 "annotations": {"multinode.dev/box-allocatable-source":
+                                                 estimates[n.pool].source[:200]}},
                     "spec": {"taints": [dict(t) for t in n.taints]},
                     "status": {"capacity": cap, "allocatable": alloc}})
     return out
@@ -90,7 +91,8 @@ def _schema_crds() -> dict[tuple[str, str], dict[str, Any]]:
         doc = crd_document(path) if path.name != "values.yaml" else None
         if doc:
             spec = doc["spec"]
-            index.setdefault((spec["group"], spec["names"]["kind"]), {**doc, "_file": str(path.relative_to(SCHEMA_DIR))})
+            index.setdefault((spec["group"], spec["names"]["kind"]),
+                             {**doc, "_file": str(path.relative_to(SCHEMA_DIR))})
     return index
 
 
@@ -112,7 +114,8 @@ def crd_inputs(k8s_dir: Path, cfg: Any) -> dict[str, Any]:
         digest = hashlib.sha256(json.dumps(full["spec"], sort_keys=True, default=str).encode()).hexdigest()
         text = (k8s_dir / next(p.name for p in k8s_dir.glob(f"*-CustomResourceDefinition-{name}.yaml"))).read_text()
         if digest not in text:
-            raise SystemExit(f"{k8s_dir}: CRD {name}: the stored file's spec (sha256 {digest}) is not the one plan wrote")
+            raise SystemExit(f"{k8s_dir}: CRD {name}: the stored file's spec (sha256 {digest}) "
+                             "is not the one plan wrote")
         replace[name] = full
         served.add((full["spec"]["group"], full["spec"]["names"]["kind"]))
     index = _schema_crds()
@@ -161,7 +164,8 @@ def main(argv: list[str]) -> int:
     box = out_dir / "engines" / "cluster"
     box.mkdir(parents=True, exist_ok=True)
     nodes = node_objects(cfg)
-    (box / "nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "NodeList", "items": nodes}, sort_keys=False))
+    node_list = {"apiVersion": "v1", "kind": "NodeList", "items": nodes}
+    (box / "nodes.yaml").write_text(yaml.safe_dump(node_list, sort_keys=False))
     crds = crd_inputs(out_dir / "k8s", cfg)
     if kyverno_dir is not None:
         ky = kyverno_crds(kyverno_dir)

@@ -26,9 +26,11 @@ def _pod(name: str, node: str, role: str, message: str = "") -> dict[str, Any]:
     spec = copy.deepcopy(EFFECTIVE["spec"])
     spec["containers"][0]["imagePullPolicy"] = "IfNotPresent"          # an API server default: not compared
     spec["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] = "32"
-    return {"namespace": "multinode", "name": name, "owner": OWNER, "node": node, "phase": "Running" if node else "Pending",
+    return {"namespace": "multinode", "name": name, "owner": OWNER, "node": node,
+            "phase": "Running" if node else "Pending",
             **({"scheduled": {"status": "False", "reason": "Unschedulable", "message": message}} if not node else {}),
-            "pod": {"metadata": {"labels": {"multinode.dev/workload": "train", "multinode.dev/role": role}}, "spec": spec}}
+            "pod": {"metadata": {"labels": {"multinode.dev/workload": "train", "multinode.dev/role": role}},
+                    "spec": spec}}
 
 
 def _observed() -> dict[str, Any]:
@@ -128,7 +130,8 @@ def test_admission_additions_and_omitted_zero_values_are_not_differences(tmp_pat
     obs = _observed()
     for p in obs["phases"][1]["pods"]:
         p["pod"]["spec"]["tolerations"] = copy.deepcopy(eff["spec"]["tolerations"]) + [
-            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 300}]
     r = compare.compare(_stack(tmp_path, obs, eff), kyverno=True)
     assert r["findings"] == []
     eff["spec"]["tolerations"][0]["effect"] = "NoExecute"                 # a wanted toleration not admitted
