@@ -253,7 +253,11 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		applyOne(&services, o)
 	}
 	logf("services phase: %d objects applied, %d batch objects held back", len(services.Objects), len(batch))
-	if err := waitClaimsBound(ctx, box, 60*time.Second); err != nil {
+	standIns, err := waitClaimsBound(ctx, box, 60*time.Second)
+	for _, m := range standIns {
+		services.Applied = append(services.Applied, Applied{File: "-", Object: "PersistentVolume", Result: "stand-in", Error: m})
+	}
+	if err != nil {
 		services.Applied = append(services.Applied, Applied{File: "-", Object: "PersistentVolumeClaims", Result: "refused",
 			Error: err.Error()})
 	}
@@ -287,25 +291,50 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 	return nil
 }
 
-// waitClaimsBound waits until every PersistentVolumeClaim is Bound (the stacks bind static PVs by volumeName).
-func waitClaimsBound(ctx context.Context, box *Box, limit time.Duration) error {
+// waitClaimsBound waits until every PersistentVolumeClaim is Bound (the stacks bind static PVs by volumeName). A
+// claim for dynamic provisioning (a StorageClass, no volumeName: the cluster's own class, e.g. existing-dev's
+// efs-sc) gets a stand-in PV of ours pre-bound to it (no provisioner runs in the box); each is reported.
+func waitClaimsBound(ctx context.Context, box *Box, limit time.Duration) ([]string, error) {
 	deadline := time.Now().Add(limit)
+	var standIns []string
+	made := map[string]bool{}
 	for {
 		pvcs, err := box.Client.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return err
+			return standIns, err
 		}
 		var unbound []string
 		for _, c := range pvcs.Items {
-			if c.Status.Phase != corev1.ClaimBound {
-				unbound = append(unbound, c.Namespace+"/"+c.Name+" "+string(c.Status.Phase))
+			if c.Status.Phase == corev1.ClaimBound {
+				continue
+			}
+			unbound = append(unbound, c.Namespace+"/"+c.Name+" "+string(c.Status.Phase))
+			key := c.Namespace + "/" + c.Name
+			if c.Spec.VolumeName == "" && c.Spec.StorageClassName != nil && *c.Spec.StorageClassName != "" && !made[key] {
+				pv := &corev1.PersistentVolume{
+					ObjectMeta: metav1.ObjectMeta{Name: "box-" + c.Namespace + "-" + c.Name},
+					Spec: corev1.PersistentVolumeSpec{
+						Capacity:                      corev1.ResourceList{corev1.ResourceStorage: c.Spec.Resources.Requests[corev1.ResourceStorage]},
+						AccessModes:                   c.Spec.AccessModes,
+						StorageClassName:              *c.Spec.StorageClassName,
+						ClaimRef:                      &corev1.ObjectReference{Namespace: c.Namespace, Name: c.Name},
+						PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+						PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+							Driver: "box.multinode.dev", VolumeHandle: key}},
+					}}
+				if _, err := box.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+					return standIns, fmt.Errorf("stand-in PV for %s: %w", key, err)
+				}
+				made[key] = true
+				standIns = append(standIns, fmt.Sprintf("PersistentVolumeClaim %s (StorageClass %s): bound to a stand-in PV of the box (no provisioner runs here)",
+					key, *c.Spec.StorageClassName))
 			}
 		}
 		if len(unbound) == 0 {
-			return nil
+			return standIns, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("claims not Bound within %s: %s", limit, strings.Join(unbound, ", "))
+			return standIns, fmt.Errorf("claims not Bound within %s: %s", limit, strings.Join(unbound, ", "))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
