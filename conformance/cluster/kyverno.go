@@ -61,6 +61,8 @@ func StartKyverno(ctx context.Context, b *Box, bin, logPath string, logf func(st
 		"--metricsHost=127.0.0.1",
 		fmt.Sprintf("--metricsPort=%d", metricsPort),
 		"--disableMetrics=true",
+		// controller-runtime's metrics server would bind :8080 on every interface (cmd/kyverno/main.go:426,731)
+		"--controllerRuntimeMetricsAddress=0",
 		"--admissionReports=false",
 		"--backgroundServiceAccountName=system:serviceaccount:kyverno:kyverno-background-controller",
 		"--reportsServiceAccountName=system:serviceaccount:kyverno:kyverno-reports-controller",
