@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver go-check
+.PHONY: venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver go-check cluster-check
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -84,6 +84,14 @@ conformance-kyverno: go-check venv plan-all plan-guides
 	$(MAKE) -C conformance/kyverno build
 	$(PY) -m pytest -q -p no:cacheprovider conformance/kyverno/tests
 	$(PY) conformance/kyverno/kyverno_check.py --build build
+
+## cluster-check: every stack with node pools and every guide stack applied to a real control plane on loopback
+## (embedded etcd, kube-apiserver, controller-manager, scheduler; fake kubelet): the real scheduler's bindings
+## against placement.json (conformance/cluster/README.md). Needs Go; writes build/<stack>/cluster.json.
+## Kyverno's admission controller (conformance/kyverno's bin/kyverno) serves its webhooks in the box.
+cluster-check: go-check venv plan-all plan-guides
+	$(MAKE) -C conformance/kyverno build
+	$(MAKE) -C conformance/cluster check ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 
 clean:
 	rm -rf build .pytest_cache
