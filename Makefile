@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv plan plan-all test lint bench clean
+.PHONY: venv plan plan-all test lint bench clean pulumi-tools pulumi-preview pulumi-check
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -74,3 +74,13 @@ bench: venv
 
 clean:
 	rm -rf build .pytest_cache
+
+## pulumi-tools: the Pulumi CLI and the kubernetes provider built from Go modules (conformance/pulumi, issue 29)
+pulumi-tools:
+	$(MAKE) -C conformance/pulumi tools
+
+## pulumi-preview: `pulumi preview --policy-pack policy` of STACK on the real engine (the pull-request check:
+## fails on any mandatory finding or any difference from `multinode plan`'s policy.json); then the engine tests
+pulumi-preview: venv pulumi-tools
+	$(VENV)/bin/multinode plan $(STACK)
+	$(PY) conformance/pulumi/engine.py preview $(STACK) --fresh
