@@ -84,3 +84,8 @@ pulumi-tools:
 pulumi-preview: venv pulumi-tools
 	$(VENV)/bin/multinode plan $(STACK)
 	$(PY) conformance/pulumi/engine.py preview $(STACK) --fresh
+
+## pulumi-check: build the Pulumi tools, then the engine tests of conformance/pulumi/tests (a clean stack's
+## preview with the pack agrees with plan; a planted mandatory violation fails the preview with the rule's name)
+pulumi-check: venv pulumi-tools
+	$(PY) -m pytest -q -p no:cacheprovider conformance/pulumi/tests

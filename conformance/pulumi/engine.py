@@ -1,8 +1,8 @@
 """Run a multinode stack through the real Pulumi engine: the CLI and the kubernetes provider built by
 `make pulumi-tools` (bin/), the CrossGuard pack in policy/, a local file backend and passphrase secrets.
 
-    .venv/bin/python conformance/pulumi/engine.py preview <stack> [--file stacks/Pulumi.<stack>.yaml]
-        [--kubeconfig FILE] [--out build/<stack>/engines/pulumi]
+    .venv/bin/python conformance/pulumi/engine.py preview <stack | path/Pulumi.<stack>.yaml>
+        [--kubeconfig FILE] [--out build/<stack>/engines/pulumi] [--fresh]
 
 The Python language host (github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3) is not served
 by the Go module proxy this project may use (every version asked, pseudo-versions included, answers 403;
@@ -10,19 +10,19 @@ README.md here). So the program runs the way the Automation API runs an inline p
 SDK's own language server (pulumi 3.272 pulumi/automation/_server.py LanguageServer) serves the engine's
 LanguageRuntime in this process and the CLI is started with `--client=<its address>`
 (pulumi/automation/_stack.py: preview/up/destroy append `--client`). The program is the repo's __main__.py,
-unchanged. The pack has no language host to start it either; the CLI then starts the analyzer plugin
-`pulumi-analyzer-policy-python` from PATH (sdk/v3@v3.274.0 go/common/resource/plugin/analyzer_plugin.go,
-NewPolicyAnalyzer: "Couldn't get a language plugin, fall back to the old behavior"), which here is
-plugins/pulumi-analyzer-policy-python: it starts policy/__main__.py with the project's .venv.
+unchanged. The pack has no language host to start it either: `--policy-pack` names
+plugins/multinode-policy-pack, an executable the CLI starts as a binary analyzer plugin (pkg/v3@v3.274.0
+resource/plugin/analyzer_plugin.go NewPolicyAnalyzer), which starts policy/__main__.py with the project's .venv.
 
 The stack's config is the repo's stack file with its `secure:` values left out (they are placeholders a
 passphrase cannot decrypt); the secrets are set again with `pulumi config set --secret` (Automation API
 set_config(secret=True)): the kubeconfig given (default: one naming a loopback port where nothing listens,
 so the cluster is unreachable) and a dummy hfToken.
 
-Writes <out>/preview.json (the pack's findings as the engine reported them, the change summary) and
-<out>/policy-diff.txt, and exits non-zero when the engine's findings differ from `multinode plan`'s
-build/<stack>/policy.json or the preview fails.
+Runs `multinode plan --file` of the same stack file into <out>/plan/, then the preview; writes
+<out>/preview.json (the pack's findings as the engine reported them, the change summary) and
+<out>/policy-diff.txt (one line per finding only one side has), and exits non-zero when the preview fails
+(a mandatory finding fails it) or the engine's findings differ from plan's policy.json.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ import json
 import os
 import runpy
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 BIN = HERE / "bin"
 PLUGINS = HERE / "plugins"
+POLICY_PACK = PLUGINS / "multinode-policy-pack"    # starts policy/ (see that file)
 PASSPHRASE = "multinode-e2e-not-a-secret"       # test stacks only; the state lives under build/
 HF_TOKEN_DUMMY = "hf_e2e_dummy_token_not_real"
 UNREACHABLE_KUBECONFIG = """apiVersion: v1
@@ -60,7 +62,7 @@ def engine_env(home: Path, state: Path) -> dict[str, str]:
     """What the CLI needs to run offline: our binaries first on PATH (ambient plugins), a private PULUMI_HOME,
     the file backend, the passphrase, and no update checks or plugin downloads."""
     return {
-        "PATH": os.pathsep.join([str(BIN), str(PLUGINS), os.environ.get("PATH", "")]),
+        "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
         "PULUMI_HOME": str(home),
         "PULUMI_BACKEND_URL": f"file://{state}",
         "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
@@ -69,7 +71,7 @@ def engine_env(home: Path, state: Path) -> dict[str, str]:
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_SKIP_CONFIRMATIONS": "true",
         "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
-        # the analyzer plugin's interpreter (plugins/pulumi-analyzer-policy-python)
+        # the pack's interpreter (plugins/multinode-policy-pack)
         "MULTINODE_VENV_PYTHON": sys.executable,
     }
 
@@ -138,37 +140,67 @@ def policy_events() -> tuple[list[dict[str, str]], Any]:
     return found, on_event
 
 
+def resource_of(urn: str) -> tuple[str, str]:
+    """(type, name) of a URN: the last type of its type chain and its name ("", "") for a stack finding)."""
+    if not urn:
+        return ("", "")
+    _, _, chain, name = urn.split("::", 3)
+    return (chain.rsplit("$", 1)[-1], name)
+
+
 def compare(engine: list[dict[str, str]], plan: list[dict[str, Any]]) -> list[str]:
-    """Findings that one side has and the other does not, by (policy, level, urn); one line each."""
-    def key(f: dict[str, Any]) -> tuple[str, str, str]:
-        return (f["policy"], "mandatory" if f["enforcementLevel"] == "mandatory" else "advisory", f.get("urn") or "")
-    eng = {key(f) for f in engine}
-    pl = {key(f) for f in plan}
-    lines = [f"policy.json: {p} [{lvl}] {urn or 'stack'}: found by `multinode plan`, not by the pack under the engine"
-             for p, lvl, urn in sorted(pl - eng)]
-    lines += [f"engine: {p} [{lvl}] {urn or 'stack'}: found by the pack under the engine, not by `multinode plan`"
-              for p, lvl, urn in sorted(eng - pl)]
+    """One line per finding only one side has, by (policy, level, resource type, resource name), and one line
+    per finding both have under different URNs."""
+    def key(f: dict[str, Any]) -> tuple[str, str, str, str]:
+        level = "mandatory" if f["enforcementLevel"] == "mandatory" else "advisory"
+        return (f["policy"], level, *resource_of(f.get("urn") or ""))
+    eng = {key(f): f.get("urn") or "" for f in engine}
+    pl = {key(f): f.get("urn") or "" for f in plan}
+    lines = [f"policy.json: {k[0]} [{k[1]}] {pl[k] or 'stack'}: found by `multinode plan`, not by the pack under "
+             f"the engine" for k in sorted(pl.keys() - eng.keys())]
+    lines += [f"engine: {k[0]} [{k[1]}] {eng[k] or 'stack'}: found by the pack under the engine, not by "
+              f"`multinode plan`" for k in sorted(eng.keys() - pl.keys())]
+    lines += [f"urn: {k[0]} [{k[1]}] {k[2]} {k[3]}: the engine names it {eng[k]}, policy.json {pl[k]}"
+              for k in sorted(eng.keys() & pl.keys()) if eng[k] != pl[k]]
     return lines
+
+
+def plan(stack_file: Path, out: Path) -> Path:
+    """`multinode plan --file` of the same stack file (exit 1 is a mandatory finding, still a plan)."""
+    exe = Path(sys.executable).parent / "multinode"
+    r = subprocess.run([str(exe), "plan", "--file", str(stack_file), "--out", str(out)],
+                       capture_output=True, text=True, cwd=ROOT)
+    if r.returncode not in (0, 1):
+        sys.exit(f"multinode plan --file {stack_file} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    return out / stack_name(stack_file) / "policy.json"
+
+
+def stack_name(stack_file: Path) -> str:
+    return stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
     from pulumi.automation import errors as auto_errors
 
-    stack_file = Path(args.file) if args.file else ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
-    out = Path(args.out) if args.out else ROOT / "build" / args.stack / "engines" / "pulumi"
+    given = Path(args.stack)
+    stack_file = given if given.suffix == ".yaml" else ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
+    name = stack_name(stack_file)
+    out = Path(args.out) if args.out else ROOT / "build" / name / "engines" / "pulumi"
     if args.fresh and out.exists():
         shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    plan_json = plan(stack_file, out / "plan")
     kubeconfig = Path(args.kubeconfig).read_text() if args.kubeconfig else UNREACHABLE_KUBECONFIG
-    stack = open_stack(args.stack, stack_file, kubeconfig, out)
+    stack = open_stack(name, stack_file, kubeconfig, out)
     found, on_event = policy_events()
     failed = ""
     summary: dict[str, Any] = {}
     try:
-        res = stack.preview(policy_packs=[str(ROOT / "policy")], on_event=on_event, on_output=print, color="never")
+        res = stack.preview(policy_packs=[str(POLICY_PACK)], on_event=on_event, on_output=print, color="never")
         summary = dict(res.change_summary)
     except auto_errors.CommandError as e:
         failed = str(e)[-4000:]
-    report = {"stack": args.stack, "stackFile": str(stack_file), "failed": bool(failed), "changeSummary": summary,
+    report = {"stack": name, "stackFile": str(stack_file), "failed": bool(failed), "changeSummary": summary,
               "findings": found}
     (out / "preview.json").write_text(json.dumps(report, indent=1) + "\n")
     problems: list[str] = []
@@ -177,16 +209,12 @@ def cmd_preview(args: argparse.Namespace) -> int:
         problems.append(f"{stack_file}: pulumi preview failed without a mandatory policy finding:\n{failed}")
     if mandatory and not failed:
         problems.append(f"{stack_file}: the pack reported mandatory findings but pulumi preview passed")
-    plan_json = Path(args.plan) if args.plan else ROOT / "build" / args.stack / "policy.json"
-    if plan_json.exists():
-        plan = json.loads(plan_json.read_text())
-        problems += compare(found, plan)
-    else:
-        problems.append(f"{plan_json}: missing; run `multinode plan` first")
-    (out / "policy-diff.txt").write_text("".join(p + "\n" for p in problems))
+    diff = compare(found, json.loads(plan_json.read_text()))
+    problems += diff
+    (out / "policy-diff.txt").write_text("".join(d + "\n" for d in diff))
     for f in found:
         print(f"[{f['enforcementLevel']}] {f['policy']}: {f['urn'] or 'stack'}")
-    print(f"engine preview of {args.stack}: {'failed' if failed else 'passed'}; {len(found)} finding(s) "
+    print(f"engine preview of {name}: {'failed' if failed else 'passed'}; {len(found)} finding(s) "
           f"({len(mandatory)} mandatory); summary {summary}; {len(problems)} problem(s)")
     for p in problems:
         print(p, file=sys.stderr)
@@ -194,15 +222,13 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("preview", help="pulumi preview --policy-pack policy of one stack")
-    p.add_argument("stack")
-    p.add_argument("--file", help="stack file (default stacks/Pulumi.<stack>.yaml)")
+    p = sub.add_parser("preview", help="pulumi preview --policy-pack of one stack, compared with multinode plan")
+    p.add_argument("stack", help="a stack of stacks/ or a stack file Pulumi.<stack>.yaml")
     p.add_argument("--kubeconfig", help="kubeconfig file for the stack's secret (default: an unreachable cluster)")
     p.add_argument("--out", help="work folder (default build/<stack>/engines/pulumi)")
-    p.add_argument("--plan", help="multinode plan's policy.json to compare with (default build/<stack>/policy.json)")
-    p.add_argument("--fresh", action="store_true", help="start from an empty state folder")
+    p.add_argument("--fresh", action="store_true", help="start from an empty work folder")
     args = ap.parse_args(argv)
     return cmd_preview(args)
 
