@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv plan plan-all test lint bench clean pulumi-tools pulumi-preview pulumi-check
+.PHONY: venv plan plan-all test lint bench clean cluster-check pulumi-tools pulumi-preview pulumi-check e2e
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -72,6 +72,13 @@ lint: venv
 bench: venv
 	$(PY) bench/plan_bench.py
 
+## cluster-check: every stack with node pools and every guide stack applied to a real control plane on loopback
+## (embedded etcd, kube-apiserver, controller-manager, scheduler; fake kubelet): the real scheduler's bindings
+## against placement.json (conformance/cluster/README.md). Needs Go; writes build/<stack>/cluster.json.
+cluster-check: plan-all
+	for g in tests/guides/Pulumi.*.yaml; do $(VENV)/bin/multinode plan --file $$g --out build >/dev/null || exit 1; done
+	$(MAKE) -C conformance/cluster check ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
+
 clean:
 	rm -rf build .pytest_cache
 
@@ -82,7 +89,6 @@ pulumi-tools:
 ## pulumi-preview: `pulumi preview --policy-pack policy` of STACK on the real engine (the pull-request check:
 ## fails on any mandatory finding or any difference from `multinode plan`'s policy.json); then the engine tests
 pulumi-preview: venv pulumi-tools
-	$(VENV)/bin/multinode plan $(STACK)
 	$(PY) conformance/pulumi/engine.py preview $(STACK) --fresh
 
 ## pulumi-check: build the Pulumi tools, then the engine tests of conformance/pulumi/tests (a clean stack's

@@ -1,0 +1,220 @@
+"""The verdict of the cluster box on one stack: build/<stack>/cluster.json from what the box observed
+(engines/cluster/observed.json, written by the clusterbox binary) against plan's placement.json and effective/.
+
+Findings (one line each, exit 1 if any):
+  - an object the API server (or a webhook) refused;
+  - a pod left Pending (with the scheduler's message), a gang partly bound, a gang of placement.json with fewer
+    or more pods in the box than placement counts, a pod the box made that placement.json does not know;
+  - a gang bound on other pools than placement.json names, or with another count of its pods per node
+    (node names may differ: the scheduler picks among equal nodes);
+  - with Kyverno in the box: a fabric pod as admitted that differs from effective/ in a field effective/ sets
+    (the API server adds defaults; those fields are not compared).
+What the box could not check (a controller it does not run, a kind without a CRD) is listed under
+notChecked and printed, never counted as a pass.
+
+Usage: python conformance/cluster/compare.py build/<stack> [--kyverno]
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# Controllers the box runs, by the group/kind of the object that owns a gang's pods (the top owner).
+RUN_BY_KUBE_CONTROLLER_MANAGER = {"batch/Job", "apps/Deployment", "apps/DaemonSet", "apps/StatefulSet",
+                                  "apps/ReplicaSet"}
+
+
+BOX_SCHEDULER = "default-scheduler"
+
+
+def _quantity_equal(a: Any, b: Any) -> bool:
+    from multinode.placement import quantity
+    qa, qb = quantity(a), quantity(b)
+    return qa is not None and qa == qb
+
+
+def diff(want: Any, got: Any, path: str, out: list[str]) -> None:
+    """Fields `want` sets that `got` lacks or holds otherwise; lists of named items are matched by name."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            out.append(f"{path}: want an object, admitted {json.dumps(got)[:80]}")
+            return
+        for k, v in want.items():
+            if k not in got:
+                out.append(f"{path}.{k}: missing in the admitted pod (want {json.dumps(v)[:80]})")
+            else:
+                diff(v, got[k], f"{path}.{k}", out)
+    elif isinstance(want, list):
+        if not isinstance(got, list):
+            out.append(f"{path}: want a list, admitted {json.dumps(got)[:80]}")
+            return
+        named = all(isinstance(x, dict) and "name" in x for x in want) and want
+        if named:
+            by = {x.get("name"): x for x in got if isinstance(x, dict)}
+            for x in want:
+                if x["name"] not in by:
+                    out.append(f"{path}[{x['name']}]: missing in the admitted pod")
+                else:
+                    diff(x, by[x["name"]], f"{path}[{x['name']}]", out)
+            return
+        if len(want) != len(got):
+            out.append(f"{path}: {len(want)} items in effective/, {len(got)} admitted")
+            return
+        for i, (a, b) in enumerate(zip(want, got)):
+            diff(a, b, f"{path}[{i}]", out)
+    elif want != got and not (str(want) == str(got) or _quantity_equal(want, got)):
+        out.append(f"{path}: effective/ {json.dumps(want)[:80]}, admitted {json.dumps(got)[:80]}")
+
+
+def expected_gangs(placement: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(phase, gang) for each gang of placement.json: services in the first phase, each batch job in its own."""
+    out = [("services", g) for g in placement.get("services", [])]
+    out += [(f"batch {g['owner'].split(' ')[0]} {g['owner'].split(' ', 1)[1]}", g)
+            for g in placement.get("batchEachBesideServices", [])]
+    return out
+
+
+def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
+    obs = json.loads((stack_dir / "engines" / "cluster" / "observed.json").read_text())
+    placement = json.loads((stack_dir / "placement.json").read_text())
+    crds = json.loads((stack_dir / "engines" / "cluster" / "crds.yaml").read_text())
+    findings: list[str] = []
+    not_checked: list[str] = [f"kind {k}: no CRD stored under schemas/ (not applied)" for k in crds.get("missing", [])]
+    if obs.get("error"):
+        findings.append(f"box: {obs['error']}")
+    nodes_pool = {}
+    for n in yaml.safe_load((stack_dir / "engines" / "cluster" / "nodes.yaml").read_text())["items"]:
+        nodes_pool[n["metadata"]["name"]] = n["metadata"]["labels"].get("multinode.dev/node-pool", "?")
+    for p in obs.get("phases") or []:
+        p["pods"], p["events"], p["applied"] = p.get("pods") or [], p.get("events") or [], p.get("applied") or []
+    phases = {p["name"]: p for p in obs.get("phases") or []}
+    group_of = {a["object"]: a.get("apiVersion", "").rsplit("/", 1)[0] if "/" in a.get("apiVersion", "") else ""
+                for p in phases.values() for a in p["applied"]}
+    for p in obs.get("phases") or []:
+        if not p.get("settled"):
+            findings.append(f"phase {p['name']}: pods still changing after {p['seconds']:.0f}s (bounded wait)")
+        for a in p.get("applied", []):
+            if a["result"] == "refused":
+                findings.append(f"k8s/{a['file']}: {a['object']}: refused: {a['error']}")
+            elif a["result"] == "not-served":
+                not_checked.append(f"k8s/{a['file']}: {a['object']}: kind not served (no CRD): {a['error']}")
+
+    workloads: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str]] = set()
+    by_owner: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for phase, g in expected_gangs(placement):
+        by_owner[(phase, g["owner"])].append(g)
+    for (phase, owner), gangs in by_owner.items():
+        kind = owner.split(" ")[0]
+        ph = phases.get(phase)
+        pods = [p for p in (ph or {}).get("pods", []) if p["owner"] == owner]
+        for p in pods:
+            seen.add((phase, p["namespace"], p["name"]))
+        want_nodes: dict[str, str] = {}
+        for g in gangs:
+            want_nodes.update(g.get("nodes") or {})
+        want_count = sum(len(g.get("nodes") or {}) if g.get("placed") else g["pods"] for g in gangs)
+        w: dict[str, Any] = {"owner": owner, "phase": phase, "gangs": [g["gang"] for g in gangs],
+                             "placement": {"placed": all(g.get("placed") for g in gangs), "pods": want_count,
+                                           "nodes": want_nodes},
+                             "pods": [{"name": p["name"], "node": p["node"] or None,
+                                       "pool": nodes_pool.get(p["node"]) if p["node"] else None,
+                                       **({"pending": (p.get("scheduled") or {}).get("message", "")} if not p["node"] else {})}
+                                      for p in pods]}
+        workloads.append(w)
+        if ph is None:
+            if f"{group_of.get(owner, '?')}/{kind}" in RUN_BY_KUBE_CONTROLLER_MANAGER:
+                findings.append(f"{owner}: the box ran no phase {phase!r}")
+            else:
+                not_checked.append(f"{owner}: not applied as such in the box (its pods come from another object)")
+                w["verdict"] = "not checked"
+            continue
+        if not pods:
+            gk = f"{group_of.get(owner, '?')}/{kind}"
+            if gk not in RUN_BY_KUBE_CONTROLLER_MANAGER:
+                not_checked.append(f"{owner}: no pods in the box: the {gk} controller does not run in the box")
+                w["verdict"] = "not checked"
+                continue
+            events = [e for e in ph.get("events", []) if e["type"] == "Warning" and owner.split(" ", 1)[1] in e["object"]]
+            findings.append(f"{owner}: no pods created (placement: {want_count})"
+                            + "".join(f"; {e['object']} {e['reason']}: {e['message']}" for e in events[:3]))
+            continue
+        other = sorted({s for p in pods if (s := p["pod"]["spec"].get("schedulerName", BOX_SCHEDULER))
+                        not in (BOX_SCHEDULER, "")})
+        if other and not any(p["node"] for p in pods):
+            not_checked.append(f"{owner}: {len(pods)} pods for scheduler {', '.join(other)}, which does not run in the box")
+            w["verdict"] = "not checked"
+            continue
+        bound = [p for p in pods if p["node"]]
+        pending = [p for p in pods if not p["node"]]
+        for p in pending:
+            msg = (p.get("scheduled") or {}).get("message") or "no scheduler message"
+            findings.append(f"{owner}: pod {p['namespace']}/{p['name']} Pending: {msg}")
+        if bound and pending:
+            findings.append(f"{owner}: gang half-bound ({len(bound)} of {len(pods)} pods bound)")
+        if len(pods) != want_count:
+            findings.append(f"{owner}: {len(pods)} pods in the box, placement.json counts {want_count}")
+        got_pools = sorted({nodes_pool.get(p["node"], "?") for p in bound})
+        want_pools = sorted({nodes_pool.get(n, n.rsplit("-", 1)[0]) for n in want_nodes.values()})
+        if bound and got_pools != want_pools:
+            findings.append(f"{owner}: bound on pools {got_pools}, placement.json: {want_pools}")
+        got_per_node = sorted(Counter(p["node"] for p in bound).values())
+        want_per_node = sorted(Counter(want_nodes.values()).values())
+        if bound and not pending and got_per_node != want_per_node:
+            findings.append(f"{owner}: pods per node {got_per_node}, placement.json: {want_per_node}")
+        w["verdict"] = "ok" if not pending and len(pods) == want_count and got_pools == want_pools \
+            and got_per_node == want_per_node else "differs"
+    for ph in (obs.get("phases") or []):
+        for p in ph.get("pods", []):
+            if (ph["name"], p["namespace"], p["name"]) not in seen:
+                findings.append(f"pod {p['namespace']}/{p['name']} (owner {p['owner'] or 'none'}, phase {ph['name']}): "
+                                "not a pod of placement.json")
+
+    effective: list[dict[str, Any]] = []
+    eff_dir = stack_dir / "effective"
+    if eff_dir.is_dir():
+        for f in sorted(eff_dir.glob("*.yaml")):
+            want = yaml.safe_load(f.read_text())
+            labels = (want.get("metadata") or {}).get("labels") or {}
+            if not kyverno:
+                not_checked.append(f"effective/{f.name}: Kyverno does not run in this box; the admitted pod was not "
+                                   "compared")
+                effective.append({"file": f.name, "verdict": "not checked"})
+                continue
+            cands = [p for ph in (obs.get("phases") or []) for p in ph.get("pods", [])
+                     if all(((p["pod"].get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in labels.items())]
+            if not cands:
+                effective.append({"file": f.name, "verdict": "no pod"})
+                continue
+            out: list[str] = []
+            diff(want.get("spec") or {}, cands[0]["pod"].get("spec") or {}, "spec", out)
+            effective.append({"file": f.name, "pod": cands[0]["name"], "differences": out,
+                              "verdict": "equal" if not out else "differs"})
+            findings += [f"effective/{f.name}: pod {cands[0]['namespace']}/{cands[0]['name']}: {d}" for d in out]
+    admitted = {f"{p['namespace']}/{p['name']}": p["pod"] for ph in (obs.get("phases") or []) for p in ph.get("pods", [])}
+    return {"stack": stack_dir.name, "pass": not findings, "findings": findings, "notChecked": not_checked,
+            "workloads": workloads, "effective": effective, "versions": obs.get("versions"),
+            "seconds": obs.get("seconds"), "admittedPods": admitted}
+
+
+def main(argv: list[str]) -> int:
+    stack_dir = Path(argv[0])
+    result = compare(stack_dir, "--kyverno" in argv)
+    (stack_dir / "cluster.json").write_text(json.dumps(result, indent=1, sort_keys=False) + "\n")
+    for f in result["findings"]:
+        print(f"build/{stack_dir.name}: {f}")
+    for n in result["notChecked"]:
+        print(f"build/{stack_dir.name}: not checked: {n}")
+    ok = [w for w in result["workloads"] if w.get("verdict") == "ok"]
+    print(f"build/{stack_dir.name}: {len(ok)} of {len(result['workloads'])} workloads bound as placement.json says; "
+          f"{len(result['findings'])} findings, {len(result['notChecked'])} not checked -> build/{stack_dir.name}/cluster.json")
+    return 1 if result["findings"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,270 @@
+// Command clusterbox: a Kubernetes control plane on loopback (embedded etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler of k8s.io/kubernetes, a fake kubelet of ours) that applies one
+// stack's rendered objects (build/<stack>/k8s) on the stack's nodes and records what the real controllers and
+// scheduler made of them (build/<stack>/engines/cluster/observed.json). The verdict (cluster.json) is the
+// compare command's, run with the box still up so that --keep can leave a failing box running.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+)
+
+// Kinds whose pods run to completion: placement.json places each of them beside the long-running services,
+// one at a time (multinode/placement.py "each batch job must fit beside them"), so the box does the same.
+var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true, "kubeflow.org/MPIJob": true,
+	"kubeflow.org/PyTorchJob": true, "trainer.kubeflow.org/TrainJob": true}
+
+type Applied struct {
+	File       string `json:"file"`
+	APIVersion string `json:"apiVersion"`
+	Object     string `json:"object"`
+	Result     string `json:"result"` // applied | refused | not-served
+	Error      string `json:"error,omitempty"`
+}
+
+type Phase struct {
+	Name    string      `json:"name"`
+	Objects []string    `json:"objects"`
+	Settled bool        `json:"settled"`
+	Seconds float64     `json:"seconds"`
+	Pods    []PodView   `json:"pods"`
+	Events  []EventView `json:"events"`
+	Deleted *bool       `json:"deleted,omitempty"`
+	Applied []Applied   `json:"applied"`
+}
+
+type Observed struct {
+	Stack      string            `json:"stack"`
+	Versions   map[string]string `json:"versions"`
+	Nodes      []string          `json:"nodes"`
+	Phases     []Phase           `json:"phases"`
+	Error      string            `json:"error,omitempty"`
+	Seconds    float64           `json:"seconds"`
+	Kubeconfig string            `json:"kubeconfig"`
+}
+
+func main() {
+	stackDir := flag.String("stack-dir", "", "build/<stack> (reads k8s/, writes engines/cluster/)")
+	timeout := flag.Duration("timeout", 6*time.Minute, "the whole run of this stack, control plane start included")
+	settle := flag.Duration("settle", 90*time.Second, "longest wait for the pods of one phase to be bound or unschedulable")
+	quiet := flag.Duration("quiet", 8*time.Second, "how long nothing may change before a phase counts as settled")
+	keep := flag.Bool("keep", false, "on a failed verdict keep the box running (kubeconfig printed) until interrupted")
+	compare := flag.String("compare", "", "verdict command run with the box up (its exit code is this command's)")
+	flag.Parse()
+	if *stackDir == "" {
+		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
+		os.Exit(2)
+	}
+	os.Exit(run(*stackDir, *timeout, *settle, *quiet, *keep, *compare))
+}
+
+func run(stackDir string, timeout, settle, quiet time.Duration, keep bool, compare string) int {
+	start := time.Now()
+	boxIn := filepath.Join(stackDir, "engines", "cluster")
+	logf := func(f string, a ...any) {
+		fmt.Printf("[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(f, a...))
+	}
+	logFile, err := os.Create(filepath.Join(boxIn, "components.log"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer logFile.Close()
+	// The components log through klog: all of it to components.log, nothing to the terminal (klog also copies
+	// ERROR lines to stderr unless stderrthreshold is raised).
+	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(kfs)
+	_ = kfs.Set("logtostderr", "false")
+	_ = kfs.Set("alsologtostderr", "false")
+	_ = kfs.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(logFile)
+
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() { <-sigs; cancel() }()
+
+	dir, err := os.MkdirTemp("", "multinode-box-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	obs := Observed{Stack: filepath.Base(stackDir), Versions: map[string]string{
+		"k8s.io/kubernetes": kubeletVersion, "go.etcd.io/etcd/server/v3": "v3.5.21 (k8s v1.33.13's pin)"}}
+	code := func() int {
+		box, err := StartBox(ctx, dir, logf)
+		if box != nil {
+			defer box.Close()
+		}
+		if err != nil {
+			obs.Error = "control plane: " + err.Error()
+			return 3
+		}
+		obs.Kubeconfig = box.Kubeconfig
+		if err := boxRun(ctx, box, stackDir, boxIn, settle, quiet, &obs, logf); err != nil {
+			obs.Error = err.Error()
+		}
+		obs.Seconds = time.Since(start).Seconds()
+		if err := writeJSON(filepath.Join(boxIn, "observed.json"), obs); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		code := 0
+		if obs.Error != "" {
+			fmt.Fprintln(os.Stderr, "box:", obs.Error)
+			code = 3
+		}
+		if compare != "" {
+			c := exec.Command("sh", "-c", compare)
+			c.Stdout, c.Stderr = os.Stdout, os.Stderr
+			if err := c.Run(); err != nil {
+				code = 1
+				if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() > 1 {
+					code = ee.ExitCode()
+				}
+			}
+		}
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "box of %s: kubeconfig %s (components' log %s)\n", obs.Stack, box.Kubeconfig, logFile.Name())
+			if keep {
+				fmt.Fprintln(os.Stderr, "--keep: the box keeps running; interrupt (Ctrl-C) to stop it")
+				<-sigs
+			}
+		}
+		return code
+	}()
+	cancel()
+	time.Sleep(2 * time.Second) // let the components see the cancelled context before etcd closes
+	if !keep || code == 0 {
+		os.RemoveAll(dir)
+	}
+	logf("done in %.1fs, exit %d", time.Since(start).Seconds(), code)
+	return code
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet time.Duration, obs *Observed,
+	logf func(string, ...any)) error {
+	var nodes corev1.NodeList
+	data, err := os.ReadFile(filepath.Join(boxIn, "nodes.yaml"))
+	if err != nil {
+		return err
+	}
+	if err := yaml.Unmarshal(data, &nodes); err != nil {
+		return fmt.Errorf("nodes.yaml: %w", err)
+	}
+	kl := &FakeKubelet{client: box.Client, logf: logf}
+	if err := kl.RegisterNodes(ctx, nodes.Items); err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		obs.Nodes = append(obs.Nodes, n.Name)
+	}
+	kl.Run(ctx)
+	logf("%d nodes registered", len(nodes.Items))
+
+	objects, err := ReadObjects(filepath.Join(stackDir, "k8s"))
+	if err != nil {
+		return err
+	}
+	// CRDs: build/<stack>/k8s holds digests (multinode/plan.py _crd_digest); crds.yaml holds the full upstream
+	// CRDs (same name, spec checked against the digest's sha256 by prepare.py) and those of the add-ons the box
+	// runs in place of their Helm charts.
+	var crds struct {
+		Replace map[string]map[string]any `json:"replace"`
+		Extra   []map[string]any          `json:"extra"`
+	}
+	data, err = os.ReadFile(filepath.Join(boxIn, "crds.yaml"))
+	if err != nil {
+		return err
+	}
+	if err := yaml.Unmarshal(data, &crds); err != nil {
+		return fmt.Errorf("crds.yaml: %w", err)
+	}
+	ap := NewApplier(box)
+	services := Phase{Name: "services"}
+	applyOne := func(ph *Phase, o Object) {
+		err := ap.Apply(ctx, o, 20*time.Second)
+		a := Applied{File: filepath.Base(o.File), APIVersion: o.U.GetAPIVersion(), Object: o.Key(), Result: "applied"}
+		switch {
+		case err == nil:
+		case strings.Contains(err.Error(), "no matches for kind"):
+			a.Result, a.Error = "not-served", err.Error()
+		default:
+			a.Result, a.Error = "refused", err.Error()
+		}
+		ph.Applied = append(ph.Applied, a)
+		ph.Objects = append(ph.Objects, o.Key())
+	}
+	for _, c := range crds.Extra {
+		applyOne(&services, Object{File: "crds.yaml", U: &unstructured.Unstructured{Object: c}})
+	}
+	var batch []Object
+	for _, o := range objects {
+		if o.U.GetKind() == "CustomResourceDefinition" {
+			full, ok := crds.Replace[o.U.GetName()]
+			if !ok {
+				return fmt.Errorf("%s: no full CRD for the digest %s in crds.yaml", o.File, o.U.GetName())
+			}
+			o.U = &unstructured.Unstructured{Object: full}
+		}
+		gvk := o.U.GroupVersionKind()
+		if batchKinds[gvk.Group+"/"+gvk.Kind] {
+			batch = append(batch, o)
+			continue
+		}
+		applyOne(&services, o)
+	}
+	logf("services phase: %d objects applied, %d batch objects held back", len(services.Objects), len(batch))
+	snap := func(ph *Phase) error {
+		ok, took, err := Settle(ctx, box, quiet, settle, 3*time.Second)
+		if err != nil {
+			return err
+		}
+		ph.Settled, ph.Seconds = ok, took.Seconds()
+		ph.Pods, ph.Events, err = ap.Snapshot(ctx, box)
+		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
+		return err
+	}
+	if err := snap(&services); err != nil {
+		return err
+	}
+	obs.Phases = append(obs.Phases, services)
+	for _, o := range batch {
+		ph := Phase{Name: "batch " + o.Key()}
+		applyOne(&ph, o)
+		if err := snap(&ph); err != nil {
+			return err
+		}
+		if err := ap.Delete(ctx, o); err != nil {
+			return fmt.Errorf("delete %s: %w", o.Key(), err)
+		}
+		gone := ap.WaitGone(ctx, box, o.Key(), 60*time.Second)
+		ph.Deleted = &gone
+		obs.Phases = append(obs.Phases, ph)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+"""Inputs of the cluster box for one stack, from the same code `plan` uses (no second catalog):
+
+  build/<stack>/engines/cluster/nodes.yaml   a NodeList: for each pool nodeCount nodes named as placement.py
+                                             names them (<pool>-<i>), with the labels and taints the pool's
+                                             nodes carry (multinode.pools), the topology labels Volcano's
+                                             HyperNode discovery reads (manifests.volcano_topology), and as
+                                             allocatable exactly what placement.py counts (GPUs, the fabric
+                                             device resource, cpu and memory after the system reserve of
+                                             multinode.allocatable, pods = the cloud's maxPods)
+  build/<stack>/engines/cluster/crds.yaml    "replace": the full upstream CRD for every CRD digest in k8s/
+                                             (its spec's sha256 checked against the digest plan wrote);
+                                             "extra": the CRDs of kinds the stack renders that a Helm chart
+                                             would install (found under schemas/); "missing": kinds with none
+
+Usage: python conformance/cluster/prepare.py <build/<stack>> <stack file>
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from multinode import allocatable, catalog, checks, placement, stackfile
+from multinode.manifests import crds as mcrds
+from multinode.manifests import volcano_topology
+from multinode.schemafiles import SCHEMA_DIR, crd_document, load_documents
+
+BUILTIN_GROUPS = {"", "apps", "batch", "rbac.authorization.k8s.io", "scheduling.k8s.io", "networking.k8s.io",
+                  "policy", "admissionregistration.k8s.io", "storage.k8s.io", "apiextensions.k8s.io",
+                  "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "autoscaling"}
+# Where a resource is not known (no source for the machine's cpu or memory), placement.py treats it as
+# unconstrained; the box gives such a node this much so the scheduler does not constrain it either.
+UNCONSTRAINED = {"cpu": "4096", "memory": "64Ti"}
+EPHEMERAL = "100Ti"      # plan does not model ephemeral storage; nor does the box constrain it
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/")[0] if "/" in api_version else ""
+
+
+def node_objects(cfg: Any) -> list[dict[str, Any]]:
+    pools = placement.pools_from_config(cfg)
+    nodes, estimates = placement.build_nodes(pools)
+    by_pool = {p.name: p for p in pools}
+    cfg_pools = {p.name: p for p in cfg.node_pools}
+    out = []
+    for n in nodes:
+        spec = by_pool[n.pool]
+        m: catalog.Machine = spec.machine
+        max_pods = allocatable.DEFAULT_MAX_PODS.get(cfg.cloud, 110)
+        alloc: dict[str, str] = {"pods": str(max_pods), "ephemeral-storage": EPHEMERAL}
+        cap: dict[str, str] = dict(alloc)
+        for res, v in n.capacity.items():
+            if res == placement.CPU:
+                alloc[res] = f"{round(v * 1000)}m"
+                cap[res] = str(m.vcpus) if m.vcpus else alloc[res]
+            elif res == placement.MEMORY:
+                alloc[res] = str(int(v))
+                cap[res] = f"{m.memory_gib}Gi" if m.memory_gib else alloc[res]
+            else:
+                alloc[res] = cap[res] = str(int(v))
+        for res, v in UNCONSTRAINED.items():
+            alloc.setdefault(res, v)
+            cap.setdefault(res, v)
+        labels = dict(n.labels)
+        labels.update({"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                       "node.kubernetes.io/instance-type": m.name})
+        # One network domain per pool (the assumption of plan's placement and of the tier-1 HyperNodes):
+        # every node of the pool gets the same value on each topology tier.
+        for i, label in enumerate(volcano_topology.topology_labels(cfg, cfg_pools[n.pool])):
+            labels[label] = f"{n.pool}-tier{i}"
+        out.append({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": n.name, "labels": labels,
+                                 "annotations": {"multinode.dev/box-allocatable-source": estimates[n.pool].source[:200]}},
+                    "spec": {"taints": [dict(t) for t in n.taints]},
+                    "status": {"capacity": cap, "allocatable": alloc}})
+    return out
+
+
+def _schema_crds() -> dict[tuple[str, str], dict[str, Any]]:
+    index: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in sorted(SCHEMA_DIR.rglob("*.yaml")):
+        doc = crd_document(path) if path.name != "values.yaml" else None
+        if doc:
+            spec = doc["spec"]
+            index.setdefault((spec["group"], spec["names"]["kind"]), {**doc, "_file": str(path.relative_to(SCHEMA_DIR))})
+    return index
+
+
+def crd_inputs(k8s_dir: Path, cfg: Any) -> dict[str, Any]:
+    objs = [load_documents(p)[0] for p in sorted(k8s_dir.glob("*.yaml"))]
+    stored = {}
+    for key in mcrds.OWNED:
+        s = mcrds.crd_set(cfg, key) if cfg is not None else None
+        for c in (mcrds.crd_objects(s) if s else []):
+            stored[c["metadata"]["name"]] = c
+    replace, served = {}, set()
+    for o in objs:
+        if o.get("kind") != "CustomResourceDefinition":
+            continue
+        name = o["metadata"]["name"]
+        full = stored.get(name)
+        if full is None:
+            raise SystemExit(f"{k8s_dir}: CRD {name}: no stored upstream file (multinode/manifests/crds.py STORED)")
+        digest = hashlib.sha256(json.dumps(full["spec"], sort_keys=True, default=str).encode()).hexdigest()
+        text = (k8s_dir / next(p.name for p in k8s_dir.glob(f"*-CustomResourceDefinition-{name}.yaml"))).read_text()
+        if digest not in text:
+            raise SystemExit(f"{k8s_dir}: CRD {name}: the stored file's spec (sha256 {digest}) is not the one plan wrote")
+        replace[name] = full
+        served.add((full["spec"]["group"], full["spec"]["names"]["kind"]))
+    index = _schema_crds()
+    extra, missing = [], []
+    for o in objs:
+        gk = (_group(str(o.get("apiVersion", ""))), str(o.get("kind")))
+        if gk[0] in BUILTIN_GROUPS or gk in served:
+            continue
+        served.add(gk)
+        doc = index.get(gk)
+        if doc is None:
+            missing.append(f"{gk[1]}.{gk[0]}")
+            continue
+        src = doc.pop("_file")
+        meta = {**doc["metadata"], "annotations": {**(doc["metadata"].get("annotations") or {}),
+                                                   "multinode.dev/box-crd-from": f"schemas/{src}"}}
+        extra.append({**doc, "metadata": meta})
+    return {"replace": replace, "extra": extra, "missing": missing}
+
+
+def main(argv: list[str]) -> int:
+    out_dir, stack_file = Path(argv[0]), Path(argv[1])
+    raw, secrets, _ = stackfile.read_stack_file(stack_file)
+    if "fleet" in raw:
+        print(f"{out_dir.name}: a fleet stack (no node pools of its own): no box", file=sys.stderr)
+        return 4
+    cfg = checks.load(raw, secrets, source=str(stack_file))
+    box = out_dir / "engines" / "cluster"
+    box.mkdir(parents=True, exist_ok=True)
+    nodes = node_objects(cfg)
+    (box / "nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "NodeList", "items": nodes}, sort_keys=False))
+    crds = crd_inputs(out_dir / "k8s", cfg)
+    (box / "crds.yaml").write_text(json.dumps(crds))
+    print(f"{out_dir.name}: {len(nodes)} nodes, {len(crds['replace'])} CRDs, {len(crds['extra'])} add-on CRDs"
+          + (f", no CRD for {', '.join(crds['missing'])}" if crds["missing"] else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
