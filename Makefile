@@ -95,3 +95,10 @@ pulumi-preview: venv pulumi-tools
 ## preview with the pack agrees with plan; a planted mandatory violation fails the preview with the rule's name)
 pulumi-check: venv pulumi-tools
 	$(PY) -m pytest -q -p no:cacheprovider conformance/pulumi/tests
+
+## e2e: `pulumi up` for real (issue 29): the e2e stack (conformance/pulumi/Pulumi.e2e.yaml) through the Pulumi
+## CLI and kubernetes provider built here against the cluster in a box: up, objects compared with build/e2e/k8s,
+## no-op up, the protected claim's replace refused, destroy keeping the claim (build/e2e/engines/pulumi/e2e.txt)
+e2e: venv pulumi-tools
+	$(MAKE) -C conformance/cluster build ROOT=$(CURDIR)
+	conformance/pulumi/e2e.sh

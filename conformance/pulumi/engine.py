@@ -185,7 +185,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     given = Path(args.stack)
     stack_file = given if given.suffix == ".yaml" else ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
     name = stack_name(stack_file)
-    out = Path(args.out) if args.out else ROOT / "build" / name / "engines" / "pulumi"
+    out = (Path(args.out) if args.out else ROOT / "build" / name / "engines" / "pulumi").resolve()
     if args.fresh and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -221,6 +221,39 @@ def cmd_preview(args: argparse.Namespace) -> int:
     return 1 if problems or failed else 0
 
 
+def cmd_op(args: argparse.Namespace) -> int:
+    """One engine operation on an existing work folder's stack (up, destroy, preview), no --fresh."""
+    from pulumi.automation import errors as auto_errors
+
+    given = Path(args.stack)
+    stack_file = given if given.suffix == ".yaml" else ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
+    name = stack_name(stack_file)
+    out = (Path(args.out) if args.out else ROOT / "build" / name / "engines" / "pulumi").resolve()
+    kubeconfig = Path(args.kubeconfig).read_text() if args.kubeconfig else UNREACHABLE_KUBECONFIG
+    stack = open_stack(name, stack_file, kubeconfig, out)
+    found, on_event = policy_events()
+    try:
+        if args.cmd == "up":
+            res = stack.up(policy_packs=[str(POLICY_PACK)], on_event=on_event, on_output=print, color="never")
+            summary = dict(res.summary.resource_changes or {})
+        elif args.cmd == "destroy":
+            res = stack.destroy(on_event=on_event, on_output=print, color="never")
+            summary = dict(res.summary.resource_changes or {})
+        else:
+            pres = stack.preview(policy_packs=[str(POLICY_PACK)], on_event=on_event, on_output=print,
+                                 color="never")
+            summary = dict(pres.change_summary)
+    except auto_errors.CommandError as e:
+        print(f"engine {args.cmd} of {name}: failed\n{str(e)[-3000:]}", file=sys.stderr)
+        (out / f"{args.cmd}.json").write_text(json.dumps({"failed": True, "error": str(e)[-6000:],
+                                                          "findings": found}, indent=1) + "\n")
+        return 1
+    (out / f"{args.cmd}.json").write_text(json.dumps({"failed": False, "summary": summary, "findings": found},
+                                                     indent=1) + "\n")
+    print(f"engine {args.cmd} of {name}: {summary}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -229,8 +262,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kubeconfig", help="kubeconfig file for the stack's secret (default: an unreachable cluster)")
     p.add_argument("--out", help="work folder (default build/<stack>/engines/pulumi)")
     p.add_argument("--fresh", action="store_true", help="start from an empty work folder")
+    for op in ("up", "destroy", "op-preview"):
+        o = sub.add_parser(op, help=f"pulumi {op} of the stack in its work folder (kept from earlier runs)")
+        o.add_argument("stack")
+        o.add_argument("--kubeconfig")
+        o.add_argument("--out")
     args = ap.parse_args(argv)
-    return cmd_preview(args)
+    return cmd_preview(args) if args.cmd == "preview" else cmd_op(args)
 
 
 if __name__ == "__main__":
