@@ -7,8 +7,9 @@
   2. `pulumi up` with the pack;
   3. every object of build/<stack>/k8s is on the box with the fields we set (a subset compare);
   4. a second `pulumi up` changes nothing;
-  5. a config change that replaces the checkpoint claim (storage.name) is refused by the engine (protect);
-  6. `pulumi destroy` leaves the claim and its volume.
+  5. a config change that replaces the checkpoint claim (its StorageClass) is refused by the engine (protect);
+  6. `pulumi destroy` deletes everything else and leaves the claim and its volume (it exits non-zero: the
+     engine refuses to delete a protected resource).
 
     .venv/bin/python conformance/pulumi/e2e.py <stack file> <kubeconfig>
 """
@@ -131,6 +132,25 @@ def compare_objects(api: Any, k8s_dir: Path) -> list[str]:
     return out
 
 
+def still_there(api: Any, k8s_dir: Path) -> list[str]:
+    """`Kind namespace/name` of every object of build/<stack>/k8s still on the cluster."""
+    from kubernetes import dynamic
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    dyn = dynamic.DynamicClient(api)
+    out = []
+    for f in sorted(k8s_dir.glob("*.yaml")):
+        obj = yaml.safe_load(f.read_text())
+        md = obj.get("metadata", {})
+        try:
+            dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).get(
+                name=md["name"], namespace=md.get("namespace"))
+        except NotFoundError:
+            continue
+        out.append(f"{obj['kind']} {md.get('namespace', '')}/{md['name']}")
+    return out
+
+
 def main(argv: list[str]) -> int:
     from kubernetes import client, config
 
@@ -160,24 +180,30 @@ def main(argv: list[str]) -> int:
     rc, log, rep = engine("up", stack_file, kubeconfig, out)
     changed = {k: v for k, v in (rep.get("summary") or {}).items() if k != "same"}
     step(rc == 0 and not changed, f"second pulumi up changes nothing: {rep.get('summary') or log[-1500:]}")
+    # storageClassName of a claim is immutable: changing it makes the provider replace the claim (same URN),
+    # and the engine refuses to replace a protected resource before it changes anything.
     doc = yaml.safe_load(stack_file.read_text())
-    doc["config"]["multinode:storage"]["name"] = "checkpoints-renamed"
-    renamed = out / f"Pulumi.{name}.yaml"          # same stack name, changed storage.name
-    renamed.write_text(yaml.safe_dump(doc, sort_keys=False))
-    rc, log, rep = engine("up", renamed, kubeconfig, out)
-    refused = rc != 0 and "protect" in (rep.get("error") or log)
+    doc["config"]["multinode:storage"]["existingStorageClass"] = "other-sc"
+    changed_file = out / f"Pulumi.{name}.yaml"          # same stack name, another StorageClass
+    changed_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    rc, log, rep = engine("up", changed_file, kubeconfig, out)
+    text = rep.get("error") or log
+    refused = rc != 0 and "protect" in text
     claim_ns = (conf.get("multinode:storage") or {}).get("namespace", "multinode")
     core = client.CoreV1Api(api)
-    claims = [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(claim_ns).items]
-    step(refused and "checkpoints" in claims,
-         f"renaming the storage (a replace of the protected claim) is refused: claims now {claims}; "
-         f"{(rep.get('error') or log)[-600:] if not refused else 'engine: protected'}")
+    claims = {c.metadata.name: c.spec.storage_class_name
+              for c in core.list_namespaced_persistent_volume_claim(claim_ns).items}
+    step(refused and claims.get("checkpoints") == conf["multinode:storage"].get("existingStorageClass"),
+         f"changing the claim's StorageClass (a replace of the protected claim) is refused: claims now {claims}; "
+         f"{[ln.strip() for ln in text.splitlines() if 'protect' in ln][:2] or text[-600:]}")
     rc, log, rep = engine("destroy", stack_file, kubeconfig, out)
-    claims = [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(claim_ns).items]
+    left = [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(claim_ns).items]
     pvs = [p.metadata.name for p in core.list_persistent_volume().items]
-    step("checkpoints" in claims and bool(pvs),
-         f"pulumi destroy (rc {rc}) leaves the claim and its volume: claims {claims}, volumes {pvs}; "
-         f"{rep.get('summary') or (rep.get('error') or log)[-800:]}")
+    kept = still_there(api, ROOT / "build" / name / "k8s")
+    others = [k for k in kept if not k.startswith(("PersistentVolumeClaim ", "Namespace "))]
+    step("checkpoints" in left and bool(pvs) and not others,
+         f"pulumi destroy (rc {rc}: the engine refuses to delete the protected claim) removes the rest and leaves "
+         f"the claim and its volume: still there {kept}; volumes {pvs}")
     stop.set()
     (out / "e2e.txt").write_text("\n".join(lines) + "\n")
     print(f"e2e of {name}: {len(lines) - fails} ok, {fails} failed")

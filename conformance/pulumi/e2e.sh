@@ -12,5 +12,5 @@ rm -rf build/e2e-box build/e2e/engines/pulumi
 mkdir -p build/e2e-box/k8s build/e2e-box/engines
 cp -r build/e2e/engines/cluster build/e2e-box/engines/
 # the box writes its kubeconfig's path into observed.json before it runs the --compare command
-exec "$root/conformance/bin/clusterbox" --stack-dir build/e2e-box --timeout 40m --compare \
+exec "${CLUSTERBOX:-$root/conformance/bin/clusterbox}" --stack-dir build/e2e-box --timeout 40m --compare \
   "$py conformance/pulumi/e2e.py $stack \$($py -c \"import json;print(json.load(open('build/e2e-box/engines/cluster/observed.json'))['kubeconfig'])\")"
