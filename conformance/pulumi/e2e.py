@@ -188,14 +188,16 @@ def main(argv: list[str]) -> int:
     changed_file.write_text(yaml.safe_dump(doc, sort_keys=False))
     rc, log, rep = engine("up", changed_file, kubeconfig, out)
     text = rep.get("error") or log
-    refused = rc != 0 and "protect" in text
+    # the engine's own refusal (pulumi/pulumi pkg/v3@v3.274.0 resource/deploy/step_generator.go:2058), not any
+    # line naming "protect" (a planted run whose stack was called e2e-unprotected passed on that)
+    refused = rc != 0 and "as it is currently marked for protection" in text
     claim_ns = (conf.get("multinode:storage") or {}).get("namespace", "multinode")
     core = client.CoreV1Api(api)
     claims = {c.metadata.name: c.spec.storage_class_name
               for c in core.list_namespaced_persistent_volume_claim(claim_ns).items}
     step(refused and claims.get("checkpoints") == conf["multinode:storage"].get("existingStorageClass"),
          f"changing the claim's StorageClass (a replace of the protected claim) is refused: claims now {claims}; "
-         f"{[ln.strip() for ln in text.splitlines() if 'protect' in ln][:2] or text[-600:]}")
+         f"{[ln.strip() for ln in text.splitlines() if 'marked for protection' in ln][:1] or text[-600:]}")
     rc, log, rep = engine("destroy", stack_file, kubeconfig, out)
     left = [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(claim_ns).items]
     pvs = [p.metadata.name for p in core.list_persistent_volume().items]
