@@ -1,0 +1,216 @@
+"""`pulumi up` for real against the cluster in a box (issue 29): run with the box up, e.g. as the box's
+--compare command (README.md). Steps, each one line of the verdict build/<stack>/engines/pulumi/e2e.txt:
+
+  0. the fake kubelet's missing half: a Job's pod is marked Succeeded (finish_batch_pods);
+  1. what the cluster provides: the StorageClass the stack names (storage.existingStorageClass) and a
+     pre-provisioned ReadWriteMany PersistentVolume of that class (the box has no CSI driver);
+  2. `pulumi up` with the pack;
+  3. every object of build/<stack>/k8s is on the box with the fields we set (a subset compare);
+  4. a second `pulumi up` changes nothing;
+  5. a config change that replaces the checkpoint claim (its StorageClass) is refused by the engine (protect);
+  6. `pulumi destroy` deletes everything else and leaves the claim and its volume (it exits non-zero: the
+     engine refuses to delete a protected resource).
+
+    .venv/bin/python conformance/pulumi/e2e.py <stack file> <kubeconfig>
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+ENGINE = HERE / "engine.py"
+
+
+def engine(op: str, stack_file: Path, kubeconfig: Path, out: Path) -> tuple[int, str, dict[str, Any]]:
+    r = subprocess.run([sys.executable, str(ENGINE), op, str(stack_file), "--kubeconfig", str(kubeconfig),
+                        "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    report_file = out / f"{op}.json"
+    report = json.loads(report_file.read_text()) if report_file.exists() else {}
+    return r.returncode, r.stdout + r.stderr, report
+
+
+def provide_storage(api: Any, conf: dict[str, Any]) -> str:
+    from kubernetes import client
+
+    storage = conf.get("multinode:storage") or {}
+    sc = storage.get("existingStorageClass")
+    if not sc:
+        return "storage: the stack names no existing StorageClass; nothing provided"
+    size = f"{storage.get('sizeGib', 1)}Gi"
+    client.StorageV1Api(api).create_storage_class(client.V1StorageClass(
+        metadata=client.V1ObjectMeta(name=sc), provisioner="kubernetes.io/no-provisioner",
+        reclaim_policy="Retain", volume_binding_mode="Immediate"))
+    client.CoreV1Api(api).create_persistent_volume(client.V1PersistentVolume(
+        metadata=client.V1ObjectMeta(name=f"e2e-{sc}"),
+        spec=client.V1PersistentVolumeSpec(
+            capacity={"storage": size}, access_modes=["ReadWriteMany"], storage_class_name=sc,
+            persistent_volume_reclaim_policy="Retain",
+            nfs=client.V1NFSVolumeSource(server="127.0.0.1", path="/e2e"))))
+    return f"storage: provided StorageClass {sc} (Retain) and PersistentVolume e2e-{sc} ({size}, RWX)"
+
+
+def finish_batch_pods(api: Any, stop: threading.Event) -> None:
+    """The box's kubelet is fake and runs no container, so a Job's pod never exits; the kubernetes provider
+    waits for a Job to complete (pulumi-kubernetes provider/v4@v4.25.0 pkg/await/job.go jobInitAwaiter,
+    10 min by default). This marks every Running pod of a Job Succeeded, as a kubelet does when the container
+    exits 0; the Job controller of the box then completes the Job."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    while not stop.wait(2):
+        for pod in core.list_pod_for_all_namespaces(label_selector="job-name").items:
+            if pod.status.phase != "Running":
+                continue
+            now = datetime.now(UTC).isoformat()
+            statuses = [{"name": c.name, "ready": False, "restartCount": 0, "image": c.image, "imageID": "",
+                         "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now,
+                                                  "finishedAt": now}}} for c in pod.spec.containers]
+            core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, {"status": {
+                "phase": "Succeeded", "containerStatuses": statuses,
+                "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}]}})
+
+
+def subset_diff(want: Any, have: Any, path: str = "") -> list[str]:
+    """Fields of `want` missing or different in `have` (what we set must be what the cluster holds)."""
+    if isinstance(want, dict):
+        if not isinstance(have, dict):
+            return [f"{path or '.'}: expected an object"]
+        out: list[str] = []
+        for k, v in want.items():
+            out += subset_diff(v, have.get(k), f"{path}.{k}")
+        return out
+    if isinstance(want, list):
+        if not isinstance(have, list) or len(have) != len(want):
+            return [f"{path}: expected {len(want)} items, found {len(have) if isinstance(have, list) else have!r}"]
+        return [d for i, (w, h) in enumerate(zip(want, have, strict=True)) for d in subset_diff(w, h, f"{path}[{i}]")]
+    if want == have or str(want) == str(have):
+        return []
+    if have is None and want in (False, 0, "", {}, []):
+        return []       # the API server omits a zero value (Go omitempty): readOnly: false reads back absent
+    if isinstance(want, str) and isinstance(have, str) and same_quantity(want, have):
+        return []       # quantities come back canonical: 1024Gi reads back 1Ti
+    return [f"{path}: expected {want!r}, found {have!r}"]
+
+
+def same_quantity(a: str, b: str) -> bool:
+    from kubernetes.utils import parse_quantity
+
+    try:
+        return bool(parse_quantity(a) == parse_quantity(b))
+    except ValueError:
+        return False
+
+
+def compare_objects(api: Any, k8s_dir: Path) -> list[str]:
+    from kubernetes import dynamic
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    dyn = dynamic.DynamicClient(api)
+    out: list[str] = []
+    for f in sorted(k8s_dir.glob("*.yaml")):
+        obj = yaml.safe_load(f.read_text())
+        md = obj.get("metadata", {})
+        res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        try:
+            live = res.get(name=md["name"], namespace=md.get("namespace")).to_dict()
+        except NotFoundError:
+            out.append(f"{f.name}: {obj['kind']} {md.get('namespace', '')}/{md['name']}: not on the cluster")
+            continue
+        want = {k: v for k, v in obj.items() if k not in ("status",)}
+        if obj["kind"] == "Secret":
+            want.pop("stringData", None)     # the API server stores stringData as data (base64)
+        out += [f"{f.name}: {d}" for d in subset_diff(want, live)]
+    return out
+
+
+def still_there(api: Any, k8s_dir: Path) -> list[str]:
+    """`Kind namespace/name` of every object of build/<stack>/k8s still on the cluster."""
+    from kubernetes import dynamic
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    dyn = dynamic.DynamicClient(api)
+    out = []
+    for f in sorted(k8s_dir.glob("*.yaml")):
+        obj = yaml.safe_load(f.read_text())
+        md = obj.get("metadata", {})
+        try:
+            dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).get(
+                name=md["name"], namespace=md.get("namespace"))
+        except NotFoundError:
+            continue
+        out.append(f"{obj['kind']} {md.get('namespace', '')}/{md['name']}")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    from kubernetes import client, config
+
+    stack_file, kubeconfig = Path(argv[0]).resolve(), Path(argv[1]).resolve()
+    name = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    out = ROOT / "build" / name / "engines" / "pulumi"
+    out.mkdir(parents=True, exist_ok=True)
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    conf = yaml.safe_load(stack_file.read_text())["config"]
+    lines: list[str] = []
+    fails = 0
+
+    def step(ok: bool, text: str) -> None:
+        nonlocal fails
+        fails += 0 if ok else 1
+        lines.append(f"{'ok  ' if ok else 'FAIL'} {text}")
+        print(lines[-1], flush=True)
+
+    step(True, provide_storage(api, conf))
+    stop = threading.Event()
+    threading.Thread(target=finish_batch_pods, args=(api, stop), daemon=True).start()
+    rc, log, rep = engine("up", stack_file, kubeconfig, out)
+    step(rc == 0, f"pulumi up: {rep.get('summary') or log[-1500:]}")
+    diffs = compare_objects(api, ROOT / "build" / name / "k8s")
+    step(not diffs, f"objects of build/{name}/k8s on the box: {len(diffs)} difference(s)" +
+         "".join(f"\n     {d}" for d in diffs[:40]))
+    rc, log, rep = engine("up", stack_file, kubeconfig, out)
+    changed = {k: v for k, v in (rep.get("summary") or {}).items() if k != "same"}
+    step(rc == 0 and not changed, f"second pulumi up changes nothing: {rep.get('summary') or log[-1500:]}")
+    # storageClassName of a claim is immutable: changing it makes the provider replace the claim (same URN),
+    # and the engine refuses to replace a protected resource before it changes anything.
+    doc = yaml.safe_load(stack_file.read_text())
+    doc["config"]["multinode:storage"]["existingStorageClass"] = "other-sc"
+    changed_file = out / f"Pulumi.{name}.yaml"          # same stack name, another StorageClass
+    changed_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    rc, log, rep = engine("up", changed_file, kubeconfig, out)
+    text = rep.get("error") or log
+    # the engine's own refusal (pulumi/pulumi pkg/v3@v3.274.0 resource/deploy/step_generator.go:2058), not any
+    # line naming "protect" (a planted run whose stack was called e2e-unprotected passed on that)
+    refused = rc != 0 and "as it is currently marked for protection" in text
+    claim_ns = (conf.get("multinode:storage") or {}).get("namespace", "multinode")
+    core = client.CoreV1Api(api)
+    claims = {c.metadata.name: c.spec.storage_class_name
+              for c in core.list_namespaced_persistent_volume_claim(claim_ns).items}
+    step(refused and claims.get("checkpoints") == conf["multinode:storage"].get("existingStorageClass"),
+         f"changing the claim's StorageClass (a replace of the protected claim) is refused: claims now {claims}; "
+         f"{[ln.strip() for ln in text.splitlines() if 'marked for protection' in ln][:1] or text[-600:]}")
+    rc, log, rep = engine("destroy", stack_file, kubeconfig, out)
+    left = [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(claim_ns).items]
+    pvs = [p.metadata.name for p in core.list_persistent_volume().items]
+    kept = still_there(api, ROOT / "build" / name / "k8s")
+    others = [k for k in kept if not k.startswith(("PersistentVolumeClaim ", "Namespace "))]
+    step("checkpoints" in left and bool(pvs) and not others,
+         f"pulumi destroy (rc {rc}: the engine refuses to delete the protected claim) removes the rest and leaves "
+         f"the claim and its volume: still there {kept}; volumes {pvs}")
+    stop.set()
+    (out / "e2e.txt").write_text("\n".join(lines) + "\n")
+    print(f"e2e of {name}: {len(lines) - fails} ok, {fails} failed")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,42 @@
+"""The two comparisons of conformance/pulumi, each shown to catch a planted difference (no binaries needed)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import e2e  # noqa: E402
+import engine  # noqa: E402
+
+URN = "urn:pulumi:s::multinode::multinode:index:Platform$multinode:index:Workload$kubernetes:batch/v1:Job::j"
+PLAN_URN = "urn:pulumi:s::multinode::multinode:index:Workload$kubernetes:batch/v1:Job::j"
+
+
+def finding(urn: str, policy: str = "no-literal-secrets-in-env") -> dict[str, str]:
+    return {"policy": policy, "enforcementLevel": "mandatory", "urn": urn, "message": "m"}
+
+
+def test_same_findings_no_lines() -> None:
+    assert engine.compare([finding(URN)], [finding(URN)]) == []
+
+
+def test_a_finding_only_plan_has_is_a_line() -> None:
+    lines = engine.compare([], [finding(PLAN_URN)])
+    assert len(lines) == 1 and lines[0].startswith("policy.json: no-literal-secrets-in-env")
+
+
+def test_a_finding_only_the_engine_has_is_a_line() -> None:
+    lines = engine.compare([finding(URN, "gang-whole")], [])
+    assert len(lines) == 1 and lines[0].startswith("engine: gang-whole")
+
+
+def test_same_finding_under_another_urn_is_a_urn_line() -> None:
+    assert [line.split(":")[0] for line in engine.compare([finding(URN)], [finding(PLAN_URN)])] == ["urn"]
+
+
+def test_subset_diff_accepts_canonical_forms_and_catches_changes() -> None:
+    assert e2e.subset_diff({"s": "1024Gi", "ro": False, "k": ["a"]}, {"s": "1Ti", "k": ["a"], "extra": 1}) == []
+    assert e2e.subset_diff({"s": "1024Gi"}, {"s": "1Gi"}) == [".s: expected '1024Gi', found '1Gi'"]
+    assert e2e.subset_diff({"ro": True}, {}) == [".ro: expected True, found None"]
+    assert e2e.subset_diff({"k": ["a", "b"]}, {"k": ["a"]}) == [".k: expected 2 items, found 1"]
