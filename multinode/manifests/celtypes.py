@@ -88,6 +88,15 @@ class _Builder:
         r = schema.get("$ref")
         return r.rsplit("/", 1)[-1] if isinstance(r, str) else None
 
+    def is_message(self, name: str) -> bool:
+        """A definition with properties: declared as a message of its own."""
+        target = self.defs.get(name) or {}
+        return _kind(target) == "object" and bool(target.get("properties"))
+
+    def target(self, name: str) -> dict[str, Any]:
+        """A non-message definition's schema, read in place of the $ref that names it."""
+        return {k: v for k, v in (self.defs.get(name) or {}).items() if k != "$ref"}
+
     def scalar(self, schema: dict[str, Any]) -> tuple[int, str]:
         """(field type, type name) of a non-repeated value."""
         name = self.ref(schema)
@@ -96,11 +105,10 @@ class _Builder:
         if name in _DYN_DEFS:
             return _F.TYPE_MESSAGE, ".google.protobuf.Value"
         if name is not None:
-            target = self.defs.get(name) or {}
-            if _kind(target) == "object" and target.get("properties"):
+            if self.is_message(name):
                 self.message(name)
                 return _F.TYPE_MESSAGE, f".{PACKAGE}.{_message_name(name)}"
-            return self.scalar({k: v for k, v in target.items() if k != "$ref"})
+            return self.scalar(self.target(name))
         kind = _kind(schema)
         if kind == "string":
             return _F.TYPE_STRING, ""
@@ -116,9 +124,7 @@ class _Builder:
         """'list', 'map' or '' for a property schema (after following a $ref to a non-message definition)."""
         name = self.ref(schema)
         if name is not None:
-            target = self.defs.get(name) or {}
-            return "" if (_kind(target) == "object" and target.get("properties")) else self.container(
-                {k: v for k, v in target.items() if k != "$ref"})
+            return "" if self.is_message(name) else self.container(self.target(name))
         kind = _kind(schema)
         if kind == "array":
             return "list"
@@ -137,13 +143,10 @@ class _Builder:
 
     def field(self, msg: Any, field: str, number: int, schema: dict[str, Any]) -> None:
         shape = self.container(schema)
-        inner = schema
-        while (name := self.ref(inner)) is not None and not (
-                _kind(self.defs.get(name) or {}) == "object" and (self.defs.get(name) or {}).get("properties")):
-            inner = {k: v for k, v in (self.defs.get(name) or {}).items() if k != "$ref"}
-            if name in _DYN_DEFS or name == _QUANTITY:
-                inner = schema
-                break
+        name = self.ref(schema)
+        # a list or map behind a $ref (Quantity and the dyn definitions are values, not containers)
+        inner = (self.target(name) if name is not None and not self.is_message(name)
+                 and name not in _DYN_DEFS and name != _QUANTITY else schema)
         if shape == "list":
             items = inner.get("items") or {}
             if self.container(items):         # a list of lists or maps: its elements are dyn
