@@ -48,6 +48,7 @@ def test_guide_stack_plans_clean_and_validates(name, tmp_path_factory):
     res = planned(name, tmp_path_factory)
     assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
     assert [v for v in res.violations if v["enforcementLevel"] == "mandatory"] == []
+    assert res.placement is None or res.placement.fits, res.placement.findings      # issue 31: exit agrees
     for obj in res.k8s_objects:
         assert validate_object(obj) == [], (obj["kind"], obj["metadata"].get("name"))
 
