@@ -54,3 +54,165 @@ def test_mpijob_launcher_with_gpus_counts_and_a_gang_larger_than_the_pool_fails_
     doc["config"]["multinode:nodePools"][0]["nodeCount"] = 3
     res = plan_doc(doc, tmp_path, "user3")
     assert res.placement.fits and res.exit_code == mplan.EXIT_OK, res.violations
+
+
+# ------------------------------------------------------------------ the team's policy config (CrossGuard's format)
+GUIDES = Path(__file__).resolve().parent / "guides"
+GUIDE_JOB = GUIDES / "Pulumi.torchrun-guide-indexed-job.yaml"
+
+
+def test_training_guide_indexed_job_refused_without_the_team_config(tmp_path):
+    """The guide's plain Indexed Job (default scheduler) copied where there is no policy-config.json: refused."""
+    f = tmp_path / GUIDE_JOB.name
+    f.write_text(GUIDE_JOB.read_text())
+    res = mplan.plan("torchrun-guide-indexed-job", tmp_path / "build", f)
+    assert res.exit_code == mplan.EXIT_POLICY
+    assert [v["policy"] for v in mandatory(res)] == ["indexed-job-gang-scheduled"], res.violations
+
+
+def test_training_guide_indexed_job_clean_with_the_default_config_next_to_the_stack(tmp_path):
+    res = mplan.plan("torchrun-guide-indexed-job", tmp_path / "build", GUIDE_JOB)     # tests/guides/policy-config.json
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    assert [(v["policy"], v["enforcementLevel"]) for v in res.violations] == [("indexed-job-gang-scheduled", "advisory")]
+    assert "indexed-job-gang-scheduled mandatory -> advisory" in mplan.summary(res)
+
+
+def test_plan_policy_config_option_names_the_file(tmp_path, capsys):
+    f = tmp_path / GUIDE_JOB.name
+    f.write_text(GUIDE_JOB.read_text())
+    cfg = tmp_path / "team.json"
+    cfg.write_text('{"indexed-job-gang-scheduled": {"enforcementLevel": "advisory"}}')
+    assert mplan.main(["--file", str(f), "--out", str(tmp_path / "b"), "--policy-config", str(cfg)]) == mplan.EXIT_OK
+    assert f"policy config {cfg}" in capsys.readouterr().out
+    # `disabled` is a team's choice for this rule: no finding at all
+    cfg.write_text('{"indexed-job-gang-scheduled": "disabled"}')
+    res = mplan.plan("g", tmp_path / "b2", f, cfg)
+    assert res.exit_code == mplan.EXIT_OK and res.violations == []
+
+
+def test_policy_config_never_disables_the_topology_contract(tmp_path):
+    f = tmp_path / GUIDE_JOB.name
+    f.write_text(GUIDE_JOB.read_text())
+    cfg = tmp_path / "policy-config.json"            # the default location: next to the stack file
+    cfg.write_text('{"stack-fits-node-pools": "disabled", "all": "disabled", "multinode-pod-shm": {"sizeHnt": "1Gi"},'
+                   ' "no-such-rule": "advisory", "gang-whole": "loud"}')
+    res = mplan.plan("g", tmp_path / "b", f)
+    assert res.exit_code == mplan.EXIT_CONFIG and res.registrations == []
+    for key in ("  - stack-fits-node-pools: stack-fits-node-pools is part of the topology contract",
+                "  - all: `disabled` for every policy", "  - multinode-pod-shm.sizeHnt:", "  - no-such-rule:",
+                "  - gang-whole: 'loud' is not an enforcement level"):
+        assert key in res.error, res.error
+    # a contract rule may be made advisory (its findings still print), and CrossGuard's "version: 2" form is read
+    cfg.write_text('{"version": 2, "policies": {"parallelism-matches-gpus": "advisory"}}')
+    assert mplan.plan("g", tmp_path / "b2", f).policy_config.levels == {"parallelism-matches-gpus": "advisory"}
+
+
+def _servicer(team: Any) -> Any:
+    """The pack as the Pulumi CLI talks to it: pulumi_policy's own analyzer servicer (what PolicyPack serves over
+    gRPC, without starting a server), with the pack's policies and the team's file as its initial config, and
+    configured as the CLI does when no --policy-pack-config is given: every policy's level from GetAnalyzerInfo,
+    the initial config applied over it (pulumi pkg/v3 resource/analyzer/config.go ReconcilePolicyPackConfig)."""
+    from pulumi.runtime import proto
+    from pulumi_policy import EnforcementLevel
+    from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+    from policy.config import initial_config
+    from policy.pack import policies
+    s = _PolicyAnalyzerServicer("multinode", "0.1.0", policies(), EnforcementLevel.MANDATORY,
+                                initial_config(team) or None)
+    info = s.GetAnalyzerInfo(None, None)
+    req = proto.ConfigureAnalyzerRequest()
+    for p in info.policies:
+        req.policyConfig[p.name].enforcementLevel = p.enforcementLevel
+    for name, c in info.initialConfig.items():
+        req.policyConfig[name].enforcementLevel = c.enforcementLevel
+        req.policyConfig[name].properties.update(dict(c.properties))
+    s.Configure(req, None)
+    return s
+
+
+def _analyze_stack(s: Any, objs: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    from google.protobuf import struct_pb2
+    from pulumi.runtime import proto
+    req = proto.AnalyzeStackRequest()
+    for i, o in enumerate(objs):
+        props = struct_pb2.Struct()
+        props.update(o)
+        t = f"kubernetes:{o['apiVersion'] if '/' in o['apiVersion'] else 'core/' + o['apiVersion']}:{o['kind']}"
+        req.resources.append(proto.AnalyzerResource(type=t, properties=props, urn=f"urn:pulumi:s::p::{t}::r{i}",
+                                                    name=f"r{i}"))
+    return [(d.policyName, d.enforcementLevel) for d in s.AnalyzeStack(req, None).diagnostics]
+
+
+def test_the_same_file_changes_the_packs_level_under_crossguard():
+    from pulumi.runtime import proto
+
+    from policy import config as pconfig
+    job = next(o for o in yaml.safe_load(GUIDE_JOB.read_text())["config"]["multinode:manifests"] if o["kind"] == "Job")
+    without = _analyze_stack(_servicer(None), [job])
+    assert ("indexed-job-gang-scheduled", proto.MANDATORY) in without
+    team = pconfig.load(GUIDES / "policy-config.json")           # the very file plan reads next to the guide stacks
+    found = _analyze_stack(_servicer(team), [job])
+    assert ("indexed-job-gang-scheduled", proto.ADVISORY) in found
+    assert ("indexed-job-gang-scheduled", proto.MANDATORY) not in found
+    disabled = pconfig.parse({"indexed-job-gang-scheduled": "disabled"}, "team.json")
+    assert "indexed-job-gang-scheduled" not in {p for p, _ in _analyze_stack(_servicer(disabled), [job])}
+
+
+def test_settings_only_entry_keeps_the_rule_mandatory_under_crossguard():
+    """An initial-config entry without a level reads as ADVISORY in the CLI (the proto's zero value): the pack
+    always sends the level."""
+    from pulumi.runtime import proto
+
+    from policy import config as pconfig
+    team = pconfig.parse({"multinode-pod-shm": {"sizeHint": "32Gi"}}, "team.json")
+    s = _servicer(team)
+    info = s.GetAnalyzerInfo(None, None)
+    assert info.initialConfig["multinode-pod-shm"].enforcementLevel == proto.MANDATORY
+    assert dict(info.initialConfig["multinode-pod-shm"].properties) == {"sizeHint": "32Gi"}
+
+
+# ------------------------------------------------------------------ /dev/shm: as strict as the kubelet, and no stricter
+def training_stack(**workload: Any) -> dict[str, Any]:
+    """2 x p5.48xlarge (2 TiB of memory each) and the torchrun recipe's Indexed Job as a workload."""
+    doc = stack_doc()
+    w = {"name": "llm-finetune", "kind": "indexed-job", "engine": "torchrun", "nodePool": "gpu", "nodes": 2,
+         "image": "public.ecr.aws/deep-learning-containers/pytorch-training:2.8.0-gpu-py312-cu129-ubuntu22.04-ec2",
+         "script": "/workspace/train.py"}
+    w.update(workload)
+    doc["config"]["multinode:workloads"] = [w]
+    return doc
+
+
+def test_shm_larger_than_the_node_plans_with_an_advisory(tmp_path):
+    doc = training_stack(shmSizeGi=512)                              # 512 GiB asked of a 100 GiB machine
+    doc["config"]["multinode:nodePools"] = [{"name": "gpu", "nodeCount": 2, "nodeSelector": {"pool": "small"},
+                                             "machineSpec": {"name": "small", "gpus": 8, "fabric": "efa",
+                                                             "fabricNics": 8, "vcpus": 96, "memoryGib": 100}}]
+    res = plan_doc(doc, tmp_path)
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    (adv,) = [a for a in res.advisories if a.startswith("workloads[0].shmSizeGi")]
+    assert "the kubelet caps the volume" in adv and "use shmSizeGi" in adv
+    assert res.placement.fits            # the scheduler does not count it; placement caps it as the kubelet does
+
+
+def test_placement_caps_a_memory_backed_volume_as_the_kubelet_does():
+    from multinode.placement import GPU, MEMORY, pod_requests
+    gib = 2.0 ** 30
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"memory": "10Gi", GPU: 8}}}],
+            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "4Ti"}}]}
+    assert pod_requests(spec)[MEMORY] == 10 * gib + 4096 * gib                   # node unknown: as asked
+    assert pod_requests(spec, node_memory=2000 * gib)[MEMORY] == 2000 * gib        # at most the node's allocatable
+    spec["containers"][0]["resources"]["limits"] = {"memory": "100Gi"}
+    assert pod_requests(spec, node_memory=2000 * gib)[MEMORY] == 100 * gib         # at most the pod's memory limit
+    spec["volumes"][0]["emptyDir"]["sizeLimit"] = "64Gi"
+    assert pod_requests(spec, node_memory=2000 * gib)[MEMORY] == 74 * gib          # under the cap: sizeLimit counts
+
+
+def test_one_gib_shm_on_a_multi_node_workload_is_an_advisory(tmp_path):
+    res = plan_doc(training_stack(shmSizeGi=1), tmp_path)
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    (adv,) = [a for a in res.advisories if a.startswith("workloads[0].shmSizeGi")]
+    assert "1 GiB of /dev/shm for a 2-node workload" in adv and "--shm-size 10.24g" in adv and "shmSizeGi 10" in adv
+    res = plan_doc(training_stack(shmSizeGi=10), tmp_path, "ten")
+    assert not [a for a in res.advisories if a.startswith("workloads[0].shmSizeGi")]
