@@ -858,11 +858,18 @@ def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list
         bad = _label_problem(gp.topology_key, "x")
         if bad:
             p.append(Problem(f"{at}.groupPlacement.topologyKey", bad))
-        if gp.sub_group_size is not None and (gp.sub_group_size >= w.nodes or w.nodes % gp.sub_group_size):
+        # LWS's own webhook rule, no stricter (issue 31): size or size - 1 divisible by subGroupSize, and
+        # subGroupSize <= size (sigs.k8s.io/lws@v0.9.0 pkg/webhooks/leaderworkerset_webhook.go:237-255,
+        # validateUpdateSubGroupPolicy; the project pins v0.10.0, whose module zip the proxy does not serve here).
+        # We render the default subgroup type (LeaderWorker), so the LeaderExcluded rule does not apply.
+        s = gp.sub_group_size
+        if s is not None and (s > w.nodes or (w.nodes % s and (w.nodes - 1) % s)):
+            fits = [d for d in range(1, w.nodes + 1) if w.nodes % d == 0 or (w.nodes - 1) % d == 0]
             p.append(Problem(f"{at}.groupPlacement.subGroupSize",
-                             f"{gp.sub_group_size} must divide the group's {w.nodes} pods and be smaller (LWS: size "
-                             f"divisible by subGroupSize); use a divisor of {w.nodes}, or remove it to keep the "
-                             f"whole group in one domain"))
+                             f"{s}, but LWS's webhook accepts a subGroupSize of at most the group's {w.nodes} pods "
+                             f"that divides {w.nodes} or {w.nodes - 1} (size or size - 1, the leader's subgroup "
+                             f"may be one larger); use one of {', '.join(map(str, fits))}, or remove it to keep "
+                             f"the whole group in one domain"))
     return p
 
 

@@ -216,3 +216,73 @@ def test_one_gib_shm_on_a_multi_node_workload_is_an_advisory(tmp_path):
     assert "1 GiB of /dev/shm for a 2-node workload" in adv and "--shm-size 10.24g" in adv and "shmSizeGi 10" in adv
     res = plan_doc(training_stack(shmSizeGi=10), tmp_path, "ten")
     assert not [a for a in res.advisories if a.startswith("workloads[0].shmSizeGi")]
+
+
+# ------------------------------------------------------------------ LWS subGroupSize: LWS's webhook rule
+def _nim_lws(nodes: int, sub: int) -> dict[str, Any]:
+    doc = yaml.safe_load((GUIDES / "Pulumi.nim-lws.yaml").read_text())
+    w = doc["config"]["multinode:workloads"][0]
+    w.update(nodes=nodes, pipelineParallel=nodes, groupPlacement={"topologyKey": "example.com/rack", "subGroupSize": sub})
+    return doc
+
+
+def test_lws_subgroup_size_follows_the_lws_webhook():
+    """sigs.k8s.io/lws pkg/webhooks validateUpdateSubGroupPolicy: size or size - 1 divisible, and not above size."""
+    from multinode import checks
+    from multinode.errors import ConfigError
+    from multinode.stackfile import read_stack_file
+
+    def problems(nodes: int, sub: int) -> list[str]:
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / "Pulumi.s.yaml"
+            f.write_text(yaml.safe_dump(_nim_lws(nodes, sub)))
+            raw, secrets, _ = read_stack_file(f)
+        try:
+            checks.load(raw, secrets)
+        except ConfigError as e:
+            return [str(p) for p in e.problems if p.path.endswith("subGroupSize")]
+        return []
+    assert problems(4, 3) == []          # size - 1 = 3 divisible by 3: the leader's subgroup holds one pod more
+    assert problems(4, 4) == []          # a subgroup as large as the group
+    assert problems(3, 2) == []          # 3 - 1 = 2
+    (msg,) = problems(4, 5)
+    assert "use one of 1, 2, 3, 4" in msg
+    (msg,) = problems(6, 4)              # neither 6 nor 5 divisible by 4
+    assert "use one of 1, 2, 3, 5, 6" in msg
+
+
+# ------------------------------------------------------------------ env: agreeing with us is not a redefinition
+def test_env_equal_to_the_fabrics_value_is_accepted_and_a_conflicting_one_refused(tmp_path):
+    doc = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / "Pulumi.azure-dev.yaml").read_text())
+    w = doc["config"]["multinode:workloads"][0]
+    w["env"] = {"NCCL_IB_DISABLE": "0"}                 # what the InfiniBand fabric sets (clouds/azure.py)
+    res = plan_doc(doc, tmp_path)
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    for path in (res.out_dir / "effective").glob("*.yaml"):   # the effective pods carry it once
+        for c in yaml.safe_load(path.read_text())["spec"]["containers"]:
+            names = [e["name"] for e in c.get("env", [])]
+            assert names.count("NCCL_IB_DISABLE") <= 1, (path, names)
+    w["env"] = {"NCCL_IB_DISABLE": "1"}
+    res = plan_doc(doc, tmp_path, "bad")
+    assert res.exit_code == mplan.EXIT_CONFIG and res.registrations == []
+    assert "workloads[0].env.NCCL_IB_DISABLE: NCCL_IB_DISABLE is set by the fabric policy of pool 'gpu'" in res.error
+    assert "to '0', and env gives '1'" in res.error
+
+
+def test_env_equal_to_the_renderers_value_renders_once(tmp_path):
+    from multinode.overrides import _OWNED
+    doc = yaml.safe_load((GUIDES / "Pulumi.nim-lws.yaml").read_text())
+    res = plan_doc(doc, tmp_path)
+    lws = next(o for o in res.k8s_objects if o["kind"] == "LeaderWorkerSet")
+    env = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["env"]
+    owned = next(e for e in env if _OWNED.search(e["name"]) and "value" in e)     # e.g. NIM_TENSOR_PARALLEL_SIZE
+    doc["config"]["multinode:workloads"][0]["env"] = {owned["name"]: owned["value"]}
+    res = plan_doc(doc, tmp_path, "same")
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    lws = next(o for o in res.k8s_objects if o["kind"] == "LeaderWorkerSet")
+    for role in ("leaderTemplate", "workerTemplate"):
+        names = [e["name"] for e in lws["spec"]["leaderWorkerTemplate"][role]["spec"]["containers"][0]["env"]]
+        assert names.count(owned["name"]) == 1, (role, names)
+    doc["config"]["multinode:workloads"][0]["env"] = {owned["name"]: owned["value"] + "0"}
+    assert plan_doc(doc, tmp_path, "other").exit_code == mplan.EXIT_CONFIG

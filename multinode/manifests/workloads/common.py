@@ -256,7 +256,18 @@ def container(name: str, img: str, *, command: list[str] | None = None, args: li
     if args:
         c["args"] = args
     if env:
-        c["env"] = env
+        # an exact repeat (same name, same plain value) is dropped: a user's env var equal to the one we render
+        # is accepted (multinode/overrides.py), and a pod should carry each name once (env-defined-once)
+        seen: set[tuple[str, str]] = set()
+        kept = []
+        for e in env:
+            key = (e.get("name"), e.get("value")) if "value" in e and "valueFrom" not in e else None
+            if key is not None and key in seen:
+                continue
+            if key is not None:
+                seen.add(key)
+            kept.append(e)
+        c["env"] = kept
     if ports:
         c["ports"] = ports
     if gpus:
