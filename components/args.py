@@ -122,6 +122,9 @@ class FabricConfigArgs(typing.TypedDict, total=False):
     rdma_resource_name: str
     ("InfiniBand: the RDMA device resource, [prefix/]name (prefix rdma), e.g. hca_shared_devices_a; default "
      "rdma/shared_ib (shared) or rdma/ib (sriov).")
+    socket_interface: str
+    ("The bootstrap interface NCCL and GLOO use (exact names, comma-separated, e.g. eth0): NCCL_SOCKET_IFNAME and "
+     "GLOO_SOCKET_IFNAME in the fabric policy.")
 
 
 class VolcanoAddonArgs(typing.TypedDict, total=False):

@@ -174,6 +174,10 @@ class FabricConfig(_Model):
     # rdma by default; e.g. hca_shared_devices_a -> rdma/hca_shared_devices_a). Unset: rdma/shared_ib (shared) or
     # rdma/ib (sriov). Read only through multinode/clouds/azure.rdma_resource.
     rdma_resource_name: str | None = None
+    # --- issue 31: the bootstrap (socket) interface NCCL and GLOO use, exact Linux interface names, comma-separated
+    # (e.g. "eth0"). Sets NCCL_SOCKET_IFNAME (as "=eth0", NCCL's exact match) and GLOO_SOCKET_IFNAME ("eth0") in the
+    # fabric policy, so both use the same interface (multinode/fabric.py bootstrap_env).
+    socket_interface: str | None = None
 
 
 class Addon(_Model):

@@ -97,6 +97,8 @@ FIELDS: dict[str, str] = {
     "FabricConfig.devicesPerGpu": "Override the catalog's fabric devices per GPU.",
     "FabricConfig.rdmaMode": "azure: the RDMA device plugin mode, shared or sriov.",
     "FabricConfig.pinTransport": "Pin NCCL to the fabric so it fails instead of falling back to sockets.",
+    "FabricConfig.socketInterface": "The bootstrap interface NCCL and GLOO use (exact names, comma-separated, e.g. "
+                                     "eth0): NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME in the fabric policy.",
     "FabricConfig.webhookTimeoutSeconds": "Kyverno webhook timeout in seconds (1-30).",
     "FabricConfig.rdmaResourceName": "InfiniBand: the RDMA device resource, [prefix/]name (prefix rdma), e.g. "
                                      "hca_shared_devices_a; default rdma/shared_ib (shared) or rdma/ib (sriov).",

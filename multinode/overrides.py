@@ -105,8 +105,9 @@ def env_problems(cfg: Any) -> list[Problem]:
             if values == {str(value)}:
                 continue              # the value we set anyway: agreeing with us is not a redefinition
             ours = " / ".join(sorted(repr(v) if v is not None else "a valueFrom" for v in values))
+            key = "fabric.socketInterface" if name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") else "the stack key"
             out.append(Problem(f"workloads[{i}].env.{name}", (
                 f"{name} is set by {who} to {ours}, and env gives {str(value)!r}; a second value in env would "
-                f"silently replace the one that was checked: remove it (or give the same value) and set the stack key "
+                f"silently replace the one that was checked: remove it (or give the same value) and set {key} "
                 f"instead")))
     return out

@@ -286,3 +286,55 @@ def test_env_equal_to_the_renderers_value_renders_once(tmp_path):
         assert names.count(owned["name"]) == 1, (role, names)
     doc["config"]["multinode:workloads"][0]["env"] = {owned["name"]: owned["value"] + "0"}
     assert plan_doc(doc, tmp_path, "other").exit_code == mplan.EXIT_CONFIG
+
+
+# ------------------------------------------------------------------ RoCE: one bootstrap interface for NCCL and GLOO
+def _effective_env(res: mplan.PlanResult) -> list[dict[str, str]]:
+    out = []
+    for path in sorted((res.out_dir / "effective").glob("*.yaml")):
+        for c in yaml.safe_load(path.read_text())["spec"]["containers"]:
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            if "NCCL_NET" in env:
+                out.append(env)
+    return out
+
+
+def test_roce_bootstrap_interface_is_one_key_for_nccl_and_gloo(tmp_path):
+    doc = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / "Pulumi.oci-dev.yaml").read_text())
+    res = plan_doc(doc, tmp_path, "default")
+    envs = _effective_env(res)
+    assert envs and all(e["NCCL_SOCKET_IFNAME"] == "eth0" and e["GLOO_SOCKET_IFNAME"] == "eth0" for e in envs)
+
+    doc["config"].setdefault("multinode:fabric", {})["socketInterface"] = "ens300"
+    res = plan_doc(doc, tmp_path, "chosen")
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    envs = _effective_env(res)
+    assert envs and all(e["NCCL_SOCKET_IFNAME"] == "=ens300" and e["GLOO_SOCKET_IFNAME"] == "ens300" for e in envs)
+
+    doc["config"]["multinode:fabric"]["socketInterface"] = "eth0/1"
+    res = plan_doc(doc, tmp_path, "bad")
+    assert res.exit_code == mplan.EXIT_CONFIG and "fabric.socketInterface: 'eth0/1' is not a list" in res.error
+    del doc["config"]["multinode:fabric"]["socketInterface"]
+    doc["config"]["multinode:workloads"][0]["env"] = {"NCCL_SOCKET_IFNAME": "ens300"}
+    res = plan_doc(doc, tmp_path, "env")
+    assert res.exit_code == mplan.EXIT_CONFIG
+    assert "workloads[0].env.NCCL_SOCKET_IFNAME" in res.error and "set fabric.socketInterface instead" in res.error
+
+
+# ------------------------------------------------------------------ OCI: a reservation in another region
+def test_oci_capacity_reservation_from_another_region_is_refused(tmp_path):
+    from multinode.clouds.oci import ocid_region
+    assert ocid_region("ocid1.capacityreservation.oc1.iad.aaaa") == "us-ashburn-1"          # a region key
+    assert ocid_region("ocid1.capacityreservation.oc1.eu-frankfurt-1.aaaa") == "eu-frankfurt-1"
+    assert ocid_region("ocid1.tenancy.oc1..aaaa") is None                                     # no region part
+    assert ocid_region("ocid1.capacityreservation.oc1.xyz.aaaa") is None                      # unknown: not guessed
+    doc = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / "Pulumi.oci-dev.yaml").read_text())
+    pool = doc["config"]["multinode:nodePools"][0]               # the cluster is in us-ashburn-1
+    pool["capacityReservation"] = {"id": "ocid1.capacityreservation.oc1.phx.aaaaaaaaexample"}
+    res = plan_doc(doc, tmp_path, "phx")
+    assert res.exit_code == mplan.EXIT_CONFIG and res.registrations == []
+    assert ("nodePools[0].capacityReservation.id: ocid1.capacityreservation.oc1.phx.aaaaaaaaexample is a reservation "
+            "in us-phoenix-1") in res.error and "use a reservation in us-ashburn-1" in res.error
+    pool["capacityReservation"] = {"id": "ocid1.capacityreservation.oc1.iad.aaaaaaaaexample"}
+    res = plan_doc(doc, tmp_path, "iad")
+    assert "capacityReservation" not in (res.error or ""), res.error
