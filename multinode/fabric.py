@@ -12,7 +12,6 @@ from oci. On cloud `existing` the fabric named by fabric.kind picks its owner th
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -73,7 +73,8 @@ def test_training_guide_indexed_job_refused_without_the_team_config(tmp_path):
 def test_training_guide_indexed_job_clean_with_the_default_config_next_to_the_stack(tmp_path):
     res = mplan.plan("torchrun-guide-indexed-job", tmp_path / "build", GUIDE_JOB)     # tests/guides/policy-config.json
     assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
-    assert [(v["policy"], v["enforcementLevel"]) for v in res.violations] == [("indexed-job-gang-scheduled", "advisory")]
+    found = [(v["policy"], v["enforcementLevel"]) for v in res.violations]
+    assert found == [("indexed-job-gang-scheduled", "advisory")]
     assert "indexed-job-gang-scheduled mandatory -> advisory" in mplan.summary(res)
 
 
@@ -222,7 +223,8 @@ def test_one_gib_shm_on_a_multi_node_workload_is_an_advisory(tmp_path):
 def _nim_lws(nodes: int, sub: int) -> dict[str, Any]:
     doc = yaml.safe_load((GUIDES / "Pulumi.nim-lws.yaml").read_text())
     w = doc["config"]["multinode:workloads"][0]
-    w.update(nodes=nodes, pipelineParallel=nodes, groupPlacement={"topologyKey": "example.com/rack", "subGroupSize": sub})
+    w.update(nodes=nodes, pipelineParallel=nodes,
+             groupPlacement={"topologyKey": "example.com/rack", "subGroupSize": sub})
     return doc
 
 

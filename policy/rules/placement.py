@@ -18,7 +18,6 @@ from multinode import placement
 from ..engine import MANDATORY, Context, Resource, Rule, default_profile
 
 
-
 def pool_specs(ctx: Context) -> list[placement.PoolSpec]:
     """From the stack config when there is one; under `pulumi preview`, from the node-pool resources (their
     taints are not read there, so the check is lenient about tolerations)."""

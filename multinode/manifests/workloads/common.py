@@ -258,7 +258,7 @@ def container(name: str, img: str, *, command: list[str] | None = None, args: li
     if env:
         # an exact repeat (same name, same plain value) is dropped: a user's env var equal to the one we render
         # is accepted (multinode/overrides.py), and a pod should carry each name once (env-defined-once)
-        seen: set[tuple[str, str]] = set()
+        seen: set[tuple[Any, Any]] = set()
         kept = []
         for e in env:
             key = (e.get("name"), e.get("value")) if "value" in e and "valueFrom" not in e else None
