@@ -265,6 +265,16 @@ class NetworkTopologyArgs(typing.TypedDict, total=False):
     "The highest HyperNode tier a gang may span. Default: 1."
 
 
+class DatasetArgs(typing.TypedDict, total=False):
+    "Training kinds: an existing PersistentVolumeClaim with the training data, mounted in every rank."
+    claim: typing.Required[str]
+    "The existing PersistentVolumeClaim's name (not created, never deleted)."
+    mount_path: str
+    "Where every rank sees the dataset. Default: \"/data\"."
+    read_only: bool
+    "Mount it read-only. Default: true."
+
+
 class GroupPlacementArgs(typing.TypedDict, total=False):
     "lws-inference: keep each LWS group (or subgroup) inside one topology domain."
     topology_key: typing.Required[str]
@@ -343,6 +353,12 @@ class WorkloadArgs(typing.TypedDict, total=False):
     "The DeepSpeed config (deepspeed engine)."
     checkpoint_dir: str
     "Where training writes checkpoints (under the storage mount)."
+    cpu: float
+    "Training kinds: cpu cores each rank pod requests (else the fabric policy's per-GPU share)."
+    memory_gi: int
+    "Training kinds: memory (GiB) each rank pod requests (else the fabric policy's per-GPU share)."
+    dataset: DatasetArgs
+    "Training kinds: a dataset volume (an existing claim) beside the checkpoint volume."
     recovery_timeout: str
     "Volcano: restart the job only when a pod has not come back within this duration (e.g. 10m)."
     priority_class_name: str

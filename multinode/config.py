@@ -272,6 +272,15 @@ class NimProbes(_Model):
     liveness: bool = False
 
 
+# --- issue 31: what the torchrun recipe's users look for: a dataset volume beside the checkpoint volume
+class Dataset(_Model):
+    """workloads[].dataset (training kinds): an existing PersistentVolumeClaim holding the training data, mounted in
+    every rank beside the checkpoint volume (read-only unless readOnly false). Not created, never deleted."""
+    claim: str
+    mount_path: str = "/data"
+    read_only: bool = True
+
+
 class Disaggregated(_Model):
     prefill: Role
     decode: Role
@@ -306,6 +315,10 @@ class Workload(_Model):
     network_topology: NetworkTopology | None = None
     deepspeed_config: dict[str, Any] | None = None
     checkpoint_dir: str | None = None
+    # --- issue 31 (training kinds): the recipe's container requests and a dataset volume
+    cpu: float | None = Field(default=None, gt=0, le=1024)          # cores requested per rank pod
+    memory_gi: int | None = Field(default=None, ge=1, le=65536)     # memory requested per rank pod, GiB
+    dataset: Dataset | None = None
     # --- issue 18 (volcano-training): Volcano Job options from Volcano's LLM training features
     recovery_timeout: str | None = None        # Go duration, e.g. "10m": the grace period of the restart policies
     priority_class_name: str | None = None     # job priority: one of the stack's priorityClasses
@@ -854,6 +867,7 @@ def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list
             p.append(Problem(f"{at}.priorityClassName", f"no PriorityClass named {w.priority_class_name!r} in "
                                                         f"priorityClasses ({known}); define it under "
                                                         f"priorityClasses with a value"))
+    p += _training_resource_problems(cfg, at, w)
     gp = w.group_placement
     if gp is not None:
         if w.kind != "lws-inference":
@@ -874,6 +888,31 @@ def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list
                              f"that divides {w.nodes} or {w.nodes - 1} (size or size - 1, the leader's subgroup "
                              f"may be one larger); use one of {', '.join(map(str, fits))}, or remove it to keep "
                              f"the whole group in one domain"))
+    return p
+
+
+def _training_resource_problems(cfg: StackConfig, at: str, w: Workload) -> list[Problem]:
+    """issue 31: cpu / memoryGi / dataset belong to the training kinds' rank pods; the dataset's claim must be a
+    claim name and its mount path must not hide /dev/shm or the checkpoint volume."""
+    p: list[Problem] = []
+    for key, value in (("cpu", w.cpu), ("memoryGi", w.memory_gi), ("dataset", w.dataset)):
+        if value is not None and w.kind not in TRAINING_KINDS:
+            p.append(Problem(f"{at}.{key}", f"only for the training kinds ({', '.join(TRAINING_KINDS)}); remove it"))
+    d = w.dataset
+    if d is None:
+        return p
+    if len(d.claim) > 253 or not _DNS_SUBDOMAIN.match(d.claim):
+        p.append(Problem(f"{at}.dataset.claim", f"{d.claim!r} is not a PersistentVolumeClaim name (lowercase "
+                                                f"letters, digits, '-' and '.'); give the existing claim's name"))
+    path = d.mount_path.rstrip("/") or "/"
+    checkpoints = (cfg.storage.mount_path if cfg.storage else "/checkpoints").rstrip("/")
+    if not path.startswith("/") or path == "/":
+        p.append(Problem(f"{at}.dataset.mountPath", f"{d.mount_path!r} must be an absolute path below /, e.g. /data"))
+    else:
+        for other, what in ((checkpoints, "the checkpoint volume (storage.mountPath)"), ("/dev/shm", "/dev/shm")):
+            if path == other or path.startswith(other + "/") or other.startswith(path + "/"):
+                p.append(Problem(f"{at}.dataset.mountPath", f"{d.mount_path!r} overlaps {what} at {other}; mount "
+                                                            f"the dataset elsewhere, e.g. /data"))
     return p
 
 

@@ -28,6 +28,7 @@ MODELS: dict[str, str] = {
     "PriorityClassSpec": "A PriorityClass the stack creates; workloads name it in priorityClassName.",
     "GroupPlacement": "lws-inference: keep each LWS group (or subgroup) inside one topology domain.",
     "NimProbes": "NIM on lws-inference: which of the NIM chart's probes the leader gets.",
+    "Dataset": "Training kinds: an existing PersistentVolumeClaim with the training data, mounted in every rank.",
     # not a config model: the args of the standalone GpuNodePool component (POOL_KEYS of StackConfig + a pool)
     "GpuNodePool": "A GPU node pool with its fabric on an existing cluster.",
 }
@@ -195,6 +196,13 @@ FIELDS: dict[str, str] = {
     "Workload.networkTopology": "Volcano network-topology constraint of the gang.",
     "Workload.deepspeedConfig": "The DeepSpeed config (deepspeed engine).",
     "Workload.checkpointDir": "Where training writes checkpoints (under the storage mount).",
+    "Workload.cpu": "Training kinds: cpu cores each rank pod requests (else the fabric policy's per-GPU share).",
+    "Workload.memoryGi": "Training kinds: memory (GiB) each rank pod requests (else the fabric policy's per-GPU "
+                         "share).",
+    "Workload.dataset": "Training kinds: a dataset volume (an existing claim) beside the checkpoint volume.",
+    "Dataset.claim": "The existing PersistentVolumeClaim's name (not created, never deleted).",
+    "Dataset.mountPath": "Where every rank sees the dataset.",
+    "Dataset.readOnly": "Mount it read-only.",
     "Workload.minBusBandwidthGbps": "nccl-test: the bus bandwidth threshold in Gbit/s.",
     "Workload.probes": "NIM on lws-inference: turn the leader's startup / readiness probes off or its liveness "
                        "probe on (the NIM chart's probe switches).",

@@ -340,3 +340,29 @@ def test_oci_capacity_reservation_from_another_region_is_refused(tmp_path):
     pool["capacityReservation"] = {"id": "ocid1.capacityreservation.oc1.iad.aaaaaaaaexample"}
     res = plan_doc(doc, tmp_path, "iad")
     assert "capacityReservation" not in (res.error or ""), res.error
+
+
+# ------------------------------------------------------------------ the torchrun recipe's requests and dataset volume
+def test_training_memory_requests_and_a_dataset_volume_beside_the_checkpoints(tmp_path):
+    doc = training_stack(cpu=32, memoryGi=256, dataset={"claim": "imagenet", "mountPath": "/data"})
+    res = plan_doc(doc, tmp_path)
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    pod = next(o for o in res.k8s_objects if o["kind"] == "Job")["spec"]["template"]["spec"]
+    cont = pod["containers"][0]
+    assert cont["resources"]["requests"]["cpu"] == "32" and cont["resources"]["requests"]["memory"] == "256Gi"
+    assert {"name": "dataset", "mountPath": "/data", "readOnly": True} in cont["volumeMounts"]
+    assert {"name": "dataset", "persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True}} in pod["volumes"]
+    assert any(m["mountPath"] == "/checkpoints" for m in cont["volumeMounts"])          # the checkpoints stay
+    # the fabric policy adds its per-GPU share only where the container requests none: ours are kept
+    (eff,) = [yaml.safe_load(p.read_text()) for p in (res.out_dir / "effective").glob("llm-finetune-*.yaml")]
+    assert eff["spec"]["containers"][0]["resources"]["requests"]["memory"] == "256Gi"
+
+    bad = training_stack(memoryGi=64, dataset={"claim": "Imagenet", "mountPath": "/checkpoints/data"})
+    bad["config"]["multinode:workloads"].append({"name": "serve", "kind": "lws-inference", "engine": "vllm",
+                                                 "model": "meta-llama/Llama-3.1-8B-Instruct", "nodePool": "gpu",
+                                                 "nodes": 1, "memoryGi": 64})
+    res = plan_doc(bad, tmp_path, "bad")
+    assert res.exit_code == mplan.EXIT_CONFIG and res.registrations == []
+    assert "workloads[0].dataset.claim: 'Imagenet' is not a PersistentVolumeClaim name" in res.error
+    assert "workloads[0].dataset.mountPath: '/checkpoints/data' overlaps the checkpoint volume" in res.error
+    assert "workloads[1].memoryGi: only for the training kinds" in res.error
