@@ -293,6 +293,18 @@ class NimProbesArgs(typing.TypedDict, total=False):
     "The chart's liveness probe at /v1/health/live (needs the startup probe). Default: false."
 
 
+class AutoscalingArgs(typing.TypedDict, total=False):
+    "lws-inference: an HPA scaling the LeaderWorkerSet's groups (the NIM chart's autoscaling)."
+    min_replicas: int
+    "Fewest groups the HPA keeps. Default: 1."
+    max_replicas: typing.Required[int]
+    "Most groups the HPA creates (plan advises when the pool cannot hold them)."
+    metrics: list[dict[str, typing.Any]]
+    "autoscaling/v2 MetricSpec objects, e.g. a Pods metric served by prometheus-adapter. Default: []."
+    scale_down_stabilization_secs: int
+    "The HPA's scale-down stabilization window in seconds."
+
+
 class WorkloadArgs(typing.TypedDict, total=False):
     "A multi-node inference or training workload placed on one node pool."
     name: typing.Required[str]
@@ -374,6 +386,8 @@ class WorkloadArgs(typing.TypedDict, total=False):
     "Existing image pull Secrets by name, used instead of imagePullSecret. Default: []."
     worker_command: list[str]
     "NIM on lws-inference: the worker pods' command (the leader keeps the image's)."
+    autoscaling: AutoscalingArgs
+    "lws-inference: scale the groups with an HPA (the NIM chart's autoscaling)."
     min_bus_bandwidth_gbps: float
     "nccl-test: the bus bandwidth threshold in Gbit/s."
     bus_bandwidth_efficiency: float

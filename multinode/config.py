@@ -272,6 +272,17 @@ class NimProbes(_Model):
     liveness: bool = False
 
 
+# --- issue 31: the NIM chart's autoscaling (NVIDIA/nim-deploy helm/nim-llm values.yaml `autoscaling`,
+# templates/hpa.yaml, commit bb84c40: an autoscaling/v2 HorizontalPodAutoscaler whose target is the LeaderWorkerSet)
+class Autoscaling(_Model):
+    """workloads[].autoscaling (lws-inference): an HPA scaling the LeaderWorkerSet's groups between minReplicas and
+    maxReplicas on `metrics` (autoscaling/v2 MetricSpec objects, as the chart passes them through)."""
+    min_replicas: int = Field(default=1, ge=1, le=64)
+    max_replicas: int = Field(ge=1, le=64)
+    metrics: list[dict[str, Any]] = []
+    scale_down_stabilization_secs: int | None = Field(default=None, ge=0, le=3600)
+
+
 # --- issue 31: what the torchrun recipe's users look for: a dataset volume beside the checkpoint volume
 class Dataset(_Model):
     """workloads[].dataset (training kinds): an existing PersistentVolumeClaim holding the training data, mounted in
@@ -329,6 +340,7 @@ class Workload(_Model):
     ngc_api_secret: str | None = None           # engine nim: existing Secret, key NGC_API_KEY (model.ngcAPISecret)
     image_pull_secrets: list[str] = []          # existing pull Secrets by name (imagePullSecrets), none created
     worker_command: list[str] | None = None     # lws-inference nim: the worker pods' command (leader unchanged)
+    autoscaling: Autoscaling | None = None      # issue 31, lws-inference: the chart's HPA on the LeaderWorkerSet
     # nccl-test: threshold = minBusBandwidthGbps / 8 GB/s, else catalog Gbit/s / 8 x busBandwidthEfficiency
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0)
     bus_bandwidth_efficiency: float = Field(default=0.6, gt=0, le=1)
@@ -555,6 +567,21 @@ def advisories(cfg: StackConfig) -> list[Problem]:
             why = "fabric.enabled is false" if not cfg.fabric.enabled else m.name + " has none"
             out.append(Problem(f"workloads[{i}].nodes", f"{w.nodes} nodes with no GPU fabric ({why}): "
                                                         f"NCCL will run over the primary network (TCP sockets)"))
+        a = w.autoscaling
+        if a is not None and w.kind == "lws-inference":
+            pool = cfg.pool(w.node_pool)
+            per_node = max(1, m.gpus // max(1, cfg.gpus_per_node(w)))
+            need = a.max_replicas * -(-w.nodes // per_node)
+            if need > pool.node_count:
+                out.append(Problem(f"workloads[{i}].autoscaling.maxReplicas", (
+                    f"{a.max_replicas} groups of {w.nodes} pods need {need} nodes of {m.name}, but pool "
+                    f"{pool.name!r} has {pool.node_count} (beside everything else on it): the groups the HPA adds "
+                    f"beyond what fits stay Pending; lower maxReplicas or let the pool grow to {need} nodes")))
+            if not a.metrics:
+                out.append(Problem(f"workloads[{i}].autoscaling.metrics", (
+                    "none given: an autoscaling/v2 HPA without metrics scales on 80% average CPU utilization, of "
+                    "little use for GPU inference (the NIM chart's values note it); give a Pods or External metric, "
+                    "e.g. from prometheus-adapter")))
     return out
 
 
@@ -868,6 +895,7 @@ def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list
                                                         f"priorityClasses ({known}); define it under "
                                                         f"priorityClasses with a value"))
     p += _training_resource_problems(cfg, at, w)
+    p += _autoscaling_problems(at, w)
     gp = w.group_placement
     if gp is not None:
         if w.kind != "lws-inference":
@@ -888,6 +916,26 @@ def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list
                              f"that divides {w.nodes} or {w.nodes - 1} (size or size - 1, the leader's subgroup "
                              f"may be one larger); use one of {', '.join(map(str, fits))}, or remove it to keep "
                              f"the whole group in one domain"))
+    return p
+
+
+def _autoscaling_problems(at: str, w: Workload) -> list[Problem]:
+    a = w.autoscaling
+    if a is None:
+        return []
+    if w.kind != "lws-inference":
+        return [Problem(f"{at}.autoscaling", "only lws-inference groups are scaled by an HPA here; remove it")]
+    p: list[Problem] = []
+    if a.min_replicas > a.max_replicas:
+        p.append(Problem(f"{at}.autoscaling.maxReplicas", f"{a.max_replicas} is below minReplicas {a.min_replicas}; "
+                                                          f"set maxReplicas {a.min_replicas} or more"))
+    elif not a.min_replicas <= w.replicas <= a.max_replicas:
+        p.append(Problem(f"{at}.replicas", f"{w.replicas} is outside autoscaling's {a.min_replicas}..{a.max_replicas}; "
+                                           f"the HPA would rescale it at once: set replicas {a.min_replicas}"))
+    for j, m in enumerate(a.metrics):
+        if not isinstance(m.get("type"), str):
+            p.append(Problem(f"{at}.autoscaling.metrics[{j}].type", "each metric is an autoscaling/v2 MetricSpec "
+                                                                    "with a type (Pods, Object, External, Resource)"))
     return p
 
 

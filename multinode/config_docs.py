@@ -28,6 +28,7 @@ MODELS: dict[str, str] = {
     "PriorityClassSpec": "A PriorityClass the stack creates; workloads name it in priorityClassName.",
     "GroupPlacement": "lws-inference: keep each LWS group (or subgroup) inside one topology domain.",
     "NimProbes": "NIM on lws-inference: which of the NIM chart's probes the leader gets.",
+    "Autoscaling": "lws-inference: an HPA scaling the LeaderWorkerSet's groups (the NIM chart's autoscaling).",
     "Dataset": "Training kinds: an existing PersistentVolumeClaim with the training data, mounted in every rank.",
     # not a config model: the args of the standalone GpuNodePool component (POOL_KEYS of StackConfig + a pool)
     "GpuNodePool": "A GPU node pool with its fabric on an existing cluster.",
@@ -200,6 +201,11 @@ FIELDS: dict[str, str] = {
     "Workload.memoryGi": "Training kinds: memory (GiB) each rank pod requests (else the fabric policy's per-GPU "
                          "share).",
     "Workload.dataset": "Training kinds: a dataset volume (an existing claim) beside the checkpoint volume.",
+    "Autoscaling.minReplicas": "Fewest groups the HPA keeps.",
+    "Autoscaling.maxReplicas": "Most groups the HPA creates (plan advises when the pool cannot hold them).",
+    "Autoscaling.metrics": "autoscaling/v2 MetricSpec objects, e.g. a Pods metric served by prometheus-adapter.",
+    "Autoscaling.scaleDownStabilizationSecs": "The HPA's scale-down stabilization window in seconds.",
+    "Workload.autoscaling": "lws-inference: scale the groups with an HPA (the NIM chart's autoscaling).",
     "Dataset.claim": "The existing PersistentVolumeClaim's name (not created, never deleted).",
     "Dataset.mountPath": "Where every rank sees the dataset.",
     "Dataset.readOnly": "Mount it read-only.",

@@ -366,3 +366,29 @@ def test_training_memory_requests_and_a_dataset_volume_beside_the_checkpoints(tm
     assert "workloads[0].dataset.claim: 'Imagenet' is not a PersistentVolumeClaim name" in res.error
     assert "workloads[0].dataset.mountPath: '/checkpoints/data' overlaps the checkpoint volume" in res.error
     assert "workloads[1].memoryGi: only for the training kinds" in res.error
+
+
+# ------------------------------------------------------------------ NIM: the chart's autoscaling
+def test_nim_lws_autoscaling_renders_the_charts_hpa_and_keeps_replicas_for_it(tmp_path):
+    from multinode.schema_check import validate_object
+    doc = yaml.safe_load((GUIDES / "Pulumi.nim-lws.yaml").read_text())
+    metric = {"type": "Pods", "pods": {"metric": {"name": "num_requests_running"},
+                                       "target": {"type": "AverageValue", "averageValue": "10"}}}
+    doc["config"]["multinode:workloads"][0]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 3, "metrics": [metric],
+                                                              "scaleDownStabilizationSecs": 300}
+    res = plan_doc(doc, tmp_path)
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    (hpa,) = [o for o in res.k8s_objects if o["kind"] == "HorizontalPodAutoscaler"]
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                                             "name": "llama-405b-nim"}
+    assert hpa["spec"]["metrics"] == [metric] and hpa["spec"]["maxReplicas"] == 3
+    assert hpa["spec"]["behavior"] == {"scaleDown": {"stabilizationWindowSeconds": 300}}
+    assert validate_object(hpa) == []
+    (lws,) = [r for r in res.registrations if r.type.endswith("LeaderWorkerSet")]
+    assert "spec.replicas" in (lws.ignore_changes or []), lws        # the HPA owns the group count
+    (adv,) = [a for a in res.advisories if "autoscaling.maxReplicas" in a]     # 3 groups x 2 nodes, 4 in the pool
+    assert "3 groups of 2 pods need 6 nodes" in adv
+
+    doc["config"]["multinode:workloads"][0]["autoscaling"] = {"minReplicas": 3, "maxReplicas": 2}
+    res = plan_doc(doc, tmp_path, "bad")
+    assert res.exit_code == mplan.EXIT_CONFIG and "autoscaling.maxReplicas: 2 is below minReplicas 3" in res.error

@@ -64,6 +64,8 @@ class WorkloadManifests:
     secrets: list[SecretRef] = field(default_factory=list)
     # objects whose `data` the cluster writes (Pulumi must not reset it): names of ConfigMaps
     runtime_written: list[str] = field(default_factory=list)
+    # objects whose spec.replicas an HPA owns (Pulumi must not reset it): names of LeaderWorkerSets
+    hpa_scaled: list[str] = field(default_factory=list)
 
 
 def labels(w: Workload, role: str | None = None) -> dict[str, str]:
