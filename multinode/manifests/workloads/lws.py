@@ -176,8 +176,9 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
 
 def autoscaler(w: Workload) -> dict[str, Any] | None:
     """issue 31: the NIM chart's HPA (NVIDIA/nim-deploy helm/nim-llm templates/hpa.yaml, commit bb84c40):
-    autoscaling/v2, scaleTargetRef the LeaderWorkerSet (LWS serves the scale subresource, so an HPA scales its groups), min/max
-    replicas, the metrics as given, scaleDown.stabilizationWindowSeconds from scaleDownStabilizationSecs."""
+    autoscaling/v2, scaleTargetRef the LeaderWorkerSet (LWS serves the scale subresource, so an HPA scales its
+    groups), min/max replicas, the metrics as given, scaleDown.stabilizationWindowSeconds from
+    scaleDownStabilizationSecs."""
     a = w.autoscaling
     if a is None:
         return None
