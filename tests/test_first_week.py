@@ -392,3 +392,32 @@ def test_nim_lws_autoscaling_renders_the_charts_hpa_and_keeps_replicas_for_it(tm
     doc["config"]["multinode:workloads"][0]["autoscaling"] = {"minReplicas": 3, "maxReplicas": 2}
     res = plan_doc(doc, tmp_path, "bad")
     assert res.exit_code == mplan.EXIT_CONFIG and "autoscaling.maxReplicas: 2 is below minReplicas 3" in res.error
+
+
+# ------------------------------------------------------------------ a fleet with two candidates, and failover
+def test_fleet_with_two_candidates_renders_karmada_failover():
+    from multinode.fleet import manifests as fm
+    from multinode.fleet.plan import failover_lines
+    from multinode.schema_check import validate_object
+    from tests.test_fleet import LAB, TRAIN, fleet_raw, load
+    failover = {"tolerationSeconds": 120, "purgeMode": "Immediately"}
+    raw = fleet_raw(members=[{"name": "aws-dev", "stack": "aws-dev", "region": "us-east-1"}, LAB],
+                    workloads=[dict(TRAIN, failover=failover, images={"lab": "nvcr.io/nvidia/pytorch:25.01-py3"})])
+    raw["labKubeconfig"] = "[secret]"
+    cfg = load(raw, {"hfToken", "labKubeconfig"})
+    w = cfg.fleet.workloads[0]
+    fit = cfg.fits[w.name]
+    assert fit.members() == ["aws-dev", "lab"]                    # Karmada chooses between two members
+    objs = fm.workload_objects(cfg, w, fit).objects
+    pp = next(o for o in objs if o["kind"] == "PropagationPolicy" and o["metadata"]["name"] == w.name)
+    assert pp["spec"]["placement"]["clusterAffinity"] == {"clusterNames": ["aws-dev", "lab"]}
+    assert pp["spec"]["failover"] == {"application": {"decisionConditions": {"tolerationSeconds": 120},
+                                                      "purgeMode": "Immediately"}}
+    assert validate_object(pp) == []                              # against Karmada v1.18.2's CRD
+    (line,) = failover_lines(w, fit.members())
+    assert "after 120s unhealthy Karmada moves it whole to one of the 1 other member" in line
+    (line,) = failover_lines(w, ["aws-dev"])
+    assert "nowhere to move it" in line
+    bad = dict(pp, spec=dict(pp["spec"], failover={"application": {"purgeMode": "Sometimes",
+                                                                   "decisionConditions": {}}}))
+    assert validate_object(bad) != []                             # the CRD refuses what Karmada would
