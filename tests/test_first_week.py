@@ -421,3 +421,18 @@ def test_fleet_with_two_candidates_renders_karmada_failover():
     bad = dict(pp, spec=dict(pp["spec"], failover={"application": {"purgeMode": "Sometimes",
                                                                    "decisionConditions": {}}}))
     assert validate_object(bad) != []                             # the CRD refuses what Karmada would
+
+
+def test_the_pack_reads_the_default_file_or_the_one_the_environment_names(monkeypatch, tmp_path):
+    from policy import config as pconfig
+    monkeypatch.setenv(pconfig.PACK_CONFIG_ENV, str(GUIDES / "policy-config.json"))
+    assert pconfig.for_pack().levels == {"indexed-job-gang-scheduled": "advisory"}
+    monkeypatch.setenv(pconfig.PACK_CONFIG_ENV, str(tmp_path / "missing.json"))
+    try:
+        pconfig.for_pack()
+        raise AssertionError("a named file that is missing must be an error")
+    except pconfig.PolicyConfigError as e:
+        assert "cannot read the policy config" in str(e)
+    monkeypatch.delenv(pconfig.PACK_CONFIG_ENV)
+    repo = Path(pconfig.__file__).resolve().parent.parent
+    assert pconfig.pack_default_path() == repo / "stacks" / "policy-config.json"
