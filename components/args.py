@@ -122,6 +122,9 @@ class FabricConfigArgs(typing.TypedDict, total=False):
     rdma_resource_name: str
     ("InfiniBand: the RDMA device resource, [prefix/]name (prefix rdma), e.g. hca_shared_devices_a; default "
      "rdma/shared_ib (shared) or rdma/ib (sriov).")
+    socket_interface: str
+    ("The bootstrap interface NCCL and GLOO use (exact names, comma-separated, e.g. eth0): NCCL_SOCKET_IFNAME and "
+     "GLOO_SOCKET_IFNAME in the fabric policy.")
 
 
 class VolcanoAddonArgs(typing.TypedDict, total=False):
@@ -262,6 +265,16 @@ class NetworkTopologyArgs(typing.TypedDict, total=False):
     "The highest HyperNode tier a gang may span. Default: 1."
 
 
+class DatasetArgs(typing.TypedDict, total=False):
+    "Training kinds: an existing PersistentVolumeClaim with the training data, mounted in every rank."
+    claim: typing.Required[str]
+    "The existing PersistentVolumeClaim's name (not created, never deleted)."
+    mount_path: str
+    "Where every rank sees the dataset. Default: \"/data\"."
+    read_only: bool
+    "Mount it read-only. Default: true."
+
+
 class GroupPlacementArgs(typing.TypedDict, total=False):
     "lws-inference: keep each LWS group (or subgroup) inside one topology domain."
     topology_key: typing.Required[str]
@@ -278,6 +291,18 @@ class NimProbesArgs(typing.TypedDict, total=False):
     "The readiness probe at /v1/health/ready (required on a multi-node group). Default: true."
     liveness: bool
     "The chart's liveness probe at /v1/health/live (needs the startup probe). Default: false."
+
+
+class AutoscalingArgs(typing.TypedDict, total=False):
+    "lws-inference: an HPA scaling the LeaderWorkerSet's groups (the NIM chart's autoscaling)."
+    min_replicas: int
+    "Fewest groups the HPA keeps. Default: 1."
+    max_replicas: typing.Required[int]
+    "Most groups the HPA creates (plan advises when the pool cannot hold them)."
+    metrics: list[dict[str, typing.Any]]
+    "autoscaling/v2 MetricSpec objects, e.g. a Pods metric served by prometheus-adapter. Default: []."
+    scale_down_stabilization_secs: int
+    "The HPA's scale-down stabilization window in seconds."
 
 
 class WorkloadArgs(typing.TypedDict, total=False):
@@ -340,6 +365,12 @@ class WorkloadArgs(typing.TypedDict, total=False):
     "The DeepSpeed config (deepspeed engine)."
     checkpoint_dir: str
     "Where training writes checkpoints (under the storage mount)."
+    cpu: float
+    "Training kinds: cpu cores each rank pod requests (else the fabric policy's per-GPU share)."
+    memory_gi: int
+    "Training kinds: memory (GiB) each rank pod requests (else the fabric policy's per-GPU share)."
+    dataset: DatasetArgs
+    "Training kinds: a dataset volume (an existing claim) beside the checkpoint volume."
     recovery_timeout: str
     "Volcano: restart the job only when a pod has not come back within this duration (e.g. 10m)."
     priority_class_name: str
@@ -355,6 +386,8 @@ class WorkloadArgs(typing.TypedDict, total=False):
     "Existing image pull Secrets by name, used instead of imagePullSecret. Default: []."
     worker_command: list[str]
     "NIM on lws-inference: the worker pods' command (the leader keeps the image's)."
+    autoscaling: AutoscalingArgs
+    "lws-inference: scale the groups with an HPA (the NIM chart's autoscaling)."
     min_bus_bandwidth_gbps: float
     "nccl-test: the bus bandwidth threshold in Gbit/s."
     bus_bandwidth_efficiency: float

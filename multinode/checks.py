@@ -32,7 +32,7 @@ def problems(cfg: StackConfig) -> list[Problem]:
     p = _common_cloud_problems(cfg, cloud, machines)
     p.extend(cloud.config_problems(cfg, machines))
     p.extend(fabric.config_problems(cfg))
-    # numbers several keys must agree on: DeepSpeed batch, reservation location, /dev/shm in node memory
+    # numbers several keys must agree on: DeepSpeed batch, reservation location (/dev/shm: advisories)
     p.extend(numbers.problems(cfg, machines))
     p.extend(overrides.devices_per_gpu_problems(cfg))
     p.extend(local_nvme.config_problems(cfg))
@@ -46,7 +46,7 @@ def advisories(cfg: StackConfig) -> list[Problem]:
     from_cloud: list[Problem] = cloud.advisories(cfg)     # every cloud module's advisories(cfg) -> List[Problem]
     from .manifests import addons, crds  # here: manifests import config, which checks imports first
     return (from_cloud + config.advisories(cfg) + images.advisories(cfg) + addons.version_advisories(cfg)
-            + crds.advisories(cfg))
+            + crds.advisories(cfg) + numbers.shm_advisories(cfg, config.pool_machines(cfg)))
 
 
 def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: dict[str, Any]) -> list[Problem]:

@@ -174,6 +174,10 @@ class FabricConfig(_Model):
     # rdma by default; e.g. hca_shared_devices_a -> rdma/hca_shared_devices_a). Unset: rdma/shared_ib (shared) or
     # rdma/ib (sriov). Read only through multinode/clouds/azure.rdma_resource.
     rdma_resource_name: str | None = None
+    # --- issue 31: the bootstrap (socket) interface NCCL and GLOO use, exact Linux interface names, comma-separated
+    # (e.g. "eth0"). Sets NCCL_SOCKET_IFNAME (as "=eth0", NCCL's exact match) and GLOO_SOCKET_IFNAME ("eth0") in the
+    # fabric policy, so both use the same interface (multinode/fabric.py bootstrap_env).
+    socket_interface: str | None = None
 
 
 class Addon(_Model):
@@ -268,6 +272,26 @@ class NimProbes(_Model):
     liveness: bool = False
 
 
+# --- issue 31: the NIM chart's autoscaling (NVIDIA/nim-deploy helm/nim-llm values.yaml `autoscaling`,
+# templates/hpa.yaml, commit bb84c40: an autoscaling/v2 HorizontalPodAutoscaler whose target is the LeaderWorkerSet)
+class Autoscaling(_Model):
+    """workloads[].autoscaling (lws-inference): an HPA scaling the LeaderWorkerSet's groups between minReplicas and
+    maxReplicas on `metrics` (autoscaling/v2 MetricSpec objects, as the chart passes them through)."""
+    min_replicas: int = Field(default=1, ge=1, le=64)
+    max_replicas: int = Field(ge=1, le=64)
+    metrics: list[dict[str, Any]] = []
+    scale_down_stabilization_secs: int | None = Field(default=None, ge=0, le=3600)
+
+
+# --- issue 31: what the torchrun recipe's users look for: a dataset volume beside the checkpoint volume
+class Dataset(_Model):
+    """workloads[].dataset (training kinds): an existing PersistentVolumeClaim holding the training data, mounted in
+    every rank beside the checkpoint volume (read-only unless readOnly false). Not created, never deleted."""
+    claim: str
+    mount_path: str = "/data"
+    read_only: bool = True
+
+
 class Disaggregated(_Model):
     prefill: Role
     decode: Role
@@ -302,6 +326,10 @@ class Workload(_Model):
     network_topology: NetworkTopology | None = None
     deepspeed_config: dict[str, Any] | None = None
     checkpoint_dir: str | None = None
+    # --- issue 31 (training kinds): the recipe's container requests and a dataset volume
+    cpu: float | None = Field(default=None, gt=0, le=1024)          # cores requested per rank pod
+    memory_gi: int | None = Field(default=None, ge=1, le=65536)     # memory requested per rank pod, GiB
+    dataset: Dataset | None = None
     # --- issue 18 (volcano-training): Volcano Job options from Volcano's LLM training features
     recovery_timeout: str | None = None        # Go duration, e.g. "10m": the grace period of the restart policies
     priority_class_name: str | None = None     # job priority: one of the stack's priorityClasses
@@ -312,6 +340,7 @@ class Workload(_Model):
     ngc_api_secret: str | None = None           # engine nim: existing Secret, key NGC_API_KEY (model.ngcAPISecret)
     image_pull_secrets: list[str] = []          # existing pull Secrets by name (imagePullSecrets), none created
     worker_command: list[str] | None = None     # lws-inference nim: the worker pods' command (leader unchanged)
+    autoscaling: Autoscaling | None = None      # issue 31, lws-inference: the chart's HPA on the LeaderWorkerSet
     # nccl-test: threshold = minBusBandwidthGbps / 8 GB/s, else catalog Gbit/s / 8 x busBandwidthEfficiency
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0)
     bus_bandwidth_efficiency: float = Field(default=0.6, gt=0, le=1)
@@ -538,6 +567,21 @@ def advisories(cfg: StackConfig) -> list[Problem]:
             why = "fabric.enabled is false" if not cfg.fabric.enabled else m.name + " has none"
             out.append(Problem(f"workloads[{i}].nodes", f"{w.nodes} nodes with no GPU fabric ({why}): "
                                                         f"NCCL will run over the primary network (TCP sockets)"))
+        a = w.autoscaling
+        if a is not None and w.kind == "lws-inference":
+            pool = cfg.pool(w.node_pool)
+            per_node = max(1, m.gpus // max(1, cfg.gpus_per_node(w)))
+            need = a.max_replicas * -(-w.nodes // per_node)
+            if need > pool.node_count:
+                out.append(Problem(f"workloads[{i}].autoscaling.maxReplicas", (
+                    f"{a.max_replicas} groups of {w.nodes} pods need {need} nodes of {m.name}, but pool "
+                    f"{pool.name!r} has {pool.node_count} (beside everything else on it): the groups the HPA adds "
+                    f"beyond what fits stay Pending; lower maxReplicas or let the pool grow to {need} nodes")))
+            if not a.metrics:
+                out.append(Problem(f"workloads[{i}].autoscaling.metrics", (
+                    "none given: an autoscaling/v2 HPA without metrics scales on 80% average CPU utilization, of "
+                    "little use for GPU inference (the NIM chart's values note it); give a Pods or External metric, "
+                    "e.g. from prometheus-adapter")))
     return out
 
 
@@ -850,6 +894,8 @@ def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list
             p.append(Problem(f"{at}.priorityClassName", f"no PriorityClass named {w.priority_class_name!r} in "
                                                         f"priorityClasses ({known}); define it under "
                                                         f"priorityClasses with a value"))
+    p += _training_resource_problems(cfg, at, w)
+    p += _autoscaling_problems(at, w)
     gp = w.group_placement
     if gp is not None:
         if w.kind != "lws-inference":
@@ -858,11 +904,63 @@ def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list
         bad = _label_problem(gp.topology_key, "x")
         if bad:
             p.append(Problem(f"{at}.groupPlacement.topologyKey", bad))
-        if gp.sub_group_size is not None and (gp.sub_group_size >= w.nodes or w.nodes % gp.sub_group_size):
+        # LWS's own webhook rule, no stricter (issue 31): size or size - 1 divisible by subGroupSize, and
+        # subGroupSize <= size (sigs.k8s.io/lws@v0.9.0 pkg/webhooks/leaderworkerset_webhook.go:237-255,
+        # validateUpdateSubGroupPolicy; the project pins v0.10.0, whose module zip the proxy does not serve here).
+        # We render the default subgroup type (LeaderWorker), so the LeaderExcluded rule does not apply.
+        s = gp.sub_group_size
+        if s is not None and (s > w.nodes or (w.nodes % s and (w.nodes - 1) % s)):
+            fits = [d for d in range(1, w.nodes + 1) if w.nodes % d == 0 or (w.nodes - 1) % d == 0]
             p.append(Problem(f"{at}.groupPlacement.subGroupSize",
-                             f"{gp.sub_group_size} must divide the group's {w.nodes} pods and be smaller (LWS: size "
-                             f"divisible by subGroupSize); use a divisor of {w.nodes}, or remove it to keep the "
-                             f"whole group in one domain"))
+                             f"{s}, but LWS's webhook accepts a subGroupSize of at most the group's {w.nodes} pods "
+                             f"that divides {w.nodes} or {w.nodes - 1} (size or size - 1, the leader's subgroup "
+                             f"may be one larger); use one of {', '.join(map(str, fits))}, or remove it to keep "
+                             f"the whole group in one domain"))
+    return p
+
+
+def _autoscaling_problems(at: str, w: Workload) -> list[Problem]:
+    a = w.autoscaling
+    if a is None:
+        return []
+    if w.kind != "lws-inference":
+        return [Problem(f"{at}.autoscaling", "only lws-inference groups are scaled by an HPA here; remove it")]
+    p: list[Problem] = []
+    if a.min_replicas > a.max_replicas:
+        p.append(Problem(f"{at}.autoscaling.maxReplicas", f"{a.max_replicas} is below minReplicas {a.min_replicas}; "
+                                                          f"set maxReplicas {a.min_replicas} or more"))
+    elif not a.min_replicas <= w.replicas <= a.max_replicas:
+        p.append(Problem(f"{at}.replicas", f"{w.replicas} is outside autoscaling's {a.min_replicas}..{a.max_replicas}; "
+                                           f"the HPA would rescale it at once: set replicas {a.min_replicas}"))
+    for j, m in enumerate(a.metrics):
+        if not isinstance(m.get("type"), str):
+            p.append(Problem(f"{at}.autoscaling.metrics[{j}].type", "each metric is an autoscaling/v2 MetricSpec "
+                                                                    "with a type (Pods, Object, External, Resource)"))
+    return p
+
+
+def _training_resource_problems(cfg: StackConfig, at: str, w: Workload) -> list[Problem]:
+    """issue 31: cpu / memoryGi / dataset belong to the training kinds' rank pods; the dataset's claim must be a
+    claim name and its mount path must not hide /dev/shm or the checkpoint volume."""
+    p: list[Problem] = []
+    for key, value in (("cpu", w.cpu), ("memoryGi", w.memory_gi), ("dataset", w.dataset)):
+        if value is not None and w.kind not in TRAINING_KINDS:
+            p.append(Problem(f"{at}.{key}", f"only for the training kinds ({', '.join(TRAINING_KINDS)}); remove it"))
+    d = w.dataset
+    if d is None:
+        return p
+    if len(d.claim) > 253 or not _DNS_SUBDOMAIN.match(d.claim):
+        p.append(Problem(f"{at}.dataset.claim", f"{d.claim!r} is not a PersistentVolumeClaim name (lowercase "
+                                                f"letters, digits, '-' and '.'); give the existing claim's name"))
+    path = d.mount_path.rstrip("/") or "/"
+    checkpoints = (cfg.storage.mount_path if cfg.storage else "/checkpoints").rstrip("/")
+    if not path.startswith("/") or path == "/":
+        p.append(Problem(f"{at}.dataset.mountPath", f"{d.mount_path!r} must be an absolute path below /, e.g. /data"))
+    else:
+        for other, what in ((checkpoints, "the checkpoint volume (storage.mountPath)"), ("/dev/shm", "/dev/shm")):
+            if path == other or path.startswith(other + "/") or other.startswith(path + "/"):
+                p.append(Problem(f"{at}.dataset.mountPath", f"{d.mount_path!r} overlaps {what} at {other}; mount "
+                                                            f"the dataset elsewhere, e.g. /data"))
     return p
 
 

@@ -28,6 +28,8 @@ MODELS: dict[str, str] = {
     "PriorityClassSpec": "A PriorityClass the stack creates; workloads name it in priorityClassName.",
     "GroupPlacement": "lws-inference: keep each LWS group (or subgroup) inside one topology domain.",
     "NimProbes": "NIM on lws-inference: which of the NIM chart's probes the leader gets.",
+    "Autoscaling": "lws-inference: an HPA scaling the LeaderWorkerSet's groups (the NIM chart's autoscaling).",
+    "Dataset": "Training kinds: an existing PersistentVolumeClaim with the training data, mounted in every rank.",
     # not a config model: the args of the standalone GpuNodePool component (POOL_KEYS of StackConfig + a pool)
     "GpuNodePool": "A GPU node pool with its fabric on an existing cluster.",
 }
@@ -97,6 +99,8 @@ FIELDS: dict[str, str] = {
     "FabricConfig.devicesPerGpu": "Override the catalog's fabric devices per GPU.",
     "FabricConfig.rdmaMode": "azure: the RDMA device plugin mode, shared or sriov.",
     "FabricConfig.pinTransport": "Pin NCCL to the fabric so it fails instead of falling back to sockets.",
+    "FabricConfig.socketInterface": "The bootstrap interface NCCL and GLOO use (exact names, comma-separated, e.g. "
+                                     "eth0): NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME in the fabric policy.",
     "FabricConfig.webhookTimeoutSeconds": "Kyverno webhook timeout in seconds (1-30).",
     "FabricConfig.rdmaResourceName": "InfiniBand: the RDMA device resource, [prefix/]name (prefix rdma), e.g. "
                                      "hca_shared_devices_a; default rdma/shared_ib (shared) or rdma/ib (sriov).",
@@ -193,6 +197,18 @@ FIELDS: dict[str, str] = {
     "Workload.networkTopology": "Volcano network-topology constraint of the gang.",
     "Workload.deepspeedConfig": "The DeepSpeed config (deepspeed engine).",
     "Workload.checkpointDir": "Where training writes checkpoints (under the storage mount).",
+    "Workload.cpu": "Training kinds: cpu cores each rank pod requests (else the fabric policy's per-GPU share).",
+    "Workload.memoryGi": "Training kinds: memory (GiB) each rank pod requests (else the fabric policy's per-GPU "
+                         "share).",
+    "Workload.dataset": "Training kinds: a dataset volume (an existing claim) beside the checkpoint volume.",
+    "Autoscaling.minReplicas": "Fewest groups the HPA keeps.",
+    "Autoscaling.maxReplicas": "Most groups the HPA creates (plan advises when the pool cannot hold them).",
+    "Autoscaling.metrics": "autoscaling/v2 MetricSpec objects, e.g. a Pods metric served by prometheus-adapter.",
+    "Autoscaling.scaleDownStabilizationSecs": "The HPA's scale-down stabilization window in seconds.",
+    "Workload.autoscaling": "lws-inference: scale the groups with an HPA (the NIM chart's autoscaling).",
+    "Dataset.claim": "The existing PersistentVolumeClaim's name (not created, never deleted).",
+    "Dataset.mountPath": "Where every rank sees the dataset.",
+    "Dataset.readOnly": "Mount it read-only.",
     "Workload.minBusBandwidthGbps": "nccl-test: the bus bandwidth threshold in Gbit/s.",
     "Workload.probes": "NIM on lws-inference: turn the leader's startup / readiness probes off or its liveness "
                        "probe on (the NIM chart's probe switches).",

@@ -11,6 +11,7 @@ from oci. On cloud `existing` the fabric named by fabric.kind picks its owner th
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +145,10 @@ def config_problems(cfg: StackConfig) -> list[Problem]:
     - a multi-node workload on a pool without a fabric while other pools have one: the stack-wide Kyverno
       rule `require-fabric-pool` refuses its pods (they carry the fabric label but select no fabric pool)."""
     out: list[Problem] = _rdma_resource_problems(cfg)
+    if cfg.fabric.socket_interface is not None and socket_interfaces(cfg.fabric.socket_interface) is None:
+        out.append(Problem("fabric.socketInterface",
+                           f"{cfg.fabric.socket_interface!r} is not a list of interface names; give exact Linux "
+                           f"interface names (at most 15 characters each), comma-separated, e.g. eth0 or eth0,eth1"))
     kinds: dict[str, str] = {}
     for i, pool in enumerate(cfg.node_pools):
         if (pool.machine is None) == (pool.machine_spec is None):
@@ -210,6 +215,34 @@ def _pool_kind(cfg: StackConfig, pool: NodePool) -> str | None:
         return None
 
 
+# Linux interface names: at most 15 characters (IFNAMSIZ 16 with the NUL), no '/', ',' or whitespace.
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+
+
+def socket_interfaces(value: str | None) -> list[str] | None:
+    """fabric.socketInterface as a list of interface names, or None when unset or malformed (config_problems)."""
+    if value is None:
+        return None
+    names = [n.strip() for n in value.split(",")]
+    return names if names and all(_IFNAME.match(n) for n in names) else None
+
+
+def bootstrap_env(cfg: StackConfig, kind: str, env: dict[str, Any]) -> dict[str, str]:
+    """NCCL's and GLOO's bootstrap interface, the same one (issue 31). NCCL_SOCKET_IFNAME takes prefixes, '=' for an
+    exact name and '^' to exclude (NCCL's environment variables, "NCCL_SOCKET_IFNAME"); GLOO_SOCKET_IFNAME takes
+    exact names, comma-separated (PyTorch torch.distributed, "Choosing the network interface to use").
+    With fabric.socketInterface both are set from it. Without it, on RoCE, where the fabric pins NCCL's socket
+    interface (eth0, clouds/oci.py), GLOO follows NCCL's value: otherwise torch's gloo (CPU collectives, the
+    rendezvous store's peers) may pick another interface and the two disagree with no warning."""
+    names = socket_interfaces(cfg.fabric.socket_interface)
+    if names:
+        return {"NCCL_SOCKET_IFNAME": "=" + ",".join(names), "GLOO_SOCKET_IFNAME": ",".join(names)}
+    nccl = env.get("NCCL_SOCKET_IFNAME")
+    if kind == "roce" and isinstance(nccl, str) and _IFNAME.match(nccl) and "GLOO_SOCKET_IFNAME" not in env:
+        return {"GLOO_SOCKET_IFNAME": nccl}
+    return {}
+
+
 def profile_for(cfg: StackConfig, pool: NodePool) -> FabricProfile:
     """The fabric profile of the pool's machine on this stack's cloud (pure: catalog + pool facts)."""
     machine = cfg.machine(pool)
@@ -224,6 +257,7 @@ def profile_for(cfg: StackConfig, pool: NodePool) -> FabricProfile:
     env = dict(extra.get("env", {}))
     if nccl_net:
         env["NCCL_NET"] = nccl_net
+    env.update(bootstrap_env(cfg, kind, env))
     return FabricProfile(
         kind=kind, cloud=cfg.cloud, machine=machine.name, gpus_per_node=machine.gpus,
         device_resource=resource, devices_per_node=per_node, nccl_net=nccl_net, env=env,

@@ -7,8 +7,14 @@
 - A capacity reservation holds its capacity in one zone (AWS AZ, GCP zone, OCI availability domain) of one
   region: a pool in another zone, or a cluster in another region, never consumes it. Where the reservation
   is, is read from capacityReservation.zone, or from a GCP reservation path projects/P/zones/Z/reservations/N.
-- A memory-backed /dev/shm (shmSizeGi, a tmpfs charged to the pod's memory) of every pod a node holds must fit
-  in that node's allocatable memory (multinode.allocatable); machines without a memory fact are skipped.
+- A memory-backed /dev/shm (shmSizeGi, a tmpfs charged to the pod's memory) larger than what the pods a node
+  holds may use is an advisory, not an error (issue 31): the kubelet sizes a memory-backed emptyDir at the
+  smallest of its sizeLimit, the pod's memory limit and the node's allocatable memory (k8s.io/kubernetes@v1.33.13
+  pkg/volume/emptydir/empty_dir.go:114-146 calculateEmptyDirMemorySize), and the scheduler does not count it,
+  so the pod runs with a smaller /dev/shm than asked. Machines without a memory fact are skipped.
+- A multi-node workload with a small /dev/shm is an advisory: vLLM's multi-node example runs every node with
+  `docker run --shm-size 10.24g` (vllm-project/vllm@0c37e239 examples/online_serving/run_cluster.sh), and NCCL's
+  SHM transport and the data loaders' worker processes pass their buffers through /dev/shm.
 Pure: returns Problems, never raises.
 """
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 from . import allocatable, catalog
 from .errors import Problem
 
+MULTI_NODE_SHM_GI = 10          # >= vLLM's multi-node --shm-size 10.24g (10.24e9 bytes = 9.5 GiB)
 _GCP_RESERVATION_ZONE = re.compile(r"(?:^|/)zones/([a-z0-9-]+)/reservations/")
 
 
@@ -102,9 +109,17 @@ def reservation_problems(cfg: Any) -> list[Problem]:
     return out
 
 
-def shm_problems(cfg: Any, machines: dict) -> list[Problem]:
+def shm_advisories(cfg: Any, machines: dict) -> list[Problem]:
+    """/dev/shm larger than the node's memory (the kubelet caps it), or small on a multi-node workload."""
     out: list[Problem] = []
     for i, w in enumerate(cfg.workloads):
+        if w.nodes > 1 and w.shm_size_gi < MULTI_NODE_SHM_GI:
+            out.append(Problem(f"workloads[{i}].shmSizeGi",
+                               f"{w.shm_size_gi} GiB of /dev/shm for a {w.nodes}-node workload: NCCL's shared-memory "
+                               f"transport and the data loaders' worker processes pass buffers through /dev/shm, and "
+                               f"a full tmpfs fails them with 'No space left on device' or a bus error; vLLM's "
+                               f"multi-node example runs each node with --shm-size 10.24g: use shmSizeGi "
+                               f"{MULTI_NODE_SHM_GI} or more"))
         m: catalog.Machine | None = machines.get(w.node_pool)
         if m is None or m.memory_gib is None:
             continue
@@ -122,12 +137,14 @@ def shm_problems(cfg: Any, machines: dict) -> list[Problem]:
         out.append(Problem(f"workloads[{i}].shmSizeGi",
                            f"{w.shm_size_gi} GiB of memory-backed /dev/shm{per} = {need_gib} GiB, but {m.name} "
                            f"(pool {w.node_pool!r}) has {m.memory_gib} GiB, about {have_gib:.0f} GiB allocatable after "
-                           f"the system reserve; use shmSizeGi {fit} or less"))
+                           f"the system reserve; the kubelet caps the volume at what the pod may use (its memory "
+                           f"limit, else the node's allocatable memory) and the scheduler does not count it, so "
+                           f"/dev/shm will be smaller than asked: use shmSizeGi {fit} or less to say what you get"))
     return out
 
 
 def problems(cfg: Any, machines: dict) -> list[Problem]:
-    out = reservation_problems(cfg) + shm_problems(cfg, machines)
+    out = reservation_problems(cfg)
     for i, w in enumerate(cfg.workloads):
         if w.node_pool in machines:
             out += deepspeed_problems(cfg, i, w)

@@ -6,10 +6,13 @@
   runs without part of the fabric; NVIDIA's NeMo platform docs warn of exactly this). Refused there; a
   machine described by machineSpec is the fact itself, so the override is not second-guessed.
 - workloads[].env may not redefine a variable the renderer (or the pool's fabric policy) sets for
-  parallelism, rank, rendezvous or the fabric: Kubernetes keeps the last of two same-named entries, so the
-  value that was checked would not be the one that runs. Which names the renderer sets is read from the
-  rendered pods themselves (the workload's builder with env cleared) and the fabric profile: no list to
-  keep in step.
+  parallelism, rank, rendezvous or the fabric with another value: Kubernetes keeps the last of two same-named
+  entries, so the value that was checked would not be the one that runs. A user value equal to ours is
+  accepted (issue 31: `NCCL_IB_DISABLE: "0"` on InfiniBand agrees with the fabric): the fabric policy replaces
+  a same-named entry with the same value, and the workload's container keeps one entry
+  (manifests/workloads/common.container drops an exact repeat). Which names and values the renderer sets is
+  read from the rendered pods themselves (the workload's builder with env cleared) and the fabric profile: no
+  list to keep in step.
 """
 from __future__ import annotations
 
@@ -56,19 +59,21 @@ def devices_per_gpu_problems(cfg: Any) -> list[Problem]:
     return out
 
 
-def _rendered_env(cfg: Any, w: Any) -> dict[str, str]:
-    """name -> who sets it, for the workload rendered without the user's env."""
+def _rendered_env(cfg: Any, w: Any) -> dict[str, tuple[str, set[str | None]]]:
+    """name -> (who sets it, the values it is set to; None for a valueFrom), for the workload rendered without
+    the user's env."""
     from . import fabric
     from .manifests.workloads import build
-    owned: dict[str, str] = {}
-    for name in fabric.profile_for(cfg, cfg.pool(w.node_pool)).env:
-        owned[name] = _WHAT["fabric"].format(pool=w.node_pool)
+    owned: dict[str, tuple[str, set[str | None]]] = {}
+    for name, value in fabric.profile_for(cfg, cfg.pool(w.node_pool)).env.items():
+        owned[name] = (_WHAT["fabric"].format(pool=w.node_pool), {str(value)})
     bare = w.model_copy(update={"env": {}})
     for obj in build(cfg, bare).objects:
         for c in _containers(obj):
             for e in c.get("env") or []:
                 if isinstance(e, dict) and isinstance(e.get("name"), str) and _OWNED.search(e["name"]):
-                    owned.setdefault(e["name"], _WHAT["workload"].format(kind=w.kind))
+                    who, values = owned.setdefault(e["name"], (_WHAT["workload"].format(kind=w.kind), set()))
+                    values.add(str(e["value"]) if "value" in e and "valueFrom" not in e else None)
     return owned
 
 
@@ -93,9 +98,16 @@ def env_problems(cfg: Any) -> list[Problem]:
         if not w.env:
             continue
         owned = _rendered_env(cfg, w)
-        for name in w.env:
-            if name in owned:
-                out.append(Problem(f"workloads[{i}].env.{name}", (
-                    f"{name} is set by {owned[name]}; a second value in env would silently replace the one that "
-                    f"was checked: remove it and set the stack key instead")))
+        for name, value in w.env.items():
+            if name not in owned:
+                continue
+            who, values = owned[name]
+            if values == {str(value)}:
+                continue              # the value we set anyway: agreeing with us is not a redefinition
+            ours = " / ".join(sorted(repr(v) if v is not None else "a valueFrom" for v in values))
+            key = "fabric.socketInterface" if name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") else "the stack key"
+            out.append(Problem(f"workloads[{i}].env.{name}", (
+                f"{name} is set by {who} to {ours}, and env gives {str(value)!r}; a second value in env would "
+                f"silently replace the one that was checked: remove it (or give the same value) and set {key} "
+                f"instead")))
     return out

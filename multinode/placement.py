@@ -21,7 +21,8 @@ pools (count x machine). Every pod is enumerated the way its controller creates 
 Pod requests follow the scheduler (k8s.io/component-helpers resource.PodRequests): the larger of
 (containers + native sidecars) and (each init container + the sidecars started before it); a request
 defaults to its limit. Memory-backed emptyDir sizeLimits are added to the pod's memory: the scheduler does
-not count them, but their pages are charged to the pod and come out of the node's memory.
+not count them, but their pages are charged to the pod and come out of the node's memory; the kubelet caps the
+volume at the pod's memory limit, else the node's allocatable memory (pod_requests), and so does placement.
 Pods that carry the fabric label are placed as the fabric policy mutates them (effective_pod), so the
 fabric devices they will request are counted.
 
@@ -107,9 +108,24 @@ def _max(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     return {k: max(a.get(k, 0.0), b.get(k, 0.0)) for k in set(a) | set(b)}
 
 
-def pod_requests(spec: dict[str, Any], extra_shm_bytes: float = 0.0) -> dict[str, float]:
+def _pod_memory_limit(spec: dict[str, Any]) -> float | None:
+    """The pod's memory limit as the kubelet sets the pod cgroup (k8s.io/kubernetes@v1.33.13
+    pkg/kubelet/cm/helpers_linux.go ResourceConfigForPod: a limit only when every container has one), or None."""
+    containers = [c for c in _list(spec.get("containers")) if isinstance(c, dict)]
+    limits = [quantity(_dict(_dict(c.get("resources")).get("limits")).get(MEMORY)) for c in containers]
+    if not containers or any(not q for q in limits):
+        return None
+    return sum(q for q in limits if q)
+
+
+def pod_requests(spec: dict[str, Any], extra_shm_bytes: float = 0.0,
+                 node_memory: float | None = None) -> dict[str, float]:
     """What the pod takes from a node: scheduler requests (native sidecars = initContainers with
-    restartPolicy Always run beside the containers) + memory-backed emptyDir sizeLimits + overhead."""
+    restartPolicy Always run beside the containers) + memory-backed emptyDir sizeLimits + overhead.
+    `node_memory`: the node's allocatable memory (bytes), when known: the kubelet sizes a memory-backed emptyDir
+    at most at the pod's memory limit, else at the node's allocatable memory (k8s.io/kubernetes@v1.33.13
+    pkg/volume/emptydir/empty_dir.go:114-146 calculateEmptyDirMemorySize), and the pages it holds are charged to
+    the pod's cgroup, so the pod takes at most that much memory however large the sizeLimit (issue 31)."""
     containers = [c for c in _list(spec.get("containers")) if isinstance(c, dict)]
     main: dict[str, float] = {}
     for c in containers:
@@ -133,7 +149,14 @@ def pod_requests(spec: dict[str, Any], extra_shm_bytes: float = 0.0) -> dict[str
         if isinstance(ed, dict) and ed.get("medium") == "Memory":
             shm += quantity(ed.get("sizeLimit")) or 0.0
     if shm:
-        total[MEMORY] = total.get(MEMORY, 0.0) + shm
+        asked = total.get(MEMORY, 0.0)
+        caps = [x for x in (_pod_memory_limit(spec), node_memory) if x]
+        cap = min(caps) if caps else None
+        if cap is not None and asked + shm > cap:
+            shm = min(shm, cap)
+            total[MEMORY] = max(asked, cap)
+        else:
+            total[MEMORY] = asked + shm
         total["shm"] = shm
     return total
 
@@ -624,7 +647,9 @@ class Simulation:
                           + [spec.get("volumes"), spec.get("overhead")], sort_keys=True, default=str))
         if key not in self._requests:
             eff = self.effective(tmpl, pool) if pool else tmpl
-            self._requests[key] = pod_requests(_dict(eff.get("spec")), extra_shm)
+            mib = self.estimates[pool].memory_mib if pool in self.estimates else None
+            self._requests[key] = pod_requests(_dict(eff.get("spec")), extra_shm,
+                                               mib * 2 ** 20 if mib is not None else None)
         return self._requests[key]
 
     def selects(self, spec: dict[str, Any], node: Node) -> bool:

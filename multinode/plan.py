@@ -57,6 +57,7 @@ class PlanResult:
     placement: Any = None                                               # multinode.placement.Result
     fleet: Any = None                                                   # a fleet stack's FleetConfig
     effective: Any = None      # manifests.effective_pod.TemplateMemo over k8s_objects' MutatingPolicies (plan_config)
+    policy_config: Any = None  # policy.config.PolicyConfig: the team's policy config file, or None
 
 
 def is_k8s_object(reg: Registration) -> bool:
@@ -218,26 +219,41 @@ def mermaid(regs: list[Registration]) -> str:
 
 
 def run_policies(regs: list[Registration], cfg: mconfig.StackConfig | None,
-                 simulated: placement.Simulated | None = None) -> list[dict[str, Any]]:
+                 simulated: placement.Simulated | None = None, policy_config: Any = None) -> list[dict[str, Any]]:
     """The policy pack's rules on the recorded resources (once the pack exists in policy/). `simulated`: the
-    placement plan has computed, reused by the pack's stack-fits-node-pools rule."""
+    placement plan has computed, reused by the pack's stack-fits-node-pools rule. `policy_config`: the team's
+    policy config (policy.config.PolicyConfig), its levels and settings."""
     if importlib.util.find_spec("policy") is None or importlib.util.find_spec("policy.pack") is None:
         return []
     from policy import pack
     records = [r.as_dict() for r in regs]
-    return [v if isinstance(v, dict) else v.as_dict() for v in pack.evaluate(records, cfg, placement=simulated)]
+    return [v if isinstance(v, dict) else v.as_dict()
+            for v in pack.evaluate(records, cfg, placement=simulated, policy_config=policy_config)]
 
 
-def plan(stack: str, out_root: Path | None = Path("build"), path: Path | None = None) -> PlanResult:
+def load_policy_config(src: Path | None, explicit: Path | None) -> Any:
+    """The team's policy config for a stack file: `explicit` (--policy-config), else policy-config.json next to the
+    stack file, else None (policy/config.py; a bad file is a ConfigError naming its key)."""
+    if importlib.util.find_spec("policy") is None or importlib.util.find_spec("policy.config") is None:
+        return None
+    from policy import config as pconfig
+    return pconfig.for_stack(src, explicit)
+
+
+def plan(stack: str, out_root: Path | None = Path("build"), path: Path | None = None,
+         policy_config: Path | None = None) -> PlanResult:
+    """`policy_config`: the policy config file (CrossGuard's format) to apply; default: policy-config.json next to
+    the stack file, when there is one."""
     src = Path(path) if path else stackfile.stack_path(stack)
     try:
+        pc = load_policy_config(src, policy_config)
         raw, secrets, wire = stackfile.read_stack_file(src)
         if "fleet" in raw:
-            return plan_fleet(stack, raw, secrets, wire, out_root, src)
+            return plan_fleet(stack, raw, secrets, wire, out_root, src, pc)
         cfg = checks.load(raw, secrets, source=str(src))
     except ConfigError as e:
         return PlanResult(stack, None, exit_code=EXIT_CONFIG, error=str(e))
-    return plan_config(stack, cfg, wire, secrets, out_root, stack_file=src)
+    return plan_config(stack, cfg, wire, secrets, out_root, stack_file=src, policy_config=pc)
 
 
 def _run(wire: dict[str, str], secrets: Any, stack: str, stack_file: Path | None) -> Any:
@@ -250,16 +266,16 @@ def _run(wire: dict[str, str], secrets: Any, stack: str, stack_file: Path | None
 
 
 def plan_fleet(stack: str, raw: dict[str, Any], secrets: set[str], wire: dict[str, str], out_root: Path | None,
-               src: Path) -> PlanResult:
+               src: Path, policy_config: Any = None) -> PlanResult:
     """A fleet stack (multinode/fleet): its own checks and fit, the same program run, outputs and pack."""
     from .fleet import plan as fleet_plan
-    result = PlanResult(stack, None, fleet=fleet_plan.load(raw, secrets, source=str(src)))
+    result = PlanResult(stack, None, fleet=fleet_plan.load(raw, secrets, source=str(src)), policy_config=policy_config)
     fleet_plan.prepare_mocks()
     run = _run(wire, secrets, stack, src)
     result.registrations = stable_order(run.registrations)
     ordered = apply_order(result.registrations)
     result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
-    result.violations = run_policies(result.registrations, None)
+    result.violations = run_policies(result.registrations, None, policy_config=policy_config)
     if any(v.get("enforcementLevel") == "mandatory" for v in result.violations):
         result.exit_code = EXIT_POLICY
     if out_root is not None:
@@ -269,9 +285,9 @@ def plan_fleet(stack: str, raw: dict[str, Any], secrets: set[str], wire: dict[st
 
 
 def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secrets: Any,
-                out_root: Path | None = None, stack_file: Path | None = None) -> PlanResult:
+                out_root: Path | None = None, stack_file: Path | None = None, policy_config: Any = None) -> PlanResult:
     """Run the program for an already validated config (`wire` = config as Pulumi passes it)."""
-    result = PlanResult(stack, cfg, advisories=[str(p) for p in checks.advisories(cfg)])
+    result = PlanResult(stack, cfg, advisories=[str(p) for p in checks.advisories(cfg)], policy_config=policy_config)
     run = _run(wire, secrets, stack, stack_file)
     registrations = stable_order(run.registrations)
     ordered = apply_order(registrations)
@@ -281,7 +297,7 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secr
     # findings: rule stack-fits-node-pools, which reuses this simulation instead of running its own
     result.placement = placement.for_stack(cfg, result.k8s_objects)
     simulated = placement.Simulated(result.k8s_objects, result.placement)
-    result.violations = (run_policies(registrations, cfg, simulated)
+    result.violations = (run_policies(registrations, cfg, simulated, policy_config)
                          + admission.findings(result.k8s_objects, result.effective))
     if any(v.get("enforcementLevel") == "mandatory" for v in result.violations):
         result.exit_code = EXIT_POLICY
@@ -576,6 +592,11 @@ def summary(result: PlanResult) -> str:
         lines += placement.table(result.placement)
     for a in result.advisories:
         lines.append(f"advisory: {a}")
+    if result.policy_config is not None:
+        from policy.rules import RULES
+        changed = result.policy_config.changed(list(RULES))
+        lines.append(f"policy config {result.policy_config.source}: "
+                     + ("; ".join(changed) if changed else "no level changed"))
     mandatory = [v for v in result.violations if v.get("enforcementLevel") == "mandatory"]
     lines.append(f"policy: {len(mandatory)} mandatory violation(s), "
                  f"{len(result.violations) - len(mandatory)} advisory")
@@ -605,6 +626,9 @@ def main(argv: list[str], prog: str = "python -m multinode plan") -> int:
                                               "the stack name comes from its file name (Pulumi.<stack>.yaml)")
     ap.add_argument("--out", type=Path, default=Path("build"), help="output folder (default build/)")
     ap.add_argument("--all", action="store_true", help="plan every stack in stacks/")
+    ap.add_argument("--policy-config", type=Path, metavar="FILE",
+                    help="the team's policy config (CrossGuard's --policy-pack-config JSON: per policy an "
+                         "enforcementLevel and its settings); default: policy-config.json next to the stack file")
     args = ap.parse_args(argv)
     if args.stack and args.stack_option and args.stack != args.stack_option:
         ap.error(f"two stack names given ({args.stack!r} and --stack {args.stack_option!r}); give one")
@@ -624,7 +648,7 @@ def main(argv: list[str], prog: str = "python -m multinode plan") -> int:
     worst = EXIT_OK
     for stack in stacks:
         try:
-            result = plan(stack, args.out, args.file)
+            result = plan(stack, args.out, args.file, args.policy_config)
         except Exception:  # a bug, not bad input: keep it distinguishable from a policy violation
             import traceback
             traceback.print_exc()

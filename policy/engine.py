@@ -262,6 +262,9 @@ class Rule:
     scope: str = "resource"                      # resource | stack
     config: dict[str, dict[str, Any]] = field(default_factory=dict)   # JSON schema properties
     remediation: str = ""
+    # a rule the docs mark as a team's choice (docs/policy-pack.md): a policy config may disable it; every other
+    # rule is the topology contract, which a policy config may make advisory but never disable (policy/config.py)
+    team_choice: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import objects
+from .config import DISABLED, PolicyConfig
 from .engine import ADVISORY, MANDATORY, Context, Resource, Rule, Violation, build_context, plain
 from .rules import RULES
 
@@ -64,17 +65,23 @@ def stack_findings(rule: Rule, resources: list[Resource], ctx: Context) -> list[
     return out
 
 
-def run_rules(resources: list[Resource], ctx: Context, rules: list[Rule] | None = None) -> list[Violation]:
+def run_rules(resources: list[Resource], ctx: Context, rules: list[Rule] | None = None,
+              levels: Mapping[str, str] | None = None) -> list[Violation]:
+    """Every rule's violations. `levels`: rule -> level from the team's policy config (policy/config.py); a rule
+    set to `disabled` is not run, as CrossGuard does not run a disabled policy."""
     out: list[Violation] = []
     for rule in rules or all_rules():
+        level = (levels or {}).get(rule.name, rule.level)
+        if level == DISABLED:
+            continue
         if rule.scope == "resource":
             for r in resources:
                 for msg in resource_findings(rule, r, ctx):
-                    out.append(Violation(rule.name, rule.level, r.label, r.type, r.urn, _naming(r.label, msg)))
+                    out.append(Violation(rule.name, level, r.label, r.type, r.urn, _naming(r.label, msg)))
         else:
             for found, msg in stack_findings(rule, resources, ctx):
                 label = found.label if found else "stack"
-                out.append(Violation(rule.name, rule.level, label, found.type if found else "",
+                out.append(Violation(rule.name, level, label, found.type if found else "",
                                      found.urn if found else "", _naming(label, msg) if found else msg))
     return out
 
@@ -87,15 +94,20 @@ def _naming(label: str, message: str) -> str:
 
 
 def evaluate(records: Iterable[Mapping[str, Any]], cfg: Any = None,
-             settings: dict[str, Any] | None = None, placement: Any = None) -> list[dict[str, str]]:
+             settings: dict[str, Any] | None = None, placement: Any = None,
+             policy_config: PolicyConfig | None = None) -> list[dict[str, str]]:
     """The offline entry point (`plan`): every rule over the recorded registrations. `placement`: plan's
-    multinode.placement.Simulated of this stack, for stack-fits-node-pools to reuse (else it simulates)."""
+    multinode.placement.Simulated of this stack, for stack-fits-node-pools to reuse (else it simulates).
+    `policy_config`: the team's policy config file (levels and settings; `settings` given here win)."""
     resources = [Resource.from_record(r) for r in records]
-    ctx = build_context(cfg, resources, settings)
+    merged = {k: dict(v) for k, v in (policy_config.settings if policy_config else {}).items()}
+    for k, v in (settings or {}).items():
+        merged[k] = {**merged.get(k, {}), **dict(v or {})}
+    ctx = build_context(cfg, resources, merged)
     ctx.resource_rules_see_pools = True
     ctx.placement = placement
     with objects.kept_gangs():                 # each workload's gangs read once, not once per rule
-        return [v.as_dict() for v in run_rules(resources, ctx)]
+        return [v.as_dict() for v in run_rules(resources, ctx, levels=policy_config.levels if policy_config else None)]
 
 
 # ------------------------------------------------------------------ CrossGuard adapter

@@ -48,6 +48,7 @@ def test_guide_stack_plans_clean_and_validates(name, tmp_path_factory):
     res = planned(name, tmp_path_factory)
     assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
     assert [v for v in res.violations if v["enforcementLevel"] == "mandatory"] == []
+    assert res.placement is None or res.placement.fits, res.placement.findings      # issue 31: exit agrees
     for obj in res.k8s_objects:
         assert validate_object(obj) == [], (obj["kind"], obj["metadata"].get("name"))
 
@@ -389,12 +390,12 @@ def test_lws_subgroup_placement_and_its_errors(tmp_path):
     assert "leaderworkerset.sigs.k8s.io/exclusive-topology" not in lws["metadata"]["annotations"]
     assert lws["spec"]["leaderWorkerTemplate"]["subGroupPolicy"] == {"subGroupSize": 2}
     assert validate_object(lws) == []
-    w["groupPlacement"] = {"topologyKey": "not a key!", "subGroupSize": 3}
+    w["groupPlacement"] = {"topologyKey": "not a key!", "subGroupSize": 5}
     f.write_text(yaml.safe_dump(doc))
     bad = mplan.plan("sub", tmp_path / "out2", f)
     assert bad.exit_code == mplan.EXIT_CONFIG and bad.registrations == []
     assert "workloads[0].groupPlacement.topologyKey" in bad.error
-    assert "workloads[0].groupPlacement.subGroupSize" in bad.error and "divisor of 4" in bad.error
+    assert "workloads[0].groupPlacement.subGroupSize" in bad.error and "use one of 1, 2, 3, 4" in bad.error
 
 
 # ------------------------------------------------------------------ Dynamo DGD with and without KAI

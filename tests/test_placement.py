@@ -159,7 +159,17 @@ def test_memory_backed_shm_fills_a_node_with_a_memory_fact():
     assert not res.fits                                                # 2 pods x 64 GiB > 1 node's memory
     res = placement.simulate([lws("a", size=2, gpus=4, shm="64Gi")], [pool(2, m)])
     assert res.fits
+    # issue 31: a /dev/shm larger than the node is capped by the kubelet at the node's allocatable memory
+    # (calculateEmptyDirMemorySize) and the scheduler does not count it: the pod fits, filling the node's memory
     big = placement.simulate([lws("b", size=1, gpus=8, shm="200Gi")], [pool(4, m)])
+    assert big.fits, big.findings
+    mem = placement.as_json(big)["pools"][0]["resources"]["memory"]
+    assert mem["used"] == pytest.approx(mem["capacity"] / 4)              # one node's allocatable, of 4 nodes
+    # a memory *request* larger than the node still can never be placed
+    o = lws("c", size=1, gpus=8, shm="1Gi")
+    o["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["resources"]["requests"] = {
+        "memory": "200Gi", "nvidia.com/gpu": "8"}
+    big = placement.simulate([o], [pool(4, m)])
     assert [f.kind for f in big.findings] == [placement.POD_TOO_LARGE]
     assert "memory 200Gi > " in big.findings[0].message
 

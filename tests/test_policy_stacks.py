@@ -39,6 +39,9 @@ def test_broken_stack_fails_plan_with_its_rule(path, tmp_path):
     mandatory = [v for v in result.violations if v["enforcementLevel"] == "mandatory"]
     assert result.exit_code == mplan.EXIT_POLICY, result.error or result.violations
     assert rule in {v["policy"] for v in result.violations}, result.violations
+    if result.placement is not None and not result.placement.fits:      # issue 31: every "does not fit" is found
+        assert {"stack-fits-node-pools", "node-count-within-pool", "gpus-per-pod-within-machine"} & {
+            v["policy"] for v in mandatory}, result.placement.findings
     assert {v["policy"] for v in mandatory} == {rule}, mandatory     # exactly the intended breakage
     for v in result.violations:
         assert set(v) >= {"policy", "enforcementLevel", "resource", "message"}
@@ -50,6 +53,8 @@ def test_example_stacks_pass_with_no_violation(stack, tmp_path):
     result = mplan.plan(stack, tmp_path)
     assert result.exit_code == mplan.EXIT_OK, result.error or result.violations
     assert result.violations == []
+    # issue 31: the exit code agrees with the placement table (no "does not fit" with exit 0)
+    assert result.placement is None or result.placement.fits, result.placement.findings
 
 
 def test_recorded_example_stack_plus_hand_written_objects():

@@ -71,6 +71,10 @@ class Workload(pulumi.ComponentResource):
             if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] in built.runtime_written:
                 # the running check writes `data`; a later `pulumi up` must not reset it
                 opts_obj = pulumi.ResourceOptions.merge(opts_obj, pulumi.ResourceOptions(ignore_changes=["data"]))
+            if obj["kind"] == "LeaderWorkerSet" and obj["metadata"]["name"] in built.hpa_scaled:
+                # issue 31: the HPA owns the group count; a later `pulumi up` must not reset it
+                opts_obj = pulumi.ResourceOptions.merge(opts_obj, pulumi.ResourceOptions(
+                    ignore_changes=["spec.replicas"]))
             self.resources.append(k8s_object(_logical_name(name, obj), obj, opts_obj))
 
         self.kind = pulumi.Output.from_input(w.kind)

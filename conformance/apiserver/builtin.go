@@ -38,6 +38,7 @@ import (
 	// Every group our stacks render, installed into legacyscheme (types, defaulters, conversions).
 	_ "k8s.io/kubernetes/pkg/apis/admissionregistration/install"
 	_ "k8s.io/kubernetes/pkg/apis/apps/install"
+	_ "k8s.io/kubernetes/pkg/apis/autoscaling/install"
 	_ "k8s.io/kubernetes/pkg/apis/batch/install"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 	_ "k8s.io/kubernetes/pkg/apis/networking/install"
@@ -51,6 +52,7 @@ import (
 	"k8s.io/kubernetes/pkg/registry/apps/daemonset"
 	"k8s.io/kubernetes/pkg/registry/apps/deployment"
 	"k8s.io/kubernetes/pkg/registry/apps/statefulset"
+	"k8s.io/kubernetes/pkg/registry/autoscaling/horizontalpodautoscaler"
 	"k8s.io/kubernetes/pkg/registry/batch/job"
 	"k8s.io/kubernetes/pkg/registry/core/configmap"
 	"k8s.io/kubernetes/pkg/registry/core/namespace"
@@ -104,6 +106,7 @@ var createStrategies = map[schema.GroupKind]rest.RESTCreateStrategy{
 	{Group: "apps", Kind: "DaemonSet"}:                                              daemonset.Strategy,
 	{Group: "apps", Kind: "Deployment"}:                                             deployment.Strategy,
 	{Group: "apps", Kind: "StatefulSet"}:                                            statefulset.Strategy,
+	{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}:                         horizontalpodautoscaler.Strategy,
 	{Group: "batch", Kind: "Job"}:                                                   job.Strategy,
 	{Group: "networking.k8s.io", Kind: "NetworkPolicy"}:                             networkpolicy.Strategy,
 	{Group: "policy", Kind: "PodDisruptionBudget"}:                                  poddisruptionbudget.Strategy,

@@ -174,12 +174,46 @@ def fss_volume_handle(fs_id: str, mount_target_ip: str, export_path: str) -> str
     return f"{fs_id}:{mount_target_ip}:{export_path}"
 
 
+# OCID region keys -> region identifiers, for OCIDs of regions older than Frankfurt, which carry the key (phx, iad)
+# instead of the identifier (Oracle "Resource Identifiers": ocid1.<RESOURCE TYPE>.<REALM>.[REGION][.FUTURE USE].
+# <UNIQUE ID>, region "phx, iad, eu-frankfurt-1"). The keys: oracle/oci-python-sdk src/oci/regions.py
+# REGIONS_SHORT_NAMES (2020). A key not listed is not judged (never guessed).
+OCID_REGION_KEYS = {
+    "phx": "us-phoenix-1", "iad": "us-ashburn-1", "sjc": "us-sanjose-1", "fra": "eu-frankfurt-1",
+    "zrh": "eu-zurich-1", "cwl": "uk-cardiff-1", "lhr": "uk-london-1", "yyz": "ca-toronto-1", "nrt": "ap-tokyo-1",
+    "icn": "ap-seoul-1", "bom": "ap-mumbai-1", "gru": "sa-saopaulo-1", "syd": "ap-sydney-1",
+    "ltn": "uk-gov-london-1", "kix": "ap-osaka-1", "mel": "ap-melbourne-1", "ams": "eu-amsterdam-1",
+    "jed": "me-jeddah-1", "yul": "ca-montreal-1", "hyd": "ap-hyderabad-1", "yny": "ap-chuncheon-1",
+    "brs": "uk-gov-cardiff-1", "nja": "ap-chiyoda-1", "dxb": "me-dubai-1",
+}
+_REGION_ID = re.compile(r"^[a-z]+(-[a-z]+)+-\d+$")
+
+
+def ocid_region(ocid: str) -> str | None:
+    """The region identifier an OCID names (its 4th dot-separated field, a region key or identifier), or None:
+    a global resource (empty field), an unknown key, or not an OCID."""
+    parts = ocid.split(".")
+    if len(parts) < 5 or parts[0] != "ocid1" or not parts[3]:
+        return None
+    where = parts[3].lower()
+    if _REGION_ID.match(where):
+        return where
+    return OCID_REGION_KEYS.get(where)
+
+
 def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]:
     p: list[Problem] = []
     region = (cfg.cluster.region or "").lower()
     region_key = region.rsplit("-", 1)[0].upper() if region else ""
     for i, pool in enumerate(cfg.node_pools):
         at = f"nodePools[{i}]"
+        cr = pool.capacity_reservation
+        held = ocid_region(cr.id) if cr is not None else None
+        if cr is not None and held and region and held != region:
+            # issue 31: a reservation serves instances of its own region only, as AWS's and GCP's are checked
+            p.append(Problem(f"{at}.capacityReservation.id", f"{cr.id} is a reservation in {held} (the region its "
+                                                             f"OCID names), but the cluster runs in {region}: the "
+                                                             f"pool never consumes it; use a reservation in {region}"))
         if not pool.zone:
             p.append(Problem(f"{at}.zone", "set the availability domain, e.g. 'Uocm:US-ASHBURN-AD-1'"))
         if not pool.image_id:

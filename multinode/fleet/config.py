@@ -96,12 +96,25 @@ class PriorityClassSpec(_Model):
     value: int = Field(ge=-2147483648, le=1000000000)    # user classes: at most 1e9 (system classes above)
 
 
+class Failover(_Model):
+    """fleet.workloads[].failover (issue 31): Karmada's application failover on the gang's PropagationPolicy
+    (policy.karmada.io/v1alpha1 PropagationPolicy spec.failover.application, karmada-io/karmada v1.18.2 CRD in
+    schemas/karmada): when the gang stays unhealthy for tolerationSeconds in its member, Karmada moves it whole to
+    another member that holds it. purgeMode: what happens to the failed copy; for a training gang Immediately
+    (its GPUs are freed at once; the new copy resumes from the newest checkpoint only where that member's storage
+    has it, docs/multicluster.md)."""
+    toleration_seconds: int = Field(default=300, ge=0, le=86400)
+    purge_mode: Literal["Immediately", "Graciously", "Never"] = "Immediately"
+    grace_period_seconds: int | None = Field(default=None, ge=1, le=86400)   # Graciously: keep the old copy so long
+
+
 class FleetWorkload(Workload):
     """A workload submitted once to Karmada and placed whole in one member. `nodePool` is optional: by
     default every member pool whose machine holds the workload is a candidate."""
     node_pool: str | None = None  # type: ignore[assignment]  # optional here, required in a cluster stack
     members: list[str] = []                  # the candidate members (default: all)
     images: dict[str, str] = {}              # member -> image (a fabric's NCCL plugin lives in the image)
+    failover: Failover | None = None         # issue 31: Karmada moves the gang to another member when it fails
     priority_class_name: str | None = None
 
 

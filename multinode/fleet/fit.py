@@ -25,7 +25,7 @@ from ..errors import Problem
 from ..manifests import workloads as wbuild
 from .config import FleetConfig, FleetWorkload
 
-FLEET_ONLY_FIELDS = {"members", "images", "priority_class_name"}
+FLEET_ONLY_FIELDS = {"members", "images", "priority_class_name", "failover"}
 
 
 @dataclass

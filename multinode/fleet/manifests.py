@@ -428,6 +428,20 @@ def _selector(obj: dict[str, Any]) -> dict[str, Any]:
             "namespace": obj["metadata"].get("namespace")}
 
 
+def failover_spec(w: FleetWorkload) -> dict[str, Any]:
+    """PropagationPolicy spec.failover (karmada-io/karmada v1.18.2 policy.karmada.io_propagationpolicies.yaml):
+    application failover after tolerationSeconds of unhealthy, the failed copy purged as purgeMode says. Only
+    the members in clusterAffinity (those that hold the gang) can receive it; with one such member Karmada has
+    nowhere to move it (fleet plan says so)."""
+    f = w.failover
+    assert f is not None
+    app: dict[str, Any] = {"decisionConditions": {"tolerationSeconds": f.toleration_seconds},
+                           "purgeMode": f.purge_mode}
+    if f.grace_period_seconds is not None:
+        app["gracePeriodSeconds"] = f.grace_period_seconds
+    return {"application": app}
+
+
 def workload_objects(cfg: FleetConfig, w: FleetWorkload, fit: WorkloadFit) -> FleetWorkloadObjects:
     """The workload as the first member that holds it builds it, submitted once to Karmada, with:
       PropagationPolicy <name>       the gang (Volcano Job / LeaderWorkerSet) Duplicated into exactly one of
@@ -463,6 +477,8 @@ def workload_objects(cfg: FleetConfig, w: FleetWorkload, fit: WorkloadFit) -> Fl
     if w.priority_class_name:
         pp["schedulePriority"] = {"priorityClassSource": "KubePriorityClass",
                                   "priorityClassName": w.priority_class_name}
+    if w.failover is not None:
+        pp["failover"] = failover_spec(w)
     policies: list[dict[str, Any]] = [
         {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "metadata": _meta(name, ns, labels),
          "spec": pp}]

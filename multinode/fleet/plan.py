@@ -64,8 +64,10 @@ def summary(result: Any) -> str:
                      f"{sum(p.node_count for p in mc.node_pools)} nodes, {gpus} GPUs")
     for q in f.queues:
         lines.append(f"queue {q.name}: weight {q.weight}, priority {q.priority}, GPUs {q.gpus}")
+    by_name = {w.name: w for w in f.workloads}
     for name, fit in cfg.fits.items():
         lines.append(f"workload {name}: placed whole in one of {', '.join(fit.members())}")
+        lines += failover_lines(by_name.get(name), fit.members())
         for c in fit.candidates:
             if not c.fits:
                 lines.append(f"  not on {c.member} pool {c.pool}: {' / '.join(c.reasons)}")
@@ -76,3 +78,19 @@ def summary(result: Any) -> str:
     if result.out_dir:
         lines.append(f"wrote {len(result.k8s_objects)} Kubernetes objects and resources.json to {result.out_dir}")
     return "\n".join(lines)
+
+
+def failover_lines(w: Any, members: list[str]) -> list[str]:
+    """What happens when the member running the gang fails (issue 31): Karmada's application failover moves it
+    whole to another member that holds it, or nothing moves it."""
+    if w is None:
+        return []
+    if w.failover is None:
+        return ["  if its member fails: no failover set, Karmada leaves it there (fleet.workloads[].failover)"]
+    others = len(members) - 1
+    if others < 1:
+        return [f"  if its member fails: failover is set, but {members[0]} is the only member that holds it, so "
+                f"Karmada has nowhere to move it"]
+    return [f"  if its member fails: after {w.failover.toleration_seconds}s unhealthy Karmada moves it whole to one of "
+            f"the {others} other member{'s' if others != 1 else ''} (purgeMode {w.failover.purge_mode}); it resumes "
+            f"from a checkpoint only if that member's storage holds one"]

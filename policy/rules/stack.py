@@ -391,7 +391,7 @@ RULES = [
          MANDATORY, check_workload_pool, scope="stack"),
     Rule("gang-fills-nodes",
          "A multi-node gang uses every GPU of the nodes it lands on.",
-         ADVISORY, check_fills_nodes, scope="stack"),
+         ADVISORY, check_fills_nodes, scope="stack", team_choice=True),   # efficiency, not correctness
     Rule("node-count-within-pool",
          "One gang fits in the node pool it lands on, and a pool is no larger than its capacity reservation.",
          MANDATORY, check_node_count, scope="stack"),
@@ -405,8 +405,8 @@ RULES = [
          MANDATORY, check_one_fabric, scope="stack"),
     Rule("lws-gang-scheduled",
          "When Volcano runs in the stack, multi-node LeaderWorkerSet groups are gang-scheduled by it.",
-         MANDATORY, check_lws_gang, scope="stack"),
+         MANDATORY, check_lws_gang, scope="stack", team_choice=True),       # which scheduler places groups
     Rule("lws-gang-scheduler-available",
          "Multi-node LeaderWorkerSet groups have a gang scheduler (Volcano) in the stack.",
-         ADVISORY, check_lws_gang_available, scope="stack"),
+         ADVISORY, check_lws_gang_available, scope="stack", team_choice=True)
 ]

@@ -64,6 +64,8 @@ class WorkloadManifests:
     secrets: list[SecretRef] = field(default_factory=list)
     # objects whose `data` the cluster writes (Pulumi must not reset it): names of ConfigMaps
     runtime_written: list[str] = field(default_factory=list)
+    # objects whose spec.replicas an HPA owns (Pulumi must not reset it): names of LeaderWorkerSets
+    hpa_scaled: list[str] = field(default_factory=list)
 
 
 def labels(w: Workload, role: str | None = None) -> dict[str, str]:
@@ -131,7 +133,34 @@ def volumes(cfg: StackConfig, w: Workload, with_data: bool = True) -> list[dict[
     claim = claim_name(cfg)
     if with_data and claim:
         out.append({"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": claim, "readOnly": False}})
+    if with_data and w.dataset is not None:
+        out.append({"name": DATASET_VOLUME, "persistentVolumeClaim": {"claimName": w.dataset.claim,
+                                                                      "readOnly": w.dataset.read_only}})
     return out
+
+
+DATASET_VOLUME = "dataset"
+
+
+def dataset_mount(w: Workload) -> list[dict[str, Any]]:
+    """issue 31: the training data beside the checkpoint volume (workloads[].dataset), in every rank."""
+    if w.dataset is None:
+        return []
+    return [{"name": DATASET_VOLUME, "mountPath": w.dataset.mount_path, "readOnly": w.dataset.read_only}]
+
+
+def with_requests(cont: dict[str, Any], w: Workload) -> dict[str, Any]:
+    """issue 31: the container's cpu / memory requests from workloads[].cpu / memoryGi (the fabric policy then adds
+    no per-GPU share: it sets each only where the container requests none, manifests/kyverno.py)."""
+    req: dict[str, str] = {}
+    if w.cpu is not None:
+        req["cpu"] = f"{w.cpu:g}"
+    if w.memory_gi is not None:
+        req["memory"] = f"{w.memory_gi}Gi"
+    if req:
+        res = cont.setdefault("resources", {})
+        res["requests"] = {**res.get("requests", {}), **req}
+    return cont
 
 
 def volume_mounts(cfg: StackConfig, with_data: bool = True) -> list[dict[str, Any]]:
@@ -256,7 +285,18 @@ def container(name: str, img: str, *, command: list[str] | None = None, args: li
     if args:
         c["args"] = args
     if env:
-        c["env"] = env
+        # an exact repeat (same name, same plain value) is dropped: a user's env var equal to the one we render
+        # is accepted (multinode/overrides.py), and a pod should carry each name once (env-defined-once)
+        seen: set[tuple[Any, Any]] = set()
+        kept = []
+        for e in env:
+            key = (e.get("name"), e.get("value")) if "value" in e and "valueFrom" not in e else None
+            if key is not None and key in seen:
+                continue
+            if key is not None:
+                seen.add(key)
+            kept.append(e)
+        c["env"] = kept
     if ports:
         c["ports"] = ports
     if gpus:

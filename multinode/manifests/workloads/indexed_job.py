@@ -46,9 +46,10 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     secrets = c.model_secrets(cfg, w)
     endpoint = f"{w.name}-0.{w.name}:{training.C10D_PORT}"
     script = training.launch_script(cfg, w, endpoint, node_rank="$JOB_COMPLETION_INDEX")
-    cont = c.container("trainer", c.image(w), command=c.shell(script), env=training.env(cfg, w, secrets),
-                       gpus=gpn, mounts=c.volume_mounts(cfg) + training.deepspeed_mount(w),
-                       ports=[{"name": "rdzv", "containerPort": training.C10D_PORT}])
+    cont = c.with_requests(c.container(
+        "trainer", c.image(w), command=c.shell(script), env=training.env(cfg, w, secrets), gpus=gpn,
+        mounts=c.volume_mounts(cfg) + c.dataset_mount(w) + training.deepspeed_mount(w),
+        ports=[{"name": "rdzv", "containerPort": training.C10D_PORT}]), w)
     gang = gang_scheduler(cfg)
     spec = c.pod_spec(cfg, w, [cont], secrets=secrets, restart_policy="Never",
                       extra_volumes=training.deepspeed_volume(w),

@@ -169,4 +169,26 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     }
     svc = c.service(w, w.name, {LWS_NAME_LABEL: w.name, c.ROLE_LABEL: "leader"},
                     [{"name": "http", "port": w.port, "targetPort": w.port}])
-    return c.WorkloadManifests(w.name, w.kind, w.namespace, [lws, svc], secrets)
+    hpa = autoscaler(w)
+    return c.WorkloadManifests(w.name, w.kind, w.namespace, [lws, svc] + ([hpa] if hpa else []), secrets,
+                               hpa_scaled=[w.name] if hpa else [])
+
+
+def autoscaler(w: Workload) -> dict[str, Any] | None:
+    """issue 31: the NIM chart's HPA (NVIDIA/nim-deploy helm/nim-llm templates/hpa.yaml, commit bb84c40):
+    autoscaling/v2, scaleTargetRef the LeaderWorkerSet (LWS serves the scale subresource, so an HPA scales its
+    groups), min/max replicas, the metrics as given, scaleDown.stabilizationWindowSeconds from
+    scaleDownStabilizationSecs."""
+    a = w.autoscaling
+    if a is None:
+        return None
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": w.name},
+        "minReplicas": a.min_replicas, "maxReplicas": a.max_replicas,
+    }
+    if a.metrics:
+        spec["metrics"] = [dict(m) for m in a.metrics]
+    if a.scale_down_stabilization_secs is not None:
+        spec["behavior"] = {"scaleDown": {"stabilizationWindowSeconds": a.scale_down_stabilization_secs}}
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": c.metadata(w),
+            "spec": spec}

@@ -137,8 +137,11 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
         worker_nim = nim and role == "worker"
         ports = [{"name": "http", "containerPort": w.port}] if worker_nim else None
         mounts = c.volume_mounts(cfg) + ([{"name": "ssh-confs", "mountPath": SSH_CONFS}] if worker_nim else [])
+        mounts += c.dataset_mount(w)
         cont = c.container("nim" if nim else "mpi", c.image(w), command=command, env=env, gpus=gpus,
                            mounts=mounts, ports=ports)
+        if gpus:
+            c.with_requests(cont, w)        # the ranks; the launcher runs none
         spec = c.pod_spec(cfg, w, [cont], secrets=secrets, scheduler_name="volcano" if volcano else None,
                           extra_volumes=[{"name": "ssh-confs", "emptyDir": {}}] if worker_nim else None)
         if nim:

@@ -52,9 +52,10 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     gpn = cfg.gpus_per_node(w)
     secrets = c.model_secrets(cfg, w)
     script = training.launch_script(cfg, w, RDZV, node_rank="$PET_NODE_RANK", static=True)
-    cont = c.container(NODE, c.image(w), command=c.shell(script), env=training.env(cfg, w, secrets), gpus=gpn,
-                       mounts=c.volume_mounts(cfg) + training.deepspeed_mount(w),
-                       ports=[{"name": "rdzv", "containerPort": training.RDZV_PORT}])
+    cont = c.with_requests(c.container(
+        NODE, c.image(w), command=c.shell(script), env=training.env(cfg, w, secrets), gpus=gpn,
+        mounts=c.volume_mounts(cfg) + c.dataset_mount(w) + training.deepspeed_mount(w),
+        ports=[{"name": "rdzv", "containerPort": training.RDZV_PORT}]), w)
     volcano = cfg.addons.volcano.enabled
     spec = c.pod_spec(cfg, w, [cont], secrets=secrets, restart_policy="Never",
                       extra_volumes=training.deepspeed_volume(w), scheduler_name="volcano" if volcano else None)

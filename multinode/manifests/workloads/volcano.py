@@ -36,9 +36,10 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     env = training.env(cfg, w, secrets)
 
     def template(role: str) -> dict[str, Any]:
-        cont = c.container("trainer", c.image(w), command=c.shell(script), env=env, gpus=gpn,
-                           mounts=c.volume_mounts(cfg) + training.deepspeed_mount(w),
-                           ports=[{"name": "rdzv", "containerPort": training.RDZV_PORT}])
+        cont = c.with_requests(c.container(
+            "trainer", c.image(w), command=c.shell(script), env=env, gpus=gpn,
+            mounts=c.volume_mounts(cfg) + c.dataset_mount(w) + training.deepspeed_mount(w),
+            ports=[{"name": "rdzv", "containerPort": training.RDZV_PORT}]), w)
         spec = c.pod_spec(cfg, w, [cont], secrets=secrets, restart_policy="Never",
                           extra_volumes=training.deepspeed_volume(w))
         return {"metadata": {"labels": c.fabric_labels(w, role)}, "spec": spec}
