@@ -164,7 +164,7 @@ def still_there(api: Any, k8s_dir: Path) -> list[str]:
 #  - kubernetes:core/v1:Service: the provider waits for endpoints of a Service with a selector
 #    (pkg/await/service.go); the selected pods come from the LWS/Grove/Job controllers above, absent or blocked.
 # Custom resources are not awaited by this provider (no generic await unless PULUMI_K8S_AWAIT_ALL), the Kyverno
-# policies are (`pulumi.com/waitFor: condition=Ready`, which the box's Kyverno sets).
+# policies are (`pulumi.com/waitFor` on status.conditionStatus.ready, which the box's Kyverno sets).
 FULL_STACK_SKIP_AWAIT = ("kubernetes:batch/v1:Job", "kubernetes:core/v1:Service")
 
 

@@ -4,14 +4,18 @@
 #   e2e.sh                 the reduced e2e stack (Pulumi.e2e.yaml: add-ons and fabric off), no Kyverno
 #   e2e.sh existing-dev    an example stack as it is, every add-on it enables marked provided (e2e.py
 #                          provided_variant), the fabric on: the box runs Kyverno (conformance/kyverno/bin/kyverno)
+#   e2e.sh --release existing-dev   the same box, `multinode release` (release_e2e.py) instead of e2e.py
 set -eu
+verdict="conformance/pulumi/e2e.py"; vflags="--full"
+fullbuild=build/e2e-full
+if [ "${1:-}" = "--release" ]; then shift; verdict="conformance/pulumi/release_e2e.py"; vflags=""; fullbuild=build/e2e-release; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 py="$root/.venv/bin/python"
 cd "$root"
 if [ $# -eq 0 ]; then
   stack="$root/conformance/pulumi/Pulumi.e2e.yaml"; name=e2e; build=build; full=""; kyverno=""; prep=""
 else
-  name="$1"; build=build/e2e-full; full="--full"
+  name="$1"; build=$fullbuild; full="$vflags"
   stack="$root/$build/Pulumi.$name.yaml"
   "$py" conformance/pulumi/e2e.py derive "$root/stacks/Pulumi.$name.yaml" "$stack"
   kyverno="$root/conformance/kyverno/bin/kyverno"
@@ -29,4 +33,4 @@ cp -r "$build/$name/engines/cluster" "$box/engines/"
 # the box writes its kubeconfig's path into observed.json before it runs the --compare command
 exec "${CLUSTERBOX:-$root/conformance/bin/clusterbox}" --stack-dir "$box" --timeout 40m \
   ${kyverno:+--kyverno "$kyverno"} --compare \
-  "$py conformance/pulumi/e2e.py $stack \$($py -c \"import json;print(json.load(open('$box/engines/cluster/observed.json'))['kubeconfig'])\") --build $build $full"
+  "$py $verdict $stack \$($py -c \"import json;print(json.load(open('$box/engines/cluster/observed.json'))['kubeconfig'])\") --build $build $full"

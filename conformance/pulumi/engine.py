@@ -281,8 +281,8 @@ def cmd_pr_check(args: argparse.Namespace) -> int:
         print(f"pr-check: FAIL mandatory policy {f['policy']} on {f['urn'] or 'the stack'}: {f['message']}")
     advisory = len(found) - len(mandatory)
     if mandatory:
-        print(f"pr-check: {name}: {len(mandatory)} mandatory finding(s) ({', '.join(sorted({f['policy'] for f in mandatory}))}), "
-              f"{advisory} advisory")
+        rules = ", ".join(sorted({f["policy"] for f in mandatory}))
+        print(f"pr-check: {name}: {len(mandatory)} mandatory finding(s) ({rules}), {advisory} advisory")
         return 1
     if failed:
         print(f"pr-check: {name}: pulumi preview failed without a policy finding:\n{failed}")

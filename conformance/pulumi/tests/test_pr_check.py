@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from test_engine_preview import ENGINE, HERE, ROOT, offline_stack
 
 pytestmark = pytest.mark.skipif(
