@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver go-check cluster-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full
+.PHONY: venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver go-check cluster-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -148,3 +148,11 @@ e2e-full: venv pulumi-tools
 	$(MAKE) -C conformance/kyverno build
 	@fail=""; for s in $(E2E_STACKS); do conformance/pulumi/e2e.sh $$s || fail="$$fail $$s"; done; \
 	if [ -n "$$fail" ]; then echo "e2e-full: failed:$$fail"; exit 1; fi; echo "e2e-full: every stack passed"
+
+## release-e2e: `multinode release` (the product's run_release, Automation API) of existing-dev on the engine against
+## the box: preview with the pack, up, the NCCL gate reading a FAKE verdict (labelled; the box has no GPUs), then the
+## gate failing on a FAKE low bandwidth (build/e2e-release/existing-dev/engines/release/release.txt)
+release-e2e: venv pulumi-tools
+	$(MAKE) -C conformance/cluster build ROOT=$(CURDIR)
+	$(MAKE) -C conformance/kyverno build
+	conformance/pulumi/e2e.sh --release existing-dev
