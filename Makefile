@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver go-check cluster-check pulumi-tools pulumi-preview pulumi-check e2e
+.PHONY: venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver go-check cluster-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -119,6 +119,13 @@ pulumi-tools: go-check
 pulumi-preview: venv pulumi-tools
 	$(PY) conformance/pulumi/engine.py preview $(STACK) --fresh
 
+## pr-check: the pull-request check: `pulumi preview --policy-pack policy` of STACK (a stack of stacks/ or a
+## Pulumi.<stack>.yaml) on the real engine; fails on any mandatory finding, one `pr-check: FAIL` line naming the
+## rule and the resource each. PR_KUBECONFIG= a kubeconfig for the stack's secret (default: an unreachable
+## cluster, enough when no add-on is installed by the stack: conformance/pulumi/README.md)
+pr-check: venv pulumi-tools
+	$(PY) conformance/pulumi/engine.py pr-check $(STACK) $(if $(PR_KUBECONFIG),--kubeconfig $(PR_KUBECONFIG))
+
 ## pulumi-check: build the Pulumi tools, then the engine tests of conformance/pulumi/tests (a clean stack's
 ## preview with the pack agrees with plan; a planted mandatory violation fails the preview with the rule's name)
 pulumi-check: venv pulumi-tools
@@ -130,3 +137,22 @@ pulumi-check: venv pulumi-tools
 e2e: venv pulumi-tools
 	$(MAKE) -C conformance/cluster build ROOT=$(CURDIR)
 	conformance/pulumi/e2e.sh
+
+## e2e-full: `pulumi up` for real of existing-dev and dynamo-dev as they are, every add-on they enable marked
+## `provided` (the box applies its CRDs), the fabric on (the box runs Kyverno): preview with the pack compared
+## with plan, up, objects compared, no-op up, protected refusal, a workload rename, destroy keeping the claim
+## (build/e2e-full/<stack>/engines/pulumi/e2e.txt). E2E_STACKS= to choose.
+E2E_STACKS ?= existing-dev dynamo-dev
+e2e-full: venv pulumi-tools
+	$(MAKE) -C conformance/cluster build ROOT=$(CURDIR)
+	$(MAKE) -C conformance/kyverno build
+	@fail=""; for s in $(E2E_STACKS); do conformance/pulumi/e2e.sh $$s || fail="$$fail $$s"; done; \
+	if [ -n "$$fail" ]; then echo "e2e-full: failed:$$fail"; exit 1; fi; echo "e2e-full: every stack passed"
+
+## release-e2e: `multinode release` (the product's run_release, Automation API) of existing-dev on the engine against
+## the box: preview with the pack, up, the NCCL gate reading a FAKE verdict (labelled; the box has no GPUs), then the
+## gate failing on a FAKE low bandwidth (build/e2e-release/existing-dev/engines/release/release.txt)
+release-e2e: venv pulumi-tools
+	$(MAKE) -C conformance/cluster build ROOT=$(CURDIR)
+	$(MAKE) -C conformance/kyverno build
+	conformance/pulumi/e2e.sh --release existing-dev

@@ -131,6 +131,9 @@ class VolcanoAddonArgs(typing.TypedDict, total=False):
     "Volcano's Helm release, plus its scheduler's preemption."
     enabled: bool
     "Install this add-on. Default: true."
+    provided: bool
+    ("The cluster already runs this add-on: treat it as present, install nothing of it (no release, no CRDs). "
+     "Needs enabled (the default); values are refused with it. Default: false.")
     version: str
     "The chart version (default: the pinned release, see docs/addons-fabric.md)."
     namespace: str
@@ -146,6 +149,9 @@ class AddonArgs(typing.TypedDict, total=False):
     "One add-on's Helm release: whether it is installed, its version, namespace and extra values."
     enabled: bool
     "Install this add-on. Default: true."
+    provided: bool
+    ("The cluster already runs this add-on: treat it as present, install nothing of it (no release, no CRDs). "
+     "Needs enabled (the default); values are refused with it. Default: false.")
     version: str
     "The chart version (default: the pinned release, see docs/addons-fabric.md)."
     namespace: str
@@ -158,29 +164,33 @@ class AddonsArgs(typing.TypedDict, total=False):
     "The cluster add-ons: schedulers, Kyverno, the cloud's device plugin or network operator."
     volcano: VolcanoAddonArgs
     ("Volcano (gang scheduling of training jobs, queues, network topology). Default: {\"enabled\": true, "
-     "\"preemption\": false, \"values\": {}}.")
+     "\"preemption\": false, \"provided\": false, \"values\": {}}.")
     lws: AddonArgs
-    "LeaderWorkerSet (multi-node inference groups). Default: {\"enabled\": true, \"values\": {}}."
+    ("LeaderWorkerSet (multi-node inference groups). Default: {\"enabled\": true, \"provided\": false, \"values\": "
+     "{}}.")
     grove: AddonArgs
-    "Grove (PodCliqueSets for disaggregated inference; needs KAI). Default: {\"enabled\": false, \"values\": {}}."
+    ("Grove (PodCliqueSets for disaggregated inference; needs KAI). Default: {\"enabled\": false, \"provided\": "
+     "false, \"values\": {}}.")
     kai: AddonArgs
-    "KAI-Scheduler (Grove's gang scheduler). Default: {\"enabled\": false, \"values\": {}}."
+    "KAI-Scheduler (Grove's gang scheduler). Default: {\"enabled\": false, \"provided\": false, \"values\": {}}."
     kyverno: AddonArgs
-    "Kyverno (the fabric policies). Default: {\"enabled\": true, \"values\": {}}."
+    "Kyverno (the fabric policies). Default: {\"enabled\": true, \"provided\": false, \"values\": {}}."
     network_operator: AddonArgs
     ("azure, oci: NVIDIA Network Operator (RDMA device plugin, DOCA-OFED). Default: {\"enabled\": true, "
-     "\"values\": {}}.")
+     "\"provided\": false, \"values\": {}}.")
     gpu_operator: AddonArgs
-    "NVIDIA GPU Operator (off by default). Default: {\"enabled\": false, \"values\": {}}."
+    "NVIDIA GPU Operator (off by default). Default: {\"enabled\": false, \"provided\": false, \"values\": {}}."
     efa_device_plugin: AddonArgs
-    "aws: the EFA device plugin. Default: {\"enabled\": true, \"values\": {}}."
+    "aws: the EFA device plugin. Default: {\"enabled\": true, \"provided\": false, \"values\": {}}."
     nvidia_device_plugin: AddonArgs
-    "aws, azure: NVIDIA's device plugin advertising nvidia.com/gpu. Default: {\"enabled\": true, \"values\": {}}."
+    ("aws, azure: NVIDIA's device plugin advertising nvidia.com/gpu. Default: {\"enabled\": true, \"provided\": "
+     "false, \"values\": {}}.")
     dynamo: AddonArgs
-    "The Dynamo platform operator (off by default). Default: {\"enabled\": false, \"values\": {}}."
+    ("The Dynamo platform operator (off by default). Default: {\"enabled\": false, \"provided\": false, "
+     "\"values\": {}}.")
     trainer: AddonArgs
-    ("Kubeflow Trainer v2 (the trainjob workload kind; off by default). Default: {\"enabled\": false, \"values\": "
-     "{}}.")
+    ("Kubeflow Trainer v2 (the trainjob workload kind; off by default). Default: {\"enabled\": false, "
+     "\"provided\": false, \"values\": {}}.")
 
 
 class StorageArgs(typing.TypedDict, total=False):
@@ -416,13 +426,15 @@ class PlatformArgs(typing.TypedDict, total=False):
     ("Fabric overrides (the defaults come from the machine catalog). Default: {\"enabled\": true, "
      "\"pinTransport\": true, \"rdmaMode\": \"shared\", \"webhookTimeoutSeconds\": 15}.")
     addons: AddonsArgs
-    ("Add-ons to install and their versions / values. Default: {\"dynamo\": {\"enabled\": false, \"values\": {}}, "
-     "\"efaDevicePlugin\": {\"enabled\": true, \"values\": {}}, \"gpuOperator\": {\"enabled\": false, \"values\": "
-     "{}}, \"grove\": {\"enabled\": false, \"values\": {}}, \"kai\": {\"enabled\": false, \"values\": {}}, "
-     "\"kyverno\": {\"enabled\": true, \"values\": {}}, \"lws\": {\"enabled\": true, \"values\": {}}, "
-     "\"networkOperator\": {\"enabled\": true, \"values\": {}}, \"nvidiaDevicePlugin\": {\"enabled\": true, "
-     "\"values\": {}}, \"trainer\": {\"enabled\": false, \"values\": {}}, \"volcano\": {\"enabled\": true, "
-     "\"preemption\": false, \"values\": {}}}.")
+    ("Add-ons to install and their versions / values. Default: {\"dynamo\": {\"enabled\": false, \"provided\": "
+     "false, \"values\": {}}, \"efaDevicePlugin\": {\"enabled\": true, \"provided\": false, \"values\": {}}, "
+     "\"gpuOperator\": {\"enabled\": false, \"provided\": false, \"values\": {}}, \"grove\": {\"enabled\": false, "
+     "\"provided\": false, \"values\": {}}, \"kai\": {\"enabled\": false, \"provided\": false, \"values\": {}}, "
+     "\"kyverno\": {\"enabled\": true, \"provided\": false, \"values\": {}}, \"lws\": {\"enabled\": true, "
+     "\"provided\": false, \"values\": {}}, \"networkOperator\": {\"enabled\": true, \"provided\": false, "
+     "\"values\": {}}, \"nvidiaDevicePlugin\": {\"enabled\": true, \"provided\": false, \"values\": {}}, "
+     "\"trainer\": {\"enabled\": false, \"provided\": false, \"values\": {}}, \"volcano\": {\"enabled\": true, "
+     "\"preemption\": false, \"provided\": false, \"values\": {}}}.")
     storage: StorageArgs
     "ReadWriteMany checkpoint storage."
     queues: list[QueueArgs]

@@ -182,6 +182,10 @@ class FabricConfig(_Model):
 
 class Addon(_Model):
     enabled: bool = True
+    # issue 29: the cluster already runs this add-on (installed by someone else): the checks treat it as
+    # present (workloads, policies, queues are rendered as with `enabled`), but this stack installs nothing of
+    # it: no Helm release, no CRDs (they must already be on the cluster). Only with `enabled` (the default).
+    provided: bool = False
     version: str | None = None
     namespace: str | None = None
     values: dict[str, Any] = {}     # escape hatch: merged over our Helm values
@@ -534,6 +538,33 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = 
     return cfg
 
 
+def installs(addon: Addon) -> bool:
+    """True when this stack installs the add-on itself (enabled and not provided by the cluster)."""
+    return addon.enabled and not addon.provided
+
+
+def provided_addon_problems(cfg: StackConfig) -> list[Problem]:
+    """issue 29: `addons.<name>.provided` says the cluster runs the add-on already. It means nothing for an
+    add-on the stack turns off, and `values` configure an install this stack then never does."""
+    out: list[Problem] = []
+    for field, info in Addons.model_fields.items():
+        addon = getattr(cfg.addons, field)
+        if not addon.provided:
+            continue
+        key = f"addons.{info.alias or field}"
+        if not addon.enabled:
+            out.append(Problem(f"{key}.provided", f"is true but {key}.enabled is false: `provided` says the "
+                                                  f"cluster already runs the add-on, so the checks treat it as "
+                                                  f"present; set {key}.enabled true (the default) to use the "
+                                                  f"cluster's add-on, or remove {key}.provided to go without it"))
+        if addon.values:
+            out.append(Problem(f"{key}.values", f"{key}.provided is true, so this stack installs no Helm release "
+                                                f"of it and its values would be ignored; remove {key}.values "
+                                                f"(configure the cluster's own install) or set {key}.provided "
+                                                f"false to install it here"))
+    return out
+
+
 def grove_without_kai(cfg: StackConfig) -> list[Problem]:
     """issue 18. Grove's docs (ai-dynamo/grove docs/installation.md "Supported Schedulers", 2026-08) name
     KAI-Scheduler as the only scheduler that gang-schedules Grove's PodGangs; Grove's default-scheduler
@@ -645,6 +676,7 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
                                       f"exactly one cloud fabric, so put these pools in separate stacks"))
 
     # add-ons
+    p += provided_addon_problems(cfg)
     # Grove without KAI is allowed (issue 18: the Dynamo guide lists KAI as optional); grove_without_kai()
     # says what it costs, as an advisory.
     if cfg.addons.dynamo.enabled and not (cfg.addons.grove.enabled or

@@ -120,6 +120,8 @@ FIELDS: dict[str, str] = {
     "Addons.trainer": "Kubeflow Trainer v2 (the trainjob workload kind; off by default).",
     # Addon
     "Addon.enabled": "Install this add-on.",
+    "Addon.provided": "The cluster already runs this add-on: treat it as present, install nothing of it (no "
+                      "release, no CRDs). Needs enabled (the default); values are refused with it.",
     "Addon.version": "The chart version (default: the pinned release, see docs/addons-fabric.md).",
     "Addon.namespace": "The namespace of the release.",
     "Addon.values": "Helm values merged over the project's (escape hatch).",

@@ -247,6 +247,18 @@ class RecordingMonitor(pmocks.MockMonitor):
         self.reads: list[dict[str, Any]] = []
         self.calls: list[str] = []
 
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """The URN the Pulumi engine gives (pulumi/pulumi sdk/v3@v3.274.0 go/common/resource/urn/urn.go New, the
+        parent's QualifiedType from resource/deploy/step_generator.go): the parent's whole type chain, and no
+        type for the root stack. Pulumi's MockMonitor.make_urn takes only the parent's last type and keeps the
+        stack's (`pulumi:pulumi:Stack$multinode:index:Platform`), so plan's URNs of nested components differed
+        from the engine's (conformance/pulumi/README.md)."""
+        if parent:
+            qualified = parent.split("::")[2]
+            if qualified != "pulumi:pulumi:Stack":
+                type_ = f"{qualified}${type_}"
+        return "urn:pulumi:" + "::".join([pulumi.get_stack(), pulumi.get_project(), type_, name])
+
     def _answer(self, request: Any, props: dict[str, Any]) -> Any:
         """The response Pulumi's MockMonitor gives under PlanMocks, without its round trip when the inputs are
         plain (_plain_inputs): the state is then the request's own Struct (an echo) or its apiVersion, kind and

@@ -52,7 +52,7 @@ def test_rule_is_in_the_stack_checks_and_valid_against_the_kyverno_crd(stack):
     assert [v["message"].startswith(f"[{RULE}]") for v in vp[0]["spec"]["validations"]].count(True) == 1
     for pol in pols:
         assert validation.validate_object(pol) == []
-        assert pol["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Ready"
+        assert pol["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.conditionStatus.ready}=true"
 
 
 @pytest.mark.parametrize("stack", STACKS)

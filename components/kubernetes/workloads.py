@@ -3,7 +3,8 @@
 The objects are built by the pure core (multinode.manifests.workloads) and registered unchanged; the
 component adds what only Pulumi can do: the Kubernetes Secrets made from Pulumi secrets (the manifests
 only name them, through secretKeyRef / imagePullSecrets), dependencies on the checkpoint storage, and
-`ignore_changes` on ConfigMaps the cluster writes (the NCCL verdict).
+`ignore_changes` on ConfigMaps the cluster writes (the NCCL verdict), and delete-before-replace on the NCCL
+check's Job and verdict ConfigMap (replaced by every `multinode release`).
 """
 from __future__ import annotations
 
@@ -75,6 +76,13 @@ class Workload(pulumi.ComponentResource):
                 # issue 31: the HPA owns the group count; a later `pulumi up` must not reset it
                 opts_obj = pulumi.ResourceOptions.merge(opts_obj, pulumi.ResourceOptions(
                     ignore_changes=["spec.replicas"]))
+            if w.kind == "nccl-test" and (obj["kind"] == "Job" or obj["metadata"]["name"] in built.runtime_written):
+                # `multinode release` replaces the check's Job and verdict ConfigMap on every release
+                # (release/bandwidth.check_resource_urns). They have fixed names, so the engine's default
+                # create-before-delete would create the replacement over the live object: seen on the real
+                # engine (issue 29, make release-e2e) as a Server-Side Apply field conflict on the ConfigMap's
+                # `data`, which the check itself had written. Delete first, then create.
+                opts_obj = pulumi.ResourceOptions.merge(opts_obj, pulumi.ResourceOptions(delete_before_replace=True))
             self.resources.append(k8s_object(_logical_name(name, obj), obj, opts_obj))
 
         self.kind = pulumi.Output.from_input(w.kind)

@@ -78,6 +78,9 @@ func main() {
 	os.Exit(run(*stackDir, *timeout, *settle, *quiet, *keep, *compare))
 }
 
+// What boxRun started that must outlive it until the --compare command has run (Kyverno).
+var stopAfterCompare []func()
+
 func run(stackDir string, timeout, settle, quiet time.Duration, keep bool, compare string) int {
 	start := time.Now()
 	boxIn := filepath.Join(stackDir, "engines", "cluster")
@@ -145,6 +148,11 @@ func run(stackDir string, timeout, settle, quiet time.Duration, keep bool, compa
 				}
 			}
 		}
+		defer func() {
+			for _, stop := range stopAfterCompare {
+				stop()
+			}
+		}()
 		if code != 0 {
 			fmt.Fprintf(os.Stderr, "box of %s: kubeconfig %s (components' log %s)\n", obs.Stack, box.Kubeconfig, logFile.Name())
 			if keep {
@@ -232,7 +240,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		if err != nil {
 			return err
 		}
-		defer k.Stop()
+		// stopped after the --compare command (run()), not here: a verdict command such as conformance/pulumi's
+		// e2e (`pulumi up` of the fabric policies) needs Kyverno's webhooks serving while it runs
+		stopAfterCompare = append(stopAfterCompare, k.Stop)
 		ap.kyverno, ap.kyvernoURL = true, k.URL
 		obs.Versions["kyverno"] = kyvernoBin
 	}

@@ -30,9 +30,11 @@ ROOT = HERE.parent.parent
 ENGINE = HERE / "engine.py"
 
 
-def engine(op: str, stack_file: Path, kubeconfig: Path, out: Path) -> tuple[int, str, dict[str, Any]]:
+def engine(op: str, stack_file: Path, kubeconfig: Path, out: Path,
+           extra: list[str] | None = None) -> tuple[int, str, dict[str, Any]]:
     r = subprocess.run([sys.executable, str(ENGINE), op, str(stack_file), "--kubeconfig", str(kubeconfig),
-                        "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=1800)
+                        "--out", str(out), *(extra or [])], capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    print(r.stdout[-3000:] + r.stderr[-3000:], flush=True)
     report_file = out / f"{op}.json"
     report = json.loads(report_file.read_text()) if report_file.exists() else {}
     return r.returncode, r.stdout + r.stderr, report
@@ -151,13 +153,96 @@ def still_there(api: Any, k8s_dir: Path) -> list[str]:
     return out
 
 
+# `make e2e STACK=existing-dev|dynamo-dev`: the example stack as it is, with every add-on it enables marked
+# `provided` (the box provides it: its CRDs are applied by the box, its controller may be missing; docs/
+# addons-fabric.md) and the fabric on (the box runs Kyverno). E2E HARNESS SETTING, NOT THE PRODUCT: the box
+# cannot give what the kubernetes provider waits for on these types, so they get pulumi.com/skipAwait from the
+# harness (engine.py SKIP_AWAIT):
+#  - kubernetes:batch/v1:Job: the provider waits for the Job to complete (provider/v4@v4.25.0 pkg/await/job.go);
+#    the stacks' multi-node Jobs name schedulerName volcano (or kai-scheduler) and no such scheduler runs in the
+#    box, so their pods stay Pending for ever;
+#  - kubernetes:core/v1:Service: the provider waits for endpoints of a Service with a selector
+#    (pkg/await/service.go); the selected pods come from the LWS/Grove/Job controllers above, absent or blocked.
+# Custom resources are not awaited by this provider (no generic await unless PULUMI_K8S_AWAIT_ALL), the Kyverno
+# policies are (`pulumi.com/waitFor` on status.conditionStatus.ready, which the box's Kyverno sets).
+FULL_STACK_SKIP_AWAIT = ("kubernetes:batch/v1:Job", "kubernetes:core/v1:Service")
+
+
+def provided_variant(src: Path, dst: Path) -> list[str]:
+    """Write the stack file `src` with every add-on it enables marked provided: true; return their keys."""
+    from multinode import checks, stackfile
+    from multinode.config import Addons
+
+    raw, secrets, _ = stackfile.read_stack_file(src)
+    cfg = checks.load(dict(raw), secrets)
+    doc = yaml.safe_load(src.read_text())
+    addons = dict(doc["config"].get("multinode:addons") or {})
+    marked = []
+    for field, info in Addons.model_fields.items():
+        if getattr(cfg.addons, field).enabled:
+            key = info.alias or field
+            addons[key] = {**dict(addons.get(key) or {}), "provided": True}
+            marked.append(key)
+    doc["config"]["multinode:addons"] = addons
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text(f"# {src.name} with every add-on it enables provided by the cluster (conformance/pulumi/e2e.py)\n"
+                   + yaml.safe_dump(doc, sort_keys=False))
+    return marked
+
+
+def object_keys(k8s_dir: Path) -> dict[tuple[str, str, str, str], Path]:
+    out = {}
+    for f in sorted(k8s_dir.glob("*.yaml")):
+        obj = yaml.safe_load(f.read_text())
+        md = obj.get("metadata", {})
+        out[(obj["apiVersion"], obj["kind"], md.get("namespace", ""), md["name"])] = f
+    return out
+
+
+def gone(api: Any, keys: list[tuple[str, str, str, str]]) -> list[str]:
+    """`Kind namespace/name` of each object still on the cluster."""
+    from kubernetes import dynamic
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    dyn = dynamic.DynamicClient(api)
+    left = []
+    for api_version, kind, ns, name in keys:
+        try:
+            dyn.resources.get(api_version=api_version, kind=kind).get(name=name, namespace=ns or None)
+        except NotFoundError:
+            continue
+        left.append(f"{kind} {ns}/{name}")
+    return left
+
+
+def plan_file(stack_file: Path, out: Path) -> Path:
+    r = subprocess.run([str(Path(sys.executable).parent / "multinode"), "plan", "--file", str(stack_file),
+                        "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
+    if r.returncode not in (0, 1):
+        raise RuntimeError(f"multinode plan --file {stack_file}: {r.stdout[-1500:]}{r.stderr[-1500:]}")
+    return out / stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml") / "k8s"
+
+
 def main(argv: list[str]) -> int:
+    import argparse
+
     from kubernetes import client, config
 
-    stack_file, kubeconfig = Path(argv[0]).resolve(), Path(argv[1]).resolve()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("stack_file")
+    ap.add_argument("kubeconfig")
+    ap.add_argument("--build", default=str(ROOT / "build"), help="where `multinode plan` wrote <stack>/k8s")
+    ap.add_argument("--full", action="store_true",
+                    help="an example stack as it is (add-ons provided, fabric on): preview with the pack compared "
+                         "with plan, the FULL_STACK_SKIP_AWAIT harness setting, a workload rename")
+    a = ap.parse_args(argv)
+    stack_file, kubeconfig = Path(a.stack_file).resolve(), Path(a.kubeconfig).resolve()
+    build = Path(a.build).resolve()
     name = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    out = ROOT / "build" / name / "engines" / "pulumi"
+    out = build / name / "engines" / "pulumi"
     out.mkdir(parents=True, exist_ok=True)
+    k8s_dir = build / name / "k8s"
+    extra = [f"--skip-await={t}" for t in FULL_STACK_SKIP_AWAIT] if a.full else []
     api = config.new_client_from_config(config_file=str(kubeconfig))
     conf = yaml.safe_load(stack_file.read_text())["config"]
     lines: list[str] = []
@@ -169,24 +254,40 @@ def main(argv: list[str]) -> int:
         lines.append(f"{'ok  ' if ok else 'FAIL'} {text}")
         print(lines[-1], flush=True)
 
+    def run(op: str, file: Path) -> tuple[int, str, dict[str, Any]]:
+        return engine(op, file, kubeconfig, out, extra)
+
     step(True, provide_storage(api, conf))
     stop = threading.Event()
     threading.Thread(target=finish_batch_pods, args=(api, stop), daemon=True).start()
-    rc, log, rep = engine("up", stack_file, kubeconfig, out)
+    if a.full:
+        step(True, f"e2e harness setting (not the product): pulumi.com/skipAwait on {', '.join(FULL_STACK_SKIP_AWAIT)}")
+        # the pull-request check's preview, against the box (the stack as it is would need the charts)
+        rc, log, rep = engine("preview", stack_file, kubeconfig, out / "preview", extra)
+        diff = (out / "preview" / "policy-diff.txt")
+        diff_lines = diff.read_text().splitlines() if diff.exists() else ["no policy-diff.txt"]
+        findings = rep.get("findings") or []
+        step(rc == 0 and not diff_lines,
+             f"pulumi preview --policy-pack: {len(findings)} finding(s) "
+             f"({sum(f['enforcementLevel'] == 'mandatory' for f in findings)} mandatory), "
+             f"{len(diff_lines)} difference(s) from plan's policy.json" +
+             "".join(f"\n     {d}" for d in diff_lines[:20]) + ("" if rc == 0 else f"\n{log[-1500:]}"))
+    rc, log, rep = run("up", stack_file)
     step(rc == 0, f"pulumi up: {rep.get('summary') or log[-1500:]}")
-    diffs = compare_objects(api, ROOT / "build" / name / "k8s")
-    step(not diffs, f"objects of build/{name}/k8s on the box: {len(diffs)} difference(s)" +
+    diffs = compare_objects(api, k8s_dir)
+    step(not diffs, f"objects of {k8s_dir.relative_to(ROOT)} on the box: {len(diffs)} difference(s)" +
          "".join(f"\n     {d}" for d in diffs[:40]))
-    rc, log, rep = engine("up", stack_file, kubeconfig, out)
+    rc, log, rep = run("up", stack_file)
     changed = {k: v for k, v in (rep.get("summary") or {}).items() if k != "same"}
     step(rc == 0 and not changed, f"second pulumi up changes nothing: {rep.get('summary') or log[-1500:]}")
     # storageClassName of a claim is immutable: changing it makes the provider replace the claim (same URN),
     # and the engine refuses to replace a protected resource before it changes anything.
     doc = yaml.safe_load(stack_file.read_text())
     doc["config"]["multinode:storage"]["existingStorageClass"] = "other-sc"
-    changed_file = out / f"Pulumi.{name}.yaml"          # same stack name, another StorageClass
+    changed_file = out / "storage-change" / f"Pulumi.{name}.yaml"          # same stack name, another StorageClass
+    changed_file.parent.mkdir(parents=True, exist_ok=True)
     changed_file.write_text(yaml.safe_dump(doc, sort_keys=False))
-    rc, log, rep = engine("up", changed_file, kubeconfig, out)
+    rc, log, rep = run("up", changed_file)
     text = rep.get("error") or log
     # the engine's own refusal (pulumi/pulumi pkg/v3@v3.274.0 resource/deploy/step_generator.go:2058), not any
     # line naming "protect" (a planted run whose stack was called e2e-unprotected passed on that)
@@ -198,10 +299,31 @@ def main(argv: list[str]) -> int:
     step(refused and claims.get("checkpoints") == conf["multinode:storage"].get("existingStorageClass"),
          f"changing the claim's StorageClass (a replace of the protected claim) is refused: claims now {claims}; "
          f"{[ln.strip() for ln in text.splitlines() if 'marked for protection' in ln][:1] or text[-600:]}")
-    rc, log, rep = engine("destroy", stack_file, kubeconfig, out)
+    final_file, final_k8s = stack_file, k8s_dir
+    if a.full:
+        # a workload renamed in the config: the engine creates the new objects and deletes the old ones
+        doc = yaml.safe_load(stack_file.read_text())
+        w = doc["config"]["multinode:workloads"][-1]
+        old_name, w["name"] = w["name"], w["name"] + "-v2"
+        renamed = out / "rename" / f"Pulumi.{name}.yaml"
+        renamed.parent.mkdir(parents=True, exist_ok=True)
+        renamed.write_text(yaml.safe_dump(doc, sort_keys=False))
+        new_k8s = plan_file(renamed, out / "rename" / "plan")
+        rc, log, rep = run("up", renamed)
+        old_keys, new_keys = object_keys(k8s_dir), object_keys(new_k8s)
+        left = gone(api, sorted(old_keys.keys() - new_keys.keys()))
+        diffs = compare_objects(api, new_k8s)
+        summary = rep.get("summary") or {}
+        step(rc == 0 and not left and not diffs and bool(summary.get("create")) and bool(summary.get("delete")),
+             f"workload {old_name} renamed {w['name']}: up {summary or log[-1500:]}; "
+             f"{len(old_keys.keys() - new_keys.keys())} old object(s), still there {left}; "
+             f"{len(new_keys.keys() - old_keys.keys())} new object(s); {len(diffs)} difference(s) from the "
+             f"renamed plan" + "".join(f"\n     {d}" for d in diffs[:20]))
+        final_file, final_k8s = renamed, new_k8s
+    rc, log, rep = run("destroy", final_file)
     left = [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(claim_ns).items]
     pvs = [p.metadata.name for p in core.list_persistent_volume().items]
-    kept = still_there(api, ROOT / "build" / name / "k8s")
+    kept = still_there(api, final_k8s)
     others = [k for k in kept if not k.startswith(("PersistentVolumeClaim ", "Namespace "))]
     step("checkpoints" in left and bool(pvs) and not others,
          f"pulumi destroy (rc {rc}: the engine refuses to delete the protected claim) removes the rest and leaves "
@@ -213,4 +335,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["derive"]:
+        print("provided:", ", ".join(provided_variant(Path(sys.argv[2]), Path(sys.argv[3]))))
+        sys.exit(0)
     sys.exit(main(sys.argv[1:]))

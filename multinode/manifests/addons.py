@@ -29,7 +29,7 @@ from typing import Any
 
 from .. import pools
 from ..clouds import azure, oci
-from ..config import ADDON_VERSIONS, Addon, StackConfig
+from ..config import ADDON_VERSIONS, Addon, StackConfig, installs
 from ..errors import Problem
 from ..fabric import OCI_VF_NETWORK, OCI_VF_NETWORK_NAMESPACE, OCI_VF_RESOURCE, profile_for
 from . import volcano_topology
@@ -126,7 +126,7 @@ def needs_nvidia_device_plugin(cfg: StackConfig) -> bool:
     """True when this stack must install NVIDIA's device plugin itself."""
     a = cfg.addons
     # The GPU Operator deploys its own device plugin; two would both register nvidia.com/gpu.
-    return (cfg.cloud in DEVICE_PLUGIN_CLOUDS and a.nvidia_device_plugin.enabled and not a.gpu_operator.enabled
+    return (cfg.cloud in DEVICE_PLUGIN_CLOUDS and installs(a.nvidia_device_plugin) and not a.gpu_operator.enabled
             and bool(cfg.node_pools))
 
 
@@ -189,20 +189,21 @@ def version_advisories(cfg: StackConfig) -> list[Problem]:
 
 
 def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
-    """Device plugin, schedulers and policy engine, each optional per stack (addons.<name>.enabled)."""
+    """Device plugin, schedulers and policy engine, each optional per stack (addons.<name>.enabled); none for
+    an add-on the cluster provides (addons.<name>.provided, config.installs)."""
     a = cfg.addons
     out: list[ReleaseSpec] = []
     # First: without it no node advertises nvidia.com/gpu and every GPU pod stays Pending.
     device_plugin = nvidia_device_plugin_release(cfg)
     if device_plugin is not None:
         out.append(device_plugin)
-    if a.volcano.enabled:
+    if installs(a.volcano):
         # issue 18: scheduler plugins/actions and HyperNode discovery when the stack needs them
         # (manifests/volcano_topology.volcano_values; {} leaves the chart's own config)
         out.append(_spec(cfg, "volcano", "volcano", "volcano", "https://volcano-sh.github.io/helm-charts",
                          volcano_topology.volcano_values(cfg),
                          ("batch.volcano.sh", "scheduling.volcano.sh", "topology.volcano.sh", "bus.volcano.sh")))
-    if a.lws.enabled:
+    if installs(a.lws):
         values: dict[str, Any] = {}
         if a.volcano.enabled:
             # LWS creates one Volcano PodGroup per group (leader + workers) so the gang is
@@ -210,20 +211,20 @@ def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
             values["gangSchedulingManagement"] = {"schedulerProvider": "volcano"}
         out.append(_spec(cfg, "lws", "lws", "oci://registry.k8s.io/lws/charts/lws", None, values,
                          ("leaderworkerset.x-k8s.io",)))
-    if a.kai.enabled:
+    if installs(a.kai):
         out.append(_spec(cfg, "kai", "kai-scheduler", KAI_CHART, None, kai_values(cfg),
                          ("scheduling.run.ai", "kai.scheduler")))
-    if a.grove.enabled:
+    if installs(a.grove):
         # Grove's default scheduler profiles already include kai-scheduler (values.yaml
         # config.scheduler.profiles); Grove emits PodGangs that KAI gang-schedules.
         out.append(_spec(cfg, "grove", "grove", "oci://ghcr.io/ai-dynamo/grove/grove-charts", None, {},
                          ("grove.io", "scheduler.grove.io")))
-    if a.kyverno.enabled:
+    if installs(a.kyverno):
         # The fabric policies use failurePolicy Fail: with Kyverno down, labelled pods are refused.
         # Three admission replicas keep pod creation available through a node loss.
         out.append(_spec(cfg, "kyverno", "kyverno", "kyverno", "https://kyverno.github.io/kyverno/",
                          {"admissionController": {"replicas": 3}}, ("kyverno.io",)))
-    if a.trainer.enabled:
+    if installs(a.trainer):
         # Kubeflow Trainer v2: the controller (and its JobSet dependency) that runs TrainJobs. Values: none;
         # `runtimes.defaultEnabled` stays off, each trainjob workload brings its own ClusterTrainingRuntime
         # (manifests/workloads/trainjob.py). No values.yaml of this chart is stored (not checked here). Its
@@ -248,20 +249,20 @@ def fabric_releases(cfg: StackConfig) -> list[ReleaseSpec]:
     a = cfg.addons
     out: list[ReleaseSpec] = []
     kinds = {profile_for(cfg, p).kind for p in cfg.node_pools}
-    if cfg.cloud == "aws" and a.efa_device_plugin.enabled and "efa" in kinds:
+    if cfg.cloud == "aws" and installs(a.efa_device_plugin) and "efa" in kinds:
         out.append(_spec(cfg, "efaDevicePlugin", "aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin",
                          "https://aws.github.io/eks-charts", {
                              # hardware.md section 2: nodeSelector efa.present, toleration nvidia.com/gpu.
                              "nodeSelector": {pools.EFA_PRESENT_LABEL: "true"},
                              "tolerations": _gpu_tolerations(),
                          }))
-    if cfg.cloud in ("azure", "oci") and a.network_operator.enabled and kinds & {"infiniband", "roce"}:
+    if cfg.cloud in ("azure", "oci") and installs(a.network_operator) and kinds & {"infiniband", "roce"}:
         out.append(_spec(cfg, "networkOperator", "network-operator", "network-operator",
                          "https://helm.ngc.nvidia.com/nvidia", {
                              "nfd": {"enabled": True},     # labels feature.node.kubernetes.io/pci-15b3.present
                              "sriovNetworkOperator": {"enabled": False},  # VFs come from the device plugin
                          }, ("mellanox.com",)))
-    if cfg.cloud in ("azure", "oci") and a.gpu_operator.enabled:
+    if cfg.cloud in ("azure", "oci") and installs(a.gpu_operator):
         # GPUDirect RDMA: the GPU Operator's driver loads nvidia-peermem (driver.rdma.enabled, as
         # Azure/aks-rdma-infiniband configs/values/gpu-operator/values.yaml). useHostMofed only when no
         # DOCA driver container is installed (the node image has MLNX_OFED/DOCA, e.g. OCI's GPU images);

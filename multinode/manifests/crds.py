@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import ADDON_VERSIONS, StackConfig
+from ..config import ADDON_VERSIONS, StackConfig, installs
 from ..errors import Problem
 
 # Annotation of the pulumi-kubernetes provider: take over fields another field manager owns instead of
@@ -142,7 +142,7 @@ def advisories(cfg: StackConfig) -> list[Problem]:
     out = []
     for key in OWNED:
         addon = getattr(cfg.addons, key)
-        if addon.enabled and crd_set(cfg, key) is None:
+        if installs(addon) and crd_set(cfg, key) is None:
             stored = ", ".join(sorted(STORED[key]))
             out.append(Problem(f"addons.{key}.version",
                                f"no CRDs of {key} {addon.version} are stored in schemas/ (stored: {stored}), so "

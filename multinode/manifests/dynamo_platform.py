@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..config import ADDON_VERSIONS, StackConfig
+from ..config import ADDON_VERSIONS, StackConfig, installs
 
 CHART = "dynamo-platform"
 REPOSITORY = "https://helm.ngc.nvidia.com/nvidia/ai-dynamo"
@@ -68,7 +68,7 @@ def platform_values(cfg: StackConfig) -> dict[str, Any]:
 
 def dynamo_platform_release(cfg: StackConfig) -> dict[str, Any] | None:
     addon = cfg.addons.dynamo
-    if not addon.enabled:
+    if not installs(addon):     # off, or the cluster runs the platform already (addons.dynamo.provided)
         return None
     return {
         "key": "dynamo",

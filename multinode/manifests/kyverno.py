@@ -38,8 +38,8 @@ Both: failurePolicy Fail (a CEL error refuses the pod), spec.autogen.podControll
 generates rules for Deployments, Jobs, CronJobs... unless the list is set, and an empty list means none
 (kyverno/kyverno pkg/cel/policies/*/autogen: nil -> autogen.AllConfigs); the pods themselves are what must be
 mutated, whoever creates them. Admission only (no background scan: the fabric is injected at creation).
-Webhook timeout from fabric.webhookTimeoutSeconds. Readiness: `pulumi.com/waitFor: condition=Ready` (Kyverno sets
-status.conditions[Ready] once the policy is programmed into its webhooks), and workloads depend on the policies.
+Webhook timeout from fabric.webhookTimeoutSeconds. Readiness: `pulumi.com/waitFor:
+jsonpath={.status.conditionStatus.ready}=true` (WAIT_FOR_READY), and workloads depend on the policies.
 Every expression is type-checked as the Kubernetes CEL environment does it (celtypes.py: the Pod's declared types,
 homogeneous literals) by the pack's rule kyverno-cel-compiles, and Kyverno's own CLI runs every rendered policy in
 `make conformance` (conformance/kyverno). Only a real cluster confirms the webhook timing.
@@ -243,9 +243,17 @@ def _common_spec(webhook_timeout_seconds: int) -> dict[str, Any]:
     }
 
 
+# What `pulumi up` waits for on each policy (the kubernetes provider's pulumi.com/waitFor, provider/v4@v4.25.0
+# pkg/metadata/overrides.go: "jsonpath=" or "condition="). Kyverno 1.19 reports a CEL policy's readiness in
+# status.conditionStatus: `ready: true` with conditions RBACPermissionsGranted and WebhookConfigured (seen on the
+# box's Kyverno v1.19.0 admission controller, issue 29), not in status.conditions, so the provider's
+# `condition=Ready` (which reads status.conditions) never held and `pulumi up` waited until its timeout.
+WAIT_FOR_READY = "jsonpath={.status.conditionStatus.ready}=true"
+
+
 def _annotations(title: str, description: str) -> dict[str, str]:
     return {
-        "pulumi.com/waitFor": "condition=Ready",   # pulumi up waits until Kyverno serves the policy (docstring)
+        "pulumi.com/waitFor": WAIT_FOR_READY,      # pulumi up waits until Kyverno serves the policy (docstring)
         "policies.kyverno.io/title": title,
         "policies.kyverno.io/subject": "Pod",
         "policies.kyverno.io/description": description,

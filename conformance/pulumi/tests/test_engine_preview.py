@@ -71,5 +71,10 @@ def test_planted_mandatory_violation_fails_preview_with_the_rule_name(tmp_path: 
     assert "[mandatory]  no-literal-secrets-in-env" in r.stdout  # the engine's own policy summary names the rule
     found = {(f["policy"], f["enforcementLevel"], f["urn"].rsplit("::", 1)[-1]) for f in report["findings"]}
     assert found == {("no-literal-secrets-in-env", "mandatory", "train-indexed-job-train-indexed")}
-    # plan found the same finding on the same resource: no line of a finding only one side has
-    assert not [line for line in diff.splitlines() if not line.startswith("urn: ")], diff
+    # plan found the same finding on the same resource, under the same URN (multinode/recording.py make_urn: the
+    # engine's rule, the whole parent type chain; the resource is nested Platform > Workload)
+    assert diff == "", diff
+    urn = report["findings"][0]["urn"]
+    assert "multinode:index:Platform$multinode:index:Workload$kubernetes:batch/v1:Job::" in urn
+    plan_urns = [f["urn"] for f in json.loads((tmp_path / "engine" / "plan" / "planted" / "policy.json").read_text())]
+    assert plan_urns == [urn]
