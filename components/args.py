@@ -81,6 +81,9 @@ class PoolUpgradeArgs(typing.TypedDict, total=False):
     soak_minutes: int
     ("Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, 0-30; GKE blue-green batch "
      "soak). Default: 0.")
+    surge: int
+    ("Nodes an upgrade adds at once (EKS maxUnavailable); default the largest gang on the pool (a standalone "
+     "GpuNodePool knows no workloads: set it there).")
 
 
 class NodePoolArgs(typing.TypedDict, total=False):

@@ -149,6 +149,7 @@ class PoolUpgrade(_Model):
     strategy: Literal["surge", "blueGreen"] = "surge"
     drain_timeout_minutes: int = Field(default=60, ge=1, le=1440)   # AKS: 1-1440 (AgentPoolUpgradeSettings)
     soak_minutes: int = Field(default=0, ge=0, le=30)               # AKS nodeSoakDurationInMinutes: 0-30
+    surge: int | None = Field(default=None, ge=1, le=100)           # default: the largest gang on the pool
 
 
 class NodePool(_Model):

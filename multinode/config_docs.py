@@ -84,6 +84,8 @@ FIELDS: dict[str, str] = {
                                        "GKE blue-green node pool soak).",
     "PoolUpgrade.soakMinutes": "Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, 0-30; "
                                "GKE blue-green batch soak).",
+    "PoolUpgrade.surge": "Nodes an upgrade adds at once (EKS maxUnavailable); default the largest gang on the "
+                         "pool (a standalone GpuNodePool knows no workloads: set it there).",
     # MachineSpec
     "MachineSpec.name": "The machine type name as the cloud spells it.",
     "MachineSpec.gpus": "GPUs per node (1-64).",

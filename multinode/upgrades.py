@@ -154,7 +154,7 @@ def plan_pool(cfg: StackConfig, pool: NodePool) -> PoolPlan:
     used = nodes_in_use(gangs)
     spare = max(0, pool.node_count - used)
     up = pool.upgrade
-    surge = max(1, largest)
+    surge = up.surge or max(1, largest)
     # GKE blue-green creates a whole second pool (node_count nodes) before it drains the first.
     extra = pool.node_count if (cfg.cloud == "gcp" and up.strategy == "blueGreen") else surge
     why = ""

@@ -44,11 +44,20 @@ def gang_nodes(cfg: StackConfig, w: Workload) -> int:
     return max(g.nodes for g in gangs)
 
 
-def budget(w: Workload, name: str, selector: dict[str, str]) -> dict[str, Any]:
+def budget(w: Workload, name: str, selector: dict[str, str],
+           expressions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    sel: dict[str, Any] = {"matchLabels": selector}
+    if expressions:
+        sel["matchExpressions"] = expressions
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": name, "namespace": w.namespace, "labels": c.labels(w)},
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector},
-                     "unhealthyPodEvictionPolicy": "AlwaysAllow"}}
+            "spec": {"maxUnavailable": 1, "selector": sel, "unhealthyPodEvictionPolicy": "AlwaysAllow"}}
+
+
+def role_labels(w: Workload, role: str) -> list[str]:
+    """The multinode.dev/role values the pods of one role carry: Grove splits a role into its leader and worker
+    cliques (grove.py), Dynamo labels the role itself (dgd.py)."""
+    return [f"{role}-leader", f"{role}-worker"] if w.kind == "grove-inference" else [role]
 
 
 def budgets(cfg: StackConfig, w: Workload) -> list[dict[str, Any]]:
@@ -60,6 +69,7 @@ def budgets(cfg: StackConfig, w: Workload) -> list[dict[str, Any]]:
                 for i in range(w.replicas)]
     roles = cfg.resolved(w).roles
     if roles:    # disaggregated (Grove, Dynamo): one budget per role, so a frontend pod never waits on a decode group
-        return [budget(w, f"{w.name}-{role}", {c.WORKLOAD_LABEL: w.name, c.ROLE_LABEL: role})
-                for role, g in roles.items()]
+        return [budget(w, f"{w.name}-{role}", {c.WORKLOAD_LABEL: w.name},
+                       [{"key": c.ROLE_LABEL, "operator": "In", "values": role_labels(w, role)}])
+                for role in roles]
     return [budget(w, f"{w.name}-gang", {c.WORKLOAD_LABEL: w.name})]
