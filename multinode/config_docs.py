@@ -80,8 +80,8 @@ FIELDS: dict[str, str] = {
     "NodePool.upgrade": "How the cloud replaces the pool's nodes on an upgrade (gang-aware surge or blue-green).",
     # PoolUpgrade
     "PoolUpgrade.strategy": "surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen.",
-    "PoolUpgrade.drainTimeoutMinutes": "How long a node drain may wait on disruption budgets (AKS drainTimeoutInMinutes; "
-                                       "GKE blue-green node pool soak).",
+    "PoolUpgrade.drainTimeoutMinutes": "How long a node drain may wait on disruption budgets "
+                                       "(AKS drainTimeoutInMinutes; GKE blue-green node pool soak).",
     "PoolUpgrade.soakMinutes": "Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, 0-30; "
                                "GKE blue-green batch soak).",
     "PoolUpgrade.surge": "Nodes an upgrade adds at once (EKS maxUnavailable); default the largest gang on the "

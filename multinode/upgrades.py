@@ -41,7 +41,6 @@ from typing import Any
 
 from .config import INFERENCE_KINDS, NodePool, StackConfig, Workload
 from .errors import Problem
-from .resolved import nccl_test_nodes
 
 ONE_SHOT_KINDS = ("nccl-test",)          # runs once at deploy; finished before any upgrade
 SOURCES = {
@@ -241,9 +240,9 @@ class Rollout:
         leader StatefulSet's partition down, so groups are replaced from the highest index to 0)."""
         order = ", ".join(str(i) for i in range(self.groups - 1, -1, -1))
         if self.max_surge:
-            how = (f"first {self.max_surge} extra group(s) of the new revision ({self.max_surge * self.group_size} spare "
-                   f"node(s)), then the old groups are replaced in order {order}, none unavailable before a new "
-                   f"one is Ready")
+            how = (f"first {self.max_surge} extra group(s) of the new revision "
+                   f"({self.max_surge * self.group_size} spare node(s)), then the old groups are replaced in order "
+                   f"{order}, none unavailable before a new one is Ready")
         else:
             how = (f"no spare nodes for a surge group ({self.spare_nodes} spare, a group takes {self.group_size}): "
                    f"group(s) {order} deleted and recreated {self.max_unavailable} at a time"
@@ -297,7 +296,8 @@ def report(cfg: StackConfig) -> list[str]:
     """plan's summary lines: per pool, the settings and what an upgrade does to each gang."""
     lines: list[str] = []
     for p in plans(cfg):
-        head = (f"upgrade pool {p.pool} ({p.cloud}, {p.strategy}): surge {p.surge}, maxUnavailable {p.max_unavailable}, "
+        head = (f"upgrade pool {p.pool} ({p.cloud}, {p.strategy}): surge {p.surge}, "
+                f"maxUnavailable {p.max_unavailable}, "
                 f"largest gang {p.largest_gang} node(s), {p.nodes_in_use} of {p.node_count} nodes in use, "
                 f"{p.spare_nodes} spare; blocked drain: {DRAIN_WAIT.get(p.cloud, '')}")
         lines.append(head)

@@ -13,9 +13,9 @@ import yaml
 from multinode import config as mconfig
 from multinode import plan as mplan
 from multinode import upgrades
-from multinode.pools import POOL_LABEL
 from multinode.manifests import workloads as wm
 from multinode.manifests.workloads import disruption
+from multinode.pools import POOL_LABEL
 from policy.engine import Context, Resource
 from policy.rules import disruption as pdb_rule
 

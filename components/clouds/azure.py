@@ -34,11 +34,11 @@ from components.clouds.base import (
     kept,
     register_claim,
 )
+from multinode import upgrades
 from multinode.clouds import azure as limits
 
 # node bootstrap facts and helpers of the pure cloud module (tests read them through this module too)
 from multinode.clouds.azure import agent_pool_name, aks_taints, gpu_driver, storage_account_name  # noqa: F401
-from multinode import upgrades
 from multinode.pools import node_labels
 
 AZURE_FILES_DRIVER = "file.csi.azure.com"

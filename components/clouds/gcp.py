@@ -164,7 +164,8 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
     plan = upgrades.plan_pool(cfg, pool)
     suffix = upgrades.physical_suffix(pool, m.name)
     comp.node_pool = gcp.container.NodePool(
-        f"{name}-nodes", name=f"{pool.name}-{suffix}" if suffix else pool.name, project=project, location=cfg.cluster.location,
+        f"{name}-nodes", name=f"{pool.name}-{suffix}" if suffix else pool.name, project=project,
+        location=cfg.cluster.location,
         cluster=cluster.cluster_id, node_locations=[pool.zone], node_count=pool.node_count,
         node_config=node_config, network_config=network_config,
         placement_policy={"type": "COMPACT"},

@@ -1,5 +1,18 @@
 """Every rule of the pack, in the order they are reported. Importing this registers nothing."""
-from . import disruption, dynamo, env, fleet, gangs, kyverno_cel, placement, secrets, stack, storage, topology, workloads
+from . import (
+         disruption,
+         dynamo,
+         env,
+         fleet,
+         gangs,
+         kyverno_cel,
+         placement,
+         secrets,
+         stack,
+         storage,
+         topology,
+         workloads,
+)
 
 RULES = (workloads.RULES + env.RULES + dynamo.RULES + secrets.RULES + storage.RULES + stack.RULES + gangs.RULES
          + placement.RULES + topology.RULES + fleet.RULES + kyverno_cel.RULES + disruption.RULES)
