@@ -42,7 +42,8 @@ from typing import Any
 from .config import INFERENCE_KINDS, NodePool, StackConfig, Workload
 from .errors import Problem
 
-ONE_SHOT_KINDS = ("nccl-test",)          # runs once at deploy; finished before any upgrade
+ONE_SHOT_KINDS = ("nccl-test",)                 # runs once at deploy; finished before any upgrade
+MANAGED_UPGRADES = ("aws", "azure", "gcp")      # clouds whose pool resource takes upgrade settings
 SOURCES = {
     "aws": "EKS managed node update behavior (docs.aws.amazon.com/eks/latest/userguide/managed-node-update-"
            "behavior.html); pulumi-aws 7.51.1 eks.NodeGroup update_config",
@@ -165,9 +166,10 @@ def plan_pool(cfg: StackConfig, pool: NodePool) -> PoolPlan:
         why = (f"capacity reservation {cr.id} holds {cr.nodes} nodes; the pool's {pool.node_count} plus the "
                f"upgrade's {extra} extra need {pool.node_count + extra}")
     elif spare < largest and gangs:
-        why = (f"its {pool.node_count} nodes are all in use at peak ({used} in use, {spare} spare) and its largest "
-               f"gang spans {largest} nodes: a drained gang can only come back on the {extra} node(s) the cloud "
-               f"adds, if it can add them (GPU capacity, quota)")
+        back = (f"can only come back on the {extra} node(s) the cloud adds, if it can add them (GPU capacity, quota)"
+                if cfg.cloud in MANAGED_UPGRADES else "has no free node to come back on until the drained one returns")
+        why = (f"{used} of its {pool.node_count} nodes are in use at peak ({spare} spare) and its largest gang spans "
+               f"{largest} nodes: a drained gang {back}")
     notes: list[str] = []
     if cfg.cloud == "aws":
         notes.append("EKS has no maxUnavailable 0: it drains up to maxUnavailable (= the largest gang) old nodes at "
@@ -208,8 +210,9 @@ def advisories(cfg: StackConfig) -> list[Problem]:
     for i, p in enumerate(plans(cfg)):
         if not p.room_to_surge:
             out.append(Problem(f"nodePools[{i}]", f"pool {p.pool} has no room to surge: {p.why_no_room}. An upgrade "
-                                                  f"then stalls or restarts gangs in place; give the pool "
-                                                  f"{p.largest_gang} spare node(s), reserve {p.surge} more, stop the "
+                                                  f"then stalls or restarts gangs in place; add "
+                                                  f"{max(1, p.largest_gang - p.spare_nodes)} node(s) to the pool "
+                                                  f"(nodeCount) or room for {p.surge} in its capacity, stop the "
                                                   f"batch jobs for the upgrade window, or use a blue-green pool "
                                                   f"(docs/day-two.md)"))
     return out
@@ -296,8 +299,9 @@ def report(cfg: StackConfig) -> list[str]:
     """plan's summary lines: per pool, the settings and what an upgrade does to each gang."""
     lines: list[str] = []
     for p in plans(cfg):
-        head = (f"upgrade pool {p.pool} ({p.cloud}, {p.strategy}): surge {p.surge}, "
-                f"maxUnavailable {p.max_unavailable}, "
+        how = (f"surge {p.surge}, maxUnavailable {p.max_unavailable}" if p.settings
+               else "no cloud upgrade settings (see note)")
+        head = (f"upgrade pool {p.pool} ({p.cloud}, {p.strategy}): {how}, "
                 f"largest gang {p.largest_gang} node(s), {p.nodes_in_use} of {p.node_count} nodes in use, "
                 f"{p.spare_nodes} spare; blocked drain: {DRAIN_WAIT.get(p.cloud, '')}")
         lines.append(head)
