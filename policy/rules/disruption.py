@@ -34,12 +34,12 @@ def selects(selector: Any, labels: dict[str, Any]) -> bool:
     if not isinstance(selector, dict):
         return False
     for k, v in objects.mapping(selector.get("matchLabels")).items():
-        if str(labels.get(k)) != str(v) or k not in labels:
+        if k not in labels or str(labels[k]) != str(v):
             return False
     for e in selector.get("matchExpressions") or []:
         if not isinstance(e, dict):
             return False
-        key, op, values = e.get("key"), e.get("operator"), [str(v) for v in e.get("values") or []]
+        key, op, values = str(e.get("key")), e.get("operator"), [str(v) for v in e.get("values") or []]
         have = key in labels
         if op == "In" and not (have and str(labels[key]) in values):
             return False
