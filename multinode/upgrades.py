@@ -281,6 +281,27 @@ def rollouts(cfg: StackConfig) -> list[Rollout]:
     return [lws_rollout(cfg, w) for w in cfg.workloads if w.kind == "lws-inference"]
 
 
+# Grove's equivalent (PodCliqueSet spec.updateStrategy.type, Grove v0.1.0-alpha.11 CRD in schemas/grove):
+# RollingRecreate (the default, which we leave) or OnDelete; no surge field, so nothing comes from spare nodes.
+GROVE_ROLLOUT = ("Grove's updateStrategy RollingRecreate (the CRD default; the CRD has no surge field) recreates the "
+                 "PodCliqueSet's replicas in a rolling way: no extra replica, a recreated replica's pods restart")
+# Batch jobs are not rolled: a changed image is a new run, started from the last checkpoint.
+JOB_ROLLOUT = ("not rolled: a changed job is a new run; `pulumi up` replaces the job object (a batch/v1 Job's pod "
+               "template is immutable; for Volcano, MPIJob and TrainJob see docs/day-two.md), which stops the running "
+               "job, and the new run starts from its last checkpoint: change it right after a checkpoint")
+
+
+def other_rollouts(cfg: StackConfig) -> list[dict[str, Any]]:
+    """What a change of image or parallel size does to the multi-node workloads that are not LWS."""
+    out: list[dict[str, Any]] = []
+    for w in cfg.workloads:
+        if w.kind == "grove-inference":
+            out.append({"workload": w.name, "kind": w.kind, "imageChange": GROVE_ROLLOUT})
+        elif w.kind in ("volcano-training", "indexed-job", "mpijob", "trainjob"):
+            out.append({"workload": w.name, "kind": w.kind, "imageChange": JOB_ROLLOUT})
+    return out
+
+
 # The pool resource's input that names its machine (wire name, as replaceOnChanges takes it), per cloud.
 MACHINE_INPUT = {"aws": "instanceTypes", "azure": "vmSize", "gcp": "nodeConfig.machineType"}
 
@@ -314,9 +335,12 @@ def report(cfg: StackConfig) -> list[str]:
     for r in rollouts(cfg):
         lines.append(f"rollout {r.workload} (LWS, {r.groups} group(s) x {r.group_size} nodes, maxSurge {r.max_surge}, "
                      f"maxUnavailable {r.max_unavailable}): an image or parallel-size change: {r.steps()}")
+    for o in other_rollouts(cfg):
+        lines.append(f"rollout {o['workload']} ({o['kind']}): {o['imageChange']}")
     return lines
 
 
 def as_json(cfg: StackConfig) -> dict[str, Any]:
     """build/<stack>/upgrades.json."""
-    return {"pools": [p.as_dict() for p in plans(cfg)], "rollouts": [r.as_dict() for r in rollouts(cfg)]}
+    return {"pools": [p.as_dict() for p in plans(cfg)],
+            "rollouts": [r.as_dict() for r in rollouts(cfg)] + other_rollouts(cfg)}

@@ -274,3 +274,17 @@ def test_bad_upgrade_settings_are_refused_naming_the_key():
     found = problems(raw, secrets)
     paths = {p for p, _ in found}
     assert any("upgrade.strategy" in p for p in paths) and any("upgrade.soakMinutes" in p for p in paths), found
+
+
+def test_plan_says_what_a_change_does_to_grove_and_batch_jobs():
+    raw, _ = example_raw("existing-dev")
+    cfg = _cfg(raw)
+    got = {o["workload"]: o for o in upgrades.as_json(cfg)["rollouts"]}
+    kinds = {w.name: w.kind for w in cfg.workloads}
+    assert {n for n, k in kinds.items() if k in ("grove-inference", "volcano-training", "indexed-job", "mpijob",
+                                                  "trainjob", "lws-inference")} == set(got)
+    for name, o in got.items():
+        if kinds[name] == "grove-inference":
+            assert "RollingRecreate" in o["imageChange"] and "no surge" in o["imageChange"]
+        elif kinds[name] != "lws-inference":
+            assert "not rolled" in o["imageChange"] and "checkpoint" in o["imageChange"]
