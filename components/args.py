@@ -70,6 +70,22 @@ class CapacityReservationArgs(typing.TypedDict, total=False):
     "Where it holds them (checked against the pool's zone and the cluster's region)."
 
 
+class PoolUpgradeArgs(typing.TypedDict, total=False):
+    "How the cloud replaces a pool's nodes on an upgrade, gang-aware (multinode/upgrades.py)."
+    strategy: str
+    ("surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen. One of: surge, "
+     "blueGreen. Default: \"surge\".")
+    drain_timeout_minutes: int
+    ("How long a node drain may wait on disruption budgets (AKS drainTimeoutInMinutes; GKE blue-green node pool "
+     "soak). Default: 60.")
+    soak_minutes: int
+    ("Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, 0-30; GKE blue-green batch "
+     "soak). Default: 0.")
+    surge: int
+    ("Nodes an upgrade adds at once (EKS maxUnavailable); default the largest gang on the pool (a standalone "
+     "GpuNodePool knows no workloads: set it there).")
+
+
 class NodePoolArgs(typing.TypedDict, total=False):
     "A pool of identical GPU nodes with the fabric of its machine."
     name: typing.Required[str]
@@ -100,6 +116,9 @@ class NodePoolArgs(typing.TypedDict, total=False):
     "gcp: the IPv4 range (/20 or larger) the pool's GPU subnets are cut from."
     local_nvme: str
     "aws: `raid0` stripes the instance store at boot and puts kubelet / containerd on it. One of: raid0."
+    upgrade: PoolUpgradeArgs
+    ("How the cloud replaces the pool's nodes on an upgrade (gang-aware surge or blue-green). Default: "
+     "{\"drainTimeoutMinutes\": 60, \"soakMinutes\": 0, \"strategy\": \"surge\"}.")
 
 
 class FabricConfigArgs(typing.TypedDict, total=False):

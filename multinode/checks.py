@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import clouds, config, fabric, images, local_nvme, numbers, overrides
+from . import clouds, config, fabric, images, local_nvme, numbers, overrides, upgrades
 from .config import StackConfig, to_snake
 from .errors import Problem
 from .manifests import volcano_topology
@@ -46,7 +46,8 @@ def advisories(cfg: StackConfig) -> list[Problem]:
     from_cloud: list[Problem] = cloud.advisories(cfg)     # every cloud module's advisories(cfg) -> List[Problem]
     from .manifests import addons, crds  # here: manifests import config, which checks imports first
     return (from_cloud + config.advisories(cfg) + images.advisories(cfg) + addons.version_advisories(cfg)
-            + crds.advisories(cfg) + numbers.shm_advisories(cfg, config.pool_machines(cfg)))
+            + crds.advisories(cfg) + numbers.shm_advisories(cfg, config.pool_machines(cfg))
+            + upgrades.advisories(cfg))
 
 
 def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: dict[str, Any]) -> list[Problem]:

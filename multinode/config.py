@@ -141,6 +141,17 @@ class CapacityReservation(_Model):
     zone: str | None = None     # where it holds them (AWS AZ, GCP zone, OCI AD), checked against the pool's
 
 
+class PoolUpgrade(_Model):
+    """How the cloud replaces this pool's nodes on a node-image / Kubernetes upgrade (multinode/upgrades.py)."""
+    # surge: the cloud's rolling upgrade, surge sized to the largest gang, maxUnavailable 0 where allowed.
+    # blueGreen: GKE's blue-green node upgrade; on every cloud the pool's cloud name carries a digest of its
+    # machine, so a machine change creates the new pool before the old one is deleted (docs/day-two.md).
+    strategy: Literal["surge", "blueGreen"] = "surge"
+    drain_timeout_minutes: int = Field(default=60, ge=1, le=1440)   # AKS: 1-1440 (AgentPoolUpgradeSettings)
+    soak_minutes: int = Field(default=0, ge=0, le=30)               # AKS nodeSoakDurationInMinutes: 0-30
+    surge: int | None = Field(default=None, ge=1, le=100)           # default: the largest gang on the pool
+
+
 class NodePool(_Model):
     name: str
     machine: str | None = None
@@ -156,6 +167,7 @@ class NodePool(_Model):
     bootstrap: Literal["oke-package", "oke-install"] | None = None  # oci: how a node joins (clouds/oci.py)
     gpu_network_cidr: str | None = None            # gcp: IPv4 range (/20 or larger) the GPU subnets are cut from
     local_nvme: Literal["raid0"] | None = None     # aws: RAID0 the instance store at boot (multinode/local_nvme.py)
+    upgrade: PoolUpgrade = PoolUpgrade()           # issue 36: gang-aware node upgrades (multinode/upgrades.py)
 
 
 class FabricConfig(_Model):

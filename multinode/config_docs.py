@@ -13,6 +13,7 @@ MODELS: dict[str, str] = {
                    "(the `multinode:` keys of a stack file).",
     "ClusterRef": "The existing cluster to attach to (clusters are looked up, never created).",
     "NodePool": "A pool of identical GPU nodes with the fabric of its machine.",
+    "PoolUpgrade": "How the cloud replaces a pool's nodes on an upgrade, gang-aware (multinode/upgrades.py).",
     "MachineSpec": "A machine described explicitly instead of by catalog name.",
     "CapacityReservation": "A capacity reservation or capacity block the pool's nodes are launched into.",
     "FabricConfig": "Fabric overrides; every default comes from the catalog entry of the pool's machine.",
@@ -78,6 +79,15 @@ FIELDS: dict[str, str] = {
     "NodePool.bootstrap": "oci: how a node joins OKE (oke-package or oke-install).",
     "NodePool.gpuNetworkCidr": "gcp: the IPv4 range (/20 or larger) the pool's GPU subnets are cut from.",
     "NodePool.localNvme": "aws: `raid0` stripes the instance store at boot and puts kubelet / containerd on it.",
+    "NodePool.upgrade": "How the cloud replaces the pool's nodes on an upgrade (gang-aware surge or blue-green).",
+    # PoolUpgrade
+    "PoolUpgrade.strategy": "surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen.",
+    "PoolUpgrade.drainTimeoutMinutes": "How long a node drain may wait on disruption budgets "
+                                       "(AKS drainTimeoutInMinutes; GKE blue-green node pool soak).",
+    "PoolUpgrade.soakMinutes": "Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, 0-30; "
+                               "GKE blue-green batch soak).",
+    "PoolUpgrade.surge": "Nodes an upgrade adds at once (EKS maxUnavailable); default the largest gang on the "
+                         "pool (a standalone GpuNodePool knows no workloads: set it there).",
     # MachineSpec
     "MachineSpec.name": "The machine type name as the cloud spells it.",
     "MachineSpec.gpus": "GPUs per node (1-64).",

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, checks, gcpolicy, placement, stackfile
+from . import admission, checks, gcpolicy, placement, stackfile, upgrades
 from . import config as mconfig
 from .errors import ConfigError
 from .manifests import crds
@@ -468,6 +468,8 @@ def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) ->
     files.write(out / "policy.json", json_text(result.violations))
     if result.placement is not None:
         files.write(out / "placement.json", json_text(placement.as_json(result.placement)))
+    if result.config is not None:
+        files.write(out / "upgrades.json", json_text(upgrades.as_json(result.config)))
     files.prune()
     return out
 
@@ -590,6 +592,7 @@ def summary(result: PlanResult) -> str:
                      f"{rw.gpus_per_node} GPUs, tp {rw.tensor_parallel} x pp {w.pipeline_parallel}")
     if result.placement is not None:
         lines += placement.table(result.placement)
+    lines += upgrades.report(cfg)
     for a in result.advisories:
         lines.append(f"advisory: {a}")
     if result.policy_config is not None:

@@ -112,13 +112,17 @@ class Registration:
     inputs: dict[str, Any]
     delete_before_replace: bool = False
     ignore_changes: list[str] = field(default_factory=list)
+    replace_on_changes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
-                "custom": self.custom, "protect": self.protect, "retainOnDelete": self.retain_on_delete,
-                "dependencies": self.dependencies, "provider": self.provider,
-                "deleteBeforeReplace": self.delete_before_replace, "ignoreChanges": self.ignore_changes,
-                "inputs": self.inputs}
+        out = {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
+               "custom": self.custom, "protect": self.protect, "retainOnDelete": self.retain_on_delete,
+               "dependencies": self.dependencies, "provider": self.provider,
+               "deleteBeforeReplace": self.delete_before_replace, "ignoreChanges": self.ignore_changes,
+               "inputs": self.inputs}
+        if self.replace_on_changes:   # only when set: every other registration's record stays as it was
+            out["replaceOnChanges"] = self.replace_on_changes
+        return out
 
 
 def identity_only_outputs(typ: str) -> bool:
@@ -294,7 +298,7 @@ class RecordingMonitor(pmocks.MockMonitor):
             retain_on_delete=bool(request.retainOnDelete), dependencies=sorted(request.dependencies),
             provider=request.provider, inputs=props,
             delete_before_replace=bool(request.deleteBeforeReplace),
-            ignore_changes=list(request.ignoreChanges))
+            ignore_changes=list(request.ignoreChanges), replace_on_changes=list(request.replaceOnChanges))
         self.registrations.append(reg)
         if request.type == CONFIG_GROUP:
             self.registrations.extend(config_group_children(reg, self.make_urn))

@@ -246,9 +246,41 @@ def good_objects() -> list[dict[str, Any]]:
             efa_policy(), pvc(), pv(), storage_class(), dgd()]
 
 
+def budgets(objs: list[Any]) -> list[dict[str, Any]]:
+    """A policy/v1 PodDisruptionBudget for the pods of every multi-node gang among `objs` (issue 36: the pack refuses
+    a gang without one), selecting each gang role's template labels. Added to every fixture stack and rule run, so
+    a test of another rule sees only its own findings; tests/test_day_two.py tests the budget rule itself."""
+    from policy.engine import Resource
+    from policy.rules import disruption
+    res = [Resource(type=f"kubernetes:{o['apiVersion']}:{o['kind']}", name=str(o["metadata"].get("name")), props=o)
+           for o in objs
+           if isinstance(o, dict) and "apiVersion" in o and "kind" in o and isinstance(o.get("metadata"), dict)]
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for r in res:
+        ns = str(r.props["metadata"].get("namespace") or "default")
+        for _, labels in disruption.pods_to_cover(r, res):
+            sel = {k: str(v) for k, v in labels.items() if k != disruption.LWS_GROUP_INDEX_LABEL}
+            key = (ns, repr(sorted(sel.items())))
+            if key in seen or not sel:
+                continue
+            seen.add(key)
+            out.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                        "metadata": {"name": f"{r.name}-budget-{len(out)}", "namespace": ns},
+                        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": sel}}})
+    return out
+
+
+def with_budgets(objs: list[Any]) -> list[Any]:
+    return list(objs) + budgets(objs)
+
+
 def existing_stack(manifests: list[dict[str, Any]], node_count: int = 2,
-                   addons: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A stack file (as a dict) on cloud existing: 2 x p5.48xlarge, EFA, with these manifests."""
+                   addons: dict[str, Any] | None = None, with_gang_budgets: bool = True) -> dict[str, Any]:
+    """A stack file (as a dict) on cloud existing: 2 x p5.48xlarge, EFA, with these manifests (and a budget per
+    multi-node gang among them, unless with_gang_budgets is False)."""
+    if with_gang_budgets:
+        manifests = with_budgets(manifests)
     config: dict[str, Any] = {
         "multinode:cloud": "existing",
         "multinode:cluster": {"name": "lab-cluster"},

@@ -182,10 +182,13 @@ def test_multi_node_without_fabric_is_an_advisory():
 def test_azure_infiniband_advisories_peermem_and_topology():
     # Issue 14: the default (AKS driver + peermem loader + DOCA driver container) and the GPU Operator
     # path both run GPUDirect RDMA, and the topology ConfigMap is shipped: no advisory for either.
+    # (issue 36: azure-dev's 2-node LWS fills its 2-node pool, so the pool's no-room-to-surge advisory stays)
+    def fabric_advice(cfg):
+        return [p for p in checks.advisories(cfg) if "no room to surge" not in p.message]
     raw, secrets = example_raw("azure-dev")
-    assert checks.advisories(_load(raw, secrets)) == []
+    assert fabric_advice(_load(raw, secrets)) == []
     raw.setdefault("addons", {})["gpuOperator"] = {"enabled": True}
-    assert checks.advisories(_load(raw, secrets)) == []
+    assert fabric_advice(_load(raw, secrets)) == []
     # configs that really run without the peer-memory stack keep the advisory
     raw, secrets = example_raw("azure-dev")
     raw["fabric"] = {"docaDriverVersion": "host"}

@@ -199,10 +199,16 @@ def _subtree(regs: list[Registration], root_urn: str) -> list[Registration]:
     return out
 
 
+# The pool resource's upgrade settings: sized to the largest gang on the pool (multinode/upgrades.py), which a
+# standalone GpuNodePool cannot know (it has no workloads; nodePool.upgrade.surge sets it there).
+UPGRADE_INPUTS = ("updateConfig", "upgradeSettings")
+
+
 def _pool_shape(r: Registration, pool_urn: str) -> tuple:
     # the standalone pool looks its cluster up itself (child "<pool>-cluster"); inputs that come from the
     # cluster lookup are the same mock answers in both runs
-    return (r.type, r.name, r.custom, r.protect, r.retain_on_delete, json.dumps(r.inputs, sort_keys=True))
+    inputs = {k: v for k, v in r.inputs.items() if k not in UPGRADE_INPUTS}
+    return (r.type, r.name, r.custom, r.protect, r.retain_on_delete, json.dumps(inputs, sort_keys=True))
 
 
 @pytest.mark.parametrize("stack", ["aws-dev", "oci-dev", "gcp-dev"])
@@ -223,6 +229,12 @@ def test_gpu_node_pool_constructed_alone_registers_the_programs_pool_resources(s
     alone_children = [r for r in _subtree(ran.registrations, alone.urn) if r.urn not in in_cluster]
     expected = sorted(_pool_shape(r, prog_pool.urn) for r in _subtree(program.registrations, prog_pool.urn))
     assert expected and sorted(_pool_shape(r, alone.urn) for r in alone_children) == expected
+    # alone, the pool knows no gang: the cloud's upgrade settings for a surge of 1 (unless upgrade.surge says)
+    alone_upgrade = [r.inputs[k] for r in alone_children for k in UPGRADE_INPUTS if k in r.inputs]
+    if raw["cloud"] == "aws":
+        assert alone_upgrade == [{"maxUnavailable": 1, "updateStrategy": "DEFAULT"}]
+    elif raw["cloud"] == "gcp":
+        assert alone_upgrade == [{"strategy": "SURGE", "maxSurge": 1, "maxUnavailable": 0}]
     assert result["machine"] == pool_raw["machine"] and result["nodeCount"] == pool_raw["nodeCount"]
     assert result["fabric"]["kind"] in ("efa", "tcpxo", "roce", "infiniband")
 

@@ -29,6 +29,8 @@ def rec(obj, protect=False, retain=True):
 
 def run(objs, rule=None, c="default", **kw):
     c = cfg(**kw) if c == "default" else c
+    plain = [o for o in objs if "inputs" not in o]
+    objs = list(objs) + F.budgets(plain)       # every gang has its budget: each test sees its own rule only
     out = evaluate([o if "inputs" in o else rec(o) for o in objs], c)
     return [v for v in out if rule is None or v["policy"] == rule]
 

@@ -69,16 +69,20 @@ def test_recorded_example_stack_plus_hand_written_objects():
     hand = [F.mount_claim(F.lws(), "checkpoints"),
             F.lws(name="broken", leader_cmd="vllm serve m --tensor-parallel-size 4 --pipeline-parallel-size 2")]
     hand[0]["metadata"]["namespace"] = "multinode"
-    extra = [{"type": f"kubernetes:{o['apiVersion']}:{o['kind']}", "name": o["metadata"]["name"],
-              "urn": f"urn:x::{o['metadata']['name']}", "inputs": o, "protect": False, "retainOnDelete": False}
-             for o in hand]
+
+    def recs(objs):
+        return [{"type": f"kubernetes:{o['apiVersion']}:{o['kind']}", "name": o["metadata"]["name"],
+                 "urn": f"urn:x::{o['metadata']['name']}", "inputs": o, "protect": False, "retainOnDelete": False}
+                for o in objs]
+    budgets = recs(F.budgets(hand))      # each hand-written gang with its budget (issue 36's pack rule)
+    extra = recs(hand)
     # two more 2-node services: 4 more nodes than existing-dev's 8 (else stack-fits-node-pools says so)
     roomy = cfg.model_copy(deep=True)
     roomy.node_pools[0].node_count = 12
-    out = evaluate(records + extra, roomy)
+    out = evaluate(records + extra + budgets, roomy)
     assert [(v["policy"], v["resource"]) for v in out] == [
         ("parallelism-matches-gpus", "LeaderWorkerSet research/broken")]
-    crowded = evaluate(records + extra, cfg)
+    crowded = evaluate(records + extra + budgets, cfg)
     assert (("stack-fits-node-pools", "LeaderWorkerSet research/broken")
             in [(v["policy"], v["resource"]) for v in crowded])
     # the recorded claim is ReadWriteMany and retained: break it and the storage rules see it
@@ -86,7 +90,7 @@ def test_recorded_example_stack_plus_hand_written_objects():
         if r["type"] == "kubernetes:core/v1:PersistentVolumeClaim":
             r["inputs"]["spec"]["accessModes"] = ["ReadWriteOnce"]
             r["retainOnDelete"] = r["protect"] = False
-    names = {v["policy"] for v in evaluate(records + extra[:1], roomy)}
+    names = {v["policy"] for v in evaluate(records + extra[:1] + budgets, roomy)}
     assert names == {"checkpoint-storage-rwx", "checkpoint-storage-retained"}
 
 

@@ -35,7 +35,7 @@ from components.clouds.base import (
     register_claim,
 )
 from components.kubernetes.objects import k8s_object
-from multinode import local_nvme
+from multinode import local_nvme, upgrades
 from multinode.clouds import aws as limits
 
 # node bootstrap facts and helpers of the pure cloud module (tests read them through this module too)
@@ -162,13 +162,16 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
         capacity_type="CAPACITY_BLOCK" if cr is not None and cr.type == "capacityBlock" else "ON_DEMAND",
         scaling_config={"desired_size": pool.node_count, "min_size": pool.node_count,
                         "max_size": pool.node_count},
-        update_config={"max_unavailable": 1},
+        # gang-aware: EKS surges at least the largest gang and drains that many old nodes at once
+        # (multinode/upgrades.py, with its sources)
+        update_config=upgrades.plan_pool(cfg, pool).settings["update_config"],
         labels=labels,
         taints=eks_taints(cfg),
         launch_template={"id": comp.launch_template.id,
                          "version": comp.launch_template.latest_version.apply(str)},
         tags=tags,
-        opts=pulumi.ResourceOptions(parent=comp, depends_on=attachments + [comp.efa_ingress, comp.efa_egress]),
+        opts=pulumi.ResourceOptions(parent=comp, depends_on=attachments + [comp.efa_ingress, comp.efa_egress],
+                                    **upgrades.blue_green_options(pool, "aws")),
     )
     if machine.network_cards is None and efa_interface_count(machine, cfg.fabric.enabled) > 1:
         pulumi.log.warn(f"pool {pool.name}: the network-card layout of {machine.name} is unconfirmed; the launch "

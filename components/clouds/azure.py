@@ -34,6 +34,7 @@ from components.clouds.base import (
     kept,
     register_claim,
 )
+from multinode import upgrades
 from multinode.clouds import azure as limits
 
 # node bootstrap facts and helpers of the pure cloud module (tests read them through this module too)
@@ -96,7 +97,7 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
     pool_args = dict(
         resource_group_name=cluster.resource_group,
         resource_name_=cluster.cluster_name,      # the cluster (SDK renames it: `resource_name` is taken)
-        agent_pool_name=agent_pool_name(pool.name),
+        agent_pool_name=agent_pool_name(pool.name, upgrades.physical_suffix(pool, machine.name)),
         mode="User",
         vm_size=machine.name,
         count=pool.node_count,
@@ -108,8 +109,9 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
         node_labels=node_labels(cfg, pool, machine),
         node_taints=aks_taints(cfg),
         gpu_profile={"driver": gpu_driver(cfg)},
-        # Replace one node at a time without a surge node: GPU capacity rarely has a spare VM.
-        upgrade_settings={"max_surge": "0", "max_unavailable": "1"},
+        # gang-aware: surge the largest gang, nothing unavailable, drain timeout and soak per pool
+        # (multinode/upgrades.py, with its sources)
+        upgrade_settings=upgrades.plan_pool(cfg, pool).settings["upgrade_settings"],
         tags={"multinode-pool": pool.name, "multinode-stack": pulumi.get_stack()},
     )
     if pool.zone:
@@ -119,7 +121,8 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
     if cr is not None:
         pool_args["capacity_reservation_group_id"] = cr.id
     comp.agent_pool = azure_native.containerservice.AgentPool(
-        f"{name}-pool", opts=pulumi.ResourceOptions(parent=comp), **pool_args)
+        f"{name}-pool", opts=pulumi.ResourceOptions(parent=comp, **upgrades.blue_green_options(pool, "azure")),
+        **pool_args)
     out = comp._set_pool_outputs(cfg, pool)
     comp.register_outputs(out)
 

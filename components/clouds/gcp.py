@@ -32,7 +32,7 @@ from components.clouds.base import (
     register_claim,
 )
 from components.kubernetes.objects import k8s_object
-from multinode import pools
+from multinode import pools, upgrades
 from multinode.clouds import gcp as gke
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -161,15 +161,21 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
     if comp.networks:
         network_config = {"additional_node_network_configs": [
             {"network": vpcs[n.vpc].name, "subnetwork": subnets[n.name].name} for n in comp.networks]}
+    plan = upgrades.plan_pool(cfg, pool)
+    suffix = upgrades.physical_suffix(pool, m.name)
     comp.node_pool = gcp.container.NodePool(
-        f"{name}-nodes", name=f"{pool.name}", project=project, location=cfg.cluster.location,
+        f"{name}-nodes", name=f"{pool.name}-{suffix}" if suffix else pool.name, project=project,
+        location=cfg.cluster.location,
         cluster=cluster.cluster_id, node_locations=[pool.zone], node_count=pool.node_count,
         node_config=node_config, network_config=network_config,
         placement_policy={"type": "COMPACT"},
         # GKE refuses auto_upgrade False on release-channel clusters (the default); keep upgrades out of
         # training runs with a maintenance exclusion on the cluster instead (docs/clouds-gcp-oci.md).
         management={"auto_repair": True, "auto_upgrade": True},
-        opts=pulumi.ResourceOptions(parent=comp, depends_on=list(subnets.values()) + comp.firewalls))
+        # gang-aware surge (or blue-green) sized to the largest gang (multinode/upgrades.py, with its sources)
+        upgrade_settings=plan.settings["upgrade_settings"],
+        opts=pulumi.ResourceOptions(parent=comp, depends_on=list(subnets.values()) + comp.firewalls,
+                                    **upgrades.blue_green_options(pool, "gcp")))
 
     # The GKE objects that let pods attach the networks (one pair per network).
     kopts = pulumi.ResourceOptions(parent=comp, provider=cluster.provider)

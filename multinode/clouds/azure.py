@@ -176,12 +176,13 @@ def loads_peermem_with_daemonset(cfg: Any) -> bool:
 
 # ---------------------------------------------------------------- node bootstrap
 # (read by components/clouds/azure.py: agent pools, storage account names)
-def agent_pool_name(pool_name: str) -> str:
-    """AKS Linux pool names: lowercase letters and digits, at most 12, starting with a letter."""
+def agent_pool_name(pool_name: str, suffix: str = "") -> str:
+    """AKS Linux pool names: lowercase letters and digits, at most 12, starting with a letter. `suffix`: a
+    blue-green pool's machine digest (multinode/upgrades.physical_suffix), kept whole at the end."""
     name = re.sub(r"[^a-z0-9]", "", pool_name.lower())
     if not name or not name[0].isalpha():
         name = "gpu" + name
-    return name[:12]
+    return name[:12 - len(suffix)] + suffix
 
 
 def storage_account_name(name: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import upgrades
 from ...config import StackConfig, Workload
 from . import common as c
 
@@ -164,6 +165,9 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
             "replicas": w.replicas,
             # LeaderCreated: leader and workers are created together, so a Volcano gang of `size` can form.
             "startupPolicy": "LeaderCreated",
+            # surge whole groups into the pool's spare nodes, else replace one group at a time
+            # (multinode/upgrades.py: plan reports the order)
+            "rolloutStrategy": upgrades.rollout_strategy(upgrades.lws_rollout(cfg, w)),
             "leaderWorkerTemplate": lwt,
         },
     }

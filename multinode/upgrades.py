@@ -1,0 +1,346 @@
+"""Day two: how each cloud replaces a pool's nodes, sized to the gangs on the pool (issue 36). Pure.
+
+A node upgrade drains old nodes through the Eviction API. A multi-node gang cannot lose one pod and go on:
+LWS recreates the whole group (restartPolicy RecreateGroupOnPodRestart), Volcano restarts the job from its
+checkpoint (policy PodEvicted -> RestartJob). So what matters per pool is
+  - the largest gang (in nodes) on it: a drained gang needs that many free, Ready nodes to come back whole;
+  - the nodes in use at peak (every service + the largest batch job, the placement contract of
+    multinode/placement.py; the one-shot NCCL check has finished by then and is not counted);
+  - whether the cloud can add that many nodes (surge) or the pool has them spare.
+Settings rendered per cloud (each SDK's args class checked in the .venv of uv.lock; sources below):
+  aws    EKS managed node group `update_config`: max_unavailable = largest gang (EKS cannot take 0: it is
+         a NonZeroInteger), update_strategy DEFAULT. EKS first scales the group up by the larger of twice
+         its AZ count and maxUnavailable (the surge), then drains up to maxUnavailable old nodes at a time;
+         a drain blocked by a PodDisruptionBudget for 15 minutes fails the update (PodEvictionFailure)
+         unless it is forced. (docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html;
+         pulumi-aws 7.51.1 NodeGroupUpdateConfigArgs: max_unavailable, max_unavailable_percentage,
+         update_strategy DEFAULT|MINIMAL)
+  azure  AKS agent pool `upgrade_settings`: max_surge = largest gang, max_unavailable 0, drain_timeout_in_minutes
+         (waits on PDBs; exceeded -> the upgrade fails; AKS default 30), node_soak_duration_in_minutes (wait
+         after a drain before reimaging; default 0). AKS drains as many nodes at once as it surged.
+         (learn.microsoft.com/azure/aks/upgrade-aks-node-pools-rolling; pulumi-azure-native 3.29.0
+         AgentPoolUpgradeSettingsArgs)
+  gcp    GKE node pool `upgrade_settings`: strategy SURGE with max_surge = largest gang and max_unavailable 0,
+         or strategy BLUE_GREEN with blue_green_settings.standard_rollout_policy.batch_node_count = largest gang,
+         batch_soak_duration and node_pool_soak_duration (cloud.google.com/kubernetes-engine/docs/reference/
+         rest/v1/UpgradeSettings; concepts/node-pool-upgrade-strategies: surge waits up to 60 minutes for
+         graceful termination; pulumi-gcp 10.2.0 NodePoolUpgradeSettingsArgs)
+  oci    none: the pool is self-managed nodes in a ClusterNetwork (components/clouds/oci.py), not an OKE node
+         pool, so OKE node pool cycling (containerengine.NodePool node_pool_cycling_details: maximum_surge,
+         maximum_unavailable, cycle_modes; pulumi-oci 5.5.0) does not apply. A new image is a new
+         InstanceConfiguration; the ClusterNetwork's instance_pools[].instance_configuration_id is updatable
+         in place, so running nodes keep their old image and only new instances take it: replace nodes
+         with a blue-green pool (docs/day-two.md).
+  existing  none: the cluster's owner upgrades its nodes.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import INFERENCE_KINDS, NodePool, StackConfig, Workload
+from .errors import Problem
+
+ONE_SHOT_KINDS = ("nccl-test",)                 # runs once at deploy; finished before any upgrade
+MANAGED_UPGRADES = ("aws", "azure", "gcp")      # clouds whose pool resource takes upgrade settings
+SOURCES = {
+    "aws": "EKS managed node update behavior (docs.aws.amazon.com/eks/latest/userguide/managed-node-update-"
+           "behavior.html); pulumi-aws 7.51.1 eks.NodeGroup update_config",
+    "azure": "AKS rolling node pool upgrades (learn.microsoft.com/azure/aks/upgrade-aks-node-pools-rolling); "
+             "pulumi-azure-native 3.29.0 containerservice.AgentPool upgrade_settings",
+    "gcp": "GKE UpgradeSettings (cloud.google.com/kubernetes-engine/docs/reference/rest/v1/UpgradeSettings), "
+           "node pool upgrade strategies; pulumi-gcp 10.2.0 container.NodePool upgrade_settings",
+    "oci": "self-managed nodes in a ClusterNetwork: no cloud-driven node cycling (pulumi-oci 5.5.0 "
+           "core.ClusterNetwork instance_pools[].instance_configuration_id is updatable in place)",
+    "existing": "the cluster's owner upgrades its nodes",
+}
+# How long each cloud waits on a blocked drain before it gives up or forces (documented, not settable here
+# except AKS's drain timeout): plan's report and docs/day-two.md quote these.
+DRAIN_WAIT = {
+    "aws": "15 minutes per node, then the update fails with PodEvictionFailure (unless forced)",
+    "azure": "drainTimeoutInMinutes per node, then the upgrade fails",
+    "gcp": "up to 60 minutes per node (surge), then GKE deletes the node anyway",
+    "oci": "no cloud drain: you drain (kubectl drain waits on budgets until you stop it)",
+    "existing": "whatever the cluster's owner runs",
+}
+
+
+@dataclass(frozen=True)
+class GangOnPool:
+    workload: str
+    kind: str
+    nodes: int            # nodes of one gang (one pod per node)
+    groups: int           # gangs of this shape that run at once (LWS replicas)
+    service: bool         # long-running (counted all at once) or a batch job (the largest counted)
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """What an upgrade of one pool does: the settings rendered and the report plan prints."""
+    pool: str
+    cloud: str
+    strategy: str
+    node_count: int
+    largest_gang: int
+    nodes_in_use: int
+    spare_nodes: int
+    surge: int
+    max_unavailable: int
+    drain_timeout_minutes: int
+    soak_minutes: int
+    room_to_surge: bool
+    settings: dict[str, Any]
+    gangs: tuple[GangOnPool, ...]
+    why_no_room: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pool": self.pool, "cloud": self.cloud, "strategy": self.strategy, "nodeCount": self.node_count,
+                "largestGang": self.largest_gang, "nodesInUse": self.nodes_in_use, "spareNodes": self.spare_nodes,
+                "surge": self.surge, "maxUnavailable": self.max_unavailable,
+                "drainTimeoutMinutes": self.drain_timeout_minutes, "soakMinutes": self.soak_minutes,
+                "roomToSurge": self.room_to_surge, "whyNoRoom": self.why_no_room, "settings": self.settings,
+                "source": SOURCES.get(self.cloud, ""), "drainWait": DRAIN_WAIT.get(self.cloud, ""),
+                "gangs": [{"workload": g.workload, "kind": g.kind, "nodes": g.nodes, "groups": g.groups,
+                           "service": g.service, "onUpgrade": gang_effect(self, g)} for g in self.gangs],
+                "notes": list(self.notes)}
+
+
+def _gangs(cfg: StackConfig, pool: NodePool, w: Workload) -> list[GangOnPool]:
+    if w.kind in ONE_SHOT_KINDS:
+        return []
+    rw = cfg.resolved(w)
+    service = w.kind in INFERENCE_KINDS
+    if w.kind == "grove-inference":       # one PodCliqueSet replica is one gang over every role
+        return [GangOnPool(w.name, w.kind, sum(g.nodes for g in rw.serving_gangs()), w.replicas, True)]
+    return [GangOnPool(w.name, w.kind, g.nodes, g.replicas if service else 1, service) for g in rw.serving_gangs()]
+
+
+def gangs_on(cfg: StackConfig, pool: NodePool) -> list[GangOnPool]:
+    out: list[GangOnPool] = []
+    for w in cfg.workloads:
+        if w.node_pool == pool.name:
+            out += _gangs(cfg, pool, w)
+    return out
+
+
+def nodes_in_use(gangs: list[GangOnPool]) -> int:
+    """Peak nodes: every service gang at once plus the largest batch job (multinode/placement.py's contract)."""
+    services = sum(g.nodes * g.groups for g in gangs if g.service)
+    batch = max((g.nodes for g in gangs if not g.service), default=0)
+    return services + batch
+
+
+def cloud_settings(cloud: str, strategy: str, surge: int, drain: int, soak: int) -> dict[str, Any]:
+    """The upgrade arguments of the cloud's pool resource (snake_case, as the Python SDK takes them)."""
+    if cloud == "aws":
+        return {"update_config": {"max_unavailable": surge, "update_strategy": "DEFAULT"}}
+    if cloud == "azure":
+        return {"upgrade_settings": {"max_surge": str(surge), "max_unavailable": "0",
+                                     "drain_timeout_in_minutes": drain, "node_soak_duration_in_minutes": soak}}
+    if cloud == "gcp":
+        if strategy == "blueGreen":
+            return {"upgrade_settings": {"strategy": "BLUE_GREEN", "blue_green_settings": {
+                "standard_rollout_policy": {"batch_node_count": surge, "batch_soak_duration": f"{soak * 60}s"},
+                "node_pool_soak_duration": f"{drain * 60}s"}}}
+        return {"upgrade_settings": {"strategy": "SURGE", "max_surge": surge, "max_unavailable": 0}}
+    return {}
+
+
+def plan_pool(cfg: StackConfig, pool: NodePool) -> PoolPlan:
+    gangs = gangs_on(cfg, pool)
+    largest = max((g.nodes for g in gangs), default=1)
+    used = nodes_in_use(gangs)
+    spare = max(0, pool.node_count - used)
+    up = pool.upgrade
+    surge = up.surge or max(1, largest)
+    # GKE blue-green creates a whole second pool (node_count nodes) before it drains the first.
+    extra = pool.node_count if (cfg.cloud == "gcp" and up.strategy == "blueGreen") else surge
+    why = ""
+    cr = pool.capacity_reservation
+    if cr is not None and cr.type == "capacityBlock":
+        why = (f"its nodes come from capacity block {cr.id}, which holds a fixed number of instances: an upgrade's "
+               f"{extra} extra node(s) cannot be launched into it")
+    elif cr is not None and cr.nodes is not None and cr.nodes < pool.node_count + extra:
+        why = (f"capacity reservation {cr.id} holds {cr.nodes} nodes; the pool's {pool.node_count} plus the "
+               f"upgrade's {extra} extra need {pool.node_count + extra}")
+    elif spare < largest and gangs:
+        back = (f"can only come back on the {extra} node(s) the cloud adds, if it can add them (GPU capacity, quota)"
+                if cfg.cloud in MANAGED_UPGRADES else "has no free node to come back on until the drained one returns")
+        why = (f"{used} of its {pool.node_count} nodes are in use at peak ({spare} spare) and its largest gang spans "
+               f"{largest} nodes: a drained gang {back}")
+    notes: list[str] = []
+    if cfg.cloud == "aws":
+        notes.append("EKS has no maxUnavailable 0: it drains up to maxUnavailable (= the largest gang) old nodes at "
+                     "once, after launching at least that many new ones")
+    if cfg.cloud == "oci":
+        notes.append("no cloud-driven upgrade: a new image reaches new instances only; replace nodes with a "
+                     "blue-green pool (docs/day-two.md)")
+    if cfg.cloud == "existing":
+        notes.append("the cluster's owner upgrades these nodes; the budgets below still apply to their drains")
+    if cfg.cloud == "gcp" and up.strategy == "blueGreen":
+        notes.append(f"blue-green: GKE creates {pool.node_count} green nodes, cordons every blue node, drains "
+                     f"{surge} at a time, and deletes the blue pool after the node pool soak; rollback until then")
+    settings = cloud_settings(cfg.cloud, up.strategy, surge, up.drain_timeout_minutes, up.soak_minutes)
+    max_unavailable = surge if cfg.cloud == "aws" else 0
+    return PoolPlan(pool.name, cfg.cloud, up.strategy, pool.node_count, largest, used, spare, surge, max_unavailable,
+                    up.drain_timeout_minutes, up.soak_minutes, not why, settings, tuple(gangs), why, tuple(notes))
+
+
+def gang_effect(plan: PoolPlan, g: GangOnPool) -> str:
+    """One line: what the upgrade does to this gang."""
+    where = (f"on {plan.surge} new node(s)" if plan.cloud in ("aws", "azure", "gcp") else "on other Ready nodes")
+    if g.nodes <= 1:
+        return "single-node pods: moved one at a time by the drain"
+    if g.service:
+        return (f"each of its {g.groups} group(s) restarts whole once when the drain reaches one of its {g.nodes} "
+                f"nodes (its budget lets one pod go; LWS / the operator recreates the group) and comes back {where}; "
+                f"a group not Ready yet is evicted without waiting (unhealthyPodEvictionPolicy AlwaysAllow)")
+    return (f"evicted once when the drain reaches one of its {g.nodes} nodes: the job restarts whole from its last "
+            f"checkpoint and needs {g.nodes} free nodes, spare or {where}")
+
+
+def plans(cfg: StackConfig) -> list[PoolPlan]:
+    return [plan_pool(cfg, p) for p in cfg.node_pools]
+
+
+def advisories(cfg: StackConfig) -> list[Problem]:
+    out: list[Problem] = []
+    for i, p in enumerate(plans(cfg)):
+        if not p.room_to_surge:
+            out.append(Problem(f"nodePools[{i}]", f"pool {p.pool} has no room to surge: {p.why_no_room}. An upgrade "
+                                                  f"then stalls or restarts gangs in place; add "
+                                                  f"{max(1, p.largest_gang - p.spare_nodes)} node(s) to the pool "
+                                                  f"(nodeCount) or room for {p.surge} in its capacity, stop the "
+                                                  f"batch jobs for the upgrade window, or use a blue-green pool "
+                                                  f"(docs/day-two.md)"))
+    return out
+
+
+def physical_suffix(pool: NodePool, machine_name: str) -> str:
+    """blueGreen: a digest of what replaces the pool (its machine), so the new pool's cloud name differs from the
+    old one's and both can exist while Pulumi creates the new pool before it deletes the old (create-before-destroy).
+    Empty for surge pools: their cloud names stay as they were (renaming would replace every existing pool)."""
+    if pool.upgrade.strategy != "blueGreen":
+        return ""
+    return hashlib.sha256(machine_name.encode()).hexdigest()[:4]
+
+
+# ------------------------------------------------------------------ model rollouts (LWS rolloutStrategy)
+@dataclass(frozen=True)
+class Rollout:
+    workload: str
+    kind: str
+    groups: int
+    group_size: int
+    max_surge: int
+    max_unavailable: int
+    spare_nodes: int
+
+    def steps(self) -> str:
+        """What a change of image or parallel size rolls, in order (LWS v0.10.0: the rolling update moves the
+        leader StatefulSet's partition down, so groups are replaced from the highest index to 0)."""
+        order = ", ".join(str(i) for i in range(self.groups - 1, -1, -1))
+        if self.max_surge:
+            how = (f"first {self.max_surge} extra group(s) of the new revision "
+                   f"({self.max_surge * self.group_size} spare node(s)), then the old groups are replaced in order "
+                   f"{order}, none unavailable before a new one is Ready")
+        else:
+            how = (f"no spare nodes for a surge group ({self.spare_nodes} spare, a group takes {self.group_size}): "
+                   f"group(s) {order} deleted and recreated {self.max_unavailable} at a time"
+                   + ("; with one group the service is down until the new group is Ready" if self.groups == 1 else ""))
+        return how
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"workload": self.workload, "kind": self.kind, "groups": self.groups, "groupSize": self.group_size,
+                "maxSurge": self.max_surge, "maxUnavailable": self.max_unavailable, "spareNodes": self.spare_nodes,
+                "imageChange": f"every pod of every group restarts: {self.steps()}",
+                "parallelSizeChange": ("a new tensor/pipeline parallel size or node count changes the leader/worker "
+                                       "templates (and size): rolled the same way, each new group needing the new "
+                                       f"size in nodes: {self.steps()}")}
+
+
+def lws_rollout(cfg: StackConfig, w: Workload) -> Rollout:
+    """maxSurge = the whole groups the pool's spare nodes hold (at most the replicas), maxUnavailable 0 then;
+    without room, maxSurge 0 and maxUnavailable 1 (the CRD refuses both 0). Spare nodes are the pool's at peak
+    (plan_pool), shared by every LWS on it: rollouts of two LWS on one pool at once may find less room."""
+    spare = plan_pool(cfg, cfg.pool(w.node_pool)).spare_nodes
+    surge = min(w.replicas, spare // max(1, w.nodes))
+    return Rollout(w.name, w.kind, w.replicas, w.nodes, surge, 0 if surge else 1, spare)
+
+
+def rollout_strategy(r: Rollout) -> dict[str, Any]:
+    """spec.rolloutStrategy of the LeaderWorkerSet (LWS v0.10.0 CRD: type RollingUpdate,
+    rollingUpdateConfiguration.maxSurge / maxUnavailable, int or percent)."""
+    return {"type": "RollingUpdate",
+            "rollingUpdateConfiguration": {"maxSurge": r.max_surge, "maxUnavailable": r.max_unavailable}}
+
+
+def rollouts(cfg: StackConfig) -> list[Rollout]:
+    return [lws_rollout(cfg, w) for w in cfg.workloads if w.kind == "lws-inference"]
+
+
+# Grove's equivalent (PodCliqueSet spec.updateStrategy.type, Grove v0.1.0-alpha.11 CRD in schemas/grove):
+# RollingRecreate (the default, which we leave) or OnDelete; no surge field, so nothing comes from spare nodes.
+GROVE_ROLLOUT = ("Grove's updateStrategy RollingRecreate (the CRD default; the CRD has no surge field) recreates the "
+                 "PodCliqueSet's replicas in a rolling way: no extra replica, a recreated replica's pods restart")
+# Batch jobs are not rolled: a changed image is a new run, started from the last checkpoint.
+JOB_ROLLOUT = ("not rolled: a changed job is a new run; `pulumi up` replaces the job object (a batch/v1 Job's pod "
+               "template is immutable; for Volcano, MPIJob and TrainJob see docs/day-two.md), which stops the running "
+               "job, and the new run starts from its last checkpoint: change it right after a checkpoint")
+
+
+def other_rollouts(cfg: StackConfig) -> list[dict[str, Any]]:
+    """What a change of image or parallel size does to the multi-node workloads that are not LWS."""
+    out: list[dict[str, Any]] = []
+    for w in cfg.workloads:
+        if w.kind == "grove-inference":
+            out.append({"workload": w.name, "kind": w.kind, "imageChange": GROVE_ROLLOUT})
+        elif w.kind in ("volcano-training", "indexed-job", "mpijob", "trainjob"):
+            out.append({"workload": w.name, "kind": w.kind, "imageChange": JOB_ROLLOUT})
+    return out
+
+
+# The pool resource's input that names its machine (wire name, as replaceOnChanges takes it), per cloud.
+MACHINE_INPUT = {"aws": "instanceTypes", "azure": "vmSize", "gcp": "nodeConfig.machineType"}
+
+
+def blue_green_options(pool: NodePool, cloud: str) -> dict[str, Any]:
+    """ResourceOptions keywords of a blueGreen pool's resource: replace it when its machine changes, creating the
+    new one first (delete_before_replace False, Pulumi's default, stated so resources.json shows it). With its
+    cloud name carrying physical_suffix, old and new exist side by side until the new one is up; workloads follow
+    the pool label (multinode/pools.node_selector), which both carry. Surge pools: none."""
+    if pool.upgrade.strategy != "blueGreen" or cloud not in MACHINE_INPUT:
+        return {}
+    return {"replace_on_changes": [MACHINE_INPUT[cloud]], "delete_before_replace": False}
+
+
+def report(cfg: StackConfig) -> list[str]:
+    """plan's summary lines: per pool, the settings and what an upgrade does to each gang."""
+    lines: list[str] = []
+    for p in plans(cfg):
+        how = (f"surge {p.surge}, maxUnavailable {p.max_unavailable}" if p.settings
+               else "no cloud upgrade settings (see note)")
+        head = (f"upgrade pool {p.pool} ({p.cloud}, {p.strategy}): {how}, "
+                f"largest gang {p.largest_gang} node(s), {p.nodes_in_use} of {p.node_count} nodes in use, "
+                f"{p.spare_nodes} spare; blocked drain: {DRAIN_WAIT.get(p.cloud, '')}")
+        lines.append(head)
+        if not p.room_to_surge:
+            lines.append(f"    no room to surge: {p.why_no_room}")
+        for g in p.gangs:
+            if g.nodes > 1:
+                lines.append(f"    {g.workload} ({g.kind}, {g.nodes} nodes x {g.groups}): {gang_effect(p, g)}")
+        lines += [f"    note: {n}" for n in p.notes]
+    for r in rollouts(cfg):
+        lines.append(f"rollout {r.workload} (LWS, {r.groups} group(s) x {r.group_size} nodes, maxSurge {r.max_surge}, "
+                     f"maxUnavailable {r.max_unavailable}): an image or parallel-size change: {r.steps()}")
+    for o in other_rollouts(cfg):
+        lines.append(f"rollout {o['workload']} ({o['kind']}): {o['imageChange']}")
+    return lines
+
+
+def as_json(cfg: StackConfig) -> dict[str, Any]:
+    """build/<stack>/upgrades.json."""
+    return {"pools": [p.as_dict() for p in plans(cfg)],
+            "rollouts": [r.as_dict() for r in rollouts(cfg)] + other_rollouts(cfg)}
