@@ -42,7 +42,7 @@ def mpijob_with_gpu_launcher() -> dict[str, Any]:
 
 def test_mpijob_launcher_with_gpus_counts_and_a_gang_larger_than_the_pool_fails_plan(tmp_path):
     doc = stack_doc()
-    doc["config"]["multinode:manifests"] = [mpijob_with_gpu_launcher()]     # 1 launcher + 2 workers on 2 nodes
+    doc["config"]["multinode:manifests"] = F.with_budgets([mpijob_with_gpu_launcher()])  # 1 launcher + 2 workers, 2 nodes
     res = plan_doc(doc, tmp_path)
     assert res.placement is not None and not res.placement.fits
     assert "does not fit" in "\n".join(mplan.placement.table(res.placement))
@@ -67,14 +67,17 @@ def test_training_guide_indexed_job_refused_without_the_team_config(tmp_path):
     f.write_text(GUIDE_JOB.read_text())
     res = mplan.plan("torchrun-guide-indexed-job", tmp_path / "build", f)
     assert res.exit_code == mplan.EXIT_POLICY
-    assert [v["policy"] for v in mandatory(res)] == ["indexed-job-gang-scheduled"], res.violations
+    # the guide has no PodDisruptionBudget either (issue 36's rule, also a team choice)
+    assert sorted(v["policy"] for v in mandatory(res)) == ["indexed-job-gang-scheduled",
+                                                           "multi-node-gang-has-disruption-budget"], res.violations
 
 
 def test_training_guide_indexed_job_clean_with_the_default_config_next_to_the_stack(tmp_path):
     res = mplan.plan("torchrun-guide-indexed-job", tmp_path / "build", GUIDE_JOB)     # tests/guides/policy-config.json
     assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
     found = [(v["policy"], v["enforcementLevel"]) for v in res.violations]
-    assert found == [("indexed-job-gang-scheduled", "advisory")]
+    assert sorted(found) == [("indexed-job-gang-scheduled", "advisory"),
+                             ("multi-node-gang-has-disruption-budget", "advisory")]
     assert "indexed-job-gang-scheduled mandatory -> advisory" in mplan.summary(res)
 
 
@@ -82,11 +85,12 @@ def test_plan_policy_config_option_names_the_file(tmp_path, capsys):
     f = tmp_path / GUIDE_JOB.name
     f.write_text(GUIDE_JOB.read_text())
     cfg = tmp_path / "team.json"
-    cfg.write_text('{"indexed-job-gang-scheduled": {"enforcementLevel": "advisory"}}')
+    cfg.write_text('{"indexed-job-gang-scheduled": {"enforcementLevel": "advisory"},'
+                   ' "multi-node-gang-has-disruption-budget": "advisory"}')
     assert mplan.main(["--file", str(f), "--out", str(tmp_path / "b"), "--policy-config", str(cfg)]) == mplan.EXIT_OK
     assert f"policy config {cfg}" in capsys.readouterr().out
     # `disabled` is a team's choice for this rule: no finding at all
-    cfg.write_text('{"indexed-job-gang-scheduled": "disabled"}')
+    cfg.write_text('{"indexed-job-gang-scheduled": "disabled", "multi-node-gang-has-disruption-budget": "disabled"}')
     res = mplan.plan("g", tmp_path / "b2", f, cfg)
     assert res.exit_code == mplan.EXIT_OK and res.violations == []
 
@@ -426,7 +430,8 @@ def test_fleet_with_two_candidates_renders_karmada_failover():
 def test_the_pack_reads_the_default_file_or_the_one_the_environment_names(monkeypatch, tmp_path):
     from policy import config as pconfig
     monkeypatch.setenv(pconfig.PACK_CONFIG_ENV, str(GUIDES / "policy-config.json"))
-    assert pconfig.for_pack().levels == {"indexed-job-gang-scheduled": "advisory"}
+    assert pconfig.for_pack().levels == {"indexed-job-gang-scheduled": "advisory",
+                                         "multi-node-gang-has-disruption-budget": "advisory"}
     monkeypatch.setenv(pconfig.PACK_CONFIG_ENV, str(tmp_path / "missing.json"))
     try:
         pconfig.for_pack()

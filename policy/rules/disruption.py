@@ -108,5 +108,5 @@ RULES = [
     Rule("multi-node-gang-has-disruption-budget",
          "Every pod of a multi-node gang is selected by a PodDisruptionBudget in its namespace, so a node drain "
          "cannot take the gang's pods at will (docs/day-two.md).",
-         MANDATORY, check_gang_budgets, scope="stack"),
+         MANDATORY, check_gang_budgets, scope="stack", team_choice=True),   # a team may accept restarts on drains
 ]
