@@ -216,3 +216,76 @@ def test_bad_availability_domain_is_refused():
 
 
 # Import isolation (no other cloud's SDK): tests/test_plan.py::test_single_cloud_stack_imports_only_its_cloud_sdk
+
+
+def _script(kubernetes_version: str = "v1.33.1", path: str = "oke-package") -> str:
+    cfg = checks.load(*example_raw("oci-dev"))
+    pool = cfg.node_pools[0]
+    labels = pools.node_labels(cfg, pool, cfg.machine(pool))
+    return oke.node_user_data("10.0.0.5", "Y2E=", labels, pools.node_taints(cfg), path=path,
+                              kubernetes_version=kubernetes_version)
+
+
+@pytest.mark.parametrize("path", ["oke-package", "oke-install"])
+def test_rdma_netns_is_exclusive_before_the_node_joins(path):
+    """issue 30: the rdma CNI of the VF chain fails unless the RDMA subsystem is in exclusive netns mode
+    (rdma-cni cmd/rdma/main.go ensureRdmaSystemMode); set at runtime and for boot, before the kubelet starts."""
+    script = _script(path=path)
+    lines = script.splitlines()
+    set_at = next(i for i, ln in enumerate(lines) if "rdma system set netns exclusive" in ln)
+    join_at = next(i for i, ln in enumerate(lines) if "oke bootstrap" in ln or "oke-install.sh" in ln)
+    assert set_at < join_at
+    assert "echo 'options ib_core netns_mode=0' > /etc/modprobe.d/ib_core.conf" in script
+    assert "update-initramfs -u" in script
+    _bash_syntax_ok(script)
+
+
+@pytest.mark.parametrize("version,off", [("v1.33.1", False), ("v1.34.0", True), ("v1.35.2", True), ("", False),
+                                         ("v2.0.1", True), ("v1.3.40", False)])
+def test_crio_short_name_mode_is_relaxed_from_kubernetes_1_34(version, off):
+    """issue 30: CRI-O on OKE >= 1.34 refuses short image names unless short_name_mode is disabled
+    (oci-hpc-oke files/oke-ubuntu-cloud-init.sh configure_crio_defaults); written before `oke bootstrap`."""
+    assert oke.needs_short_name_mode_off(version) is off
+    # the oke-install path may not know the version: nothing is written then, as upstream
+    script = _script(version, path="oke-install") if not version else _script(version)
+    assert ('short_name_mode = "disabled"' in script) is off
+    if off:
+        lines = script.splitlines()
+        conf = lines.index("cat > /etc/crio/crio.conf.d/11-default.conf <<'EOF'")
+        assert lines[conf + 1] == "[crio.image]"
+        assert conf < next(i for i, ln in enumerate(lines) if "oke bootstrap --kubelet-extra-args" in ln)
+    _bash_syntax_ok(script)
+
+
+def test_oke_package_falls_back_from_the_local_repository_to_both_mirrors(tmp_path):
+    """issue 30: upstream lists two mirrors and falls back from the image's local repository to them; run the
+    rendered install block with stub apt-get / fuser / oke and a local repository whose install fails."""
+    script = _script()
+    start = script.index("if ! command -v oke")
+    block = script[start:script.index("for attempt in")]
+    assert all(r in block for r in oke.OKE_PACKAGE_REPOS) and len(oke.OKE_PACKAGE_REPOS) == 2
+    bin_dir, etc = tmp_path / "bin", tmp_path / "etc"
+    bin_dir.mkdir()
+    (etc / "apt/sources.list.d").mkdir(parents=True)
+    local = tmp_path / "opt/oke-node-client-packages/ubuntu-noble/kubernetes-1.33/dists"
+    local.mkdir(parents=True)
+    log = tmp_path / "log"
+    (bin_dir / "fuser").write_text("#!/bin/sh\nexit 1\n")
+    # apt-get install fails while the source is the local file:// repository, succeeds with the mirrors
+    (bin_dir / "apt-get").write_text(
+        f"#!/bin/sh\necho \"apt-get $* :: $(grep URIs {etc}/apt/sources.list.d/oke-node-client.sources)\" >> {log}\n"
+        f"case \"$*\" in *install*) grep -q 'URIs: file://' {etc}/apt/sources.list.d/oke-node-client.sources "
+        "&& exit 100;; esac\nexit 0\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    (tmp_path / "os-release").write_text("VERSION_CODENAME=noble\n")
+    body = (block.replace("/etc/os-release", str(tmp_path / "os-release"))
+            .replace("/etc/apt", str(etc / "apt"))
+            .replace("/opt/oke-node-client-packages", str(tmp_path / "opt/oke-node-client-packages"))
+            .replace("if ! command -v oke >/dev/null 2>&1; then", "if true; then"))
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", body], text=True, capture_output=True,
+                       env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    installs = [ln for ln in log.read_text().splitlines() if " install " in ln]
+    assert len(installs) == 2 and "file://" in installs[0]
+    assert all(f"{m}/ubuntu-noble/kubernetes-1.33" in installs[1] for m in oke.OKE_PACKAGE_REPOS)
