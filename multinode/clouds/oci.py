@@ -157,7 +157,7 @@ def needs_short_name_mode_off(kubernetes_version: str) -> bool:
     """O6: Kubernetes (hence CRI-O) >= 1.34. An unknown version (the oke-install path may not know it): False,
     as upstream, which writes the setting only for a version it can compare."""
     m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?", (kubernetes_version or "").strip())
-    return bool(m) and (int(m.group(1)), int(m.group(2))) >= SHORT_NAME_MODE_FROM
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= SHORT_NAME_MODE_FROM
 
 
 def _oke_install_script(endpoint: str, ca_b64: str, extra: str) -> list[str]:

@@ -46,7 +46,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     secrets = c.model_secrets(cfg, w)
     endpoint = f"{w.name}-0.{w.name}:{training.C10D_PORT}"
     script = training.launch_script(cfg, w, endpoint, node_rank="$JOB_COMPLETION_INDEX")
-    cont = c.container("trainer", c.image(w), command=c.shell(script), env=training.env(cfg, w, secrets),
+    cont = c.container("trainer", c.image(cfg, w), command=c.shell(script), env=training.env(cfg, w, secrets),
                        gpus=gpn, mounts=c.volume_mounts(cfg) + training.deepspeed_mount(w),
                        ports=[{"name": "rdzv", "containerPort": training.C10D_PORT}])
     gang = gang_scheduler(cfg)

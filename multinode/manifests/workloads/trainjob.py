@@ -52,7 +52,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     gpn = cfg.gpus_per_node(w)
     secrets = c.model_secrets(cfg, w)
     script = training.launch_script(cfg, w, RDZV, node_rank="$PET_NODE_RANK", static=True)
-    cont = c.container(NODE, c.image(w), command=c.shell(script), env=training.env(cfg, w, secrets), gpus=gpn,
+    cont = c.container(NODE, c.image(cfg, w), command=c.shell(script), env=training.env(cfg, w, secrets), gpus=gpn,
                        mounts=c.volume_mounts(cfg) + training.deepspeed_mount(w),
                        ports=[{"name": "rdzv", "containerPort": training.RDZV_PORT}])
     volcano = cfg.addons.volcano.enabled

@@ -36,7 +36,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     env = training.env(cfg, w, secrets)
 
     def template(role: str) -> dict[str, Any]:
-        cont = c.container("trainer", c.image(w), command=c.shell(script), env=env, gpus=gpn,
+        cont = c.container("trainer", c.image(cfg, w), command=c.shell(script), env=env, gpus=gpn,
                            mounts=c.volume_mounts(cfg) + training.deepspeed_mount(w),
                            ports=[{"name": "rdzv", "containerPort": training.RDZV_PORT}])
         spec = c.pod_spec(cfg, w, [cont], secrets=secrets, restart_policy="Never",
