@@ -602,3 +602,26 @@ def test_crds_for_a_kind_under_mocks(tmp_path):
     # Grove's CRDs are in two API groups (grove.io, scheduler.grove.io), all in the one ConfigGroup
     assert _SEEN["crd_ready(grove.io)"] == ["addons-crds-grove", "addons-grove"]
     assert _SEEN["counts"] == {"lws": 1, "grove": 1}
+
+
+# ---------------------------------------------------------------- issue 30
+@pytest.mark.parametrize("stack,kind", [("azure-dev", "infiniband"), ("oci-dev", "roce")])
+def test_nic_cluster_policy_runs_only_on_the_fabric_pools(stack, kind):
+    """The policy's DaemonSets (DOCA driver, device plugins) select the fabric pools' own label, so a CPU node with
+    a Mellanox NIC (AKS Accelerated Networking) is not eligible; the label is the one the pools carry."""
+    cfg = load(stack)
+    nic = addons.nic_cluster_policy(cfg)
+    assert validation.validate_object(nic) == []
+    (term,) = nic["spec"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (expr,) = term["matchExpressions"]
+    assert expr == {"key": pools.FABRIC_NODE_LABEL, "operator": "In", "values": [kind]}
+    pool = cfg.node_pools[0]
+    assert pools.node_labels(cfg, pool, cfg.machine(pool))[expr["key"]] in expr["values"]
+
+
+def test_doca_driver_upgrades_itself_one_drained_node_at_a_time():
+    nic = addons.nic_cluster_policy(load("azure-dev"))
+    policy = nic["spec"]["ofedDriver"]["upgradePolicy"]
+    assert policy["autoUpgrade"] is True and policy["maxParallelUpgrades"] == 1
+    assert policy["drain"]["enable"] is True and policy["drain"]["deleteEmptyDir"] is True
+    assert validation.validate_object(nic) == []

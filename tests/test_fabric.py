@@ -67,6 +67,16 @@ def test_efa_profile_matches_hardware_md():
     assert p.env["NCCL_NET"] == "AWS Libfabric"
 
 
+@pytest.mark.parametrize("machine,ignore", [("Standard_ND96isr_H100_v5", True), ("Standard_ND96asr_v4", True),
+                                            ("Standard_ND128isr_NDR_GB200_v6", False)])
+def test_azure_ignores_cpu_affinity_where_azhpc_images_does(machine, ignore):
+    """issue 30: azhpc-images ndv4.sh / ndv5.sh set NCCL_IGNORE_CPU_AFFINITY=1 with the topology file; ndv6 none."""
+    cfg = load("azure-dev", nodePools=[{"name": "gpu", "machine": machine, "nodeCount": 2}], workloads=[])
+    p = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert (p.env.get("NCCL_IGNORE_CPU_AFFINITY") == "1") is ignore
+    assert ("NCCL_TOPO_FILE" in p.env) is ignore
+
+
 @pytest.mark.parametrize("machine,efa", [("p5en.48xlarge", 16), ("p6e-gb200.36xlarge", 4), ("p4d.24xlarge", 4)])
 def test_efa_count_comes_from_catalog(machine, efa):
     cfg = load("aws-dev", nodePools=[{"name": "gpu", "machine": machine, "nodeCount": 2, "zone": "us-east-1a",

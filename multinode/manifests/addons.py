@@ -304,6 +304,17 @@ def _component(image: str, version: str) -> dict[str, Any]:
     return {"image": image, "repository": _MELLANOX_REPO, "version": f"network-operator-v{version.lstrip('v')}"}
 
 
+# issue 30: how a DOCA driver version change reaches the nodes. Without upgradePolicy (CRD default autoUpgrade false)
+# the driver DaemonSet keeps the old container on every node until someone deletes its pods by hand. As
+# Azure/aks-rdma-infiniband@700dabb4 configs/nicclusterpolicy/base/nic.yaml:32-39: automatic, one node at a time,
+# drained first (evictions honour PodDisruptionBudgets; emptyDir pods such as our /dev/shm ones may go, and force
+# lets pods without a controller go, as upstream), 300 s to drain.
+DOCA_UPGRADE_POLICY: dict[str, Any] = {
+    "autoUpgrade": True, "maxParallelUpgrades": 1,
+    "drain": {"enable": True, "force": True, "deleteEmptyDir": True, "timeoutSeconds": 300},
+}
+
+
 def nic_cluster_policy(cfg: StackConfig) -> dict[str, Any] | None:
     """The NicClusterPolicy exposing RDMA devices to pods, or None when not needed."""
     if cfg.cloud not in ("azure", "oci") or not cfg.addons.network_operator.enabled:
@@ -353,10 +364,22 @@ def nic_cluster_policy(cfg: StackConfig) -> dict[str, Any] | None:
             spec["nvIpam"] = {**_component("nvidia-k8s-ipam", version), "enableWebhook": False}
     else:
         return None
+    # issue 30: the policy's components (DOCA driver, device plugins, Multus) run only on the fabric pools' nodes.
+    # Azure/aks-rdma-infiniband@700dabb4 configs/nicclusterpolicy/base/nic.yaml:8-16 requires NFD's
+    # feature.node.kubernetes.io/pci-15b3.present=true, and turns the chart's default NFD rule off
+    # (configs/values/network-operator/values.yaml:2 deployNodeFeatureRules: false) for its own rule matching the
+    # InfiniBand VF device IDs 101c / 101e only (tests/setup-infra/network-operator-nfd.yaml): with the default
+    # rule any node with a Mellanox NIC gets that label, AKS Accelerated Networking NICs included, and the DOCA
+    # driver container would reload mlx5 on a CPU node. We select the label our created fabric pools carry
+    # (pools.node_labels: multinode.dev/fabric=<kind>), which no other node has, and leave NFD's rules alone.
+    fabric_kinds = sorted(kinds & {"infiniband", "roce"})
+    spec["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": pools.FABRIC_NODE_LABEL, "operator": "In", "values": fabric_kinds}]}]}}
     doca = _ofed_driver_version(cfg)
     if doca:
         # DOCA-OFED driver container; only when the node image lacks MLNX_OFED / DOCA.
-        spec["ofedDriver"] = {"image": "doca-driver", "repository": _MELLANOX_REPO, "version": doca}
+        spec["ofedDriver"] = {"image": "doca-driver", "repository": _MELLANOX_REPO, "version": doca,
+                              "upgradePolicy": copy.deepcopy(DOCA_UPGRADE_POLICY)}
         if cfg.cloud == "azure":
             # Azure/aks-rdma-infiniband configs/nicclusterpolicy/base/nic.yaml: the module-load race
             # workaround and forcePrecompiled false (see multinode/clouds/azure.py DOCA_DRIVER_ENV).
