@@ -286,11 +286,13 @@ def test_gcp_daemonsets_validate_strictly():
 def test_hypernodes_and_queues_validate(stack):
     cfg = load(stack, queues=[{"name": "training", "weight": 3, "gpus": 16}, {"name": "inference"}])
     hns = volcano_topology.hypernodes(cfg)
-    # issue 18: aws-dev (p5) and oci-dev (RDMA cluster network) get their tiers from the cloud's node labels
-    # (Volcano's HyperNode discovery), so no pool HyperNode; existing-dev claims no tier
-    assert len(hns) == (0 if stack in ("existing-dev", "aws-dev", "oci-dev") else 1)
+    # issue 18: aws-dev (p5) gets its tiers from the cloud's node labels (Volcano's HyperNode discovery), so no
+    # pool HyperNode; existing-dev claims no tier. Issue 30: gcp-dev's A3 Mega pool gets GKE's block / subblock
+    # labels (cluster-toolkit's levels for A3 Mega); oci-dev gets its pool tier (OKE sets no rdma.* labels: only
+    # oci-hpc-oke's labeler DaemonSet does, which this stack does not deploy)
+    assert len(hns) == (0 if stack in ("existing-dev", "aws-dev", "gcp-dev") else 1)
     labelled = [p for p in cfg.node_pools if volcano_topology.topology_labels(cfg, p)]
-    assert bool(labelled) == (stack in ("aws-dev", "oci-dev"))
+    assert bool(labelled) == (stack in ("aws-dev", "gcp-dev"))
     for hn in hns:
         assert validation.validate_object(hn) == []
         assert hn["spec"]["tier"] == 1
@@ -421,7 +423,7 @@ def test_components_render_for_every_cloud_under_mocks(tmp_path, stack, operator
     pol = regs["fabric-multinode-fabric-gpu"]
     assert urn["addons-kyverno"] in pol.dependencies
     assert urn["addons-volcano"] in regs["fabric-queue-training"].dependencies
-    if stack in ("azure-dev", "gcp-dev"):    # aws-dev and oci-dev: tiers discovered from node labels (issue 18)
+    if stack in ("azure-dev", "oci-dev"):    # aws-dev and gcp-dev: tiers discovered from node labels (issues 18, 30)
         assert urn["addons-volcano"] in regs["fabric-hypernode-gpu-tier1"].dependencies
     else:
         assert "fabric-hypernode-gpu-tier1" not in regs
