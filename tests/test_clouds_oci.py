@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 import subprocess
 
 import pytest
@@ -10,6 +11,7 @@ from components.clouds.base import pool_outputs
 from multinode import checks, fabric, pools
 from multinode.clouds import oci as mock
 from multinode.clouds import oci as oke
+from multinode.manifests import addons
 from multinode.schema_check import validate_object
 
 from .cloudrun import one, refused, run
@@ -289,3 +291,25 @@ def test_oke_package_falls_back_from_the_local_repository_to_both_mirrors(tmp_pa
     installs = [ln for ln in log.read_text().splitlines() if " install " in ln]
     assert len(installs) == 2 and "file://" in installs[0]
     assert all(f"{m}/ubuntu-noble/kubernetes-1.33" in installs[1] for m in oke.OKE_PACKAGE_REPOS)
+
+
+def test_vf_pods_get_their_rdma_devices_from_the_device_plugin_not_the_host():
+    """issue 30, decided: no privileged container and no /dev/infiniband hostPath on the VF path (the SR-IOV
+    device plugin with isRdma hands the VF's RDMA character devices to the container)."""
+    cfg = checks.load(*example_raw("oci-dev"))
+    p = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert p.capabilities == ["IPC_LOCK"]
+    assert not any("hostPath" in v and "infiniband" in str(v) for v in p.volumes)
+    nic = addons.nic_cluster_policy(cfg)
+    assert '"isRdma": true' in nic["spec"]["sriovDevicePlugin"]["config"]
+
+
+def test_a_pod_with_part_of_a_node_is_told_its_vfs_are_not_aligned():
+    raw, secrets = example_raw("oci-dev")
+    cfg = checks.load(raw, secrets)
+    assert not [a for a in checks.advisories(cfg) if a.path.endswith("gpusPerNode")]
+    raw = copy.deepcopy(raw)
+    raw["workloads"][0].update(gpusPerNode=4, nodes=4, tensorParallel=4, pipelineParallel=4)
+    raw["nodePools"][0]["nodeCount"] = 4
+    (a,) = [a for a in checks.advisories(checks.load(raw, secrets)) if a.path.endswith("gpusPerNode")]
+    assert a.path == "workloads[0].gpusPerNode" and "not the ones beside their GPUs" in a.message

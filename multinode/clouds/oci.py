@@ -268,8 +268,9 @@ def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]
 
 def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings of this cloud: a RoCE pool whose shape has no known fabric ports, so the SR-IOV
-    device plugin cannot be limited to them."""
-    out: list[Problem] = []
+    device plugin cannot be limited to them; a fabric pod that takes part of a node (its VFs are not aligned
+    with its GPUs)."""
+    out: list[Problem] = _partial_node_problems(cfg)
     for i, pool in enumerate(cfg.node_pools):
         try:
             m = cfg.machine(pool)
@@ -282,6 +283,29 @@ def advisories(cfg: Any) -> list[Problem]:
                                f"the front-end NIC included; add the shape's rootDevices from oci-hpc-oke's "
                                f"sriov-network-node-policy.yaml"))
     return out
+
+def _partial_node_problems(cfg: Any) -> list[Problem]:
+    """issue 30, explained: the device plugin hands a pod any free VFs of the node, not the VFs beside its GPUs:
+    nothing aligns them (the kubelet's Topology Manager would need a NUMA policy OKE nodes do not set, and the
+    RDMA shapes have 2 NICs per GPU on the GPU's own PCIe switch; oci-hpc-oke's VF examples take whole nodes).
+    A pod with every GPU of the node gets every VF, so it is aligned by construction; a pod with fewer may send
+    its GPU's traffic through another switch's NIC (slower, not broken)."""
+    out: list[Problem] = []
+    for i, w in enumerate(cfg.workloads):
+        try:
+            m = cfg.machine(cfg.pool(w.node_pool))
+        except (catalog.UnknownMachine, KeyError):
+            continue
+        if m.fabric != "roce" or not cfg.fabric.enabled:
+            continue
+        gpus = cfg.gpus_per_node(w)
+        if 0 < gpus < m.gpus:
+            out.append(Problem(f"workloads[{i}].gpusPerNode",
+                               f"{gpus} of {m.name}'s {m.gpus} GPUs: its pods get {OCI_VF_RESOURCE} VFs the device "
+                               f"plugin picks, not the ones beside their GPUs (no topology alignment on OKE), so "
+                               f"NCCL may cross PCIe switches; take whole nodes ({m.gpus} GPUs) for full bandwidth"))
+    return out
+
 
 # ---------------------------------------------------------------- fabric profile
 OCI_VF_RESOURCE = "nvidia.com/rdma-vf"     # OCI SR-IOV RDMA virtual functions (hardware.md section 2)
@@ -353,6 +377,15 @@ def _roce(machine: Machine) -> dict[str, Any]:
     # (the policy computes it, manifests/kyverno.device_networks_expr): a fixed list of 16 on a pod that
     # requests fewer VFs leaves Multus without a device for the extra entries and sandbox creation fails.
     net = f"{OCI_VF_NETWORK_NAMESPACE}/{OCI_VF_NETWORK}"
+    # issue 30, verified and decided: no /dev/infiniband hostPath and no privileged container. oci-hpc-oke's
+    # docs/using-rdma-network-interfaces-in-manifests.md:77 asks for "the /dev/infiniband and /dev/shm mounts and
+    # the IPC_LOCK capability, the same as with hostNetwork" on its VF path too (its examples run privileged).
+    # The SR-IOV device plugin with isRdma (our NicClusterPolicy selector) already hands each allocated VF's RDMA
+    # character devices to the container, host path = container path, "rwm"
+    # (k8snetworkplumbingwg/sriov-network-device-plugin pkg/devices/rdma.go newRdmaSpec: GetRdmaCharDevices of
+    # the VF), and the rdma CNI moves the VF's RDMA device into the pod's netns. Mounting the host's whole
+    # /dev/infiniband privileged would hand every pod every HCA of the node (the other pods' VFs and the PFs),
+    # which is what the VF path exists to avoid. IPC_LOCK stays (plus memlock unlimited from our CRI-O config).
     return {"env": env, "capabilities": ["IPC_LOCK"], "device_network": net, "networks": [net]}
 
 
