@@ -392,11 +392,13 @@ def nic_cluster_policy(cfg: StackConfig) -> dict[str, Any] | None:
 # OCI: the Multus network that attaches RDMA VFs (k8s.v1.cni.cncf.io/networks: default/rdma-vf,...)
 # ------------------------------------------------------------------------------------------
 # Shape of the attachment, from two documented setups (our own config, not a copy of either):
-#  - oracle-quickstart/oci-hpc-oke manifests/network-attachment-definition.yaml: a NAD in namespace
-#    `default` annotated k8s.v1.cni.cncf.io/resourceName=<the VF resource>, IPAM `nv-ipam` with a pool,
-#    and the pool manifests/ip-pool.yaml (192.168.0.0/16, perNodeBlockSize 100) in the operator's
-#    namespace; docs/using-rdma-network-interfaces-in-manifests.md: the NAD lives in `default`, pods
-#    elsewhere name it `default/rdma-vf`. Their chain uses the sriov CNI (+ rdma CNI), which only the
+#  - oracle-quickstart/oci-hpc-oke@61d210ac terraform/files/nvidia-network-operator/sriov-network.yaml: a
+#    SriovNetwork `rdma-vf` with networkNamespace `default` (the operator renders the NAD there), IPAM
+#    `nv-ipam` with a pool; terraform/via-provider-nvidia-network-operator.tf:34 and variables.tf:598-612: the
+#    pool (nvidia_network_operator_ipam_subnet 192.168.0.0/16, per-node block size variable) in the operator's
+#    namespace (issue 30: the manifests/network-attachment-definition.yaml and manifests/ip-pool.yaml cited
+#    before were deleted upstream in 0a4485a); docs/using-rdma-network-interfaces-in-manifests.md: the NAD
+#    lives in `default`, pods elsewhere name it `default/rdma-vf`. Their chain uses the sriov CNI (+ rdma CNI), which only the
 #    SR-IOV Network Operator installs; we keep that operator off (VFs come from the device plugin).
 #  - Mellanox/network-operator example/crs/mellanox.com_v1alpha1_hostdevicenetwork_cr.yaml and
 #    example/networking/rdma-net-hostdev-cr-whereabouts-ipam.yml: with the SR-IOV device plugin of a
@@ -404,7 +406,7 @@ def nic_cluster_policy(cfg: StackConfig) -> dict[str, Any] | None:
 #    allocated VF's PCI address to it through the resourceName annotation. Whereabouts IPAM is no
 #    longer a NicClusterPolicy field at v26.4.1, so we use nv-ipam (spec.nvIpam).
 VF_IP_POOL = "rdma-vf"
-VF_SUBNET = "192.168.0.0/16"       # oci-hpc-oke ip-pool.yaml; must not overlap the VCN / pod CIDRs
+VF_SUBNET = "192.168.0.0/16"       # oci-hpc-oke variables.tf ipam_subnet; must not overlap the VCN / pod CIDRs
 VF_PER_NODE_BLOCK = 64             # >= 16 VFs of one whole-node pod, with room for restarts
 
 
@@ -486,7 +488,9 @@ def rdma_cni_installer(cfg: StackConfig) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 # Source: GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo/nccl-tcpxo-installer.yaml
 # and nri_device_injector/nri-device-injector.yaml (structure), hardware.md section 2 (image pin
-# nccl-plugin-gpudirecttcpx-dev:v1.0.15; upstream master has moved to v1.0.16 since).
+# nccl-plugin-gpudirecttcpx-dev:v1.0.15). Issue 30: container-engine-accelerators@992db812 (2026-06-11) still runs
+# v1.0.15 with daemon v1.0.21, the pair its gpudirect-tcpxo/README.md:57-70 releases together (Jan 9, 2026);
+# the "moved to v1.0.16" said here before matched no upstream file.
 TCPXO_INSTALLER_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15"
 NRI_INJECTOR_IMAGE = ("gcr.io/gke-release/nri-device-injector@sha256:"
                       "6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970")
