@@ -311,6 +311,12 @@ def _fix(cfg: StackConfig, w: Workload, kind: str) -> str:
     return "use an image that carries it (multinode/images.py IMAGES lists the ones known to)"
 
 
+def _unchecked_program(name: str) -> str:
+    if name == "sshd":          # the MPI workers run it by its Debian / Ubuntu path (openssh-server)
+        return "that it has /usr/sbin/sshd (the workers run it by that path)"
+    return f"where {name} is (the command calls it by name, from PATH)"
+
+
 def advisories(cfg: StackConfig) -> list[Problem]:
     """- an image known to lack the fabric's plugin while NCCL_NET is not pinned (NCCL falls back to sockets);
     - an image the table has no facts for, on a fabric whose plugin is the image's business or for a kind whose
@@ -333,7 +339,7 @@ def advisories(cfg: StackConfig) -> list[Problem]:
         programs, modules = needed_programs(w), needed_modules(w)
         if f is None:
             unchecked = ([f"whether it carries {FABRIC_PLUGIN[kind][1]}"] if image_plugin else []) + \
-                        [f"where {p} is (the command calls it by name, from PATH)" for p in programs] + \
+                        [_unchecked_program(p) for p in programs] + \
                         [f"that it has the Python module {m}" for m in modules]
             if unchecked:
                 out.append(Problem(at, f"no image facts for {image} (multinode/images.py IMAGES): not checked "

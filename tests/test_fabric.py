@@ -120,7 +120,8 @@ def test_gcp_tcpxo_profile_uses_pool_networks():
         assert p.env[k] == v
     (sidecar,) = p.init_containers
     assert sidecar["restartPolicy"] == "Always" and "tcpgpudmarxd-dev:v1.0.21" in sidecar["image"]
-    assert "--num_nics=8" in sidecar["args"][0]
+    # issue 30: RxDM v1.0.21 as its repository runs it (`num_nics` retired since v1.0.20)
+    assert sidecar["args"][0].endswith("--num_hops=2") and "--num_nics" not in sidecar["args"][0]
 
 
 def test_gcp_rdma_profile():

@@ -398,8 +398,8 @@ def nic_cluster_policy(cfg: StackConfig) -> dict[str, Any] | None:
 #    pool (nvidia_network_operator_ipam_subnet 192.168.0.0/16, per-node block size variable) in the operator's
 #    namespace (issue 30: the manifests/network-attachment-definition.yaml and manifests/ip-pool.yaml cited
 #    before were deleted upstream in 0a4485a); docs/using-rdma-network-interfaces-in-manifests.md: the NAD
-#    lives in `default`, pods elsewhere name it `default/rdma-vf`. Their chain uses the sriov CNI (+ rdma CNI), which only the
-#    SR-IOV Network Operator installs; we keep that operator off (VFs come from the device plugin).
+#    lives in `default`, pods elsewhere name it `default/rdma-vf`. Their chain starts with the sriov CNI, which
+#    only the SR-IOV Network Operator installs; we keep that operator off (VFs come from the device plugin).
 #  - Mellanox/network-operator example/crs/mellanox.com_v1alpha1_hostdevicenetwork_cr.yaml and
 #    example/networking/rdma-net-hostdev-cr-whereabouts-ipam.yml: with the SR-IOV device plugin of a
 #    NicClusterPolicy, the CNI is `host-device` (from secondaryNetwork.cniPlugins); Multus passes the
