@@ -232,3 +232,29 @@ def test_docs_carry_the_table_as_the_code_has_it():
     text = open(os.path.join(ROOT, "docs", "workloads.md")).read()
     assert images.markdown_table() in text
     assert all(f"- {k}: {v}" in text for k, v in images.SOURCES.items())
+
+
+def test_every_image_the_add_ons_render_is_fully_qualified():
+    """issue 30: images we choose (not a user's) name their registry, as CRI-O's enforcing short-name mode needs."""
+    from multinode.fleet import checks as fleet_checks
+    from multinode.fleet import manifests as fleet_manifests
+    from multinode.manifests import addons
+
+    def images_in(obj):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if k == "image" and isinstance(v, str) and "repository" not in obj:
+                    yield v
+                else:
+                    yield from images_in(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                yield from images_in(v)
+
+    rendered = list(images_in(addons.gcp_daemonsets(load("gcp-dev"))))
+    rendered += list(images_in(addons.rdma_vf_network(load("oci-dev"))))
+    fleet = fleet_checks.load(*raw_of("fleet-dev"))
+    rendered += list(images_in(fleet_manifests.volcano_global_host_objects(fleet, "kubeconfig")))
+    assert len(rendered) >= 5
+    for image in rendered:
+        assert images.fully_qualified(image), image

@@ -537,7 +537,8 @@ def gcp_daemonsets(cfg: StackConfig) -> list[dict[str, Any]]:
         "initContainers": [{
             # On the host: accept the data-path TCP traffic, load the import-helper module, and expose
             # each TCPXO NIC's PCI BAR under /dev/aperture_devices/<BDF> (what the workload mounts).
-            "name": "pre-installation", "image": "ubuntu", "securityContext": {"privileged": True},
+            # upstream's "ubuntu", fully qualified (issue 30: every image we render names its registry)
+            "name": "pre-installation", "image": "docker.io/library/ubuntu", "securityContext": {"privileged": True},
             "command": ["nsenter", "-at", "1", "--", "bash", "-c", _APERTURE_SCRIPT],
         }, {
             "name": "nccl-tcpxo-installer", "image": TCPXO_INSTALLER_IMAGE,
