@@ -627,3 +627,30 @@ def test_doca_driver_upgrades_itself_one_drained_node_at_a_time():
     assert policy["autoUpgrade"] is True and policy["maxParallelUpgrades"] == 1
     assert policy["drain"]["enable"] is True and policy["drain"]["deleteEmptyDir"] is True
     assert validation.validate_object(nic) == []
+
+
+@pytest.mark.parametrize("machine,name,image", [
+    ("a3-highgpu-8g", "nccl-tcpx-installer", "gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9"),
+    ("a3-ultragpu-8g", "nccl-rdma-installer", "gpudirect-gib/nccl-plugin-gib:v1.1.1"),
+])
+def test_tcpx_and_gib_pools_get_their_plugin_installer(machine, name, image):
+    """issue 30: the pinned NCCL_NET plugin of TCPX / gIB pools comes from the host, so the host needs the
+    installer (container-engine-accelerators gpudirect-tcpx/ and gpudirect-rdma/ installers)."""
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path("gcp-dev"))
+    raw = copy.deepcopy(dict(raw))
+    raw["nodePools"][0]["machine"] = machine
+    raw["workloads"] = []
+    cfg = checks.load(raw, secrets)
+    (ds,) = addons.gcp_daemonsets(cfg)                 # no TCPXO pool: no TCPXO installer, no NRI injector
+    assert ds["metadata"]["name"] == name and validation.validate_object(ds) == []
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["initContainers"][0]["image"].endswith(image)
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"][0]["values"] == ["gpu"]
+    mounts = {m["mountPath"] for m in spec["initContainers"][0]["volumeMounts"]}
+    host = {v["hostPath"]["path"] for v in spec["volumes"]}
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    # every host folder the fabric policy mounts into the pod is one this installer fills
+    policy_host = {v["hostPath"]["path"] for v in profile.volumes if "hostPath" in v and "bin" in v["hostPath"]["path"]}
+    assert policy_host and all(any(h == p or p.startswith(h + "/") for h in host) for p in policy_host), \
+        (policy_host, host, mounts)

@@ -518,18 +518,73 @@ def _daemonset(name: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
                      "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
 
 
+# issue 30: the TCPX and gIB plugins need their installers too: the fabric profile pins NCCL_NET to them and
+# mounts /home/kubernetes/bin/nvidia/lib64 (and /home/kubernetes/bin/gib), which nothing filled for TCPX / RDMA
+# pools before. container-engine-accelerators@992db812 gpudirect-tcpx/nccl-tcpx-installer.yaml (image v3.1.9, the
+# version cluster-toolkit@10470803 gpu_direct.tf:34 pairs with RxDM v2.0.12, ours) and
+# gpudirect-rdma/nccl-rdma-installer.yaml (gIB v1.1.1): an init container running the image's
+# /scripts/container_entry.sh install, copying the libraries to the host, then pause. Ours select the pools by our
+# pool label instead of upstream's gke-accelerator label.
+TCPX_INSTALLER_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9"
+GIB_INSTALLER_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1"
+_PAUSE = [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]
+
+
+def _installer_base(cfg: StackConfig, kind: str) -> dict[str, Any]:
+    """Pod spec fields every installer shares: this stack's pools of `kind` only (by our pool label), tolerating
+    everything like upstream, host network and PID namespace."""
+    names = [p.name for p in cfg.node_pools if profile_for(cfg, p).kind == kind]
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": pools.POOL_LABEL, "operator": "In", "values": names}]}]}}}
+    return {"priorityClassName": "system-node-critical", "affinity": affinity,
+            "tolerations": [{"operator": "Exists"}], "hostNetwork": True, "hostPID": True}
+
+
+def _tcpx_installer(cfg: StackConfig) -> dict[str, Any]:
+    return _daemonset("nccl-tcpx-installer", {
+        **_installer_base(cfg, "tcpx"),
+        "volumes": [{"name": "var-lib", "hostPath": {"path": "/var/lib"}},
+                    {"name": "library-dir-host", "hostPath": {"path": "/home/kubernetes/bin"}}],
+        "initContainers": [{
+            "name": "nccl-tcpx-installer", "image": TCPX_INSTALLER_IMAGE,
+            "securityContext": {"privileged": True}, "resources": {"requests": {"cpu": "150m"}},
+            "volumeMounts": [{"name": "var-lib", "mountPath": "/var/lib"},
+                             {"name": "library-dir-host", "mountPath": "/usr/local"}],
+            "command": ["/bin/sh", "-c"],
+            "args": ["set -ex; /scripts/container_entry.sh install --install-nccl; "
+                     "mkdir -p /usr/local/nvidia/lib64; cp -r /var/lib/tcpx/lib64/. /usr/local/nvidia/lib64"],
+        }],
+        "containers": copy.deepcopy(_PAUSE),
+    })
+
+
+def _gib_installer(cfg: StackConfig) -> dict[str, Any]:
+    lib, gib = "/usr/local/home/kubernetes/bin/nvidia/lib64", "/usr/local/home/kubernetes/bin/gib"
+    return _daemonset("nccl-rdma-installer", {
+        **_installer_base(cfg, "gcp-rdma"),
+        "volumes": [{"name": "library-dir-host",
+                     "hostPath": {"path": "/home/kubernetes/bin/nvidia/lib64", "type": "DirectoryOrCreate"}},
+                    {"name": "gib", "hostPath": {"path": "/home/kubernetes/bin/gib"}}],
+        "initContainers": [{
+            "name": "nccl-rdma-installer", "image": GIB_INSTALLER_IMAGE,
+            "securityContext": {"privileged": True}, "resources": {"requests": {"cpu": "150m"}},
+            "volumeMounts": [{"name": "library-dir-host", "mountPath": lib}, {"name": "gib", "mountPath": gib}],
+            "command": ["/bin/sh", "-c"],
+            "args": [f"set -ex; /scripts/container_entry.sh install; cp -r /var/lib/gib/lib64/. {lib}; "
+                     f"cp -r /var/lib/gib/. {gib}"],
+        }],
+        "containers": copy.deepcopy(_PAUSE),
+    })
+
+
 def gcp_daemonsets(cfg: StackConfig) -> list[dict[str, Any]]:
     if cfg.cloud != "gcp":
         return []
     kinds = {profile_for(cfg, p).kind for p in cfg.node_pools}
+    out = ([_tcpx_installer(cfg)] if "tcpx" in kinds else []) + ([_gib_installer(cfg)] if "gcp-rdma" in kinds else [])
     if "tcpxo" not in kinds:
-        return []
-    # Run on this stack's TCPXO pools only (by our pool label), tolerating everything like upstream.
-    tcpxo_pools = [p.name for p in cfg.node_pools if profile_for(cfg, p).kind == "tcpxo"]
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": pools.POOL_LABEL, "operator": "In", "values": tcpxo_pools}]}]}}}
-    base = {"priorityClassName": "system-node-critical", "affinity": affinity,
-            "tolerations": [{"operator": "Exists"}], "hostNetwork": True, "hostPID": True}
+        return out
+    base = _installer_base(cfg, "tcpxo")
     installer = _daemonset("nccl-tcpxo-installer", {
         **base,
         "volumes": [{"name": "var-lib", "hostPath": {"path": "/var/lib"}},
@@ -550,7 +605,7 @@ def gcp_daemonsets(cfg: StackConfig) -> list[dict[str, Any]]:
                      "/scripts/container_entry.sh install --install-nccl; "
                      "mkdir -p /usr/local/nvidia/lib64; cp -r /var/lib/tcpxo/lib64/. /usr/local/nvidia/lib64"],
         }],
-        "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}],
+        "containers": copy.deepcopy(_PAUSE),
     })
     injector = _daemonset("device-injector", {
         **base,
@@ -562,7 +617,7 @@ def gcp_daemonsets(cfg: StackConfig) -> list[dict[str, Any]]:
         "volumes": [{"name": "nri", "hostPath": {"path": "/var/run/nri"}},
                     {"name": "dev", "hostPath": {"path": "/dev"}}],
     })
-    return [installer, injector]
+    return out + [installer, injector]
 
 
 # ------------------------------------------------------------------------------------------
