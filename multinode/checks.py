@@ -37,6 +37,7 @@ def problems(cfg: StackConfig) -> list[Problem]:
     p.extend(overrides.devices_per_gpu_problems(cfg))
     p.extend(local_nvme.config_problems(cfg))
     p.extend(_hard_topology_problems(cfg))
+    p.extend(images.problems(cfg))
     return p
 
 

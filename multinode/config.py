@@ -1116,7 +1116,7 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
         p.append(Problem(f"{at}.image", f"{w.kind} {w.engine or ''} has no default image; set image to "
                                         f"{IMAGE_REQUIRED[image_key]}".replace("  ", " ")))
     if w.kind in ("volcano-training", "indexed-job", "trainjob") and w.engine is None and not w.image:
-        # the builders pick their default image by engine (manifests/workloads/common.DEFAULT_IMAGES)
+        # the builders pick their default image by engine (multinode/images.py DEFAULT_IMAGES)
         p.append(Problem(f"{at}.engine", f"{w.kind} without an engine has no default image; set engine "
                                          f"(torchrun or deepspeed) or image"))
     # --- issue 18: torchrun's rendezvous comes from the rendered flags (c10d at the rank-0 pod); MASTER_ADDR /

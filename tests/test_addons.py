@@ -286,11 +286,13 @@ def test_gcp_daemonsets_validate_strictly():
 def test_hypernodes_and_queues_validate(stack):
     cfg = load(stack, queues=[{"name": "training", "weight": 3, "gpus": 16}, {"name": "inference"}])
     hns = volcano_topology.hypernodes(cfg)
-    # issue 18: aws-dev (p5) and oci-dev (RDMA cluster network) get their tiers from the cloud's node labels
-    # (Volcano's HyperNode discovery), so no pool HyperNode; existing-dev claims no tier
-    assert len(hns) == (0 if stack in ("existing-dev", "aws-dev", "oci-dev") else 1)
+    # issue 18: aws-dev (p5) gets its tiers from the cloud's node labels (Volcano's HyperNode discovery), so no
+    # pool HyperNode; existing-dev claims no tier. Issue 30: gcp-dev's A3 Mega pool gets GKE's block / subblock
+    # labels (cluster-toolkit's levels for A3 Mega); oci-dev gets its pool tier (OKE sets no rdma.* labels: only
+    # oci-hpc-oke's labeler DaemonSet does, which this stack does not deploy)
+    assert len(hns) == (0 if stack in ("existing-dev", "aws-dev", "gcp-dev") else 1)
     labelled = [p for p in cfg.node_pools if volcano_topology.topology_labels(cfg, p)]
-    assert bool(labelled) == (stack in ("aws-dev", "oci-dev"))
+    assert bool(labelled) == (stack in ("aws-dev", "gcp-dev"))
     for hn in hns:
         assert validation.validate_object(hn) == []
         assert hn["spec"]["tier"] == 1
@@ -421,7 +423,7 @@ def test_components_render_for_every_cloud_under_mocks(tmp_path, stack, operator
     pol = regs["fabric-multinode-fabric-gpu"]
     assert urn["addons-kyverno"] in pol.dependencies
     assert urn["addons-volcano"] in regs["fabric-queue-training"].dependencies
-    if stack in ("azure-dev", "gcp-dev"):    # aws-dev and oci-dev: tiers discovered from node labels (issue 18)
+    if stack in ("azure-dev", "oci-dev"):    # aws-dev and gcp-dev: tiers discovered from node labels (issues 18, 30)
         assert urn["addons-volcano"] in regs["fabric-hypernode-gpu-tier1"].dependencies
     else:
         assert "fabric-hypernode-gpu-tier1" not in regs
@@ -602,3 +604,53 @@ def test_crds_for_a_kind_under_mocks(tmp_path):
     # Grove's CRDs are in two API groups (grove.io, scheduler.grove.io), all in the one ConfigGroup
     assert _SEEN["crd_ready(grove.io)"] == ["addons-crds-grove", "addons-grove"]
     assert _SEEN["counts"] == {"lws": 1, "grove": 1}
+
+
+# ---------------------------------------------------------------- issue 30
+@pytest.mark.parametrize("stack,kind", [("azure-dev", "infiniband"), ("oci-dev", "roce")])
+def test_nic_cluster_policy_runs_only_on_the_fabric_pools(stack, kind):
+    """The policy's DaemonSets (DOCA driver, device plugins) select the fabric pools' own label, so a CPU node with
+    a Mellanox NIC (AKS Accelerated Networking) is not eligible; the label is the one the pools carry."""
+    cfg = load(stack)
+    nic = addons.nic_cluster_policy(cfg)
+    assert validation.validate_object(nic) == []
+    (term,) = nic["spec"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (expr,) = term["matchExpressions"]
+    assert expr == {"key": pools.FABRIC_NODE_LABEL, "operator": "In", "values": [kind]}
+    pool = cfg.node_pools[0]
+    assert pools.node_labels(cfg, pool, cfg.machine(pool))[expr["key"]] in expr["values"]
+
+
+def test_doca_driver_upgrades_itself_one_drained_node_at_a_time():
+    nic = addons.nic_cluster_policy(load("azure-dev"))
+    policy = nic["spec"]["ofedDriver"]["upgradePolicy"]
+    assert policy["autoUpgrade"] is True and policy["maxParallelUpgrades"] == 1
+    assert policy["drain"]["enable"] is True and policy["drain"]["deleteEmptyDir"] is True
+    assert validation.validate_object(nic) == []
+
+
+@pytest.mark.parametrize("machine,name,image", [
+    ("a3-highgpu-8g", "nccl-tcpx-installer", "gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9"),
+    ("a3-ultragpu-8g", "nccl-rdma-installer", "gpudirect-gib/nccl-plugin-gib:v1.1.1"),
+])
+def test_tcpx_and_gib_pools_get_their_plugin_installer(machine, name, image):
+    """issue 30: the pinned NCCL_NET plugin of TCPX / gIB pools comes from the host, so the host needs the
+    installer (container-engine-accelerators gpudirect-tcpx/ and gpudirect-rdma/ installers)."""
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path("gcp-dev"))
+    raw = copy.deepcopy(dict(raw))
+    raw["nodePools"][0]["machine"] = machine
+    raw["workloads"] = []
+    cfg = checks.load(raw, secrets)
+    (ds,) = addons.gcp_daemonsets(cfg)                 # no TCPXO pool: no TCPXO installer, no NRI injector
+    assert ds["metadata"]["name"] == name and validation.validate_object(ds) == []
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["initContainers"][0]["image"].endswith(image)
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"][0]["values"] == ["gpu"]
+    mounts = {m["mountPath"] for m in spec["initContainers"][0]["volumeMounts"]}
+    host = {v["hostPath"]["path"] for v in spec["volumes"]}
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    # every host folder the fabric policy mounts into the pod is one this installer fills
+    policy_host = {v["hostPath"]["path"] for v in profile.volumes if "hostPath" in v and "bin" in v["hostPath"]["path"]}
+    assert policy_host and all(any(h == p or p.startswith(h + "/") for h in host) for p in policy_host), \
+        (policy_host, host, mounts)

@@ -6,7 +6,7 @@ import ipaddress
 import pulumi
 import pytest
 
-from multinode import checks, pools
+from multinode import checks, fabric, pools
 from multinode.clouds import gcp as gke
 from multinode.recording import CALLS
 from multinode.schema_check import validate_object
@@ -322,13 +322,16 @@ def test_gpu_network_cidr_is_used():
 # ---------------------------------------------------------------- minimum GKE version for GPUDirect
 # Boundaries from cluster-toolkit modules/compute/gke-node-pool/gpu_direct.tf (major_minor_version_acceptable_map).
 @pytest.mark.parametrize("fabric,version,ok", [
-    ("tcpxo", "1.32.2-gke.1489001", True), ("tcpxo", "1.32.2-gke.1489000", False),
-    ("tcpxo", "1.31.1-gke.2008000", True), ("tcpxo", "1.31.1-gke.1999999", False),
-    ("tcpxo", "1.31.0-gke.9999999", False), ("tcpxo", "1.30.5-gke.1", True),
-    ("tcpxo", "1.28.9-gke.1250000", True), ("tcpxo", "1.27.16-gke.1", False),   # older than the table: refused
+    # issue 30: the minimums of cluster-toolkit@10470803 (all raised since 03c47e74)
+    ("tcpxo", "1.32.11-gke.1174000", True), ("tcpxo", "1.32.11-gke.1173999", False),
+    ("tcpxo", "1.32.2-gke.1489001", False),                                     # the old 1.32 minimum: now refused
+    ("tcpxo", "1.31.14-gke.1243000", True), ("tcpxo", "1.31.1-gke.2008000", False),
+    ("tcpxo", "1.30.14-gke.1922000", True), ("tcpxo", "1.30.5-gke.1", False),
+    ("tcpxo", "1.28.15-gke.3163000", True), ("tcpxo", "1.27.16-gke.1", False),  # older than the table: refused
     ("tcpxo", "1.33.5-gke.1000000", True),                                      # newer minor: accepted
-    ("tcpx", "1.27.7-gke.1121000", True), ("tcpx", "1.27.7-gke.1120999", False),
-    ("tcpx", "1.26.15-gke.1", False), ("tcpx", "1.30.2-gke.1023000", True),
+    ("tcpx", "1.27.16-gke.2874000", True), ("tcpx", "1.27.7-gke.1121000", False),
+    ("tcpx", "1.29.15-gke.2467000", True), ("tcpx", "1.29.3-gke.1093000", False),
+    ("tcpx", "1.26.15-gke.1", False), ("tcpx", "1.30.2-gke.1023000", True),     # 1.30: upstream dropped the row
     ("gcp-rdma", "1.20.0-gke.1", True),                                         # not gated: no upstream table
 ])
 def test_gke_version_gate(fabric, version, ok):
@@ -346,9 +349,9 @@ def test_gke_version_must_be_a_gke_version():
 def test_stated_gke_version_below_the_tcpxo_minimum_is_refused():
     raw, secrets = _raw()
     raw["cluster"] = dict(raw["cluster"], gkeVersion="1.31.1-gke.1000000")
-    refused(raw, secrets, "cluster.gkeVersion", "older than 1.31.1-gke.2008000")
+    refused(raw, secrets, "cluster.gkeVersion", "older than 1.31.14-gke.1243000")
     assert any("a3-megagpu-8g" in m for p, m in problems(raw, secrets) if p == "cluster.gkeVersion")
-    raw["cluster"]["gkeVersion"] = "1.31.1-gke.2008000"
+    raw["cluster"]["gkeVersion"] = "1.31.14-gke.1243000"
     checks.load(raw, secrets)                       # the minimum itself loads
 
 
@@ -360,7 +363,7 @@ def test_looked_up_cluster_older_than_the_tcpxo_minimum_is_an_error(monkeypatch)
                         lambda args: dict(base(args), masterVersion="1.30.3-gke.1000000"))
     raw, secrets = _raw()
     run(raw, secrets, "gcp-dev")
-    assert len(errors) == 1 and "1.30.4-gke.1129000" in errors[0] and "GKE cluster" in errors[0]
+    assert len(errors) == 1 and "1.30.14-gke.1922000" in errors[0] and "GKE cluster" in errors[0]
 
 
 def test_looked_up_cluster_at_a_supported_version_gets_no_error(monkeypatch):
@@ -369,3 +372,25 @@ def test_looked_up_cluster_at_a_supported_version_gets_no_error(monkeypatch):
     raw, secrets = _raw()
     run(raw, secrets, "gcp-dev")                    # mock masterVersion 1.33.5-gke.1000000
     assert not [e for e in errors if "GKE cluster" in e]
+
+
+
+# ---------------------------------------------------------------- issue 30: TCPX / TCPXO as upstream runs them
+def test_tcpxo_daemon_runs_with_the_flags_its_repository_uses():
+    cfg = checks.load(*_raw())
+    sidecar = fabric.profile_for(cfg, cfg.node_pools[0]).init_containers[0]
+    (script,) = sidecar["args"]
+    assert script.endswith("/fts/entrypoint_rxdm_container.sh --num_hops=2")
+    assert "--num_nics" not in script and "--uid" not in script
+
+
+def test_tcpx_gets_upstreams_bindings_and_socket_settings():
+    raw, secrets = _raw()
+    raw["nodePools"][0]["machine"] = "a3-highgpu-8g"
+    cfg = checks.load(raw, secrets)
+    env = fabric.profile_for(cfg, cfg.node_pools[0]).env
+    assert env["NCCL_GPUDIRECTTCPX_TX_BINDINGS"].startswith("eth1:8-21,112-125;")
+    assert env["NCCL_GPUDIRECTTCPX_RX_BINDINGS"].endswith("eth4:74-87,178-191")
+    assert (env["NCCL_NSOCKS_PERTHREAD"], env["NCCL_SOCKET_NTHREADS"]) == ("4", "1")
+    assert env["NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS"] == "500000"
+    assert env["NCCL_PROTO"] == "Simple" and env["NCCL_NET"] == "GPUDirectTCPX_v7"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 import subprocess
 
 import pytest
@@ -10,6 +11,7 @@ from components.clouds.base import pool_outputs
 from multinode import checks, fabric, pools
 from multinode.clouds import oci as mock
 from multinode.clouds import oci as oke
+from multinode.manifests import addons
 from multinode.schema_check import validate_object
 
 from .cloudrun import one, refused, run
@@ -216,3 +218,98 @@ def test_bad_availability_domain_is_refused():
 
 
 # Import isolation (no other cloud's SDK): tests/test_plan.py::test_single_cloud_stack_imports_only_its_cloud_sdk
+
+
+def _script(kubernetes_version: str = "v1.33.1", path: str = "oke-package") -> str:
+    cfg = checks.load(*example_raw("oci-dev"))
+    pool = cfg.node_pools[0]
+    labels = pools.node_labels(cfg, pool, cfg.machine(pool))
+    return oke.node_user_data("10.0.0.5", "Y2E=", labels, pools.node_taints(cfg), path=path,
+                              kubernetes_version=kubernetes_version)
+
+
+@pytest.mark.parametrize("path", ["oke-package", "oke-install"])
+def test_rdma_netns_is_exclusive_before_the_node_joins(path):
+    """issue 30: the rdma CNI of the VF chain fails unless the RDMA subsystem is in exclusive netns mode
+    (rdma-cni cmd/rdma/main.go ensureRdmaSystemMode); set at runtime and for boot, before the kubelet starts."""
+    script = _script(path=path)
+    lines = script.splitlines()
+    set_at = next(i for i, ln in enumerate(lines) if "rdma system set netns exclusive" in ln)
+    join_at = next(i for i, ln in enumerate(lines) if "oke bootstrap" in ln or "oke-install.sh" in ln)
+    assert set_at < join_at
+    assert "echo 'options ib_core netns_mode=0' > /etc/modprobe.d/ib_core.conf" in script
+    assert "update-initramfs -u" in script
+    _bash_syntax_ok(script)
+
+
+@pytest.mark.parametrize("version,off", [("v1.33.1", False), ("v1.34.0", True), ("v1.35.2", True), ("", False),
+                                         ("v2.0.1", True), ("v1.3.40", False)])
+def test_crio_short_name_mode_is_relaxed_from_kubernetes_1_34(version, off):
+    """issue 30: CRI-O on OKE >= 1.34 refuses short image names unless short_name_mode is disabled
+    (oci-hpc-oke files/oke-ubuntu-cloud-init.sh configure_crio_defaults); written before `oke bootstrap`."""
+    assert oke.needs_short_name_mode_off(version) is off
+    # the oke-install path may not know the version: nothing is written then, as upstream
+    script = _script(version, path="oke-install") if not version else _script(version)
+    assert ('short_name_mode = "disabled"' in script) is off
+    if off:
+        lines = script.splitlines()
+        conf = lines.index("cat > /etc/crio/crio.conf.d/11-default.conf <<'EOF'")
+        assert lines[conf + 1] == "[crio.image]"
+        assert conf < next(i for i, ln in enumerate(lines) if "oke bootstrap --kubelet-extra-args" in ln)
+    _bash_syntax_ok(script)
+
+
+def test_oke_package_falls_back_from_the_local_repository_to_both_mirrors(tmp_path):
+    """issue 30: upstream lists two mirrors and falls back from the image's local repository to them; run the
+    rendered install block with stub apt-get / fuser / oke and a local repository whose install fails."""
+    script = _script()
+    start = script.index("if ! command -v oke")
+    block = script[start:script.index("for attempt in")]
+    assert all(r in block for r in oke.OKE_PACKAGE_REPOS) and len(oke.OKE_PACKAGE_REPOS) == 2
+    bin_dir, etc = tmp_path / "bin", tmp_path / "etc"
+    bin_dir.mkdir()
+    (etc / "apt/sources.list.d").mkdir(parents=True)
+    local = tmp_path / "opt/oke-node-client-packages/ubuntu-noble/kubernetes-1.33/dists"
+    local.mkdir(parents=True)
+    log = tmp_path / "log"
+    (bin_dir / "fuser").write_text("#!/bin/sh\nexit 1\n")
+    # apt-get install fails while the source is the local file:// repository, succeeds with the mirrors
+    (bin_dir / "apt-get").write_text(
+        f"#!/bin/sh\necho \"apt-get $* :: $(grep URIs {etc}/apt/sources.list.d/oke-node-client.sources)\" >> {log}\n"
+        f"case \"$*\" in *install*) grep -q 'URIs: file://' {etc}/apt/sources.list.d/oke-node-client.sources "
+        "&& exit 100;; esac\nexit 0\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    (tmp_path / "os-release").write_text("VERSION_CODENAME=noble\n")
+    body = (block.replace("/etc/os-release", str(tmp_path / "os-release"))
+            .replace("/etc/apt", str(etc / "apt"))
+            .replace("/opt/oke-node-client-packages", str(tmp_path / "opt/oke-node-client-packages"))
+            .replace("if ! command -v oke >/dev/null 2>&1; then", "if true; then"))
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", body], text=True, capture_output=True,
+                       env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    installs = [ln for ln in log.read_text().splitlines() if " install " in ln]
+    assert len(installs) == 2 and "file://" in installs[0]
+    assert all(f"{m}/ubuntu-noble/kubernetes-1.33" in installs[1] for m in oke.OKE_PACKAGE_REPOS)
+
+
+def test_vf_pods_get_their_rdma_devices_from_the_device_plugin_not_the_host():
+    """issue 30, decided: no privileged container and no /dev/infiniband hostPath on the VF path (the SR-IOV
+    device plugin with isRdma hands the VF's RDMA character devices to the container)."""
+    cfg = checks.load(*example_raw("oci-dev"))
+    p = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert p.capabilities == ["IPC_LOCK"]
+    assert not any("hostPath" in v and "infiniband" in str(v) for v in p.volumes)
+    nic = addons.nic_cluster_policy(cfg)
+    assert '"isRdma": true' in nic["spec"]["sriovDevicePlugin"]["config"]
+
+
+def test_a_pod_with_part_of_a_node_is_told_its_vfs_are_not_aligned():
+    raw, secrets = example_raw("oci-dev")
+    cfg = checks.load(raw, secrets)
+    assert not [a for a in checks.advisories(cfg) if a.path.endswith("gpusPerNode")]
+    raw = copy.deepcopy(raw)
+    raw["workloads"][0].update(gpusPerNode=4, nodes=4, tensorParallel=4, pipelineParallel=4)
+    raw["nodePools"][0]["nodeCount"] = 4
+    (a,) = [a for a in checks.advisories(checks.load(raw, secrets)) if a.path.endswith("gpusPerNode")]
+    assert a.path == "workloads[0].gpusPerNode" and "not the ones beside their GPUs" in a.message

@@ -308,8 +308,9 @@ def test_builder_placement_storage_and_secrets(engine, disagg):
             assert spec["nodeSelector"] == {pools.POOL_LABEL: "gpu"}
             assert main["resources"]["limits"] == main["resources"]["requests"] == {"nvidia.com/gpu": "8"}
             assert main["command"] == ["python3", "-m", dm.BACKENDS[engine]["module"]]
+    # the stack's pool is EFA (p5): the release's runtime image with AWS EFA (multinode/images.py I7)
     assert dgd["spec"]["components"][0]["podTemplate"]["spec"]["containers"][0]["image"] == \
-        f"{dm.RUNTIME_IMAGE_REPOSITORIES[engine]}:{ADDON_VERSIONS['dynamo']}"
+        f"{dm.RUNTIME_IMAGE_REPOSITORIES[engine]}:{ADDON_VERSIONS['dynamo']}-efa"
 
 
 def test_builder_secret_names_and_claim_arguments():

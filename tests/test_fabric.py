@@ -58,11 +58,23 @@ def test_efa_profile_matches_hardware_md():
     assert (p.device_resource, p.devices_per_node, p.nccl_net) == ("vpc.amazonaws.com/efa", 32, "AWS Libfabric")
     assert p.env["FI_PROVIDER"] == "efa" and p.env["FI_EFA_FORK_SAFE"] == "1"
     assert p.env["NCCL_BUFFSIZE"] == "8388608" and p.env["NCCL_P2P_NET_CHUNKSIZE"] == "524288"
-    assert p.env["NCCL_TUNER_PLUGIN"].endswith("libnccl-ofi-tuner.so")
+    # issue 30: no fixed tuner path (the EFA installer moved it; aws-ofi-nccl builds the tuner into the pinned
+    # net plugin, where NCCL >= 2.21 finds it when NCCL_TUNER_PLUGIN is unset)
+    assert "NCCL_TUNER_PLUGIN" not in p.env
     # issue 14: one EFA memory setup, libfabric huge pages off and no hugepages-2Mi request (was 5120Mi, which
     # reserved memory FI_EFA_USE_HUGE_PAGE=0 never used and made the API server refuse the pod)
     assert p.extra_resources == {} and p.env["FI_EFA_USE_HUGE_PAGE"] == "0"
     assert p.env["NCCL_NET"] == "AWS Libfabric"
+
+
+@pytest.mark.parametrize("machine,ignore", [("Standard_ND96isr_H100_v5", True), ("Standard_ND96asr_v4", True),
+                                            ("Standard_ND128isr_NDR_GB200_v6", False)])
+def test_azure_ignores_cpu_affinity_where_azhpc_images_does(machine, ignore):
+    """issue 30: azhpc-images ndv4.sh / ndv5.sh set NCCL_IGNORE_CPU_AFFINITY=1 with the topology file; ndv6 none."""
+    cfg = load("azure-dev", nodePools=[{"name": "gpu", "machine": machine, "nodeCount": 2}], workloads=[])
+    p = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert (p.env.get("NCCL_IGNORE_CPU_AFFINITY") == "1") is ignore
+    assert ("NCCL_TOPO_FILE" in p.env) is ignore
 
 
 @pytest.mark.parametrize("machine,efa", [("p5en.48xlarge", 16), ("p6e-gb200.36xlarge", 4), ("p4d.24xlarge", 4)])
@@ -108,7 +120,8 @@ def test_gcp_tcpxo_profile_uses_pool_networks():
         assert p.env[k] == v
     (sidecar,) = p.init_containers
     assert sidecar["restartPolicy"] == "Always" and "tcpgpudmarxd-dev:v1.0.21" in sidecar["image"]
-    assert "--num_nics=8" in sidecar["args"][0]
+    # issue 30: RxDM v1.0.21 as its repository runs it (`num_nics` retired since v1.0.20)
+    assert sidecar["args"][0].endswith("--num_hops=2") and "--num_nics" not in sidecar["args"][0]
 
 
 def test_gcp_rdma_profile():

@@ -23,7 +23,7 @@ const platformArgs = {
     workloads: [
         {
             name: "llama-405b", kind: "lws-inference", engine: "vllm",
-            model: "meta-llama/Llama-3.1-405B-Instruct", image: "vllm/vllm-openai:v0.31.0-cu129",
+            model: "meta-llama/Llama-3.1-405B-Instruct", image: "docker.io/vllm/vllm-openai:v0.31.0-cu129",
             nodePool: "gpu", nodes: 2, tensorParallel: 8, pipelineParallel: 2,
         },
         {

@@ -204,14 +204,28 @@ def _efa(machine: Machine) -> dict[str, Any]:
     # - The anchors differ on this: micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml (p5) and
     #   aws-ia/terraform-aws-eks-blueprints patterns/nvidia-gpu-efa/generate-efa-nccl-test.sh request
     #   hugepages-2Mi: 5120Mi + memory: 32000Mi and leave huge pages on (nccl-tests does not fork);
-    #   nccl-tests-gb200.yaml requests no hugepages. We follow the no-hugepages shape for every EFA machine.
+    #   nccl-tests-gb200.yaml requests no hugepages. We follow the no-hugepages shape for every EFA machine,
+    #   the bandwidth check (kind nccl-test) included (issue 30, decided): the check gates a release of the
+    #   workloads, so it measures the memory setup they run with; a hugepages-2Mi request would also leave the
+    #   check Pending on nodes without pre-allocated 2 MiB pages. What huge pages on would add on p5 is for a
+    #   real cluster to measure (docs/clouds-aws-azure.md).
+    #
+    # No NCCL_TUNER_PLUGIN (issue 30). The upstream sources disagree on where the tuner lives, because the EFA
+    # installer moved it: aws/deep-learning-containers@e0ecedea scripts/docker/common/install_efa.sh:19-31 (EFA
+    # >= 1.44.0: /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so, no <arch> folder; older: lib/<arch>-linux-gnu/);
+    # awsome-distributed-training@7217859f names three paths (kubernetes/nccl-tests.yaml:50
+    # lib/x86_64-linux-gnu/, slurm/nccl-tests-ami.sbatch:42 lib/, nccl-tests-gb200.yaml:68
+    # /opt/aws-ofi-nccl/install/lib/). A fixed path is wrong for some image, and on arm64 (p6e-gb200) always.
+    # NCCL >= 2.21 looks for the tuner in the net plugin itself when NCCL_TUNER_PLUGIN is unset, and aws-ofi-nccl
+    # builds the tuner into the net plugin (aws/aws-ofi-nccl PR #922, "Enable the AWS tuner by default on AWS
+    # platforms", merged 2025-06-09; the libnccl-ofi-tuner.so names are symlinks to libnccl-net-ofi.so,
+    # awsome-distributed-training PR #936). NCCL_NET pins that plugin, so it is the one loaded.
     env = {
         "FI_PROVIDER": "efa",
         "FI_EFA_FORK_SAFE": "1",
         "FI_EFA_USE_HUGE_PAGE": "0",
         "NCCL_BUFFSIZE": "8388608",
         "NCCL_P2P_NET_CHUNKSIZE": "524288",
-        "NCCL_TUNER_PLUGIN": "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu/libnccl-ofi-tuner.so",
     }
     if machine.gpu_model.startswith("GB"):
         # GB200 NVL domains (hardware.md section 2: NCCL_NVLS_ENABLE=1, NCCL_MNNVL_ENABLE=1).

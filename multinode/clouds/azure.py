@@ -145,6 +145,11 @@ def advisories(cfg: Any) -> list[Problem]:
 # `fabric.docaDriverVersion: host` = the node image brings MLNX_OFED/DOCA: no ofedDriver, useHostMofed true.
 HOST_DRIVERS = "host"
 # configs/nicclusterpolicy/base/nic.yaml ofedDriver.version (the operator appends -<os><ver>-<arch>)
+# issue 30, explained, not changed: this is the DOCA 3.2.0 driver Azure's repository pins (its operator values
+# follow Network Operator 25.10 / 26.1, whose images-sha256 pages list doca_telemetry 1.23.4-doca3.2.0-host); our
+# pinned operator v26.4.1 ships DOCA 3.4.0 components (docs.nvidia.com/networking/display/kubernetes2641/advanced/
+# images-sha256.html: doca_telemetry 1.25.5-doca3.4.0-host). The 26.4.1 page's doca-driver tag was not read here,
+# so the tag Azure runs stays the default; set fabric.docaDriverVersion to that page's tag to follow the operator.
 DOCA_DRIVER_VERSION = "doca3.2.0-25.10-1.2.8.0-2"
 # same file: OFED_BLACKLIST_MODULES_FILE works around a module-load race (Mellanox/doca-driver-build#52);
 # forcePrecompiled false (compile on the node when no precompiled image matches the AKS kernel).
@@ -297,6 +302,11 @@ def _infiniband(machine: Machine) -> dict[str, Any]:
     out: dict[str, Any] = {"env": env, "capabilities": ["IPC_LOCK"]}
     topo = machine.nccl_topology                       # catalog, source Z4
     if topo:
+        # issue 30: Azure/azhpc-images@8e9d055f components/customizations/ndv4.sh:14 and ndv5.sh:14 write
+        # NCCL_IGNORE_CPU_AFFINITY=1 into /etc/nccl.conf beside the topology file on ND A100 v4 / H100 v5 / H200 v5
+        # (the VM's virtual NUMA layout misleads NCCL's CPU pinning); ndv6.sh (GB200) writes no nccl.conf, so the
+        # machines without a topology file get neither. A container does not read the host's /etc/nccl.conf.
+        env["NCCL_IGNORE_CPU_AFFINITY"] = "1"
         env["NCCL_TOPO_FILE"] = f"{AZURE_TOPOLOGY_MOUNT}/{topo}"
         cm = topology_config_map_name(topo)                  # nccl-topology-ndv4 / nccl-topology-ndv5
         out["volumes"] = [{"name": "fabric-nccl-topology",

@@ -245,17 +245,17 @@ def csi_readiness(kind: str, enabled: bool | None) -> list[str]:
 
 # ---------------------------------------------------------------- minimum GKE version for GPUDirect
 # The oldest GKE patch of each minor that supports GPUDirect on the machine, from GoogleCloudPlatform/
-# cluster-toolkit modules/compute/gke-node-pool/gpu_direct.tf (commit 03c47e74),
-# gpu_direct_settings[<machine>].major_minor_version_acceptable_map: a3-highgpu-8g (TCPX) and
-# a3-megagpu-8g (TCPXO). That file has no entry for the RDMA machines (a3-ultragpu / a4), so gcp-rdma
-# is not gated. Like upstream, a minor newer than the table's last is accepted; unlike upstream, a minor
-# older than its first is refused (upstream accepts it by default, and its lookup reads
-# `local.gpu_direct_setting`, a name that does not exist, so its check never fires).
+# cluster-toolkit@10470803 (2026-06-25) modules/compute/gke-node-pool/gpu_direct.tf:36-40 and :51-57,
+# gpu_direct_settings[<machine>].major_minor_version_acceptable_map: a3-highgpu-8g (TCPX) and a3-megagpu-8g
+# (TCPXO). Issue 30: every minimum was raised since the table we had (commit 03c47e74), and TCPX's 1.30 row was
+# dropped (1.30 and later are newer than the table: accepted, as upstream). That file has no entry for the RDMA
+# machines (a3-ultragpu / a4), so gcp-rdma is not gated. Like upstream, a minor newer than the table's last is
+# accepted; unlike upstream, a minor older than its first is refused (upstream accepts it by default, and its
+# lookup at :70 still reads `local.gpu_direct_setting`, a name that does not exist, so its check never fires).
 MIN_GKE_VERSION: dict[str, dict[str, str]] = {
-    "tcpx": {"1.27": "1.27.7-gke.1121000", "1.28": "1.28.8-gke.1095000", "1.29": "1.29.3-gke.1093000",
-             "1.30": "1.30.2-gke.1023000"},
-    "tcpxo": {"1.28": "1.28.9-gke.1250000", "1.29": "1.29.4-gke.1542000", "1.30": "1.30.4-gke.1129000",
-              "1.31": "1.31.1-gke.2008000", "1.32": "1.32.2-gke.1489001"},
+    "tcpx": {"1.27": "1.27.16-gke.2874000", "1.28": "1.28.15-gke.3163000", "1.29": "1.29.15-gke.2467000"},
+    "tcpxo": {"1.28": "1.28.15-gke.3163000", "1.29": "1.29.15-gke.2467000", "1.30": "1.30.14-gke.1922000",
+              "1.31": "1.31.14-gke.1243000", "1.32": "1.32.11-gke.1174000"},
 }
 MIN_GKE_VERSION_SOURCE = "cluster-toolkit modules/compute/gke-node-pool/gpu_direct.tf"
 _GKE_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
@@ -492,8 +492,12 @@ def _tcpxo(pool: NodePool, machine: Machine, nics: int) -> dict[str, Any]:
         "imagePullPolicy": "IfNotPresent",
         "restartPolicy": "Always",          # native sidecar: ends with the workload (K8s >= 1.29)
         "command": ["/bin/sh", "-c"],
-        "args": [f"set -ex; chmod 755 /fts/entrypoint_rxdm_container.sh; "
-                 f"/fts/entrypoint_rxdm_container.sh --num_hops=2 --num_nics={nics} --uid= --alsologtostderr"],
+        # issue 30: the daemon's own repository runs `--num_hops=2` only (container-engine-accelerators@992db812
+        # gpudirect-tcpxo/nccl-test-latest.yaml:89-90); its README.md:158 retires `num_nics` from RxDM v1.0.20 (we
+        # run v1.0.21). cluster-toolkit@10470803 gpu-direct-workload/scripts/enable-tcpxo-in-workload.py:149 still
+        # passes `--num_hops=2 --num_nics=8 --uid= --alsologtostderr`; we follow the daemon's repository.
+        "args": ["set -ex; chmod 755 /fts/entrypoint_rxdm_container.sh; "
+                 "/fts/entrypoint_rxdm_container.sh --num_hops=2"],
         "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}},
         "env": [{"name": "LD_LIBRARY_PATH", "value": lib}],
         "volumeMounts": [{"name": "fabric-nvidia-lib", "mountPath": lib},
@@ -517,6 +521,29 @@ def _tcpxo(pool: NodePool, machine: Machine, nics: int) -> dict[str, Any]:
     }
 
 
+TCPX_NCCL_SETTINGS = {
+    "NCCL_PROTO": "Simple",
+    "NCCL_NET_GDR_LEVEL": "PIX",
+    "NCCL_P2P_PXN_LEVEL": "0",
+    "NCCL_DYNAMIC_CHUNK_SIZE": "524288",
+    "NCCL_P2P_NET_CHUNKSIZE": "524288",
+    "NCCL_P2P_PCI_CHUNKSIZE": "524288",
+    "NCCL_P2P_NVL_CHUNKSIZE": "1048576",
+    "NCCL_BUFFSIZE": "4194304",
+    "NCCL_NSOCKS_PERTHREAD": "4",
+    "NCCL_SOCKET_NTHREADS": "1",
+    "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "500000",
+}
+# Which CPUs serve each GPU NIC's TX / RX threads: the a3-highgpu-8g layout (eth1-2 on the first socket's cores,
+# eth3-4 on the second's), same file. Machine specific, so only for that machine type.
+TCPX_BINDINGS: dict[str, dict[str, str]] = {
+    "a3-highgpu-8g": {
+        "NCCL_GPUDIRECTTCPX_TX_BINDINGS": "eth1:8-21,112-125;eth2:8-21,112-125;eth3:60-73,164-177;eth4:60-73,164-177",
+        "NCCL_GPUDIRECTTCPX_RX_BINDINGS": "eth1:22-35,126-139;eth2:22-35,126-139;eth3:74-87,178-191;eth4:74-87,178-191",
+    },
+}
+
+
 def _tcpx(pool: NodePool, machine: Machine, nics: int) -> dict[str, Any]:
     # hardware.md section 2 "A3 High TCPX": sidecar tcpgpudmarxd-dev:v2.0.12, eth1-4, /run/tcpx.
     # The NCCL_GPUDIRECTTCPX_* variable names follow Google's GKE TCPX guide
@@ -531,7 +558,13 @@ def _tcpx(pool: NodePool, machine: Machine, nics: int) -> dict[str, Any]:
         "NCCL_GPUDIRECTTCPX_CTRL_DEV": "eth0",
         "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX": "/run/tcpx",
         "NCCL_CROSS_NIC": "0",
+        # issue 30: the socket, chunk and flow-steering settings of upstream's TCPX run
+        # (container-engine-accelerators@992db812 gpudirect-tcpx/nccl-config.yaml run-nccl.sh, the mpirun -x list).
+        # NCCL_ALGO=Ring,Tree there is the benchmark's choice, left to the workload.
+        **TCPX_NCCL_SETTINGS,
     }
+    if machine.name in TCPX_BINDINGS:
+        env.update(TCPX_BINDINGS[machine.name])
     sidecar = {
         "name": "tcpx-daemon",
         "image": TCPX_DAEMON_IMAGE,

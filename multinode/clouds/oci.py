@@ -23,6 +23,19 @@ Sources:
       (RDMA pins memory); terraform/oke-workers.tf writes the API server host to /etc/oke/oke-apiserver,
       the decoded CA to /etc/kubernetes/ca.crt, and systemd-networkd ManageForeignRoutes=no /
       ManageForeignRoutingPolicyRules=no (restarted on Ubuntu).
+  O6  the same script at oracle-quickstart/oci-hpc-oke@61d210ac files/oke-ubuntu-cloud-init.sh:43-55
+      (configure_crio_defaults: for Kubernetes >= v1.34, /etc/crio/crio.conf.d/11-default.conf sets
+      `[crio.image] short_name_mode = "disabled"`, before every `oke bootstrap`), :178 (REMOTE_REPO_URL: two
+      URIs, a pre-authenticated link then the public bucket) and :201-217 (the local repository first, the
+      remote one when installing from it fails).
+  O7  the RDMA subsystem's netns mode: k8snetworkplumbingwg/rdma-cni@449bfbc7 cmd/rdma/main.go:71-82
+      (ensureRdmaSystemMode: the `rdma` CNI fails ADD unless `rdma system show` says exclusive) and README.md:
+      76-89 (`rdma system set netns exclusive` at runtime, `options ib_core netns_mode=0` in
+      /etc/modprobe.d/ib_core.conf for boot; the kernel refuses the change while other network namespaces
+      exist). oci-hpc-oke sets it on its VF path in manifests/vf-config/vf-config.go setRDMANetnsExclusive (branch
+      `vf`@ba88f766, commit 55d979a "Change RDMA ns if needed": runtime, modprobe.d, update-initramfs -u); its
+      main branch@61d210ac no longer carries that DaemonSet and sets netns mode nowhere. We set it in cloud-init,
+      before `oke bootstrap` starts the kubelet (so no pod network namespace exists yet).
   O4  OCI File Storage CSI (fss.csi.oraclecloud.com): static PV volumeHandle "<fs_ocid>:<mount_target_ip>:<export_path>"
       (hardware.md section 4). File systems grow on demand: there is no size to provision.
 """
@@ -86,9 +99,13 @@ def kubelet_extra_args(labels: dict[str, str], taints: list[dict[str, str]]) -> 
 BOOTSTRAP_PATHS = ("oke-package", "oke-install")
 DEFAULT_BOOTSTRAP = "oke-package"
 OKE_PACKAGE = "oci-oke-node-all"
-# O5: the public repository of the package (the script's second URI; the first is a pre-authenticated link).
-OKE_PACKAGE_REPO = ("https://odx-oke.objectstorage.us-sanjose-1.oci.customer-oci.com/n/odx-oke/b/okn-repositories"
-                    "/o/prod")
+# O6: the package's two mirrors, in upstream's order (apt tries the URIs of one deb822 source in turn): a
+# pre-authenticated link to the private bucket, then the public bucket.
+OKE_PACKAGE_REPOS = (
+    "https://objectstorage.us-sanjose-1.oraclecloud.com/p/_Zaa2khW3lPESEbqZ2JB3FijAd0HeKmiP-KA2eOMuWwro85dcG2WAqua2o"
+    "_a-PlZ/n/odx-oke/b/okn-repositories-private/o/prod",
+    "https://odx-oke.objectstorage.us-sanjose-1.oci.customer-oci.com/n/odx-oke/b/okn-repositories/o/prod",
+)
 OKE_LOCAL_REPO = "/opt/oke-node-client-packages"
 BOOTSTRAP_ATTEMPTS, BOOTSTRAP_INTERVAL_S = 20, 15       # O5 run_with_retry
 
@@ -109,6 +126,38 @@ def _package_version(kubernetes_version: str) -> str:
 _MEMLOCK = ["mkdir -p /etc/crio/crio.conf.d",
             "cat > /etc/crio/crio.conf.d/12-memlock.conf <<'EOF'",
             "[crio.runtime]", "default_ulimits = [", '    "memlock=-1:-1"', "]", "EOF"]
+
+
+# O6: CRI-O 1.34 (OKE >= v1.34) enforces short-name mode: a pod naming `vllm/vllm-openai:tag` is refused unless
+# the node relaxes it. Our default images are fully qualified (multinode/images.py); a user's image may not be.
+SHORT_NAME_MODE_FROM = (1, 34)
+_SHORT_NAME_MODE = ["mkdir -p /etc/crio/crio.conf.d",
+                    "cat > /etc/crio/crio.conf.d/11-default.conf <<'EOF'",
+                    "[crio.image]", 'short_name_mode = "disabled"', "EOF"]
+
+# O7: the `rdma` CNI in the OCI VF chain (manifests/addons.rdma_vf_network) refuses to run unless the host's RDMA
+# subsystem is in exclusive netns mode. Set now (the kubelet has not started: no pod namespaces yet) and for
+# every boot (ib_core is in the initramfs on Ubuntu, so regenerate it). A failure is logged, not fatal: the node
+# still joins (CPU pods run), and the CNI names the mode in the pod's sandbox error.
+_RDMA_NETNS_EXCLUSIVE = [
+    "if command -v rdma >/dev/null 2>&1; then",
+    "  if ! rdma system show | grep -q 'netns exclusive'; then",
+    "    rdma system set netns exclusive || echo 'warning: rdma system set netns exclusive failed' >&2",
+    "  fi",
+    "  echo 'options ib_core netns_mode=0' > /etc/modprobe.d/ib_core.conf",
+    "  update-initramfs -u >/dev/null 2>&1 || dracut -f >/dev/null 2>&1 || true",
+    "  rdma system show >&2 || true",
+    "else",
+    "  echo 'warning: no rdma tool (iproute2): RDMA netns mode left as is; the rdma CNI needs exclusive' >&2",
+    "fi",
+]
+
+
+def needs_short_name_mode_off(kubernetes_version: str) -> bool:
+    """O6: Kubernetes (hence CRI-O) >= 1.34. An unknown version (the oke-install path may not know it): False,
+    as upstream, which writes the setting only for a version it can compare."""
+    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?", (kubernetes_version or "").strip())
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= SHORT_NAME_MODE_FROM
 
 
 def _oke_install_script(endpoint: str, ca_b64: str, extra: str) -> list[str]:
@@ -133,14 +182,23 @@ def _oke_package_script(endpoint: str, ca_b64: str, extra: str, kubernetes_versi
         "systemctl restart systemd-networkd || true",
         "if ! command -v oke >/dev/null 2>&1; then",
         "  . /etc/os-release",
-        f"  repo={OKE_LOCAL_REPO}/ubuntu-$VERSION_CODENAME/kubernetes-{minor}",
-        '  if [ -d "$repo/dists" ]; then uri="file://$repo"; '
-        f'else uri="{OKE_PACKAGE_REPO}/ubuntu-$VERSION_CODENAME/kubernetes-{minor}"; fi',
-        "  printf 'Enabled: yes\\nTypes: deb\\nURIs: %s\\nSuites: stable\\nComponents: main\\nTrusted: yes\\n' "
-        '"$uri" > /etc/apt/sources.list.d/oke-node-client.sources',
-        "  while fuser /var/lib/dpkg/lock-frontend /var/lib/apt/lists/lock >/dev/null 2>&1; do sleep 1; done",
-        "  apt-get -y update || true",
-        f"  apt-get -y install {OKE_PACKAGE}-{version}",
+        f"  local_repo={OKE_LOCAL_REPO}/ubuntu-$VERSION_CODENAME/kubernetes-{minor}",
+        '  remote="' + " ".join(f"{r}/ubuntu-$VERSION_CODENAME/kubernetes-{minor}" for r in OKE_PACKAGE_REPOS) + '"',
+        "  oke_source() {",
+        "    printf 'Enabled: yes\\nTypes: deb\\nURIs: %s\\nSuites: stable\\nComponents: main\\nTrusted: yes\\n' "
+        '"$1" > /etc/apt/sources.list.d/oke-node-client.sources',
+        "  }",
+        "  oke_package() {",
+        "    while fuser /var/lib/dpkg/lock /var/lib/dpkg/lock-frontend /var/lib/apt/lists/lock "
+        "/var/cache/apt/archives/lock >/dev/null 2>&1; do sleep 1; done",
+        "    apt-get -y update || true",
+        f"    apt-get -y install {OKE_PACKAGE}-{version}",
+        "  }",
+        "  # the image's local copy first, both remote mirrors when it is missing or fails (O6)",
+        '  if ! { [ -d "$local_repo/dists" ] && oke_source "file://$local_repo" && oke_package; }; then',
+        '    oke_source "$remote"',
+        "    oke_package",
+        "  fi",
         "fi",
         f"for attempt in $(seq 1 {BOOTSTRAP_ATTEMPTS}); do",
         f"  if oke bootstrap --kubelet-extra-args {shlex.quote(extra)}; then exit 0; fi",
@@ -157,13 +215,14 @@ def node_user_data(endpoint: str, ca_b64: str, labels: dict[str, str], taints: l
     taints, by the pool's bootstrap path: "oke-package" (O5, needs the cluster's Kubernetes version) or
     "oke-install" (O3)."""
     extra = kubelet_extra_args(labels, taints)
+    crio = _SHORT_NAME_MODE if needs_short_name_mode_off(kubernetes_version) else []
     if path == "oke-package":
         body = _oke_package_script(endpoint, ca_b64, extra, kubernetes_version)
     elif path == "oke-install":
         body = _oke_install_script(endpoint, ca_b64, extra)
     else:
         raise ValueError(f"unknown OKE bootstrap path {path!r}; use one of {', '.join(BOOTSTRAP_PATHS)}")
-    return "\n".join(["#!/usr/bin/env bash", "set -euo pipefail", *_MEMLOCK, *body, ""])
+    return "\n".join(["#!/usr/bin/env bash", "set -euo pipefail", *_MEMLOCK, *crio, *_RDMA_NETNS_EXCLUSIVE, *body, ""])
 
 
 def user_data_b64(script: str) -> str:
@@ -243,8 +302,9 @@ def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]
 
 def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings of this cloud: a RoCE pool whose shape has no known fabric ports, so the SR-IOV
-    device plugin cannot be limited to them."""
-    out: list[Problem] = []
+    device plugin cannot be limited to them; a fabric pod that takes part of a node (its VFs are not aligned
+    with its GPUs)."""
+    out: list[Problem] = _partial_node_problems(cfg)
     for i, pool in enumerate(cfg.node_pools):
         try:
             m = cfg.machine(pool)
@@ -257,6 +317,29 @@ def advisories(cfg: Any) -> list[Problem]:
                                f"the front-end NIC included; add the shape's rootDevices from oci-hpc-oke's "
                                f"sriov-network-node-policy.yaml"))
     return out
+
+def _partial_node_problems(cfg: Any) -> list[Problem]:
+    """issue 30, explained: the device plugin hands a pod any free VFs of the node, not the VFs beside its GPUs:
+    nothing aligns them (the kubelet's Topology Manager would need a NUMA policy OKE nodes do not set, and the
+    RDMA shapes have 2 NICs per GPU on the GPU's own PCIe switch; oci-hpc-oke's VF examples take whole nodes).
+    A pod with every GPU of the node gets every VF, so it is aligned by construction; a pod with fewer may send
+    its GPU's traffic through another switch's NIC (slower, not broken)."""
+    out: list[Problem] = []
+    for i, w in enumerate(cfg.workloads):
+        try:
+            m = cfg.machine(cfg.pool(w.node_pool))
+        except (catalog.UnknownMachine, KeyError):
+            continue
+        if m.fabric != "roce" or not cfg.fabric.enabled:
+            continue
+        gpus = cfg.gpus_per_node(w)
+        if 0 < gpus < m.gpus:
+            out.append(Problem(f"workloads[{i}].gpusPerNode",
+                               f"{gpus} of {m.name}'s {m.gpus} GPUs: its pods get {OCI_VF_RESOURCE} VFs the device "
+                               f"plugin picks, not the ones beside their GPUs (no topology alignment on OKE), so "
+                               f"NCCL may cross PCIe switches; take whole nodes ({m.gpus} GPUs) for full bandwidth"))
+    return out
+
 
 # ---------------------------------------------------------------- fabric profile
 OCI_VF_RESOURCE = "nvidia.com/rdma-vf"     # OCI SR-IOV RDMA virtual functions (hardware.md section 2)
@@ -328,6 +411,15 @@ def _roce(machine: Machine) -> dict[str, Any]:
     # (the policy computes it, manifests/kyverno.device_networks_expr): a fixed list of 16 on a pod that
     # requests fewer VFs leaves Multus without a device for the extra entries and sandbox creation fails.
     net = f"{OCI_VF_NETWORK_NAMESPACE}/{OCI_VF_NETWORK}"
+    # issue 30, verified and decided: no /dev/infiniband hostPath and no privileged container. oci-hpc-oke's
+    # docs/using-rdma-network-interfaces-in-manifests.md:77 asks for "the /dev/infiniband and /dev/shm mounts and
+    # the IPC_LOCK capability, the same as with hostNetwork" on its VF path too (its examples run privileged).
+    # The SR-IOV device plugin with isRdma (our NicClusterPolicy selector) already hands each allocated VF's RDMA
+    # character devices to the container, host path = container path, "rwm"
+    # (k8snetworkplumbingwg/sriov-network-device-plugin pkg/devices/rdma.go newRdmaSpec: GetRdmaCharDevices of
+    # the VF), and the rdma CNI moves the VF's RDMA device into the pod's netns. Mounting the host's whole
+    # /dev/infiniband privileged would hand every pod every HCA of the node (the other pods' VFs and the PFs),
+    # which is what the VF path exists to avoid. IPC_LOCK stays (plus memlock unlimited from our CRI-O config).
     return {"env": env, "capabilities": ["IPC_LOCK"], "device_network": net, "networks": [net]}
 
 

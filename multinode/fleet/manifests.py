@@ -169,8 +169,9 @@ KARMADA_CRDS = ("volcano/batch.volcano.sh_jobs.yaml", "volcano/scheduling.volcan
 
 
 def _image(name: str, version: str) -> str:
-    # upstream's manifests say :latest; a pinned tag so a redeploy does not change what runs
-    return f"volcanosh/{name}:{version}"
+    # upstream's manifests say :latest; a pinned tag so a redeploy does not change what runs. Fully qualified
+    # (issue 30): CRI-O in enforcing short-name mode (OKE >= 1.34) refuses `volcanosh/...`.
+    return f"docker.io/volcanosh/{name}:{version}"
 
 
 def _probe(scheme: str) -> dict[str, Any]:

@@ -305,6 +305,17 @@ def _component(image: str, version: str) -> dict[str, Any]:
     return {"image": image, "repository": _MELLANOX_REPO, "version": f"network-operator-v{version.lstrip('v')}"}
 
 
+# issue 30: how a DOCA driver version change reaches the nodes. Without upgradePolicy (CRD default autoUpgrade false)
+# the driver DaemonSet keeps the old container on every node until someone deletes its pods by hand. As
+# Azure/aks-rdma-infiniband@700dabb4 configs/nicclusterpolicy/base/nic.yaml:32-39: automatic, one node at a time,
+# drained first (evictions honour PodDisruptionBudgets; emptyDir pods such as our /dev/shm ones may go, and force
+# lets pods without a controller go, as upstream), 300 s to drain.
+DOCA_UPGRADE_POLICY: dict[str, Any] = {
+    "autoUpgrade": True, "maxParallelUpgrades": 1,
+    "drain": {"enable": True, "force": True, "deleteEmptyDir": True, "timeoutSeconds": 300},
+}
+
+
 def nic_cluster_policy(cfg: StackConfig) -> dict[str, Any] | None:
     """The NicClusterPolicy exposing RDMA devices to pods, or None when not needed."""
     if cfg.cloud not in ("azure", "oci") or not cfg.addons.network_operator.enabled:
@@ -354,10 +365,22 @@ def nic_cluster_policy(cfg: StackConfig) -> dict[str, Any] | None:
             spec["nvIpam"] = {**_component("nvidia-k8s-ipam", version), "enableWebhook": False}
     else:
         return None
+    # issue 30: the policy's components (DOCA driver, device plugins, Multus) run only on the fabric pools' nodes.
+    # Azure/aks-rdma-infiniband@700dabb4 configs/nicclusterpolicy/base/nic.yaml:8-16 requires NFD's
+    # feature.node.kubernetes.io/pci-15b3.present=true, and turns the chart's default NFD rule off
+    # (configs/values/network-operator/values.yaml:2 deployNodeFeatureRules: false) for its own rule matching the
+    # InfiniBand VF device IDs 101c / 101e only (tests/setup-infra/network-operator-nfd.yaml): with the default
+    # rule any node with a Mellanox NIC gets that label, AKS Accelerated Networking NICs included, and the DOCA
+    # driver container would reload mlx5 on a CPU node. We select the label our created fabric pools carry
+    # (pools.node_labels: multinode.dev/fabric=<kind>), which no other node has, and leave NFD's rules alone.
+    fabric_kinds = sorted(kinds & {"infiniband", "roce"})
+    spec["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": pools.FABRIC_NODE_LABEL, "operator": "In", "values": fabric_kinds}]}]}}
     doca = _ofed_driver_version(cfg)
     if doca:
         # DOCA-OFED driver container; only when the node image lacks MLNX_OFED / DOCA.
-        spec["ofedDriver"] = {"image": "doca-driver", "repository": _MELLANOX_REPO, "version": doca}
+        spec["ofedDriver"] = {"image": "doca-driver", "repository": _MELLANOX_REPO, "version": doca,
+                              "upgradePolicy": copy.deepcopy(DOCA_UPGRADE_POLICY)}
         if cfg.cloud == "azure":
             # Azure/aks-rdma-infiniband configs/nicclusterpolicy/base/nic.yaml: the module-load race
             # workaround and forcePrecompiled false (see multinode/clouds/azure.py DOCA_DRIVER_ENV).
@@ -370,19 +393,21 @@ def nic_cluster_policy(cfg: StackConfig) -> dict[str, Any] | None:
 # OCI: the Multus network that attaches RDMA VFs (k8s.v1.cni.cncf.io/networks: default/rdma-vf,...)
 # ------------------------------------------------------------------------------------------
 # Shape of the attachment, from two documented setups (our own config, not a copy of either):
-#  - oracle-quickstart/oci-hpc-oke manifests/network-attachment-definition.yaml: a NAD in namespace
-#    `default` annotated k8s.v1.cni.cncf.io/resourceName=<the VF resource>, IPAM `nv-ipam` with a pool,
-#    and the pool manifests/ip-pool.yaml (192.168.0.0/16, perNodeBlockSize 100) in the operator's
-#    namespace; docs/using-rdma-network-interfaces-in-manifests.md: the NAD lives in `default`, pods
-#    elsewhere name it `default/rdma-vf`. Their chain uses the sriov CNI (+ rdma CNI), which only the
-#    SR-IOV Network Operator installs; we keep that operator off (VFs come from the device plugin).
+#  - oracle-quickstart/oci-hpc-oke@61d210ac terraform/files/nvidia-network-operator/sriov-network.yaml: a
+#    SriovNetwork `rdma-vf` with networkNamespace `default` (the operator renders the NAD there), IPAM
+#    `nv-ipam` with a pool; terraform/via-provider-nvidia-network-operator.tf:34 and variables.tf:598-612: the
+#    pool (nvidia_network_operator_ipam_subnet 192.168.0.0/16, per-node block size variable) in the operator's
+#    namespace (issue 30: the manifests/network-attachment-definition.yaml and manifests/ip-pool.yaml cited
+#    before were deleted upstream in 0a4485a); docs/using-rdma-network-interfaces-in-manifests.md: the NAD
+#    lives in `default`, pods elsewhere name it `default/rdma-vf`. Their chain starts with the sriov CNI, which
+#    only the SR-IOV Network Operator installs; we keep that operator off (VFs come from the device plugin).
 #  - Mellanox/network-operator example/crs/mellanox.com_v1alpha1_hostdevicenetwork_cr.yaml and
 #    example/networking/rdma-net-hostdev-cr-whereabouts-ipam.yml: with the SR-IOV device plugin of a
 #    NicClusterPolicy, the CNI is `host-device` (from secondaryNetwork.cniPlugins); Multus passes the
 #    allocated VF's PCI address to it through the resourceName annotation. Whereabouts IPAM is no
 #    longer a NicClusterPolicy field at v26.4.1, so we use nv-ipam (spec.nvIpam).
 VF_IP_POOL = "rdma-vf"
-VF_SUBNET = "192.168.0.0/16"       # oci-hpc-oke ip-pool.yaml; must not overlap the VCN / pod CIDRs
+VF_SUBNET = "192.168.0.0/16"       # oci-hpc-oke variables.tf ipam_subnet; must not overlap the VCN / pod CIDRs
 VF_PER_NODE_BLOCK = 64             # >= 16 VFs of one whole-node pod, with room for restarts
 
 
@@ -464,7 +489,9 @@ def rdma_cni_installer(cfg: StackConfig) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 # Source: GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo/nccl-tcpxo-installer.yaml
 # and nri_device_injector/nri-device-injector.yaml (structure), hardware.md section 2 (image pin
-# nccl-plugin-gpudirecttcpx-dev:v1.0.15; upstream master has moved to v1.0.16 since).
+# nccl-plugin-gpudirecttcpx-dev:v1.0.15). Issue 30: container-engine-accelerators@992db812 (2026-06-11) still runs
+# v1.0.15 with daemon v1.0.21, the pair its gpudirect-tcpxo/README.md:57-70 releases together (Jan 9, 2026);
+# the "moved to v1.0.16" said here before matched no upstream file.
 TCPXO_INSTALLER_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15"
 NRI_INJECTOR_IMAGE = ("gcr.io/gke-release/nri-device-injector@sha256:"
                       "6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970")
@@ -492,18 +519,73 @@ def _daemonset(name: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
                      "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
 
 
+# issue 30: the TCPX and gIB plugins need their installers too: the fabric profile pins NCCL_NET to them and
+# mounts /home/kubernetes/bin/nvidia/lib64 (and /home/kubernetes/bin/gib), which nothing filled for TCPX / RDMA
+# pools before. container-engine-accelerators@992db812 gpudirect-tcpx/nccl-tcpx-installer.yaml (image v3.1.9, the
+# version cluster-toolkit@10470803 gpu_direct.tf:34 pairs with RxDM v2.0.12, ours) and
+# gpudirect-rdma/nccl-rdma-installer.yaml (gIB v1.1.1): an init container running the image's
+# /scripts/container_entry.sh install, copying the libraries to the host, then pause. Ours select the pools by our
+# pool label instead of upstream's gke-accelerator label.
+TCPX_INSTALLER_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9"
+GIB_INSTALLER_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1"
+_PAUSE = [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]
+
+
+def _installer_base(cfg: StackConfig, kind: str) -> dict[str, Any]:
+    """Pod spec fields every installer shares: this stack's pools of `kind` only (by our pool label), tolerating
+    everything like upstream, host network and PID namespace."""
+    names = [p.name for p in cfg.node_pools if profile_for(cfg, p).kind == kind]
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": pools.POOL_LABEL, "operator": "In", "values": names}]}]}}}
+    return {"priorityClassName": "system-node-critical", "affinity": affinity,
+            "tolerations": [{"operator": "Exists"}], "hostNetwork": True, "hostPID": True}
+
+
+def _tcpx_installer(cfg: StackConfig) -> dict[str, Any]:
+    return _daemonset("nccl-tcpx-installer", {
+        **_installer_base(cfg, "tcpx"),
+        "volumes": [{"name": "var-lib", "hostPath": {"path": "/var/lib"}},
+                    {"name": "library-dir-host", "hostPath": {"path": "/home/kubernetes/bin"}}],
+        "initContainers": [{
+            "name": "nccl-tcpx-installer", "image": TCPX_INSTALLER_IMAGE,
+            "securityContext": {"privileged": True}, "resources": {"requests": {"cpu": "150m"}},
+            "volumeMounts": [{"name": "var-lib", "mountPath": "/var/lib"},
+                             {"name": "library-dir-host", "mountPath": "/usr/local"}],
+            "command": ["/bin/sh", "-c"],
+            "args": ["set -ex; /scripts/container_entry.sh install --install-nccl; "
+                     "mkdir -p /usr/local/nvidia/lib64; cp -r /var/lib/tcpx/lib64/. /usr/local/nvidia/lib64"],
+        }],
+        "containers": copy.deepcopy(_PAUSE),
+    })
+
+
+def _gib_installer(cfg: StackConfig) -> dict[str, Any]:
+    lib, gib = "/usr/local/home/kubernetes/bin/nvidia/lib64", "/usr/local/home/kubernetes/bin/gib"
+    return _daemonset("nccl-rdma-installer", {
+        **_installer_base(cfg, "gcp-rdma"),
+        "volumes": [{"name": "library-dir-host",
+                     "hostPath": {"path": "/home/kubernetes/bin/nvidia/lib64", "type": "DirectoryOrCreate"}},
+                    {"name": "gib", "hostPath": {"path": "/home/kubernetes/bin/gib"}}],
+        "initContainers": [{
+            "name": "nccl-rdma-installer", "image": GIB_INSTALLER_IMAGE,
+            "securityContext": {"privileged": True}, "resources": {"requests": {"cpu": "150m"}},
+            "volumeMounts": [{"name": "library-dir-host", "mountPath": lib}, {"name": "gib", "mountPath": gib}],
+            "command": ["/bin/sh", "-c"],
+            "args": [f"set -ex; /scripts/container_entry.sh install; cp -r /var/lib/gib/lib64/. {lib}; "
+                     f"cp -r /var/lib/gib/. {gib}"],
+        }],
+        "containers": copy.deepcopy(_PAUSE),
+    })
+
+
 def gcp_daemonsets(cfg: StackConfig) -> list[dict[str, Any]]:
     if cfg.cloud != "gcp":
         return []
     kinds = {profile_for(cfg, p).kind for p in cfg.node_pools}
+    out = ([_tcpx_installer(cfg)] if "tcpx" in kinds else []) + ([_gib_installer(cfg)] if "gcp-rdma" in kinds else [])
     if "tcpxo" not in kinds:
-        return []
-    # Run on this stack's TCPXO pools only (by our pool label), tolerating everything like upstream.
-    tcpxo_pools = [p.name for p in cfg.node_pools if profile_for(cfg, p).kind == "tcpxo"]
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": pools.POOL_LABEL, "operator": "In", "values": tcpxo_pools}]}]}}}
-    base = {"priorityClassName": "system-node-critical", "affinity": affinity,
-            "tolerations": [{"operator": "Exists"}], "hostNetwork": True, "hostPID": True}
+        return out
+    base = _installer_base(cfg, "tcpxo")
     installer = _daemonset("nccl-tcpxo-installer", {
         **base,
         "volumes": [{"name": "var-lib", "hostPath": {"path": "/var/lib"}},
@@ -511,7 +593,8 @@ def gcp_daemonsets(cfg: StackConfig) -> list[dict[str, Any]]:
         "initContainers": [{
             # On the host: accept the data-path TCP traffic, load the import-helper module, and expose
             # each TCPXO NIC's PCI BAR under /dev/aperture_devices/<BDF> (what the workload mounts).
-            "name": "pre-installation", "image": "ubuntu", "securityContext": {"privileged": True},
+            # upstream's "ubuntu", fully qualified (issue 30: every image we render names its registry)
+            "name": "pre-installation", "image": "docker.io/library/ubuntu", "securityContext": {"privileged": True},
             "command": ["nsenter", "-at", "1", "--", "bash", "-c", _APERTURE_SCRIPT],
         }, {
             "name": "nccl-tcpxo-installer", "image": TCPXO_INSTALLER_IMAGE,
@@ -523,7 +606,7 @@ def gcp_daemonsets(cfg: StackConfig) -> list[dict[str, Any]]:
                      "/scripts/container_entry.sh install --install-nccl; "
                      "mkdir -p /usr/local/nvidia/lib64; cp -r /var/lib/tcpxo/lib64/. /usr/local/nvidia/lib64"],
         }],
-        "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}],
+        "containers": copy.deepcopy(_PAUSE),
     })
     injector = _daemonset("device-injector", {
         **base,
@@ -535,7 +618,7 @@ def gcp_daemonsets(cfg: StackConfig) -> list[dict[str, Any]]:
         "volumes": [{"name": "nri", "hostPath": {"path": "/var/run/nri"}},
                     {"name": "dev", "hostPath": {"path": "/dev"}}],
     })
-    return [installer, injector]
+    return out + [installer, injector]
 
 
 # ------------------------------------------------------------------------------------------

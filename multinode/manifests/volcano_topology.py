@@ -12,10 +12,14 @@ Network tiers, per pool (issue 18):
          g6e, g7e, trn1, trn1n, trn2, trn2u; 4 layers: p6-b200, p6-b300).
     gcp  cloud.google.com/gce-topology-block (top), -subblock; -host is the physical host, one VM per
          host for the full-host GPU machines, so the node itself. GKE sets them on RDMA-capable GPU nodes
-         (GKE AI Hypercomputer "view node topology"; Kueue TAS levels block/subblock/host/hostname).
-    oci  oci.oraclecloud.com/rdma.hpc_island_id (top), rdma.network_block_id, rdma.local_block_id, set
-         by OKE at bootstrap on RDMA cluster-network nodes when the instance metadata has the locality
-         (oracle-quickstart/oci-hpc-oke docs/using-rdma-network-locality-when-running-workloads-on-oke.md).
+         (GKE AI Hypercomputer "view node topology"; Kueue TAS levels block/subblock/host/hostname); cluster-
+         toolkit uses the same levels for A3 Mega (TCPXO) and A3 High (TCPX) pools too.
+    oci  none (issue 30). oci.oraclecloud.com/rdma.hpc_island_id, rdma.network_block_id, rdma.local_block_id are
+         not set by OKE: oci-hpc-oke's own labeler DaemonSet writes them from the instance metadata
+         (oracle-quickstart/oci-hpc-oke@61d210ac terraform/files/oci-hpc-oke-utils/templates/labeler-configmap.yaml
+         :123-143), and writes the placeholder `no-imds-data` where the metadata has no locality (docs/using-rdma-
+         network-locality-when-running-workloads-on-oke.md). We do not deploy that chart, so an OCI pool gets the
+         pool tier below (the cluster network); OCI_TOPOLOGY_LABELS stays for a stack whose nodes carry them.
     azure: AKS publishes no InfiniBand topology labels (none found in the AKS or Azure HPC docs).
 - Elsewhere one tier-1 HyperNode per pool, selected by the pool label: the tight network domain our
   infrastructure creates for a pool (aws cluster placement group, azure VM scale set = one InfiniBand
@@ -67,10 +71,10 @@ def topology_labels(cfg: StackConfig, pool: NodePool) -> list[str]:
             return _AWS_LAYERS + ["topology.k8s.aws/network-node-layer-4"]
         if m.name in AWS_TOPOLOGY_MACHINES_3 or m.name.startswith(("g6e.", "g7e.")):
             return list(_AWS_LAYERS)
-    if cfg.cloud == "gcp" and m.fabric == "gcp-rdma":
+    if cfg.cloud == "gcp" and m.fabric in ("gcp-rdma", "tcpxo", "tcpx"):
+        # issue 30: cluster-toolkit@10470803 gives A3 Mega and A3 High the same block / subblock / host levels as
+        # A3 Ultra and A4 (examples/gke-a3-megagpu/kueue-configuration.yaml.tftpl:21-23, gke-a3-highgpu/ the same)
         return list(GCP_TOPOLOGY_LABELS)
-    if cfg.cloud == "oci" and m.fabric == "roce":
-        return list(OCI_TOPOLOGY_LABELS)
     return []
 
 

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ... import pools
+from ... import images, pools
 from ...config import StackConfig, Workload
 from ..storage import MANAGED_BY
 
@@ -25,22 +25,9 @@ SHM_VOLUME = "dshm"
 DATA_VOLUME = "checkpoints"
 RESULTS_VOLUME = "results"
 
-# Images used when a workload sets none (pinned tags; the stack's `image` wins). NIM, MPI and
-# nccl-tests images are site specific, so those kinds must name their image (config check).
-# Engine releases (issue 17): vLLM v0.31.0 (GitHub release 2026-10-04/05) in its CUDA 12.9 build, since the
-# plain v0.31.0 tag is built for CUDA 13.0 and needs an R580+ driver (a GKE deployment note pinning
-# `v0.31.0-cu129` for that reason); SGLang v0.5.21 (release 2026-10-01/02; the release notes of v0.5.20 drop
-# CUDA 12, so only CUDA 13 builds exist and its nodes need an R580+ driver). The NCCL fabric plugin is the
-# image's business (multinode/images.py): the upstream vLLM image still lacks aws-ofi-nccl, so on an EFA
-# pool `plan` names AWS's vLLM DLC instead; GCP's TCPXO plugin comes from the host (the installer
-# DaemonSet, manifests/addons.gcp_daemonsets), so any image works there; InfiniBand / RoCE use NCCL's
-# built-in IB verbs transport. Neither tag has been pulled or run here.
-DEFAULT_IMAGES = {
-    "vllm": "vllm/vllm-openai:v0.31.0-cu129",
-    "sglang": "lmsysorg/sglang:v0.5.21-cu130",
-    "torchrun": "nvcr.io/nvidia/pytorch:25.08-py3",
-    "deepspeed": "nvcr.io/nvidia/pytorch:25.08-py3",
-}
+# Images used when a workload sets none: the image facts table (multinode/images.py) holds the defaults per
+# engine and fabric, fully qualified, with what each carries. NIM, MPI and nccl-tests images are site specific,
+# so those kinds must name their image (config check).
 
 
 @dataclass(frozen=True)
@@ -94,10 +81,12 @@ def metadata(w: Workload, name: str | None = None, role: str | None = None) -> d
     return {"name": name or w.name, "namespace": w.namespace, "labels": labels(w, role)}
 
 
-def image(w: Workload) -> str:
-    if w.image:
-        return w.image
-    return DEFAULT_IMAGES[w.engine or ""]
+def image(cfg: StackConfig, w: Workload) -> str:
+    """The stated image, else the default of the engine on the pool's fabric (images.workload_image)."""
+    chosen = images.workload_image(cfg, w)
+    if not chosen:
+        raise ValueError(f"workload {w.name!r} has no image and its kind no default (config refuses this)")
+    return chosen
 
 
 def gpu_resources(gpus: int) -> dict[str, Any]:

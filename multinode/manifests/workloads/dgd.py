@@ -35,7 +35,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ... import pools
+from ... import images, pools
 from ...config import ADDON_VERSIONS, StackConfig, Workload
 from . import common as wc
 
@@ -56,12 +56,9 @@ ANNOTATION_KAI_QUEUE = "nvidia.com/kai-scheduler-queue"
 # Runtime images when the workload names none. Same repositories the Dynamo operator uses for its
 # own defaults (ai-dynamo/dynamo deploy/operator: defaultVLLMRuntimeImage =
 # "nvcr.io/nvidia/ai-dynamo/vllm-runtime:" + DynamoVersion, likewise sglang-runtime and
-# tensorrtllm-runtime), tagged with the pinned Dynamo release so runtime and operator agree.
-RUNTIME_IMAGE_REPOSITORIES = {
-    "vllm": "nvcr.io/nvidia/ai-dynamo/vllm-runtime",
-    "sglang": "nvcr.io/nvidia/ai-dynamo/sglang-runtime",
-    "trtllm": "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime",
-}
+# tensorrtllm-runtime), tagged with the pinned Dynamo release so runtime and operator agree; on an EFA pool the
+# release's '-efa' variant (the image facts table, multinode/images.py).
+RUNTIME_IMAGE_REPOSITORIES = images.DYNAMO_RUNTIME_REPOSITORIES
 
 # Worker entry points and flag names per backend:
 # - vLLM: `python3 -m dynamo.vllm --model --tensor-parallel-size --pipeline-parallel-size`
@@ -105,9 +102,8 @@ def dynamo_version(cfg: StackConfig) -> str:
 
 def runtime_image(cfg: StackConfig, workload: Workload) -> str:
     """workload.image, else the Dynamo runtime image of the backend at the pinned Dynamo release."""
-    if workload.image:
-        return workload.image
-    return f"{RUNTIME_IMAGE_REPOSITORIES[_engine(workload)]}:{dynamo_version(cfg)}"
+    _engine(workload)
+    return images.dynamo_runtime_image(cfg, workload, dynamo_version(cfg))
 
 
 def _engine(workload: Workload) -> str:

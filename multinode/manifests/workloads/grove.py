@@ -93,7 +93,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     kai = cfg.addons.kai.enabled
     scheduler = KAI_SCHEDULER if kai else None
     secrets = c.model_secrets(cfg, w)
-    img = c.image(w)
+    img = c.image(cfg, w)
     base_env = ([{"name": "HF_HOME", "value": c.model_cache_dir(cfg)}] + c.secret_envs(secrets)
                 + c.plain_env(w.env))
     cliques: list[dict[str, Any]] = []

@@ -47,7 +47,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     endpoint = f"{w.name}-0.{w.name}:{training.C10D_PORT}"
     script = training.launch_script(cfg, w, endpoint, node_rank="$JOB_COMPLETION_INDEX")
     cont = c.with_requests(c.container(
-        "trainer", c.image(w), command=c.shell(script), env=training.env(cfg, w, secrets), gpus=gpn,
+        "trainer", c.image(cfg, w), command=c.shell(script), env=training.env(cfg, w, secrets), gpus=gpn,
         mounts=c.volume_mounts(cfg) + c.dataset_mount(w) + training.deepspeed_mount(w),
         ports=[{"name": "rdzv", "containerPort": training.C10D_PORT}]), w)
     gang = gang_scheduler(cfg)

@@ -127,7 +127,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     engine = ENGINES[w.engine or "vllm"]
     secrets = c.model_secrets(cfg, w, want_hf=w.engine != "nim", want_ngc=w.engine == "nim")
     volcano = cfg.addons.volcano.enabled
-    img = c.image(w)
+    img = c.image(cfg, w)
 
     def template(role: str) -> dict[str, Any]:
         leader = role == "leader"

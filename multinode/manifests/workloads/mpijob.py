@@ -24,6 +24,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from ... import images
 from ...config import StackConfig, Workload
 from . import common as c
 from . import training
@@ -87,9 +88,9 @@ def rank_command(argv: list[str]) -> str:
     return f"bash -c {shlex.quote(inner)} rank " + " ".join(a if "$" in a else shlex.quote(a) for a in argv)
 
 
-def mpirun_line(ranks: int, forwarded: list[str], argv: list[str], extra: list[str]) -> str:
+def mpirun_line(ranks: int, forwarded: list[str], argv: list[str], extra: list[str], mpirun: str = "mpirun") -> str:
     forward = " ".join(f"-x {n}" for n in forwarded)
-    return (f"mpirun --allow-run-as-root -n {ranks} -bind-to none -map-by slot {forward} "
+    return (f"{mpirun} --allow-run-as-root -n {ranks} -bind-to none -map-by slot {forward} "
             f"{' '.join(extra)} {rank_command(argv)}").replace("  ", " ")
 
 
@@ -125,20 +126,22 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     else:
         env = training.env(cfg, w, secrets)
         forwarded = [e["name"] for e in env]
+        # where the image facts place mpirun (multinode/images.py); PATH's when they say nothing
+        mpirun = images.program(c.image(cfg, w), "mpirun") or "mpirun"
         # `script` may carry its interpreter ("python3 /workspace/train.py"): one word per argument
         argv = shlex.split(w.script or "") + list(w.script_args)
         launcher_script = (
             'mkdir -p "$CHECKPOINT_DIR"\n'
             'if [ -e "$CHECKPOINT_DIR/latest" ]; then export RESUME_FROM="$(readlink -f "$CHECKPOINT_DIR/latest")"; '
             'fi\nMAYBE_RESUME=""; [ -n "${RESUME_FROM:-}" ] && MAYBE_RESUME="-x RESUME_FROM"\n'
-            + f"exec {mpirun_line(ranks, forwarded, argv, ['$MAYBE_RESUME'] + list(w.extra_args))}\n")
+            + f"exec {mpirun_line(ranks, forwarded, argv, ['$MAYBE_RESUME'] + list(w.extra_args), mpirun)}\n")
 
     def template(role: str, command: list[str], gpus: int) -> dict[str, Any]:
         worker_nim = nim and role == "worker"
         ports = [{"name": "http", "containerPort": w.port}] if worker_nim else None
         mounts = c.volume_mounts(cfg) + ([{"name": "ssh-confs", "mountPath": SSH_CONFS}] if worker_nim else [])
         mounts += c.dataset_mount(w)
-        cont = c.container("nim" if nim else "mpi", c.image(w), command=command, env=env, gpus=gpus,
+        cont = c.container("nim" if nim else "mpi", c.image(cfg, w), command=command, env=env, gpus=gpus,
                            mounts=mounts, ports=ports)
         if gpus:
             c.with_requests(cont, w)        # the ranks; the launcher runs none

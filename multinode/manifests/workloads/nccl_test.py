@@ -25,7 +25,7 @@ import json
 import re
 from typing import Any
 
-from ... import fabric
+from ... import fabric, images
 from ...catalog import Machine
 from ...config import StackConfig, Workload
 from ...resolved import nccl_test_nodes
@@ -70,12 +70,21 @@ def verdict_name(w: Workload) -> str:
 
 
 # ------------------------------------------------------------------ the check's script
+def programs(cfg: StackConfig, w: Workload) -> tuple[str, str]:
+    """(mpirun, all_reduce_perf) as the image facts place them (multinode/images.py): nccl-tests images keep the
+    binaries in their build folder, off PATH (AWS's /opt/nccl-tests/build, oci-hpc-oke's
+    /workspace/nccl-tests/build). An image without facts gets the bare names, and `plan` advises on it."""
+    image = c.image(cfg, w)
+    return (images.program(image, "mpirun") or "mpirun", images.program(image, "all_reduce_perf") or "all_reduce_perf")
+
+
 def master_script(cfg: StackConfig, w: Workload) -> str:
     """Bash run by the master pod. Pure text: tests run it with stub mpirun/ssh/curl."""
     n, gpn = nodes(cfg, w), cfg.gpus_per_node(w)
     threshold, source = threshold_gbytes(cfg, w)
     profile = fabric.profile_for(cfg, cfg.pool(w.node_pool))
     test_args = " ".join(w.extra_args or DEFAULT_TEST_ARGS)
+    mpirun, perf = programs(cfg, w)
     static = json.dumps({"workload": w.name, "machine": cfg.machine(cfg.pool(w.node_pool)).name,
                          "fabric": profile.kind, "nccl_net": profile.nccl_net, "nodes": n,
                          "gpus_per_node": gpn, "ranks": n * gpn, "threshold_source": source})
@@ -93,8 +102,8 @@ for h in $(echo "${{MPI_HOST:-}}" | tr ',' ' '); do
   for i in $(seq 1 120); do ssh -o ConnectTimeout=5 -o StrictHostKeyChecking=no -p {SSH_PORT} "$h" true && break; sleep 5; done
 done
 {forward_env_snippet([]).strip()}
-mpirun --allow-run-as-root -np "$NP" --host "$HOSTS" --bind-to none --map-by slot $MPI_FORWARD \\
-  all_reduce_perf {test_args} 2>&1 | tee "$LOG"
+{mpirun} --allow-run-as-root -np "$NP" --host "$HOSTS" --bind-to none --map-by slot $MPI_FORWARD \\
+  {perf} {test_args} 2>&1 | tee "$LOG"
 RC=${{PIPESTATUS[0]}}
 # data rows: size count type redop root time algbw busbw #wrong time algbw busbw #wrong
 RESULT=$(awk '$1 ~ /^[0-9]+$/ && NF >= 12 {{ if ($1+0 >= size) {{ size = $1+0; o = $8+0; i = $12+0; bw = (o > i ? o : i) }} }}
@@ -197,7 +206,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
             cmd = c.shell(master_script(cfg, w))
         else:
             cmd = c.shell(f"mkdir -p /var/run/sshd && exec /usr/sbin/sshd -D -p {SSH_PORT}")
-        cont = c.container("nccl-tests", c.image(w), command=cmd, env=c.plain_env(w.env), gpus=gpn,
+        cont = c.container("nccl-tests", c.image(cfg, w), command=cmd, env=c.plain_env(w.env), gpus=gpn,
                            mounts=c.volume_mounts(cfg, with_data=False))
         spec = c.pod_spec(cfg, w, [cont], secrets=secrets, restart_policy="Never", with_data=False,
                           service_account=sa if role == MASTER else None)

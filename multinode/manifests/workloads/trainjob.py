@@ -53,7 +53,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     secrets = c.model_secrets(cfg, w)
     script = training.launch_script(cfg, w, RDZV, node_rank="$PET_NODE_RANK", static=True)
     cont = c.with_requests(c.container(
-        NODE, c.image(w), command=c.shell(script), env=training.env(cfg, w, secrets), gpus=gpn,
+        NODE, c.image(cfg, w), command=c.shell(script), env=training.env(cfg, w, secrets), gpus=gpn,
         mounts=c.volume_mounts(cfg) + c.dataset_mount(w) + training.deepspeed_mount(w),
         ports=[{"name": "rdzv", "containerPort": training.RDZV_PORT}]), w)
     volcano = cfg.addons.volcano.enabled

@@ -37,7 +37,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
 
     def template(role: str) -> dict[str, Any]:
         cont = c.with_requests(c.container(
-            "trainer", c.image(w), command=c.shell(script), env=env, gpus=gpn,
+            "trainer", c.image(cfg, w), command=c.shell(script), env=env, gpus=gpn,
             mounts=c.volume_mounts(cfg) + c.dataset_mount(w) + training.deepspeed_mount(w),
             ports=[{"name": "rdzv", "containerPort": training.RDZV_PORT}]), w)
         spec = c.pod_spec(cfg, w, [cont], secrets=secrets, restart_policy="Never",
