@@ -23,8 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
+
+from . import quantity as quantities
 
 VALIDATION_GO = "kubernetes/kubernetes pkg/apis/core/validation/validation.go"
 
@@ -43,29 +45,10 @@ UNIQUE_CONTAINER_NAMES = "unique-container-names"
 UNIQUE_VOLUME_NAMES = "unique-volume-names"
 
 # --------------------------------------------------------------------------------- quantities
-_SUFFIX: dict[str, Decimal | int] = {
-    "": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10 ** 3, "M": 10 ** 6,
-    "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18, "Ki": 2 ** 10, "Mi": 2 ** 20,
-    "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
-_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
-
-
 def parse_quantity(value: Any) -> Decimal | None:
-    """A Kubernetes resource.Quantity ("8", "500m", "5120Mi", "1e3", 8) as a Decimal; None if malformed."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    m = _QUANTITY.match(str(value).strip())
-    if not m:
-        return None
-    try:
-        number = Decimal(m.group(1))
-    except InvalidOperation:
-        return None
-    if m.group(2):
-        return number * Decimal(10) ** int(m.group(2)[1:])
-    return number * Decimal(_SUFFIX[m.group(3) or ""])
+    """A Kubernetes resource.Quantity ("8", "500m", "5120Mi", "1e3", 8) as a Decimal; None if malformed or out of
+    range. One parser for the project: multinode/quantity.py (Kubernetes' format, bounded work and range)."""
+    return quantities.parse_or_none(value)
 
 
 # --------------------------------------------------------------------------------- resource names

@@ -654,6 +654,7 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
                                                                    "'default' or 'inference'"))
             continue
         p.extend(Problem(f"manifests[{i}].{where}", msg) for where, msg in credentials.manifest_credentials(obj))
+        p.extend(Problem(f"manifests[{i}].{where}", msg) for where, msg in _manifest_quantity_problems(obj))
         if missing:
             p.append(Problem(f"manifests[{i}]", f"a Kubernetes object needs {', '.join(missing)}; e.g. "
                                                 f"{{apiVersion: v1, kind: ConfigMap, metadata: {{name: x}}}}"))
@@ -697,6 +698,19 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
             p.append(Problem(f"workloads[{i}].name", f"{w.name!r} is already used by workloads[{wnames[w.name]}]"))
         wnames.setdefault(w.name, i)
     return p
+
+
+def _manifest_quantity_problems(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every quantity in the object's pod specs, parsed as Kubernetes parses it (multinode/quantity.py): a value
+    it refuses or one out of range ("1e309", "1e999999999") is a config error naming the key, before placement,
+    admission or the pack read it."""
+    from . import admission, quantity
+    out = []
+    for ref in admission.pod_specs(obj):
+        base = ("spec" if ref.where == "(object)" else ref.where
+                if ref.where.endswith((".spec.podSpec", ".extraPodSpec")) else f"{ref.where}.spec")
+        out.extend((f"{base}.{where}", msg) for where, msg in quantity.pod_spec_problems(ref.spec))
+    return out
 
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")

@@ -36,12 +36,12 @@ Pure: no Pulumi, no I/O.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import allocatable as alloc
+from . import quantity as quantities
 from .catalog import Machine
 
 GPU = "nvidia.com/gpu"
@@ -51,25 +51,10 @@ HOSTNAME = "kubernetes.io/hostname"
 SERVICE, BATCH = "service", "batch"
 
 # ------------------------------------------------------------------ quantities
-_SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
-           "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-           "P": 1e15, "E": 1e18}
-_QUANTITY = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)(?:[eE]([+-]?\d+))?\s*(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|K|M|G|T|P|E|)\s*$")
-
-
 def quantity(value: Any) -> float | None:
-    """A Kubernetes quantity ("500m", "64Gi", 8, "1e3") as a float in base units; None if unreadable."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if not isinstance(value, str):
-        return None
-    m = _QUANTITY.match(value)
-    if not m:
-        return None
-    n = float(m.group(1)) * (10 ** int(m.group(2)) if m.group(2) else 1)
-    return n * _SUFFIX[m.group(3)]
+    """A Kubernetes quantity ("500m", "64Gi", 8, "1e3") as a float in base units; None if Kubernetes refuses
+    it or it is out of range (multinode/quantity.py parses every quantity, once, as Kubernetes does)."""
+    return quantities.as_float(value)
 
 
 def _gib(n: float) -> str:

@@ -1,0 +1,90 @@
+"""Issue 32: hostile input, round two. One section per item of the issue."""
+from __future__ import annotations
+
+import copy
+from decimal import Decimal
+
+import pytest
+import yaml
+
+from multinode import admission, placement
+from multinode import quantity as q
+from policy import objects
+
+from .conftest import ROOT
+from .test_hostile_input import _plan
+
+SECRET = "SECRETVALUE-7f3a9c"
+
+
+def _corpus(name: str) -> dict:
+    return yaml.safe_load((ROOT / "tests" / "corpus" / name).read_text())
+
+
+def _lws_doc() -> dict:
+    return _corpus("lws-group-larger-than-pool.yaml")
+
+
+def _leader(doc: dict) -> dict:
+    return doc["config"]["multinode:manifests"][0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+
+
+# ------------------------------------------------------------------ 1. quantities parsed once, as Kubernetes does
+@pytest.mark.parametrize("text,value", [
+    ("8", 8), (8, 8), ("500m", Decimal("0.5")), ("64Gi", 64 * 2 ** 30), ("1e3", 1000), ("1E3", 1000),
+    ("1e+3", 1000), ("2k", 2000), ("8.0", 8), ("1.", 1), (".5", Decimal("0.5")), (".", 0), ("+", 0), ("-", 0),
+    ("0.9n", Decimal("1e-9")),                  # finer than a nano: rounded up, away from zero
+    ("-0.0000000001", Decimal("-1e-9")), ("1e-999999999", Decimal("1e-9")), (" 8 ", 8), ("0.5Ki", 512),
+    ("7Ei", 7 * 2 ** 60), (str(2 ** 63 - 1), 2 ** 63 - 1), (1.5, Decimal("1.5")),
+])
+def test_quantity_format_is_kubernetes_format(text, value):
+    assert q.parse(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "K", "1K", "1e", "1ee3", "1Mi5", "0x10", "1_000", "1.2.3", "\uff11",
+                                  "8 GPUs", "1.5e1Gi", True, None, [8], {"a": 1}, float("inf"), float("nan")])
+def test_quantity_format_refusals(text):
+    with pytest.raises(q.QuantityError):
+        q.parse(text)
+
+
+@pytest.mark.parametrize("text", ["1e309", "1e400", "1e999999999", "-1e999999999", "8Ei", str(2 ** 63),
+                                  "1e4294967296", "9" * 5000, "huge-int", 1e300], ids=str)
+def test_quantity_range_is_bounded_and_decided_without_building_the_number(text):
+    text = 10 ** 5000 if text == "huge-int" else text
+    # "1e999999999" used to compute 10**999999999; "1e4294967296" is what Kubernetes would wrap to 1
+    with pytest.raises(q.QuantityError) as e:
+        q.parse(text)
+    assert "out of range" in e.value.reason
+
+
+def test_placement_admission_and_the_pack_read_quantities_through_the_one_parser():
+    assert placement.quantity("1e309") is None and admission.parse_quantity("1e999999999") is None
+    assert placement.quantity("1K") is None                     # Kubernetes has no "K" suffix (only "k")
+    assert objects.container_resource({"resources": {"limits": {"nvidia.com/gpu": "8.0"}}}, objects.GPU) == 8
+    assert objects.container_resource({"resources": {"limits": {"nvidia.com/gpu": "1e1"}}}, objects.GPU) == 10
+    assert objects.container_resource({"resources": {"limits": {"nvidia.com/gpu": "1.5"}}}, objects.GPU) == 0
+
+
+def test_plan_refuses_an_out_of_range_quantity_naming_the_key(tmp_path):
+    doc = _lws_doc()
+    c = _leader(doc)["containers"][0]
+    c["resources"]["requests"] = {"cpu": "1e999999999"}
+    c["resources"]["limits"]["memory"] = "1e309"
+    text = yaml.safe_dump(doc).replace("1e999999999", '"1e999999999"').replace("1e309", '"1e309"')
+    code, out, _ = _plan(tmp_path, text)
+    assert code == 2, out[-2000:]
+    assert ("manifests[0].spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0].resources.requests.cpu: "
+            "'1e999999999' is out of range") in out
+    assert "resources.limits.memory: '1e309' is out of range" in out and "Traceback" not in out
+
+
+def test_pod_spec_quantities_cover_every_container_list_overhead_and_shm():
+    spec = {"initContainers": [{"resources": {"limits": {"cpu": "x"}}}],
+            "containers": [{"resources": {"requests": {"memory": "1Gi"}}}],
+            "ephemeralContainers": [{"resources": {"limits": {"cpu": "1e400"}}}],
+            "overhead": {"cpu": "bad"},
+            "volumes": [{"name": "d", "emptyDir": {"medium": "Memory", "sizeLimit": "9Ei"}}]}
+    paths = [p for p, _ in q.pod_spec_problems(copy.deepcopy(spec))]
+    assert paths == ["initContainers[0].resources.limits.cpu", "ephemeralContainers[0].resources.limits.cpu",
+                     "overhead.cpu", "volumes[0].emptyDir.sizeLimit"]
