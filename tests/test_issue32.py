@@ -88,3 +88,62 @@ def test_pod_spec_quantities_cover_every_container_list_overhead_and_shm():
     paths = [p for p, _ in q.pod_spec_problems(copy.deepcopy(spec))]
     assert paths == ["initContainers[0].resources.limits.cpu", "ephemeralContainers[0].resources.limits.cpu",
                      "overhead.cpu", "volumes[0].emptyDir.sizeLimit"]
+
+
+# ------------------------------------------------------------------ 2. placement never passes what it did not place
+def _p5_pool(nodes: int):
+    from tests.test_placement import pool
+    return pool(nodes)
+
+
+def _lws_obj(replicas, size: int = 3):
+    from tests.test_placement import lws
+    return lws("big", size=size, replicas=replicas)
+
+
+@pytest.mark.parametrize("replicas,at_least", [(700, False), (10 ** 12, True)])
+def test_an_object_too_large_to_simulate_is_refused_by_count_arithmetic(replicas, at_least):
+    res = placement.simulate([_lws_obj(replicas)], [_p5_pool(4)])
+    assert not res.fits and [c.owner for c in res.counted] == ["LeaderWorkerSet research/big"]
+    (f,) = res.findings
+    assert f.kind == placement.COUNTED and "more than the pool has" in f.message
+    assert (f"at least {3 * placement.MAX_COUNT} pods" if at_least else "2100 pods in 700 gangs of up to 3 pods asking 16800 GPUs") \
+        in f.message and "(32 GPUs)" in f.message
+    assert placement.as_json(res)["countedNotSimulated"][0]["pods"] == (3 * placement.MAX_COUNT if at_least else 2100)
+
+
+def test_a_large_object_the_count_cannot_refuse_still_does_not_pass():
+    # 2,100 CPU pods on the GPU pool: GPUs suffice by count (0), but nothing was placed: not proven, a finding
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "x"},
+           "spec": {"replicas": 2100, "template": {"metadata": {}, "spec": {
+               "nodeSelector": dict(_p5_pool(4).labels), "containers": [{"name": "c", "image": "i"}]}}}}
+    res = placement.simulate([dep], [_p5_pool(4)])
+    assert not res.fits and res.findings[0].kind == placement.COUNTED
+    assert "placement is not proven" in res.findings[0].message
+    # just under the limit: simulated pod by pod as before (no counted object)
+    dep["spec"]["replicas"] = 2000
+    assert placement.simulate([dep], [_p5_pool(4)]).counted == []
+
+
+def test_the_pack_reports_the_counted_object(monkeypatch):
+    import policy.rules.placement as rp
+    from policy.engine import Context, Resource
+    monkeypatch.setattr(rp, "pool_specs", lambda ctx: [_p5_pool(4)])
+    r = Resource(type="kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", name="big", props=_lws_obj(700))
+    got = list(rp.check_stack_fits([r], Context()))
+    assert len(got) == 1 and "decided by count arithmetic" in got[0][1]
+
+
+def test_an_object_too_large_even_to_count_is_not_passed_either():
+    cl = {"name": "a", "spec": {"replicas": 1000, "minAvailable": 1, "podSpec": {"containers": [{"name": "c"}]}}}
+    pcs = {"apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet", "metadata": {"name": "g"},
+           "spec": {"replicas": 2000, "template": {"cliques": [cl], "podCliqueScalingGroups": [
+               {"name": "sg", "cliqueNames": ["a"], "replicas": 2000, "minAvailable": 1}]}}}
+    res = placement.simulate([pcs], [_p5_pool(4)])
+    assert not res.fits and "not simulated, not counted" in res.findings[0].message
+
+
+def test_a_job_reads_completions_only_without_parallelism():
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+           "spec": {"parallelism": 2, "completions": 10 ** 9, "template": {"spec": {"containers": [{"name": "c"}]}}}}
+    assert len(placement.gangs_of(job)) == 2 and placement.counted_of(job) is None
