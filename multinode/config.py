@@ -442,8 +442,10 @@ def _problem_from_pydantic(err: ErrorDetails, secrets: set[str], root: type[Base
     loc = prefix + tuple(err["loc"])
     path = _path(loc)
     top = str(loc[0]) if loc else ""
-    # a secret key's value is never repeated, even when it was given in plain text or with the wrong type
-    secret = top in secrets or top in SECRET_KEYS
+    # a secret key's value is never repeated, even when it was given in plain text or with the wrong type; nor is
+    # a value under a key named like a credential (workloads[].env.DB_PASSWORD: {value: ...}), whatever its type
+    secret = (top in secrets or top in SECRET_KEYS
+              or any(isinstance(part, str) and credentials.looks_secret(part) for part in loc[1:]))
     typ = err["type"]
     if typ == "extra_forbidden":
         model = _model_at(loc[len(prefix):], root)
@@ -681,8 +683,10 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
             except validation.UnknownKindError:
                 errors = [f"Kubernetes has no kind {obj['kind']} in {obj['apiVersion']}; check apiVersion and kind"]
             if errors:
-                p.extend(Problem(f"manifests[{i}]", f"not a valid {obj['kind']}: {e[:200]}; fix the object "
-                                                    f"against the Kubernetes API reference") for e in errors[:5])
+                p.extend(Problem(f"manifests[{i}]", f"not a valid {obj['kind']}: "
+                                                    f"{credentials.redacted_schema_error(obj, e)[:200]}; fix the "
+                                                    f"object against the Kubernetes API reference")
+                         for e in errors[:5])
                 continue
         ident = (obj["kind"], str((obj.get("metadata") or {}).get("namespace") or ""), name)
         if ident in seen_objects:

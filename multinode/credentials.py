@@ -97,5 +97,39 @@ def manifest_credentials(obj: Any) -> list[tuple[str, str]]:
     return out
 
 
+def secret_path(obj: Any, path: Iterable[Any]) -> bool:
+    """Whether the value at `path` inside a hand-written object (or a stack config) may hold a credential: any key
+    on the way is named like one (data.DB_PASSWORD, env.HF_TOKEN), it is a Secret's data / stringData, or it is
+    (inside) the `value` of an env entry whose name is named like one. Such a value is never shown, whatever its
+    type (a number, a map)."""
+    parts = list(path)
+    if isinstance(obj, dict) and obj.get("kind") == "Secret" and parts and parts[0] in ("data", "stringData"):
+        return True
+    node = obj
+    for part in parts:
+        if isinstance(part, str) and not part.isdigit() and looks_secret(part):
+            return True
+        if isinstance(node, dict) and part == "value" and isinstance(node.get("name"), str) \
+                and looks_secret(node["name"]):
+            return True
+        if isinstance(node, dict):
+            node = node.get(part if part in node or not str(part).isdigit() else int(part))
+        elif isinstance(node, list) and str(part).isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            node = None
+    return False
+
+
+def redacted_schema_error(obj: Any, error: str) -> str:
+    """A schema error ("path: <value> is not of type ...") with the value replaced by [secret] when the path may
+    hold a credential (secret_path)."""
+    where, sep, rest = error.partition(": ")
+    if not sep or not secret_path(obj, where.split(".")):
+        return error
+    verdicts = [m.start() for m in re.finditer(r" (?:is not|is too|does not|should not|must) ", rest)]
+    return f"{where}: [secret]{rest[verdicts[-1]:]}" if verdicts else f"{where}: [secret] is refused by the schema"
+
+
 def _keys(data: Any) -> Iterable[str]:
     return [str(k) for k in data] if isinstance(data, dict) else []

@@ -107,8 +107,9 @@ def test_an_object_too_large_to_simulate_is_refused_by_count_arithmetic(replicas
     assert not res.fits and [c.owner for c in res.counted] == ["LeaderWorkerSet research/big"]
     (f,) = res.findings
     assert f.kind == placement.COUNTED and "more than the pool has" in f.message
-    assert (f"at least {3 * placement.MAX_COUNT} pods" if at_least else "2100 pods in 700 gangs of up to 3 pods asking 16800 GPUs") \
-        in f.message and "(32 GPUs)" in f.message
+    want = f"at least {3 * placement.MAX_COUNT} pods" if at_least else \
+        "2100 pods in 700 gangs of up to 3 pods asking 16800 GPUs"
+    assert want in f.message and "(32 GPUs)" in f.message
     assert placement.as_json(res)["countedNotSimulated"][0]["pods"] == (3 * placement.MAX_COUNT if at_least else 2100)
 
 
@@ -147,3 +148,49 @@ def test_a_job_reads_completions_only_without_parallelism():
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
            "spec": {"parallelism": 2, "completions": 10 ** 9, "template": {"spec": {"containers": [{"name": "c"}]}}}}
     assert len(placement.gangs_of(job)) == 2 and placement.counted_of(job) is None
+
+
+# ------------------------------------------------------------------ 3. no secret echoed, whatever its type
+def _stack(name: str) -> dict:
+    return yaml.safe_load((ROOT / "stacks" / f"Pulumi.{name}.yaml").read_text())
+
+
+@pytest.mark.parametrize("value", [{"value": SECRET}, 7319264051, [SECRET], {"secure": 5, "x": SECRET}])
+def test_a_credential_named_workload_env_var_of_the_wrong_type_is_refused_without_its_value(tmp_path, value):
+    doc = _stack("aws-dev")
+    doc["config"]["multinode:workloads"][0]["env"] = {"DB_PASSWORD": value}
+    code, text, files = _plan(tmp_path, doc)
+    assert code == 2 and "workloads[0].env.DB_PASSWORD" in text and "[secret]" in text, text[-2000:]
+    assert SECRET not in text + files and "7319264051" not in text + files
+
+
+@pytest.mark.parametrize("obj", [
+    {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+     "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+         "containers": [{"name": "c", "image": "i", "env": [{"name": "DB_PASSWORD", "value": 7319264051}]}]}}}},
+    {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+     "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+         "containers": [{"name": "c", "image": "i", "env": [{"name": "HF_TOKEN", "value": {"v": SECRET}}]}]}}}},
+    {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"pw": 7319264051}},
+    {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": [SECRET]},
+])
+def test_schema_errors_under_a_secret_path_never_show_the_value(tmp_path, obj):
+    doc = _lws_doc()
+    doc["config"]["multinode:manifests"] = [obj]
+    code, text, files = _plan(tmp_path, doc)
+    assert code == 2 and "[secret]" in text, text[-2000:]
+    assert SECRET not in text + files and "7319264051" not in text + files
+
+
+def test_the_pack_flags_a_literal_credential_of_any_type_without_its_value():
+    from policy.engine import Context, Resource
+    from policy.rules.secrets import check_literal_secrets
+    doc = _lws_doc()
+    lws = doc["config"]["multinode:manifests"][0]
+    _leader(doc)["containers"][0]["env"] = [{"name": "DB_PASSWORD", "value": 7319264051},
+                                            {"name": "API_TOKEN", "value": {"x": SECRET}},
+                                            {"name": "USE_TOKEN", "value": True}]
+    got = list(check_literal_secrets(Resource(type="kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet",
+                                              name="l", props=lws), Context()))
+    assert len(got) == 2 and "DB_PASSWORD" in got[0] and "API_TOKEN" in got[1]
+    assert all(SECRET not in m and "7319264051" not in m for m in got)
