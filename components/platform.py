@@ -32,7 +32,7 @@ class Platform(pulumi.ComponentResource):
         self.storage = None
         if config.storage is not None:
             self.storage = cm.CheckpointStorage(
-                config.storage.name, CheckpointStorageArgs(config, config.storage, self.cluster), child)
+                config.storage.stable_name, CheckpointStorageArgs(config, config.storage, self.cluster), child)
 
         # Add-ons (schedulers, Kyverno), then the cloud's fabric operator + Kyverno fabric policies +
         # Volcano queues/topology, each custom resource after the release that installs its CRD.

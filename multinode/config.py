@@ -216,6 +216,9 @@ class Addons(_Model):
 class Storage(_Model):
     kind: StorageKind
     name: str = "checkpoints"
+    # issue 32: the name every storage resource is created under (Pulumi names, the cloud's own names, the PV and
+    # the claim); `name` alone changes only what is displayed (tags) once this is set. Default: `name`.
+    resource_name: str | None = None
     size_gib: int | None = Field(default=None, ge=1)
     throughput: int | None = Field(default=None, ge=1)   # fsx: MB/s/TiB; azure-lustre: MB/s/TiB
     tier: str | None = None                              # filestore tier, azure files sku...
@@ -228,6 +231,12 @@ class Storage(_Model):
     subnet_id: str | None = None
     namespace: str = "multinode"
     mount_path: str = "/checkpoints"
+
+    @property
+    def stable_name(self) -> str:
+        """What the storage's resources are named after: resourceName, else name (a rename of `name` with
+        resourceName set to the old name keeps every resource and its data)."""
+        return self.resource_name or self.name
 
 
 class Queue(_Model):
@@ -622,6 +631,9 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
             p.append(Problem("storage.namespace", f"{s.namespace!r} is not a valid namespace name"))
         if not s.mount_path.startswith("/"):
             p.append(Problem("storage.mountPath", f"{s.mount_path!r} must be an absolute path like /checkpoints"))
+        if s.resource_name is not None and (not _DNS_LABEL.match(s.resource_name) or len(s.resource_name) > 63):
+            p.append(Problem("storage.resourceName", f"{s.resource_name!r} must be a DNS label (lower-case letters, "
+                                                     f"digits, '-', at most 63), e.g. the storage's previous name"))
 
     # queues
     qnames = set()

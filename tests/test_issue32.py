@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from decimal import Decimal
 
 import pytest
@@ -194,3 +195,73 @@ def test_the_pack_flags_a_literal_credential_of_any_type_without_its_value():
                                               name="l", props=lws), Context()))
     assert len(got) == 2 and "DB_PASSWORD" in got[0] and "API_TOKEN" in got[1]
     assert all(SECRET not in m and "7319264051" not in m for m in got)
+
+
+# ------------------------------------------------------------------ 7. renames that keep the data
+def _plan_file(tmp_path, doc: dict, stack: str, out) -> tuple[int, str]:
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from multinode import plan as mplan
+    f = tmp_path / f"Pulumi.{stack}.yaml"
+    f.write_text(yaml.safe_dump(doc, sort_keys=False))
+    buf = io.StringIO()
+    with redirect_stdout(buf), redirect_stderr(buf):
+        code = mplan.main([stack, "--file", str(f), "--out", str(out)])
+    return code, buf.getvalue()
+
+
+@pytest.mark.parametrize("stack,file_system", [("aws-dev", "aws:fsx/lustreFileSystem:LustreFileSystem"),
+                                               ("gcp-dev", "gcp:filestore/instance:Instance")])
+def test_renaming_storage_warns_naming_the_file_system_and_resource_name_keeps_it(tmp_path, stack, file_system):
+    out = tmp_path / "build"
+    doc = _stack(stack)
+    code, _ = _plan_file(tmp_path, doc, stack, out)
+    assert code == 0
+    first = (out / stack / "resources.json").read_text()
+    doc["config"]["multinode:storage"]["name"] = "ckpt-v2"
+    code, text = _plan_file(tmp_path, doc, stack, out)
+    assert code == 0, text[-2000:]
+    warned = [ln for ln in text.splitlines() if ln.startswith("WARNING")]
+    assert any(file_system in ln and "protected" in ln and "storage.resourceName: checkpoints" in ln
+               for ln in warned), text[-3000:]
+    # the fix the warning names: every resource keeps its URN and its names; only the displayed name (tags) moves
+    (out / stack / "resources.json").write_text(first)
+    doc["config"]["multinode:storage"]["resourceName"] = "checkpoints"
+    code, text = _plan_file(tmp_path, doc, stack, out)
+    assert code == 0 and "WARNING" not in text, text[-3000:]
+    before, after = json.loads(first), json.loads((out / stack / "resources.json").read_text())
+    assert [r["urn"] for r in before] == [r["urn"] for r in after]
+
+
+def test_rename_warnings_on_records():
+    from multinode import renames
+    fs = {"urn": "u:fs", "type": "gcp:filestore/instance:Instance", "name": "a-filestore", "protect": True,
+          "retainOnDelete": True, "inputs": {"name": "lab-a"}}
+    pvc = {"urn": "u:pvc", "type": "kubernetes:core/v1:PersistentVolumeClaim", "name": "a-pvc", "protect": True,
+           "retainOnDelete": True, "inputs": {"metadata": {"name": "a", "namespace": "m"}}}
+    free = {"urn": "u:cm", "type": "kubernetes:core/v1:ConfigMap", "name": "c", "protect": False,
+            "retainOnDelete": False, "inputs": {"metadata": {"name": "c"}}}
+    assert renames.warnings([fs, pvc, free], [fs, pvc]) == []                 # an unprotected removal: no warning
+    renamed = [dict(fs, inputs={"name": "lab-b"}), dict(pvc, inputs={"metadata": {"name": "b", "namespace": "m"}})]
+    got = renames.warnings([fs, pvc], renamed)
+    assert "would be replaced: name changed" in got[0] and "metadata.name changed" in got[1]
+    assert "is not in this plan" in renames.warnings([fs], [])[0]
+    addon = {"urn": "u:old", "type": "aws:eks/addon:Addon", "name": "a-csi", "inputs": {"addonName": "aws-efs-csi"}}
+    moved = dict(addon, urn="u:new", name="b-csi")
+    assert "removes aws-efs-csi from the cluster" in renames.warnings([addon], [moved])[0]
+
+
+def test_a_previous_resources_json_that_is_not_ours_is_ignored(tmp_path):
+    from multinode import renames
+    p = tmp_path / "resources.json"
+    for text in ("not json", "{}", "[1, 2]"):
+        p.write_text(text)
+        assert not renames.previous_records(p)
+
+
+def test_resource_name_must_be_a_dns_label(tmp_path):
+    doc = _stack("aws-dev")
+    doc["config"]["multinode:storage"]["resourceName"] = "Bad_Name"
+    code, text = _plan_file(tmp_path, doc, "aws-dev", tmp_path / "b")
+    assert code == 2 and "storage.resourceName" in text
