@@ -265,3 +265,23 @@ def test_resource_name_must_be_a_dns_label(tmp_path):
     doc["config"]["multinode:storage"]["resourceName"] = "Bad_Name"
     code, text = _plan_file(tmp_path, doc, "aws-dev", tmp_path / "b")
     assert code == 2 and "storage.resourceName" in text
+
+
+# ------------------------------------------------------------------ 4. hand-written pods wait for the fabric policies
+def test_hand_written_pod_objects_wait_for_the_fabric_policies_and_nothing_else_does(tmp_path):
+    doc = _lws_doc()
+    doc["config"]["multinode:manifests"] += [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "research"},
+         "data": {"MODEL": "llama"}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc", "namespace": "research"},
+         "spec": {"selector": {"app": "x"}, "ports": [{"port": 80}]}}]
+    code, text = _plan_file(tmp_path, doc, "deps", tmp_path / "build")
+    assert code in (0, 1), text[-2000:]
+    recs = json.loads((tmp_path / "build" / "deps" / "resources.json").read_text())
+    policies = {r["urn"] for r in recs if r["type"].startswith("kubernetes:policies.kyverno.io/")}
+    assert policies, "the stack renders fabric policies"
+    by_name = {r["name"]: r for r in recs}
+    lws = by_name["manifest-leaderworkerset-research-byo-llama"]
+    assert policies <= set(lws["dependencies"])
+    for name in ("manifest-configmap-research-cm", "manifest-service-research-svc"):
+        assert not policies & set(by_name[name]["dependencies"]), name
