@@ -193,3 +193,70 @@ def pod_spec_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
         except QuantityError as e:
             out.append((path, e.reason))
     return out
+
+
+# ------------------------------------------------------------------ what a webhook sees: the canonical form
+def _format(text: str) -> str:
+    m = _SCAN.fullmatch(text)
+    suffix = m.group(4) if m else ""
+    return "BinarySI" if suffix in _BINARY_SI else "DecimalSI" if suffix in _DECIMAL_SI else "DecimalExponent"
+
+
+def canonical(value: Any) -> str:
+    """The quantity as the API server writes it back (Quantity.CanonicalizeBytes, quantity.go): what every admission
+    webhook (Kyverno) sees, whatever the object said ("8.0" -> "8", "1.5" -> "1500m", "2048Ki" -> "2Mi",
+    "1e3" -> "1e3"). Raises QuantityError like `parse`."""
+    q = parse(value)
+    if q == 0:
+        return "0"
+    fmt = _format(_text(value))
+    if fmt == "BinarySI" and (abs(q) < 1024 or q != q.to_integral_value()):
+        fmt = "DecimalSI"                      # "avoids rounding and hopefully confusion" / "don't lose precision"
+    if fmt == "BinarySI":
+        n, k = int(q), 0
+        while k < 6 and n % 1024 == 0:
+            n, k = n // 1024, k + 1
+        return f"{n}{['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'][k]}"
+    # mantissa x 10^e: e a multiple of 3 (e >= -9), the mantissa whole, e as large as possible (AsCanonicalBytes)
+    n, e = int(q.scaleb(9)), -9
+    while n % 1000 == 0 and e < 18:
+        n, e = n // 1000, e + 3
+    if fmt == "DecimalExponent":
+        return f"{n}" + (f"e{e}" if e else "")
+    return f"{n}{ {-9: 'n', -6: 'u', -3: 'm', 0: '', 3: 'k', 6: 'M', 9: 'G', 12: 'T', 15: 'P', 18: 'E'}[e]}"
+
+
+def as_int64(text: str) -> int | None:
+    """Quantity.AsInt64 of ParseQuantity(text), quirks kept: only a value parsed into the int64 form (quantity.go's
+    fast path: few enough digits, scale >= nano, binary suffixes up to a precision) with a scale >= 0 reports an
+    int (int64Amount.AsInt64, amount.go); "8.0" parses to 80 x 10^-1 and reports none, "1k" is 1000, "1Ei" takes
+    the big-decimal path and reports none. This is what the Kubernetes CEL functions isInteger / asInteger read."""
+    parse(text)                                    # format and range first (raises QuantityError)
+    m = _SCAN.fullmatch(text)
+    assert m is not None
+    if text == "0":
+        return 0
+    sign, num, denom, suffix = m.group(1), m.group(2).lstrip("0") or "0", m.group(3) or "", m.group(4)
+    mantissa = 1
+    if suffix in _BINARY_SI:
+        exp = _BINARY_SI[suffix]
+        if denom:
+            return None
+        mantissa, scale = 1 << exp, 0
+        precision = 15 - len(num) - int(exp * 3 / 10) - 1
+    else:
+        scale = _DECIMAL_SI[suffix] if suffix in _DECIMAL_SI else int(suffix[1:])
+        precision = 18 - (len(num) + len(denom))
+    if precision < 0:
+        return None
+    scale -= len(denom)
+    if scale < -9:
+        return None
+    value = int(num + denom) * mantissa
+    if value > MAX:
+        return None
+    value = -value if sign == "-" else value
+    if scale < 0:
+        return None
+    out = value * 10 ** scale
+    return out if -MAX - 1 <= out <= MAX else None

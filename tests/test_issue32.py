@@ -285,3 +285,65 @@ def test_hand_written_pod_objects_wait_for_the_fabric_policies_and_nothing_else_
     assert policies <= set(lws["dependencies"])
     for name in ("manifest-configmap-research-cm", "manifest-service-research-svc"):
         assert not policies & set(by_name[name]["dependencies"]), name
+
+
+def _aws_policies():
+    from multinode import checks, stackfile
+    from multinode.manifests import kyverno
+    values, secrets, _ = stackfile.read_stack_file(stackfile.stack_path("aws-dev"))
+    cfg = checks.load(values, secrets)
+    pols = kyverno.fabric_policies(cfg)
+    mutating = [p for p in pols if p["kind"] == kyverno.MUTATING_KIND]
+    (validating,) = [p for p in pols if p["kind"] == kyverno.VALIDATING_KIND]
+    return cfg, mutating, validating
+
+
+def _gpu_pod(cfg, gpus="8", where="containers"):
+    from multinode import pools
+    sel = pools.node_selector(cfg, cfg.node_pools[0])
+    main = {"name": "main", "image": "i"}
+    gpu = {"name": "g", "image": "i", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+    spec: dict = {"nodeSelector": sel, "containers": [main]}
+    if where == "containers":
+        spec["containers"] = [gpu]
+    else:
+        spec["initContainers"] = [dict(gpu, restartPolicy="Always")]
+    labels = {pools.FABRIC_POD_LABEL: pools.FABRIC_POD_LABEL_VALUE}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels}, "spec": spec}
+
+
+def test_the_validating_policy_counts_gpus_in_native_sidecars():
+    from multinode.manifests import kyverno
+    cfg, mutating, validating = _aws_policies()
+    pod = _gpu_pod(cfg, where="initContainers")
+    for m in mutating:
+        pod = kyverno.mutate(m, pod)
+    # the fabric is injected into spec.containers only: a GPU sidecar without it is refused, no longer skipped
+    assert kyverno.FABRIC_RULE in kyverno.refused_by(validating, pod)
+    cond = validating["spec"]["matchConditions"][0]["expression"]
+    assert "initContainers" in cond and "ephemeralContainers" in cond
+
+
+@pytest.mark.parametrize("gpus", ["8", "8.0", 8, "8000m", "1e1"])
+def test_gpu_quantities_in_any_form_kubernetes_accepts_are_read_by_the_policies(gpus):
+    from multinode.manifests import kyverno
+    cfg, mutating, validating = _aws_policies()
+    pod = _gpu_pod(cfg, gpus=gpus)
+    for m in mutating:
+        pod = kyverno.mutate(m, pod)     # a CEL error raises here: "8.0" broke int() before
+    limits = pod["spec"]["containers"][0]["resources"]["limits"]
+    assert str(limits.get("vpc.amazonaws.com/efa")) == ("40" if gpus == "1e1" else "32")
+    assert kyverno.denials(validating, pod) == []
+
+
+def test_the_cel_quantity_library_follows_kubernetes():
+    from multinode.manifests import cel
+    assert cel.evaluate("quantity('1k').asInteger()") == 1000
+    assert cel.evaluate("quantity('2Ki').asInteger()") == 2048
+    assert cel.evaluate("quantity('1.5').isInteger()") is False
+    assert cel.evaluate("isQuantity('8 GPUs')") is False
+    with pytest.raises(cel.CelError):
+        cel.evaluate("quantity('1.5').asInteger()")       # "cannot convert value to integer"
+    assert q.as_int64("8.0") is None and q.as_int64(q.canonical("8.0")) == 8    # AsInt64 kept exactly
+    assert [q.canonical(v) for v in ("1.5", "2048Ki", "1000", "1e3", "0.5Gi")] == ["1500m", "2Mi", "1k", "1e3",
+                                                                                  "512Mi"]
