@@ -347,3 +347,45 @@ def test_the_cel_quantity_library_follows_kubernetes():
     assert q.as_int64("8.0") is None and q.as_int64(q.canonical("8.0")) == 8    # AsInt64 kept exactly
     assert [q.canonical(v) for v in ("1.5", "2048Ki", "1000", "1e3", "0.5Gi")] == ["1500m", "2Mi", "1k", "1e3",
                                                                                   "512Mi"]
+
+
+# ------------------------------------------------------------------ 5. names, labels, bounds as Kubernetes checks them
+@pytest.mark.parametrize("obj,where,words", [
+    ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Bad_Name"}, "data": {"a": "b"}},
+     "metadata.name", "DNS subdomain"),
+    ({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "9svc"}, "spec": {"ports": [{"port": 80}]}},
+     "metadata.name", "DNS-1035 label"),
+    ({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+      "metadata": {"name": "l", "labels": {"team": True}}, "spec": {}}, "metadata.labels.team", "is text"),
+    ({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+      "metadata": {"name": "l", "labels": {"team": {"a": 1}}}, "spec": {}}, "metadata.labels.team", "is text"),
+    ({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+      "metadata": {"name": "L", "labels": {"team": "x" * 64}}, "spec": {}}, "metadata.labels.team", "at most 63"),
+    ({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+      "metadata": {"name": "Upper"}, "spec": {}}, "metadata.name", "DNS subdomain"),
+])
+def test_names_and_labels_of_hand_written_objects_are_checked_as_the_api_server_does(tmp_path, obj, where, words):
+    doc = _lws_doc()
+    doc["config"]["multinode:manifests"] = [obj]
+    code, text, _ = _plan(tmp_path, doc)
+    assert code == 2 and f"manifests[0].{where}" in text and words in text, text[-2000:]
+
+
+def test_a_valid_dotted_name_and_quoted_labels_pass():
+    from multinode import config
+    obj = {"kind": "ConfigMap", "metadata": {"name": "a.b-c", "labels": {"example.com/team": "ml", "on": "true"}}}
+    assert config._manifest_meta_problems(obj) == []
+
+
+@pytest.mark.parametrize("path,value", [("queues", [{"name": "q", "gpus": 2 ** 63}]),
+                                        ("queues", [{"name": "q", "priority": 2 ** 31}])])
+def test_counts_in_the_fleet_config_are_bounded(path, value):
+    from pydantic import ValidationError
+
+    from multinode.fleet import config as fc
+    raw = yaml.safe_load((ROOT / "stacks" / "Pulumi.fleet-dev.yaml").read_text())["config"]
+    fleet = copy.deepcopy(raw["multinode:fleet"])
+    fleet[path] = value
+    with pytest.raises(ValidationError) as e:
+        fc.Fleet.model_validate(fleet)  # the model alone: the bound is in the shape
+    assert e.value.errors()[0]["type"] == "less_than_equal"
