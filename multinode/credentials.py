@@ -53,13 +53,35 @@ PROVIDER_FIX = {
 }
 
 
+# Provider keys that take a file path *or* the file's contents (issue 32): the path is no secret, the contents are.
+# kubernetes:kubeconfig (pulumi-kubernetes: "either the path to a kubeconfig file or the contents"), gcp:credentials
+# (pulumi-gcp: "Either the path to or the contents of a service account key file in JSON format").
+PATH_OR_CONTENTS = {("kubernetes", "kubeconfig"), ("gcp", "credentials")}
+# Keys named like a credential that hold file paths: aws:sharedCredentialsFiles (a list of paths, pulumi-aws),
+# *Path / *File / *Paths / *Files (oci:privateKeyPath, azure-native:clientCertificatePath), ids and names.
+_NOT_MATERIAL_SUFFIXES = ("Path", "File", "Paths", "Files", "Id", "Name")
+
+
+def is_path(value: Any, bare_names: bool = False) -> bool:
+    """A file path written as one line of path characters (`~/.config/gcloud/key.json`, `C:\\keys\\k.json`), never
+    key material: no newline, no JSON, no PEM; and with a '/', '\\', '.' or a leading '~' in it, so a bare token
+    (`ya29abc...`) is not taken for a file name, unless `bare_names` (a kubeconfig called `config`)."""
+    if not isinstance(value, str) or "\n" in value or not _PATH_LIKE.match(value):
+        return False
+    return bare_names or value.startswith("~") or any(ch in value for ch in "/\\.")
+
+
 def provider_credential(ns: str, key: str, value: Any) -> bool:
-    """A provider key that holds a credential in this value (a kubeconfig *path* is not one)."""
+    """A provider key that holds a credential in this value. A path is not one: a kubeconfig or GCP key *path*, the
+    files of aws:sharedCredentialsFiles (refused only inline key material: the contents, a PEM, a JSON key)."""
+    if (ns, key) in PATH_OR_CONTENTS and is_path(value, bare_names=ns == "kubernetes"):
+        return False
     if key in PROVIDER_CREDENTIALS.get(ns, ()):
-        if ns == "kubernetes" and isinstance(value, str) and "\n" not in value and _PATH_LIKE.match(value):
-            return False
         return True
-    return ns in PROVIDER_CREDENTIALS and looks_secret(key) and not key.endswith(("Path", "File", "Id", "Name"))
+    if ns in PROVIDER_CREDENTIALS and looks_secret(key) and key.endswith(_NOT_MATERIAL_SUFFIXES):
+        items = value if isinstance(value, list) else [value]
+        return not all(is_path(v) for v in items)      # a path list is fine; key material under it is not
+    return ns in PROVIDER_CREDENTIALS and looks_secret(key)
 
 
 def plain_provider_credential_message(full_key: str, ns: str) -> str:

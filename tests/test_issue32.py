@@ -389,3 +389,30 @@ def test_counts_in_the_fleet_config_are_bounded(path, value):
     with pytest.raises(ValidationError) as e:
         fc.Fleet.model_validate(fleet)  # the model alone: the bound is in the shape
     assert e.value.errors()[0]["type"] == "less_than_equal"
+
+
+# ------------------------------------------------------------------ 6. credential file paths are paths
+@pytest.mark.parametrize("key,value", [("gcp:credentials", "~/.config/gcloud/key.json"),
+                                       ("gcp:credentials", "key.json"),
+                                       ("aws:sharedCredentialsFiles", ["~/.aws/credentials", "/etc/aws/creds"]),
+                                       ("oci:privateKeyPath", "~/.oci/oci_api_key.pem"),
+                                       ("azure-native:clientCertificatePath", "/certs/sp.pfx")])
+def test_credential_file_paths_are_accepted(tmp_path, key, value):
+    from multinode import stackfile
+    doc = _stack("gcp-dev" if key.startswith("gcp") else "aws-dev")
+    doc["config"][key] = value
+    f = tmp_path / "Pulumi.p.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    stackfile.read_stack_file(f)      # no ConfigError
+
+
+@pytest.mark.parametrize("key,value", [("gcp:credentials", '{"type": "service_account", "private_key": "' + SECRET + '"}'),
+                                       ("gcp:credentials", SECRET),
+                                       ("aws:sharedCredentialsFiles", [f"[default]\naws_secret_access_key={SECRET}"]),
+                                       ("oci:privateKeyPath", f"-----BEGIN PRIVATE KEY-----\n{SECRET}")])
+def test_inline_key_material_is_still_refused_without_its_value(tmp_path, key, value):
+    doc = _stack("gcp-dev" if key.startswith("gcp") else "aws-dev")
+    doc["config"][key] = value
+    code, text, files = _plan(tmp_path, doc)
+    assert code == 2 and key in text and "pulumi config set --secret" in text, text[-2000:]
+    assert SECRET not in text + files
