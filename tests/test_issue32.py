@@ -406,7 +406,10 @@ def test_credential_file_paths_are_accepted(tmp_path, key, value):
     stackfile.read_stack_file(f)      # no ConfigError
 
 
-@pytest.mark.parametrize("key,value", [("gcp:credentials", '{"type": "service_account", "private_key": "' + SECRET + '"}'),
+_JSON_KEY = json.dumps({"type": "service_account", "private_key": SECRET})
+
+
+@pytest.mark.parametrize("key,value", [("gcp:credentials", _JSON_KEY),
                                        ("gcp:credentials", SECRET),
                                        ("aws:sharedCredentialsFiles", [f"[default]\naws_secret_access_key={SECRET}"]),
                                        ("oci:privateKeyPath", f"-----BEGIN PRIVATE KEY-----\n{SECRET}")])
