@@ -419,3 +419,29 @@ def test_inline_key_material_is_still_refused_without_its_value(tmp_path, key, v
     code, text, files = _plan(tmp_path, doc)
     assert code == 2 and key in text and "pulumi config set --secret" in text, text[-2000:]
     assert SECRET not in text + files
+
+
+# ------------------------------------------------------------------ 8. the pack reports a gang object failing its CRD
+def test_the_pack_reports_a_wrong_typed_gang_object_instead_of_reading_it_as_absent():
+    from policy.engine import Context, Resource
+    from policy.rules.gangs import check_gang_schema
+    lws = _lws_doc()["config"]["multinode:manifests"][0]
+    typ = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+    assert list(check_gang_schema(Resource(type=typ, name="l", props=lws), Context())) == []
+    bad = copy.deepcopy(lws)
+    bad["spec"]["leaderWorkerTemplate"]["size"] = "four"              # a wrong type: the readers see no size
+    bad["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["env"] = [
+        {"name": "DB_PASSWORD", "value": 7319264051}]
+    got = list(check_gang_schema(Resource(type=typ, name="l", props=bad), Context()))
+    assert len(got) == 1 and "leaderWorkerTemplate.size" in got[0] and "CustomResourceDefinition" in got[0]
+    assert "7319264051" not in got[0]
+    assert placement.gangs_of(bad)                     # what the readers do with it: a gang of one size (absent)
+
+
+def test_a_gang_object_with_values_unknown_until_up_is_not_judged():
+    from policy.engine import Context, Resource
+    from policy.rules.gangs import check_gang_schema
+    lws = copy.deepcopy(_lws_doc()["config"]["multinode:manifests"][0])
+    lws["spec"]["replicas"] = objects.UNKNOWN
+    typ = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+    assert list(check_gang_schema(Resource(type=typ, name="l", props=lws), Context())) == []
