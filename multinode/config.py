@@ -786,9 +786,9 @@ def _manifest_quantity_problems(obj: dict[str, Any]) -> list[tuple[str, str]]:
     """Every quantity in the object's pod specs, parsed as Kubernetes parses it (multinode/quantity.py): a value
     it refuses or one out of range ("1e309", "1e999999999") is a config error naming the key, before placement,
     admission or the pack read it."""
-    from . import admission, quantity
+    from . import podspecs, quantity
     out = []
-    for ref in admission.pod_specs(obj):
+    for ref in podspecs.pod_specs(obj):
         base = ("spec" if ref.where == "(object)" else ref.where
                 if ref.where.endswith((".spec.podSpec", ".extraPodSpec")) else f"{ref.where}.spec")
         out.extend((f"{base}.{where}", msg) for where, msg in quantity.pod_spec_problems(ref.spec))

@@ -107,7 +107,9 @@ def manifest_credentials(obj: Any) -> list[tuple[str, str]]:
             elif data not in (None, {}):
                 out.append((field, "a Secret's data in the stack file is refused whatever its shape; create the "
                                    "Secret outside the stack and reference it by name"))
-    elif kind == "ConfigMap":
+    else:
+        out += _env_material(obj)
+    if kind == "ConfigMap":
         for field in ("data", "binaryData"):
             data = obj.get(field)
             for name in _keys(data):
@@ -151,6 +153,31 @@ def redacted_schema_error(obj: Any, error: str) -> str:
         return error
     verdicts = [m.start() for m in re.finditer(r" (?:is not|is too|does not|should not|must) ", rest)]
     return f"{where}: [secret]{rest[verdicts[-1]:]}" if verdicts else f"{where}: [secret] is refused by the schema"
+
+
+def _env_material(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """An env entry named like a credential whose literal `value` is not text (a number, a map, a list): the API
+    server refuses it anyway (EnvVar.value is a string), and it is a credential written in the object. Refused
+    before anything is written to build/; a text value is left to the pack's no-literal-secrets-in-env rule."""
+    from .podspecs import pod_specs
+    out: list[tuple[str, str]] = []
+    for ref in pod_specs(obj):
+        base = "spec" if ref.where == "(object)" else ref.where if ref.where.endswith(
+            (".spec.podSpec", ".extraPodSpec")) else f"{ref.where}.spec"
+        for field in ("initContainers", "containers", "ephemeralContainers"):
+            seq = ref.spec.get(field)
+            for i, c in enumerate(seq if isinstance(seq, list) else []):
+                env = c.get("env") if isinstance(c, dict) else None
+                for j, e in enumerate(env if isinstance(env, list) else []):
+                    if not isinstance(e, dict) or not isinstance(e.get("name"), str) or not looks_secret(e["name"]):
+                        continue
+                    v = e.get("value")
+                    if v is not None and not isinstance(v, str):
+                        out.append((f"{base}.{field}[{i}].env[{j}].value",
+                                    f"env {e['name']} is named like a credential and holds a literal value that is "
+                                    f"not text ([secret]); the API server refuses it, and a credential does not "
+                                    f"belong in the object: use valueFrom.secretKeyRef"))
+    return out
 
 
 def _keys(data: Any) -> Iterable[str]:

@@ -445,3 +445,33 @@ def test_a_gang_object_with_values_unknown_until_up_is_not_judged():
     lws["spec"]["replicas"] = objects.UNKNOWN
     typ = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
     assert list(check_gang_schema(Resource(type=typ, name="l", props=lws), Context())) == []
+
+
+# ------------------------------------------------------------------ 9. the hostile generator's issue-32 families
+def test_fuzz_issue32_families_sample():
+    """One case of each family (quantities, large gangs, credential-named env, renames), seeded; longer:
+    `python -m tests.fuzz_hostile --stacks 0 --objects 0 --round2 50 --seed 32` (MULTINODE_FUZZ_ROUND2 here)."""
+    import os
+
+    from tests import fuzz_hostile as fz
+    n = int(os.environ.get("MULTINODE_FUZZ_ROUND2", "1"))
+    cases = fz.generate_round2(n, int(os.environ.get("MULTINODE_FUZZ_SEED", "32")), light=n == 1)
+    assert {c["id"].split("-")[0] for c in cases} == {"quantity", "large", "credenv", "rename"}
+    results = fz.run_cases(cases)
+    bad = fz.failures(results)
+    assert not bad, [(r["id"], r["what"], r["exit"], r["output"][-800:]) for r in bad[:3]]
+    assert all(r["exit"] in (0, 1, 2) for r in results)
+
+
+def test_issue32_family_generators_make_what_they_say():
+    import random
+
+    from tests import fuzz_hostile as fz
+    rng = random.Random(5)
+    text, what = fz.quantity_case(rng)
+    value = what.split("'")[1]
+    assert f'"{value}"' in text                     # written quoted: the stack file reads it as text
+    before, after, what = fz.rename_case(random.Random(1))
+    assert before != after
+    text, what = fz.large_case(random.Random(2))
+    assert "large" in what

@@ -38,5 +38,5 @@ def k8s_object(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> 
 def makes_pods(obj: dict[str, Any]) -> bool:
     """Whether the object creates pods (a Pod, or a pod template anywhere in it: Deployments, Jobs, LWS, Volcano
     Jobs, Grove cliques, Dynamo graphs, any custom workload with a template), as the admission check finds them."""
-    from multinode import admission
-    return next(iter(admission.pod_specs(obj)), None) is not None
+    from multinode import podspecs
+    return next(iter(podspecs.pod_specs(obj)), None) is not None
