@@ -475,3 +475,13 @@ def test_issue32_family_generators_make_what_they_say():
     assert before != after
     text, what = fz.large_case(random.Random(2))
     assert "large" in what
+
+
+@pytest.mark.parametrize("value", [7319264051, {"v": SECRET}, [SECRET]])
+def test_a_credential_named_env_entry_of_a_hand_written_object_that_is_not_text_is_refused(tmp_path, value):
+    doc = _lws_doc()
+    _leader(doc)["containers"][0]["env"] = [{"name": "DB_PASSWORD", "value": value}]
+    code, text, files = _plan(tmp_path, doc)
+    assert code == 2, text[-2000:]
+    assert "leaderTemplate.spec.containers[0].env[0].value" in text and "DB_PASSWORD" in text
+    assert SECRET not in text + files and "7319264051" not in text + files
