@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from . import podspecs
 from . import quantity as quantities
+from .podspecs import PodSpecRef, pod_specs
 
 VALIDATION_GO = "kubernetes/kubernetes pkg/apis/core/validation/validation.go"
 
@@ -304,7 +304,6 @@ def check_pod_spec(spec: dict[str, Any]) -> list[Finding]:
 
 # --------------------------------------------------------------------------------- finding pod specs
 # multinode/podspecs.py (imports nothing of ours: config and credentials use it too)
-PodSpecRef, pod_specs, _NOT_PODS = podspecs.PodSpecRef, podspecs.pod_specs, podspecs.NOT_PODS
 
 
 def _fabric_policies(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

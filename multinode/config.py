@@ -787,7 +787,7 @@ def _manifest_quantity_problems(obj: dict[str, Any]) -> list[tuple[str, str]]:
     it refuses or one out of range ("1e309", "1e999999999") is a config error naming the key, before placement,
     admission or the pack read it."""
     from . import podspecs, quantity
-    out = []
+    out: list[tuple[str, str]] = []
     for ref in podspecs.pod_specs(obj):
         base = ("spec" if ref.where == "(object)" else ref.where
                 if ref.where.endswith((".spec.podSpec", ".extraPodSpec")) else f"{ref.where}.spec")

@@ -865,9 +865,9 @@ def simulate(objects: Iterable[dict[str, Any]], pools: list[PoolSpec]) -> Result
     unpinned: list[str] = []
     counted: list[Counted] = []
     every: list[Gang] = []
-    for o in objects:
-        got = gangs_of(o)
-        c = None if got else counted_of(o)
+    for obj in objects:
+        got = gangs_of(obj)
+        c = None if got else counted_of(obj)
         if c is not None:
             counted.append(c)
         every += got

@@ -581,8 +581,8 @@ def summary(result: PlanResult) -> str:
         lines += placement.table(result.placement)
     for a in result.advisories:
         lines.append(f"advisory: {a}")
-    for w in result.replacements:
-        lines.append(f"WARNING (compared with the previous plan in {result.out_dir}): {w}")
+    for warning in result.replacements:
+        lines.append(f"WARNING (compared with the previous plan in {result.out_dir}): {warning}")
     mandatory = [v for v in result.violations if v.get("enforcementLevel") == "mandatory"]
     lines.append(f"policy: {len(mandatory)} mandatory violation(s), "
                  f"{len(result.violations) - len(mandatory)} advisory")

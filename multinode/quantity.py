@@ -127,8 +127,8 @@ def parse(value: Any) -> Decimal:
         return -NANO if negative else NANO
     with localcontext() as ctx:
         ctx.prec = len(significant) + 60
-        amount = Decimal(significant).scaleb(shift) * (2 ** exp2)
-        amount = (amount / NANO).to_integral_value(rounding=ROUND_CEILING) * NANO
+        exact: Decimal = Decimal(significant).scaleb(shift) * (2 ** exp2)
+        amount: Decimal = (exact / NANO).to_integral_value(rounding=ROUND_CEILING) * NANO
     if amount > MAX_DECIMAL:
         raise QuantityError(value, _too_large(value))
     return -amount if negative else amount

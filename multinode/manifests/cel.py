@@ -115,7 +115,7 @@ def quantity_is_integer(q: Any) -> bool:
 
 def quantity_compare(a: Any, b: Any) -> int:
     x, y = _q_value(a), _q_value(b)
-    return (x > y) - (x < y)
+    return 1 if x > y else -1 if x < y else 0
 
 
 def _k8s_quantity() -> Any:

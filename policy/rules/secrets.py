@@ -38,8 +38,8 @@ def check_literal_secrets(res: Resource, ctx: Context) -> Iterator[str]:
                     continue
                 # never echo the value itself, whatever its type (a number, a map: the API server refuses those,
                 # but the value is still written in the object)
-                size = (f"{len(value)} characters" if isinstance(value, str)
-                        else {dict: "a map", list: "a list"}.get(type(value), "a number"))
+                size = (f"{len(value)} characters" if isinstance(value, str) else "a map" if isinstance(value, dict)
+                        else "a list" if isinstance(value, list) else "a number")
                 yield (f"{res.label}: container {c.get('name', '?')} sets env {name} to a literal value "
                        f"({size}); anyone who can read the object or the stack state reads the "
                        f"credential. Store it in a Secret and use valueFrom.secretKeyRef (name: <secret>, key: "
