@@ -648,6 +648,11 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
             p.append(Problem("storage.namespace", f"{s.namespace!r} is not a valid namespace name"))
         if not s.mount_path.startswith("/"):
             p.append(Problem("storage.mountPath", f"{s.mount_path!r} must be an absolute path like /checkpoints"))
+        if not _DNS_SUBDOMAIN.match(s.name) or len(s.name) > 253:
+            # the claim's name (and every storage resource's, unless resourceName): the API server refuses a claim
+            # named otherwise, and an empty name cannot name a Pulumi resource (issue 32's rename family found it)
+            p.append(Problem("storage.name", f"{s.name[:80]!r} must be a DNS subdomain (lower-case letters, digits, "
+                                             f"'-', '.'), e.g. 'checkpoints'"))
         if s.resource_name is not None and (not _DNS_LABEL.match(s.resource_name) or len(s.resource_name) > 63):
             p.append(Problem("storage.resourceName", f"{s.resource_name!r} must be a DNS label (lower-case letters, "
                                                      f"digits, '-', at most 63), e.g. the storage's previous name"))
@@ -963,7 +968,6 @@ def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list
 
 
 # --- issue 18b: the NIM chart's options ------------------------------------------------------------------
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _secret_name_problem(name: str) -> str | None:

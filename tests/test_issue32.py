@@ -485,3 +485,12 @@ def test_a_credential_named_env_entry_of_a_hand_written_object_that_is_not_text_
     assert code == 2, text[-2000:]
     assert "leaderTemplate.spec.containers[0].env[0].value" in text and "DB_PASSWORD" in text
     assert SECRET not in text + files and "7319264051" not in text + files
+
+
+@pytest.mark.parametrize("name", ["", "Bad_Name", "x" * 300])
+def test_storage_name_must_be_a_dns_subdomain(tmp_path, name):
+    # found by the rename family: an empty storage.name ended the program with a TypeError (no resource name)
+    doc = _stack("existing-dev")
+    doc["config"]["multinode:storage"]["name"] = name
+    code, text = _plan_file(tmp_path, doc, "existing-dev", tmp_path / "b")
+    assert code == 2 and "storage.name" in text and "Traceback" not in text, text[-2000:]
