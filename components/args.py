@@ -218,7 +218,11 @@ class StorageArgs(typing.TypedDict, total=False):
     ("fsx-lustre, efs (aws); azure-files, azure-lustre (azure); filestore, gcp-lustre (gcp); oci-fss (oci); "
      "existing. One of: fsx-lustre, efs, azure-files, azure-lustre, filestore, gcp-lustre, oci-fss, existing.")
     name: str
-    "The claim's name. Default: \"checkpoints\"."
+    ("The storage's name: the claim's, and every storage resource's unless resourceName is set. Default: "
+     "\"checkpoints\".")
+    resource_name: str
+    ("The name every storage resource is created under (Pulumi names, file system / share / instance names, PV and "
+     "claim); default: name. Set it to the old name before renaming `name`, and nothing is replaced.")
     size_gib: int
     "Capacity in GiB (required for cloud file systems)."
     throughput: int

@@ -11,7 +11,7 @@ from components import clouds
 from components.clouds.base import TYPE_PREFIX, CheckpointStorageArgs, ClusterAccessArgs, GpuNodePoolArgs
 from components.kubernetes.addons import ClusterAddons
 from components.kubernetes.fabric import FabricPolicies
-from components.kubernetes.objects import k8s_object
+from components.kubernetes.objects import k8s_object, makes_pods
 from components.kubernetes.workloads import WorkloadNeeds, create_workloads
 from multinode.config import StackConfig
 
@@ -32,7 +32,7 @@ class Platform(pulumi.ComponentResource):
         self.storage = None
         if config.storage is not None:
             self.storage = cm.CheckpointStorage(
-                config.storage.name, CheckpointStorageArgs(config, config.storage, self.cluster), child)
+                config.storage.stable_name, CheckpointStorageArgs(config, config.storage, self.cluster), child)
 
         # Add-ons (schedulers, Kyverno), then the cloud's fabric operator + Kyverno fabric policies +
         # Volcano queues/topology, each custom resource after the release that installs its CRD.
@@ -52,9 +52,15 @@ class Platform(pulumi.ComponentResource):
             logical = "-".join(x for x in ("manifest", obj["kind"].lower(), meta.get("namespace"), meta["name"]) if x)
             keep = obj["kind"] in ("PersistentVolumeClaim", "PersistentVolume") and not (
                 config.storage is not None and config.storage.allow_delete)
+            # after the add-ons install their CRDs; an object that makes pods also after the fabric policies, like
+            # the stack's own workloads (issue 32: a hand-written GPU gang admitted before its pool's Kyverno
+            # policy is Ready would run without its fabric). Objects without pods (Secrets, ConfigMaps, Services)
+            # get no such dependency.
+            deps: list[pulumi.Resource] = [self.addons]
+            if makes_pods(obj):
+                deps.append(self.fabric)
             self.manifests.append(k8s_object(logical, obj, pulumi.ResourceOptions(
-                parent=self, provider=self.cluster.provider, retain_on_delete=keep or None,
-                depends_on=[self.addons])))  # after the add-ons install their CRDs
+                parent=self, provider=self.cluster.provider, retain_on_delete=keep or None, depends_on=deps)))
 
         self.register_outputs({
             "kubeconfig": self.cluster.kubeconfig,

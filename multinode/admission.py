@@ -21,10 +21,13 @@ message, ...) naming the object, the pod spec inside it, the container and the r
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
+
+from . import quantity as quantities
+from .podspecs import PodSpecRef, pod_specs
 
 VALIDATION_GO = "kubernetes/kubernetes pkg/apis/core/validation/validation.go"
 
@@ -43,29 +46,10 @@ UNIQUE_CONTAINER_NAMES = "unique-container-names"
 UNIQUE_VOLUME_NAMES = "unique-volume-names"
 
 # --------------------------------------------------------------------------------- quantities
-_SUFFIX: dict[str, Decimal | int] = {
-    "": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10 ** 3, "M": 10 ** 6,
-    "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18, "Ki": 2 ** 10, "Mi": 2 ** 20,
-    "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
-_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
-
-
 def parse_quantity(value: Any) -> Decimal | None:
-    """A Kubernetes resource.Quantity ("8", "500m", "5120Mi", "1e3", 8) as a Decimal; None if malformed."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    m = _QUANTITY.match(str(value).strip())
-    if not m:
-        return None
-    try:
-        number = Decimal(m.group(1))
-    except InvalidOperation:
-        return None
-    if m.group(2):
-        return number * Decimal(10) ** int(m.group(2)[1:])
-    return number * Decimal(_SUFFIX[m.group(3) or ""])
+    """A Kubernetes resource.Quantity ("8", "500m", "5120Mi", "1e3", 8) as a Decimal; None if malformed or out of
+    range. One parser for the project: multinode/quantity.py (Kubernetes' format, bounded work and range)."""
+    return quantities.parse_or_none(value)
 
 
 # --------------------------------------------------------------------------------- resource names
@@ -319,57 +303,7 @@ def check_pod_spec(spec: dict[str, Any]) -> list[Finding]:
 
 
 # --------------------------------------------------------------------------------- finding pod specs
-# Objects whose nested `spec.containers` are patches, not pods (Kyverno's patchStrategicMerge).
-_NOT_PODS = ("kyverno.io/", "policies.kyverno.io/", "apiextensions.k8s.io/")   # policies and CRDs hold no pods
-
-
-@dataclass
-class PodSpecRef:
-    where: str                   # path of the pod spec inside the object, e.g. spec.leaderWorkerTemplate.workerTemplate
-    metadata: dict[str, Any]     # labels / annotations the pods get (what the fabric policies match)
-    spec: dict[str, Any]
-
-
-def pod_specs(obj: dict[str, Any]) -> Iterator[PodSpecRef]:
-    """Every pod spec inside a rendered object: a Pod; pod templates ({metadata, spec.containers}) of
-    Deployments, StatefulSets, DaemonSets, Jobs, LWS leader/worker, Volcano Job tasks, MPIJob /
-    PyTorchJob replicas, Dynamo DGD v1beta1 components[].podTemplate; Grove PodCliqueSet cliques
-    (labels + spec.podSpec); Dynamo DGD v1alpha1 services (extraPodSpec with its mainContainer, which
-    the operator makes the pod's main container)."""
-    if str(obj.get("apiVersion", "")).startswith(_NOT_PODS):
-        return
-    yield from _walk(obj, "")
-
-
-def _walk(node: Any, path: str) -> Iterator[PodSpecRef]:
-    if isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _walk(v, f"{path}[{i}]")
-        return
-    if not isinstance(node, dict):
-        return
-    spec = node.get("spec")
-    if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
-        yield PodSpecRef(path or "(object)", _map(node.get("metadata")), spec)
-        return
-    if isinstance(spec, dict) and isinstance(spec.get("podSpec"), dict):          # Grove clique
-        meta = {k: node[k] for k in ("labels", "annotations") if isinstance(node.get(k), dict)}
-        yield PodSpecRef(f"{path}.spec.podSpec", meta, spec["podSpec"])
-        return
-    extra = node.get("extraPodSpec")
-    if isinstance(extra, dict):                                                   # DGD v1alpha1 service
-        pod = dict(extra)
-        main = extra.get("mainContainer")
-        containers = _list(extra.get("containers"))
-        if isinstance(main, dict):
-            containers = [{"name": "main", **main}] + containers
-        pod["containers"] = containers
-        pod.pop("mainContainer", None)
-        meta = {k: node[k] for k in ("labels", "annotations") if isinstance(node.get(k), dict)}
-        yield PodSpecRef(f"{path}.extraPodSpec", meta, pod)
-        return
-    for k, v in node.items():
-        yield from _walk(v, f"{path}.{k}" if path else k)
+# multinode/podspecs.py (imports nothing of ours: config and credentials use it too)
 
 
 def _fabric_policies(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

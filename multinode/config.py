@@ -102,6 +102,22 @@ ENGINES_BY_KIND = {
     "nccl-test": ("mpirun",),
 }
 
+# Issue 32: every count and amount has an upper bound (hostile input: `gpus: 9223372036854775808`), far above
+# any real value: a bound below what the engines take (Volcano's int32 priority, Kubernetes' 2^63-1 quantities).
+INT32_MAX = 2 ** 31 - 1
+MAX_NODES = 512                        # = nodeCount's and nodes' bound
+MAX_GPUS_PER_GANG = MAX_NODES * 64     # nodes x GPUs per node
+MAX_QUEUE_GPUS = 10 ** 6
+MAX_GPU_MEMORY_GB = 10 ** 5
+MAX_NICS = 1024
+MAX_GBPS = 10 ** 6
+MAX_VCPUS = 10 ** 5
+MAX_MEMORY_GIB = 10 ** 7
+MAX_STORAGE_GIB = 10 ** 8              # 100 PiB
+MAX_THROUGHPUT = 10 ** 6
+MAX_PARAMS_B = 10 ** 6                 # a million billion parameters
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False,
                               validate_default=True)
@@ -126,12 +142,12 @@ class MachineSpec(_Model):
     name: str
     gpus: int = Field(ge=1, le=64)
     gpu_model: str = "unknown"
-    gpu_memory_gb: int | None = Field(default=None, ge=1)
+    gpu_memory_gb: int | None = Field(default=None, ge=1, le=MAX_GPU_MEMORY_GB)
     fabric: Literal["efa", "infiniband", "tcpx", "tcpxo", "gcp-rdma", "roce", "none"] = "none"
-    fabric_nics: int | None = Field(default=None, ge=0)
-    bandwidth_gbps: int | None = Field(default=None, ge=0)
-    vcpus: int | None = Field(default=None, ge=1)           # node resources for the placement check
-    memory_gib: int | None = Field(default=None, ge=1)
+    fabric_nics: int | None = Field(default=None, ge=0, le=MAX_NICS)
+    bandwidth_gbps: int | None = Field(default=None, ge=0, le=MAX_GBPS)
+    vcpus: int | None = Field(default=None, ge=1, le=MAX_VCPUS)   # node resources for the placement check
+    memory_gib: int | None = Field(default=None, ge=1, le=MAX_MEMORY_GIB)
 
 
 class CapacityReservation(_Model):
@@ -236,8 +252,11 @@ class Addons(_Model):
 class Storage(_Model):
     kind: StorageKind
     name: str = "checkpoints"
-    size_gib: int | None = Field(default=None, ge=1)
-    throughput: int | None = Field(default=None, ge=1)   # fsx: MB/s/TiB; azure-lustre: MB/s/TiB
+    # issue 32: the name every storage resource is created under (Pulumi names, the cloud's own names, the PV and
+    # the claim); `name` alone changes only what is displayed (tags) once this is set. Default: `name`.
+    resource_name: str | None = None
+    size_gib: int | None = Field(default=None, ge=1, le=MAX_STORAGE_GIB)
+    throughput: int | None = Field(default=None, ge=1, le=MAX_THROUGHPUT)   # fsx, azure-lustre: MB/s/TiB
     tier: str | None = None                              # filestore tier, azure files sku...
     allow_delete: bool = False                              # only then may destroy remove the data
     existing_claim: str | None = None
@@ -249,14 +268,20 @@ class Storage(_Model):
     namespace: str = "multinode"
     mount_path: str = "/checkpoints"
 
+    @property
+    def stable_name(self) -> str:
+        """What the storage's resources are named after: resourceName, else name (a rename of `name` with
+        resourceName set to the old name keeps every resource and its data)."""
+        return self.resource_name or self.name
+
 
 class Queue(_Model):
     name: str
     weight: int = Field(default=1, ge=1, le=65535)
-    gpus: int | None = Field(default=None, ge=0)    # capability: nvidia.com/gpu
+    gpus: int | None = Field(default=None, ge=0, le=MAX_QUEUE_GPUS)    # capability: nvidia.com/gpu
     # issue 18: Volcano Queue spec.priority ("higher values are prioritized for scheduling and considered
     # later during reclamation", scheduling.volcano.sh_queues CRD v1.15.1)
-    priority: int | None = Field(default=None, ge=0)
+    priority: int | None = Field(default=None, ge=0, le=INT32_MAX)
 
 
 class NetworkTopology(_Model):
@@ -268,15 +293,16 @@ class Role(_Model):
     """A prefill or decode role of a disaggregated Grove / Dynamo deployment."""
     nodes: int = Field(default=1, ge=1, le=64)
     gpus_per_node: int | None = Field(default=None, ge=1, le=64)
-    tensor_parallel: int | None = Field(default=None, ge=1)
-    pipeline_parallel: int = Field(default=1, ge=1)
+    tensor_parallel: int | None = Field(default=None, ge=1, le=MAX_GPUS_PER_GANG)
+    pipeline_parallel: int = Field(default=1, ge=1, le=MAX_NODES)
     replicas: int = Field(default=1, ge=1, le=64)
 
 
 class GroupPlacement(_Model):
     """issue 18, lws-inference: keep each LWS group inside one topology domain (LWS exclusive placement)."""
     topology_key: str                              # the node label naming the domain, e.g. a rack / block label
-    sub_group_size: int | None = Field(default=None, ge=1)   # per subgroup of this many pods instead
+    # per subgroup of this many pods instead
+    sub_group_size: int | None = Field(default=None, ge=1, le=MAX_GPUS_PER_GANG)
 
 
 # --- issue 18b: options of the NVIDIA NIM Helm chart (NVIDIA/nim-deploy helm/nim-llm, commit bb84c40, values.yaml) --
@@ -319,14 +345,14 @@ class Workload(_Model):
     node_pool: str
     engine: Engine | None = None
     model: str | None = None
-    model_params_b: float | None = Field(default=None, gt=0)
+    model_params_b: float | None = Field(default=None, gt=0, le=MAX_PARAMS_B)
     precision: Precision = "bf16"
     image: str | None = None
     namespace: str = "multinode"
     nodes: int = Field(default=1, ge=1, le=512)
     gpus_per_node: int | None = Field(default=None, ge=1, le=64)
-    tensor_parallel: int | None = Field(default=None, ge=1)
-    pipeline_parallel: int = Field(default=1, ge=1)
+    tensor_parallel: int | None = Field(default=None, ge=1, le=MAX_GPUS_PER_GANG)
+    pipeline_parallel: int = Field(default=1, ge=1, le=MAX_NODES)
     replicas: int = Field(default=1, ge=1, le=64)
     port: int = Field(default=8000, ge=1, le=65535)
     startup_timeout_minutes: int = Field(default=60, ge=1, le=1440)
@@ -358,7 +384,7 @@ class Workload(_Model):
     worker_command: list[str] | None = None     # lws-inference nim: the worker pods' command (leader unchanged)
     autoscaling: Autoscaling | None = None      # issue 31, lws-inference: the chart's HPA on the LeaderWorkerSet
     # nccl-test: threshold = minBusBandwidthGbps / 8 GB/s, else catalog Gbit/s / 8 x busBandwidthEfficiency
-    min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0)
+    min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0, le=MAX_GBPS)
     bus_bandwidth_efficiency: float = Field(default=0.6, gt=0, le=1)
 
 
@@ -487,8 +513,10 @@ def _problem_from_pydantic(err: ErrorDetails, secrets: set[str], root: type[Base
     loc = prefix + tuple(err["loc"])
     path = _path(loc)
     top = str(loc[0]) if loc else ""
-    # a secret key's value is never repeated, even when it was given in plain text or with the wrong type
-    secret = top in secrets or top in SECRET_KEYS
+    # a secret key's value is never repeated, even when it was given in plain text or with the wrong type; nor is
+    # a value under a key named like a credential (workloads[].env.DB_PASSWORD: {value: ...}), whatever its type
+    secret = (top in secrets or top in SECRET_KEYS
+              or any(isinstance(part, str) and credentials.looks_secret(part) for part in loc[1:]))
     typ = err["type"]
     if typ == "extra_forbidden":
         model = _model_at(loc[len(prefix):], root)
@@ -708,6 +736,14 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
             p.append(Problem("storage.namespace", f"{s.namespace!r} is not a valid namespace name"))
         if not s.mount_path.startswith("/"):
             p.append(Problem("storage.mountPath", f"{s.mount_path!r} must be an absolute path like /checkpoints"))
+        if not _DNS_SUBDOMAIN.match(s.name) or len(s.name) > 253:
+            # the claim's name (and every storage resource's, unless resourceName): the API server refuses a claim
+            # named otherwise, and an empty name cannot name a Pulumi resource (issue 32's rename family found it)
+            p.append(Problem("storage.name", f"{s.name[:80]!r} must be a DNS subdomain (lower-case letters, digits, "
+                                             f"'-', '.'), e.g. 'checkpoints'"))
+        if s.resource_name is not None and (not _DNS_LABEL.match(s.resource_name) or len(s.resource_name) > 63):
+            p.append(Problem("storage.resourceName", f"{s.resource_name!r} must be a DNS label (lower-case letters, "
+                                                     f"digits, '-', at most 63), e.g. the storage's previous name"))
 
     # queues
     qnames = set()
@@ -742,6 +778,8 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
                                                                    "'default' or 'inference'"))
             continue
         p.extend(Problem(f"manifests[{i}].{where}", msg) for where, msg in credentials.manifest_credentials(obj))
+        p.extend(Problem(f"manifests[{i}].{where}", msg) for where, msg in _manifest_quantity_problems(obj))
+        p.extend(Problem(f"manifests[{i}].{where}", msg) for where, msg in _manifest_meta_problems(obj))
         if missing:
             p.append(Problem(f"manifests[{i}]", f"a Kubernetes object needs {', '.join(missing)}; e.g. "
                                                 f"{{apiVersion: v1, kind: ConfigMap, metadata: {{name: x}}}}"))
@@ -768,8 +806,10 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
             except validation.UnknownKindError:
                 errors = [f"Kubernetes has no kind {obj['kind']} in {obj['apiVersion']}; check apiVersion and kind"]
             if errors:
-                p.extend(Problem(f"manifests[{i}]", f"not a valid {obj['kind']}: {e[:200]}; fix the object "
-                                                    f"against the Kubernetes API reference") for e in errors[:5])
+                p.extend(Problem(f"manifests[{i}]", f"not a valid {obj['kind']}: "
+                                                    f"{credentials.redacted_schema_error(obj, e)[:200]}; fix the "
+                                                    f"object against the Kubernetes API reference")
+                         for e in errors[:5])
                 continue
         ident = (obj["kind"], str((obj.get("metadata") or {}).get("namespace") or ""), name)
         if ident in seen_objects:
@@ -785,6 +825,67 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
             p.append(Problem(f"workloads[{i}].name", f"{w.name!r} is already used by workloads[{wnames[w.name]}]"))
         wnames.setdefault(w.name, i)
     return p
+
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# metadata.name rules of the API server (k8s.io/kubernetes@v1.33.13): Service NameIsDNS1035Label (pkg/apis/core/
+# validation ValidateServiceName), Namespace and StatefulSet NameIsDNSLabel (ValidateNamespaceName, apps/validation
+# ValidateStatefulSetName), everything else NameIsDNSSubdomain, custom resources included (k8s.io/
+# apiextensions-apiserver pkg/registry/customresource/validator.go).
+_NAME_RULES = {"Service": ("DNS-1035 label", _DNS_1035_LABEL, 63), "Namespace": ("DNS label", _DNS_LABEL, 63),
+               "StatefulSet": ("DNS label", _DNS_LABEL, 63)}
+
+
+def _manifest_meta_problems(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """metadata.name (per kind, as the API server checks it) and labels / annotations (text, label syntax) of a
+    hand-written object: custom resources are registered untyped, so nothing else checks them before the API
+    server refuses them on `pulumi up`."""
+    out: list[tuple[str, str]] = []
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return out
+    name, kind = meta.get("name"), str(obj.get("kind") or "")
+    if isinstance(name, str) and name:
+        what, rule, most = _NAME_RULES.get(kind, ("DNS subdomain", _DNS_SUBDOMAIN, 253))
+        if len(name) > most or not rule.match(name):
+            fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:63]
+            fixed = fixed if rule.match(fixed) else "my-object"
+            out.append(("metadata.name", f"{name[:80]!r} is not a valid {kind} name: a {what} (lower-case letters, "
+                                         f"digits, '-'{', ' + repr('.') if most == 253 else ''}; at most {most}"
+                                         f"{', starting with a letter' if rule is _DNS_1035_LABEL else ''}), e.g. "
+                                         f"{fixed!r}"))
+    elif name is not None and not isinstance(name, str):
+        out.append(("metadata.name", "a name is text, e.g. 'my-object'"))
+    for field in ("labels", "annotations"):
+        block = meta.get(field)
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            out.append((f"metadata.{field}", f"{field} are a map of text to text, e.g. {{team: research}}"))
+            continue
+        for k, v in block.items():
+            if not isinstance(v, str):
+                out.append((f"metadata.{field}.{k}", f"a {field[:-1]} value is text: quote it "
+                                                     f"(e.g. '{str(v).lower() if isinstance(v, bool) else 'x'}')"))
+            elif field == "labels":
+                msg = _label_problem(str(k), v)
+                if msg:
+                    out.append((f"metadata.labels.{k}", msg))
+    return out
+
+
+def _manifest_quantity_problems(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every quantity in the object's pod specs, parsed as Kubernetes parses it (multinode/quantity.py): a value
+    it refuses or one out of range ("1e309", "1e999999999") is a config error naming the key, before placement,
+    admission or the pack read it."""
+    from . import podspecs, quantity
+    out: list[tuple[str, str]] = []
+    for ref in podspecs.pod_specs(obj):
+        base = ("spec" if ref.where == "(object)" else ref.where
+                if ref.where.endswith((".spec.podSpec", ".extraPodSpec")) else f"{ref.where}.spec")
+        out.extend((f"{base}.{where}", msg) for where, msg in quantity.pod_spec_problems(ref.spec))
+    return out
 
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
@@ -1009,7 +1110,6 @@ def _training_resource_problems(cfg: StackConfig, at: str, w: Workload) -> list[
 
 
 # --- issue 18b: the NIM chart's options ------------------------------------------------------------------
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _secret_name_problem(name: str) -> str | None:

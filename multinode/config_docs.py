@@ -138,7 +138,10 @@ FIELDS: dict[str, str] = {
     # Storage
     "Storage.kind": "fsx-lustre, efs (aws); azure-files, azure-lustre (azure); filestore, gcp-lustre (gcp); "
                     "oci-fss (oci); existing.",
-    "Storage.name": "The claim's name.",
+    "Storage.name": "The storage's name: the claim's, and every storage resource's unless resourceName is set.",
+    "Storage.resourceName": "The name every storage resource is created under (Pulumi names, file system / share / "
+                            "instance names, PV and claim); default: name. Set it to the old name before renaming "
+                            "`name`, and nothing is replaced.",
     "Storage.sizeGib": "Capacity in GiB (required for cloud file systems).",
     "Storage.throughput": "fsx-lustre, azure-lustre: MB/s per TiB.",
     "Storage.tier": "The file system's tier / SKU where the cloud has one.",

@@ -53,13 +53,35 @@ PROVIDER_FIX = {
 }
 
 
+# Provider keys that take a file path *or* the file's contents (issue 32): the path is no secret, the contents are.
+# kubernetes:kubeconfig (pulumi-kubernetes: "either the path to a kubeconfig file or the contents"), gcp:credentials
+# (pulumi-gcp: "Either the path to or the contents of a service account key file in JSON format").
+PATH_OR_CONTENTS = {("kubernetes", "kubeconfig"), ("gcp", "credentials")}
+# Keys named like a credential that hold file paths: aws:sharedCredentialsFiles (a list of paths, pulumi-aws),
+# *Path / *File / *Paths / *Files (oci:privateKeyPath, azure-native:clientCertificatePath), ids and names.
+_NOT_MATERIAL_SUFFIXES = ("Path", "File", "Paths", "Files", "Id", "Name")
+
+
+def is_path(value: Any, bare_names: bool = False) -> bool:
+    """A file path written as one line of path characters (`~/.config/gcloud/key.json`, `C:\\keys\\k.json`), never
+    key material: no newline, no JSON, no PEM; and with a '/', '\\', '.' or a leading '~' in it, so a bare token
+    (`ya29abc...`) is not taken for a file name, unless `bare_names` (a kubeconfig called `config`)."""
+    if not isinstance(value, str) or "\n" in value or not _PATH_LIKE.match(value):
+        return False
+    return bare_names or value.startswith("~") or any(ch in value for ch in "/\\.")
+
+
 def provider_credential(ns: str, key: str, value: Any) -> bool:
-    """A provider key that holds a credential in this value (a kubeconfig *path* is not one)."""
+    """A provider key that holds a credential in this value. A path is not one: a kubeconfig or GCP key *path*, the
+    files of aws:sharedCredentialsFiles (refused only inline key material: the contents, a PEM, a JSON key)."""
+    if (ns, key) in PATH_OR_CONTENTS and is_path(value, bare_names=ns == "kubernetes"):
+        return False
     if key in PROVIDER_CREDENTIALS.get(ns, ()):
-        if ns == "kubernetes" and isinstance(value, str) and "\n" not in value and _PATH_LIKE.match(value):
-            return False
         return True
-    return ns in PROVIDER_CREDENTIALS and looks_secret(key) and not key.endswith(("Path", "File", "Id", "Name"))
+    if ns in PROVIDER_CREDENTIALS and looks_secret(key) and key.endswith(_NOT_MATERIAL_SUFFIXES):
+        items = value if isinstance(value, list) else [value]
+        return not all(is_path(v) for v in items)      # a path list is fine; key material under it is not
+    return ns in PROVIDER_CREDENTIALS and looks_secret(key)
 
 
 def plain_provider_credential_message(full_key: str, ns: str) -> str:
@@ -85,7 +107,9 @@ def manifest_credentials(obj: Any) -> list[tuple[str, str]]:
             elif data not in (None, {}):
                 out.append((field, "a Secret's data in the stack file is refused whatever its shape; create the "
                                    "Secret outside the stack and reference it by name"))
-    elif kind == "ConfigMap":
+    else:
+        out += _env_material(obj)
+    if kind == "ConfigMap":
         for field in ("data", "binaryData"):
             data = obj.get(field)
             for name in _keys(data):
@@ -94,6 +118,65 @@ def manifest_credentials(obj: Any) -> list[tuple[str, str]]:
                                                     f"ConfigMaps are readable by anyone with read access to the "
                                                     f"namespace: put it in a Secret created outside the stack "
                                                     f"and mount it / use secretKeyRef"))
+    return out
+
+
+def secret_path(obj: Any, path: Iterable[Any]) -> bool:
+    """Whether the value at `path` inside a hand-written object (or a stack config) may hold a credential: any key
+    on the way is named like one (data.DB_PASSWORD, env.HF_TOKEN), it is a Secret's data / stringData, or it is
+    (inside) the `value` of an env entry whose name is named like one. Such a value is never shown, whatever its
+    type (a number, a map)."""
+    parts = list(path)
+    if isinstance(obj, dict) and obj.get("kind") == "Secret" and parts and parts[0] in ("data", "stringData"):
+        return True
+    node = obj
+    for part in parts:
+        if isinstance(part, str) and not part.isdigit() and looks_secret(part):
+            return True
+        if isinstance(node, dict) and part == "value" and isinstance(node.get("name"), str) \
+                and looks_secret(node["name"]):
+            return True
+        if isinstance(node, dict):
+            node = node.get(part if part in node or not str(part).isdigit() else int(part))
+        elif isinstance(node, list) and str(part).isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            node = None
+    return False
+
+
+def redacted_schema_error(obj: Any, error: str) -> str:
+    """A schema error ("path: <value> is not of type ...") with the value replaced by [secret] when the path may
+    hold a credential (secret_path)."""
+    where, sep, rest = error.partition(": ")
+    if not sep or not secret_path(obj, where.split(".")):
+        return error
+    verdicts = [m.start() for m in re.finditer(r" (?:is not|is too|does not|should not|must) ", rest)]
+    return f"{where}: [secret]{rest[verdicts[-1]:]}" if verdicts else f"{where}: [secret] is refused by the schema"
+
+
+def _env_material(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """An env entry named like a credential whose literal `value` is not text (a number, a map, a list): the API
+    server refuses it anyway (EnvVar.value is a string), and it is a credential written in the object. Refused
+    before anything is written to build/; a text value is left to the pack's no-literal-secrets-in-env rule."""
+    from .podspecs import pod_specs
+    out: list[tuple[str, str]] = []
+    for ref in pod_specs(obj):
+        base = "spec" if ref.where == "(object)" else ref.where if ref.where.endswith(
+            (".spec.podSpec", ".extraPodSpec")) else f"{ref.where}.spec"
+        for field in ("initContainers", "containers", "ephemeralContainers"):
+            seq = ref.spec.get(field)
+            for i, c in enumerate(seq if isinstance(seq, list) else []):
+                env = c.get("env") if isinstance(c, dict) else None
+                for j, e in enumerate(env if isinstance(env, list) else []):
+                    if not isinstance(e, dict) or not isinstance(e.get("name"), str) or not looks_secret(e["name"]):
+                        continue
+                    v = e.get("value")
+                    if v is not None and not isinstance(v, str):
+                        out.append((f"{base}.{field}[{i}].env[{j}].value",
+                                    f"env {e['name']} is named like a credential and holds a literal value that is "
+                                    f"not text ([secret]); the API server refuses it, and a credential does not "
+                                    f"belong in the object: use valueFrom.secretKeyRef"))
     return out
 
 

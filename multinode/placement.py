@@ -37,12 +37,12 @@ Pure: no Pulumi, no I/O.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import allocatable as alloc
+from . import quantity as quantities
 from .catalog import Machine
 
 GPU = "nvidia.com/gpu"
@@ -52,25 +52,10 @@ HOSTNAME = "kubernetes.io/hostname"
 SERVICE, BATCH = "service", "batch"
 
 # ------------------------------------------------------------------ quantities
-_SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
-           "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-           "P": 1e15, "E": 1e18}
-_QUANTITY = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)(?:[eE]([+-]?\d+))?\s*(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|K|M|G|T|P|E|)\s*$")
-
-
 def quantity(value: Any) -> float | None:
-    """A Kubernetes quantity ("500m", "64Gi", 8, "1e3") as a float in base units; None if unreadable."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if not isinstance(value, str):
-        return None
-    m = _QUANTITY.match(value)
-    if not m:
-        return None
-    n = float(m.group(1)) * (10 ** int(m.group(2)) if m.group(2) else 1)
-    return n * _SUFFIX[m.group(3)]
+    """A Kubernetes quantity ("500m", "64Gi", 8, "1e3") as a float in base units; None if Kubernetes refuses
+    it or it is out of range (multinode/quantity.py parses every quantity, once, as Kubernetes does)."""
+    return quantities.as_float(value)
 
 
 def _gib(n: float) -> str:
@@ -239,6 +224,7 @@ class Pod:
     template: dict[str, Any]           # {"metadata": {...}, "spec": {...}}
     extra_shm: float = 0.0
     part: str = ""                     # the gang's part it belongs to (a Grove scaling group or clique)
+    weight: int = 1                    # counted objects (too large to simulate): how many pods alike it stands for
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -272,38 +258,58 @@ def _t(meta: Any, spec: Any) -> dict[str, Any]:
 
 
 # Hostile counts (parallelism: 1000000000000) must not make the simulation enumerate them (placing n pods with
-# anti-affinity is quadratic in the pods per node): a count is read
-# as at most MAX_COUNT (far beyond any pool: such a gang still does not fit, and is reported), and one
-# object may make at most MAX_PODS_PER_OBJECT pods (nested counts: replicas x size); past that it is
-# skipped like an unreadable object (the schema checks and the gang rules still see it).
-MAX_COUNT = 1_000
+# anti-affinity is quadratic in the pods per node): one count may be at most MAX_COUNT and one object may make
+# at most MAX_PODS_PER_OBJECT pods (nested counts: replicas x size). Past either, the object is
+# not simulated pod by pod but counted (`counted_of`: one weighted pod per template and count), and decided by
+# arithmetic: its pods x GPUs against the pools it selects. Placement never passes an object it did not place:
+# a counted object is a finding either way (more GPUs than the pool: refused; else: not proven).
 MAX_PODS_PER_OBJECT = 2_000
+MAX_COUNT = MAX_PODS_PER_OBJECT
+MAX_COUNTED_PODS = 20_000              # counting: weighted pods and loop steps at most (past it: not counted either)
 _budget = [MAX_PODS_PER_OBJECT]
+_counting = [False]                    # counted_of is reading: _pods makes one weighted pod, _spend is free
+_capped = [False]                      # counting: a count above MAX_COUNT was read as MAX_COUNT (a lower bound)
 
 
 class _TooManyPods(Exception):
     pass
 
 
-def _int(v: Any, default: int) -> int:
+_UNREAD = -(1 << 100)
+
+
+def _int(v: Any, default: int, makes_pods: bool = True) -> int:
+    """A count read from the object; a count of pods above MAX_COUNT makes the object counted (_TooManyPods), a
+    floor (minAvailable: it makes no pods) is only capped."""
     if isinstance(v, bool):
         return default
+    n: int | None = None
     if isinstance(v, int):
-        return min(v, MAX_COUNT)
-    if isinstance(v, str) and v.strip().isdigit():
-        return min(int(v), MAX_COUNT) if len(v.strip()) < 12 else MAX_COUNT
-    if isinstance(v, float) and v.is_integer():
-        return int(min(v, MAX_COUNT))
-    return default
+        n = v
+    elif isinstance(v, str) and v.strip().isascii() and v.strip().isdigit():
+        n = int(v) if len(v.strip()) < 12 else MAX_COUNT + 1
+    elif isinstance(v, float) and v.is_integer():
+        n = int(min(v, MAX_COUNT + 1))
+    if n is None:
+        return default
+    if n > MAX_COUNT:
+        if makes_pods and not _counting[0]:
+            raise _TooManyPods()       # never simulate part of a count: the object is counted instead
+        _capped[0] = _capped[0] or makes_pods
+        return MAX_COUNT
+    return n
 
 
 def _spend(n: int) -> None:
-    _budget[0] -= max(1, n)
+    _budget[0] -= 1 if _counting[0] else max(1, n)
     if _budget[0] < 0:
         raise _TooManyPods()
 
 
 def _pods(prefix: str, n: int, template: dict[str, Any], shm: float = 0.0, part: str = "") -> list[Pod]:
+    if _counting[0]:
+        _spend(1)
+        return [Pod(f"{prefix}-x{n}", template, shm, part, weight=n)] if n > 0 else []
     _spend(n)
     return [Pod(f"{prefix}-{i}", template, shm, part) for i in range(max(0, n))]
 
@@ -339,21 +345,21 @@ def _grove(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
             members = [cliques[n] for n in sg.get("cliqueNames") or [] if n in cliques]
             grouped.update(sg.get("cliqueNames") or [])
             reps = _int(sg.get("replicas"), 1)
-            floor = min(reps, _int(sg.get("minAvailable"), 1))
+            floor = min(reps, _int(sg.get("minAvailable"), 1, makes_pods=False))
             for i in range(reps):
                 _spend(1)
                 pods = [p for c in members
                         for p in clique_pods(c, f"{name}-{rep}-{sg.get('name')}-{i}", part=str(sg.get("name")))]
                 if i < floor:
                     base += pods
-                else:
+                elif pods:
                     extra.append(Gang(f"{name} {sg.get('name')} replica {i}", owner, SERVICE, pods))
         for cname, c in cliques.items():
             if cname in grouped:
                 continue
             spec = c.get("spec") or {}
             reps = _int(spec.get("replicas"), 1)
-            floor = min(reps, _int(spec.get("minAvailable"), reps))
+            floor = min(reps, _int(spec.get("minAvailable"), reps, makes_pods=False))
             base += clique_pods(c, f"{name}-{rep}", floor)
             extra += [Gang(f"{name} {cname} pod {i}", owner, SERVICE, [p], whole=False)
                       for i, p in enumerate(clique_pods(c, f"{name}-{rep}-extra", reps - floor))]
@@ -429,7 +435,9 @@ def _training_runtime(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
 
 def _job(o: dict[str, Any], name: str, owner: str) -> list[Gang]:
     spec = o.get("spec") or {}
-    n = _int(spec.get("parallelism"), _int(spec.get("completions"), 1))
+    n = _int(spec.get("parallelism"), _UNREAD)
+    if n == _UNREAD:                   # completions only matter (and are only read) without a parallelism
+        n = _int(spec.get("completions"), 1)
     pods = _pods(name, n, spec.get("template") or {})
     if spec.get("completionMode") == "Indexed":
         return [Gang(name, owner, BATCH, pods)]
@@ -476,16 +484,71 @@ def gangs_of(obj: dict[str, Any]) -> list[Gang]:
     reader = READERS.get((group, str(obj.get("kind") or "")))
     if reader is None:
         return []
+    return _clean(_read(obj, reader, counting=False))
+
+
+def _owner(obj: dict[str, Any]) -> tuple[str, str]:
     meta = _dict(obj.get("metadata"))
     name = str(meta.get("name") or obj.get("kind"))
-    owner = f"{obj.get('kind')} {str(meta['namespace']) + '/' if meta.get('namespace') else ''}{name}"
-    _budget[0] = MAX_PODS_PER_OBJECT
+    return name, f"{obj.get('kind')} {str(meta['namespace']) + '/' if meta.get('namespace') else ''}{name}"
+
+
+def _read(obj: dict[str, Any], reader: Callable[[dict[str, Any], str, str], list[Gang]],
+          counting: bool) -> list[Gang]:
+    """The reader's gangs; [] for an object of the wrong shape or (not counting) one of too many pods."""
+    name, owner = _owner(obj)
+    _budget[0] = MAX_COUNTED_PODS if counting else MAX_PODS_PER_OBJECT
+    _counting[0], _capped[0] = counting, False
     try:
-        gangs = reader(obj, name, owner)
-    except (AttributeError, TypeError, ValueError, _TooManyPods):
+        return reader(obj, name, owner)
+    except _TooManyPods:
+        if counting:
+            raise
+        return []
+    except (AttributeError, TypeError, ValueError):
         # a field of the wrong type (a list where the CRD has an object...): the API server refuses such an
         # object, and the schema checks name the field; it runs no pods we can count
         return []
+    finally:
+        _counting[0] = False
+
+
+@dataclass
+class Counted:
+    """An object of more than MAX_PODS_PER_OBJECT pods, read without enumerating them: its gangs hold one pod per
+    template and count, each with the number of pods it stands for (Pod.weight)."""
+    owner: str
+    gangs: list[Gang]                  # [] when even counting took too many steps (MAX_COUNTED_PODS)
+    at_least: bool                     # a count above MAX_COUNT was read as MAX_COUNT
+
+    @property
+    def pods(self) -> int:
+        return sum(p.weight for g in self.gangs for p in g.pods)
+
+
+def counted_of(obj: dict[str, Any]) -> Counted | None:
+    """The object counted, when it makes too many pods to simulate one by one; None otherwise."""
+    if not isinstance(obj, dict):
+        return None
+    reader = READERS.get((str(obj.get("apiVersion") or "").rpartition("/")[0], str(obj.get("kind") or "")))
+    if reader is None:
+        return None
+    _budget[0] = MAX_PODS_PER_OBJECT
+    try:
+        reader(obj, *_owner(obj))
+        return None                                 # simulated pod by pod (or unreadable)
+    except _TooManyPods:
+        pass
+    except (AttributeError, TypeError, ValueError):
+        return None
+    try:
+        gangs = _clean(_read(obj, reader, counting=True))
+    except _TooManyPods:
+        return Counted(_owner(obj)[1], [], True)
+    return Counted(_owner(obj)[1], gangs, _capped[0])
+
+
+def _clean(gangs: list[Gang]) -> list[Gang]:
     clean: dict[int, dict[str, Any]] = {}          # one checked copy per template: pods keep sharing it
     for g in gangs:
         for p in g.pods:
@@ -749,6 +812,7 @@ def _pinned(sim: Simulation, pod: Pod) -> bool:
 # Finding kinds: a shortage of nodes when the gangs share a pool; one gang larger than its pool; a pod larger
 # than any node; a DaemonSet pod that does not fit a node it selects.
 SHORTAGE, GANG_TOO_LARGE, POD_TOO_LARGE, DAEMON = "shortage", "gang-larger-than-pool", "pod-larger-than-node", "daemon"
+COUNTED = "counted-not-simulated"     # an object too large to simulate: decided by arithmetic, never passed
 
 
 @dataclass(frozen=True)
@@ -768,6 +832,7 @@ class Result:
     batch: list[Outcome]
     unpinned: list[str]
     findings: list[Finding]
+    counted: list[Counted] = field(default_factory=list)     # objects decided by arithmetic (counted_of)
 
     @property
     def fits(self) -> bool:
@@ -823,7 +888,15 @@ def simulate(objects: Iterable[dict[str, Any]], pools: list[PoolSpec]) -> Result
     sim = Simulation(pools)
     gangs: list[Gang] = []
     unpinned: list[str] = []
-    for g in (g for o in objects for g in gangs_of(o)):
+    counted: list[Counted] = []
+    every: list[Gang] = []
+    for obj in objects:
+        got = gangs_of(obj)
+        c = None if got else counted_of(obj)
+        if c is not None:
+            counted.append(c)
+        every += got
+    for g in every:
         keep = [p for p in g.pods if _pinned(sim, p)]
         if len(keep) < len(g.pods):
             unpinned.append(f"{g.name} ({len(g.pods) - len(keep)} pod{'s' if len(g.pods) - len(keep) != 1 else ''})")
@@ -903,7 +976,56 @@ def simulate(objects: Iterable[dict[str, Any]], pools: list[PoolSpec]) -> Result
             f"{len(free_nodes)} free nodes ({gpus_free:.0f} GPUs), but batch job {_label(o)} needs {need} nodes "
             f"({_demand(sim, g):.0f} GPUs) beside them; add {add} node{'s' if add != 1 else ''} "
             f"(nodeCount {spec.node_count + add}) or run it on another pool")))
-    return Result(pools, sim.nodes, sim.estimates, outcomes, batch_out, unpinned, findings)
+    for c in counted:
+        f = _counted_finding(sim, c)
+        if f is None:
+            unpinned.append(f"{c.owner} ({'at least ' if c.at_least else ''}{c.pods} pods, counted)")
+        else:
+            findings.append(f)
+    return Result(pools, sim.nodes, sim.estimates, outcomes, batch_out, unpinned, findings,
+                  [c for c in counted])
+
+
+def _counted_finding(sim: Simulation, c: Counted) -> Finding | None:
+    """Count arithmetic for an object too large to simulate: its pods x GPUs (each pod as the fabric policy of
+    its pool makes it) against the GPUs of the pools its pods select. More than the pools have: refused. Else
+    still a finding: a count cannot show that cpu, memory, devices and anti-affinity fit. None when its pods
+    select none of the stack's nodes (reported with the pods not on the stack's pools)."""
+    reach: dict[str, Node] = {}
+    need = 0.0
+    for g in c.gangs:
+        for p in g.pods:
+            cands = sim.candidates(p.spec, sim.nodes)
+            reach.update((n.name, n) for n in cands)
+            pool = cands[0].pool if cands else None
+            need += p.weight * sim.requests(p.template, pool, p.extra_shm).get(GPU, 0.0)
+    if not c.gangs:
+        return Finding(c.owner, f"{c.owner} makes more pods than can be counted one template and count at a time "
+                                f"({MAX_COUNTED_PODS} steps): not simulated, not counted, so placement is not proven; "
+                                f"split it into objects of at most {MAX_PODS_PER_OBJECT} pods", COUNTED)
+    if not reach:
+        return None
+    names = sorted({n.pool for n in reach.values()})
+    specs = [sim.by_name[x] for x in names]
+    supply = sum(s.node_count * s.machine.gpus for s in specs)
+    nodes = sum(s.node_count for s in specs)
+    whole = [sum(p.weight for p in g.pods) for g in c.gangs if g.whole]
+    gangs = len(whole) + sum(p.weight for g in c.gangs if not g.whole for p in g.pods)
+    at = "at least " if c.at_least else ""
+    shape = f" in {at}{gangs} gangs of up to {max(whole)} pods" if whole else ""
+    where = (f"pool{'s' if len(names) > 1 else ''} {', '.join(names)}: {nodes} nodes of "
+             f"{', '.join(sorted({s.machine.name for s in specs}))} ({supply} GPUs)")
+    head = f"{where}; {c.owner} makes {at}{c.pods} pods{shape} asking {at}{need:.0f} GPUs"
+    how = (f"decided by count arithmetic, pods x GPUs against the pool: an object of over {MAX_PODS_PER_OBJECT} "
+           f"pods is not simulated pod by pod")
+    if need > supply:
+        per = max(1, specs[0].machine.gpus)
+        add = math.ceil((need - supply) / per)
+        return Finding(c.owner, f"{head}, more than the pool has ({how}); lower its replicas or add about {add} "
+                                f"nodes of {specs[0].machine.name}", COUNTED)
+    return Finding(c.owner, f"{head}; the GPUs suffice by count, but placement is not proven ({how}, and a count "
+                            f"cannot show that cpu, memory, fabric devices and anti-affinity fit); split it into "
+                            f"objects of at most {MAX_PODS_PER_OBJECT} pods", COUNTED)
 
 
 def _alone_finding(sim: Simulation, o: Outcome) -> Finding:
@@ -961,6 +1083,8 @@ def as_json(res: Result) -> dict[str, Any]:
     return {"fits": res.fits, "pools": pools, "services": [outcome(o) for o in res.services],
             "batchEachBesideServices": [outcome(o) for o in res.batch],
             "notOnStackPools": res.unpinned,
+            **({"countedNotSimulated": [{"owner": c.owner, "pods": c.pods, "atLeast": c.at_least}
+                                        for c in res.counted]} if res.counted else {}),
             "findings": [{"resource": f.owner, "kind": f.kind, "message": f.message} for f in res.findings]}
 
 
@@ -987,6 +1111,9 @@ def table(res: Result) -> list[str]:
                  + ("" if placed == len(res.services) else " (the table shows the ones placed)"))
     for o in res.batch:
         lines.append(f"  batch {o.gang.name}: {'fits' if o.ok else 'does not fit'} beside the services")
+    for c in res.counted:
+        lines.append(f"  counted, not simulated (over {MAX_PODS_PER_OBJECT} pods): {c.owner}, "
+                     f"{'at least ' if c.at_least else ''}{c.pods} pods")
     if res.unpinned:
         lines.append(f"  not on the stack's pools (no GPU, no pool selected): {', '.join(res.unpinned)}")
     return lines

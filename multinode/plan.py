@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, checks, gcpolicy, placement, stackfile, upgrades
+from . import admission, checks, gcpolicy, placement, renames, stackfile, upgrades
 from . import config as mconfig
 from .errors import ConfigError
 from .manifests import crds
@@ -51,6 +51,8 @@ class PlanResult:
     k8s_objects: list[dict[str, Any]] = field(default_factory=list)     # in apply order
     violations: list[dict[str, Any]] = field(default_factory=list)
     advisories: list[str] = field(default_factory=list)
+    # issue 32: protected / retained resources this plan would replace or delete, against build/'s previous run
+    replacements: list[str] = field(default_factory=list)
     out_dir: Path | None = None
     exit_code: int = EXIT_OK
     error: str = ""
@@ -302,6 +304,9 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secr
     if any(v.get("enforcementLevel") == "mandatory" for v in result.violations):
         result.exit_code = EXIT_POLICY
     if out_root is not None:
+        previous = renames.previous_records(Path(out_root) / stack / "resources.json")
+        if previous is not None:
+            result.replacements = renames.warnings(previous, [r.as_dict() for r in registrations])
         result.out_dir = write_outputs(result, ordered, Path(out_root) / stack)
     return result
 
@@ -600,6 +605,8 @@ def summary(result: PlanResult) -> str:
         changed = result.policy_config.changed(list(RULES))
         lines.append(f"policy config {result.policy_config.source}: "
                      + ("; ".join(changed) if changed else "no level changed"))
+    for warning in result.replacements:
+        lines.append(f"WARNING (compared with the previous plan in {result.out_dir}): {warning}")
     mandatory = [v for v in result.violations if v.get("enforcementLevel") == "mandatory"]
     lines.append(f"policy: {len(mandatory)} mandatory violation(s), "
                  f"{len(result.violations) - len(mandatory)} advisory")

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from multinode import catalog, fabric, pools
+from multinode import catalog, fabric, pools, quantity
 from multinode.manifests.crds import is_crd
 
 GPU = "nvidia.com/gpu"
@@ -180,9 +180,10 @@ def env_literal(container: dict[str, Any], name: str) -> str | None:
 
 # ------------------------------------------------------------------ pods
 def container_resource(container: dict[str, Any], resource: str) -> int:
+    """A whole count (GPUs, fabric devices) read as Kubernetes reads the quantity ("8", 8, "8.0", "1e1")."""
     res = mapping(container.get("resources"))
     for section in ("limits", "requests"):
-        n = as_int(mapping(res.get(section)).get(resource))
+        n = quantity.as_whole(mapping(res.get(section)).get(resource))
         if n is not None:
             return n
     return 0

@@ -14,7 +14,16 @@ per-case alarm, and reports the exit code, whether a traceback was printed, the 
 peak RSS after the case (VmHWM, a high-water mark of the worker's own memory, so "peak after every case
 < 1 GiB" bounds every case). A worker that dies or hangs is restarted and the case is reported as a failure.
 
-    python -m tests.fuzz_hostile --stacks 300 --objects 150 --seed 16 [--out report.json]
+Issue 32 adds four families (`--round2 N`: N cases of each):
+* quantities: a container quantity (cpu, memory, nvidia.com/gpu, ephemeral-storage) of a hand-written object
+  set to a huge exponent or an odd form, written quoted ("1e309", "1e999999999", "9Ei", "8.0", "1e4294967296");
+* large gangs: an LWS / Deployment / Volcano Job / Indexed Job / PodCliqueSet with counts from 700 to 10^12;
+* credential-named env: DB_PASSWORD / HF_TOKEN / API_KEY with a value that is not text (a map, a list, a number,
+  each holding the SECRETVALUE marker) in workloads[].env or a hand-written object's container env;
+* renames: a stack planned, then planned again in the same build folder with storage.name changed (with or
+  without storage.resourceName, or storage removed): the case's `before` text is planned first.
+
+    python -m tests.fuzz_hostile --stacks 300 --objects 150 --seed 16 [--round2 50] [--out report.json]
 """
 from __future__ import annotations
 
@@ -217,6 +226,143 @@ def mutate_object(obj: dict[str, Any], rng: random.Random) -> tuple[dict[str, An
     return obj, f"wrong types at {done}"
 
 
+# ------------------------------------------------------------------ issue 32 families
+HUGE_QUANTITIES = ["1e309", "1e400", "1e999999999", "-1e999999999", "1e4294967296", "9Ei", "9223372036854775808",
+                   "8.0", "1.5", "1e1", "0.9n", "1e-999999999", "9" * 400, "1K", "8 GPUs", "+", ".", "1ee3"]
+SECRET_NAMES = ["DB_PASSWORD", "HF_TOKEN", "API_KEY", "awsSecretAccessKey", "client-secret"]
+SECRET_VALUES: list[Any] = [{"value": "SECRETVALUE-abc123"}, ["SECRETVALUE-abc123"], {"nested": {"x": "SECRETVALUE-1"}},
+                            7319264051, True, 1.5]
+
+
+def _quoted(doc: dict[str, Any], path: tuple[Any, ...], text: str) -> str:
+    """The doc dumped with `text` at `path` as a double-quoted YAML string (a plain 1e309 would read as a float)."""
+    set_at(doc, path, PLACEHOLDER)
+    return _dump(doc).replace(PLACEHOLDER, json.dumps(text), 1)
+
+
+def _container_paths(obj: Any, prefix: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    return [p for p in paths(obj, prefix) if p and p[-1] in ("containers", "initContainers")
+            and isinstance(get_at_root(obj, prefix, p), list)]
+
+
+def get_at_root(obj: Any, prefix: tuple[Any, ...], path: tuple[Any, ...]) -> Any:
+    return get_at(obj, path[len(prefix):])
+
+
+def quantity_case(rng: random.Random) -> tuple[str, str]:
+    objs = [(d, o) for d, o in object_cases() if _container_paths(o, ())]
+    base, obj = rng.choice(objs)
+    doc = copy.deepcopy(base)
+    doc["config"]["multinode:manifests"] = [copy.deepcopy(obj)]
+    root = ("config", "multinode:manifests", 0)
+    cpath = rng.choice(_container_paths(obj, ()))
+    containers = get_at(obj, cpath)
+    i = rng.randrange(len(containers)) if containers else 0
+    if not containers:
+        return _dump(doc), "no container"
+    where = rng.choice(["limits", "requests"])
+    name = rng.choice(["cpu", "memory", "nvidia.com/gpu", "ephemeral-storage"])
+    c = get_at(doc, root + cpath + (i,))
+    c.setdefault("resources", {})
+    if not isinstance(c["resources"], dict):
+        c["resources"] = {}
+    c["resources"].setdefault(where, {})
+    value = rng.choice(HUGE_QUANTITIES)
+    return (_quoted(doc, root + cpath + (i, "resources", where, name), value),
+            f"quantity {name} {where} {value[:20]!r} in {obj.get('kind')}")
+
+
+def large_case(rng: random.Random) -> tuple[str, str]:
+    base = yaml.safe_load((ROOT / "tests" / "corpus" / "lws-group-larger-than-pool.yaml").read_text())
+    n = rng.choice([700, 2001, 2100, 10 ** 4, 10 ** 6, 10 ** 12])
+    lws = base["config"]["multinode:manifests"][0]
+    tmpl = copy.deepcopy(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"])
+    kind = rng.choice(["lws", "deployment", "volcano", "indexed-job", "grove"])
+    META = {"name": "big", "namespace": "research"}  # noqa: N806
+    if kind == "lws":
+        lws["spec"]["replicas"] = n
+        # 700 x 3 is the issue's case (2,100 pods: over the simulation's limit, decided by arithmetic)
+        lws["spec"]["leaderWorkerTemplate"]["size"] = rng.choice([3, 8, n])
+        obj = lws
+    elif kind == "deployment":
+        obj = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "big", "namespace": "research"},
+               "spec": {"replicas": n, "selector": {"matchLabels": {"app": "big"}},
+                        "template": {**tmpl, "metadata": {"labels": {"app": "big"}}}}}
+    elif kind == "volcano":
+        obj = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": META,
+               "spec": {"minAvailable": n, "schedulerName": "volcano",
+                        "tasks": [{"name": "w", "replicas": n, "template": tmpl}]}}
+    elif kind == "indexed-job":
+        obj = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big", "namespace": "research"},
+               "spec": {"completionMode": "Indexed", "parallelism": n, "completions": n,
+                        "template": {**tmpl, "spec": {**tmpl["spec"], "restartPolicy": "Never"}}}}
+    else:
+        clique = {"name": "w", "labels": tmpl.get("metadata", {}).get("labels", {}),
+                  "spec": {"replicas": n, "minAvailable": n, "podSpec": tmpl["spec"]}}
+        obj = {"apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet", "metadata": META,
+               "spec": {"replicas": rng.choice([1, n]), "template": {"cliques": [clique], "podCliqueScalingGroups": [
+                   {"name": "sg", "cliqueNames": ["w"], "replicas": rng.choice([1, n]), "minAvailable": 1}]}}}
+    base["config"]["multinode:manifests"] = [obj]
+    return _dump(base), f"large {kind} count {n}"
+
+
+def credential_env_case(rng: random.Random) -> tuple[str, str]:
+    name, value = rng.choice(SECRET_NAMES), rng.choice(SECRET_VALUES)
+    if rng.random() < 0.5:
+        doc = yaml.safe_load(rng.choice([p for p in STACKS if "fleet" not in p.name]).read_text())
+        wl = doc["config"].get("multinode:workloads") or []
+        if wl:
+            wl[0]["env"] = {name: value}
+            return _dump(doc), f"workloads[0].env.{name} = {type(value).__name__}"
+    base, obj = rng.choice([(d, o) for d, o in object_cases() if _container_paths(o, ())])
+    doc = copy.deepcopy(base)
+    obj = copy.deepcopy(obj)
+    cpath = rng.choice(_container_paths(obj, ()))
+    containers = get_at(obj, cpath)
+    if containers and isinstance(containers[0], dict):
+        containers[0]["env"] = [{"name": name, "value": value}]
+    doc["config"]["multinode:manifests"] = [obj]
+    return _dump(doc), f"{obj.get('kind')} env {name} = {type(value).__name__}"
+
+
+def rename_case(rng: random.Random, light: bool = False) -> tuple[str, str, str]:
+    """(the stack before, the stack after, what was done). `light`: only the stack that imports no cloud SDK
+    (existing-dev), for the CI sample."""
+    path = rng.choice([p for p in STACKS if "fleet" not in p.name and (not light or "existing" in p.name)])
+    before = path.read_text()
+    doc = yaml.safe_load(before)
+    storage = doc["config"].get("multinode:storage")
+    op = rng.choice(["rename", "rename-keep", "resource-name", "remove", "bad-name"])
+    if storage is None or op == "remove":
+        doc["config"].pop("multinode:storage", None)
+        return before, _dump(doc), f"storage removed from {path.name}"
+    old = storage.get("name", "checkpoints")
+    if op == "rename":
+        storage["name"] = rng.choice(["ckpt-v2", "checkpoints2", "x"])
+    elif op == "rename-keep":
+        storage["name"], storage["resourceName"] = "ckpt-v2", old
+    elif op == "resource-name":
+        storage["resourceName"] = rng.choice(["other", old])
+    else:
+        storage[rng.choice(["name", "resourceName"])] = rng.choice(["Bad_Name", "", "x" * 80, 7, ["a"]])
+    return before, _dump(doc), f"{op} storage of {path.name}"
+
+
+def generate_round2(n_each: int, seed: int, light: bool = False) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    cases: list[dict[str, Any]] = []
+    for i in range(n_each):
+        text, what = quantity_case(rng)
+        cases.append({"id": f"quantity-{i}", "what": what, "text": text})
+        text, what = large_case(rng)
+        cases.append({"id": f"large-{i}", "what": what, "text": text})
+        text, what = credential_env_case(rng)
+        cases.append({"id": f"credenv-{i}", "what": what, "text": text})
+        before, text, what = rename_case(rng, light)
+        cases.append({"id": f"rename-{i}", "what": what, "text": text, "before": before})
+    return cases
+
+
 # ------------------------------------------------------------------ cases
 def generate(n_stacks: int, n_objects: int, seed: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
@@ -236,8 +382,10 @@ def generate(n_stacks: int, n_objects: int, seed: int) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ running
-def run_case_inprocess(text: str, workdir: Path) -> dict[str, Any]:
-    """Plan one stack file as `python -m multinode plan fuzz --file F --out D` does; capture everything."""
+def run_case_inprocess(text: str, workdir: Path, before: str | None = None) -> dict[str, Any]:
+    """Plan one stack file as `python -m multinode plan fuzz --file F --out D` does; capture everything. `before`:
+    a stack planned first into the same build folder (renames: the second plan compares with the first's
+    resources.json); its output counts too."""
     import signal
 
     from multinode import plan as mplan
@@ -252,8 +400,14 @@ def run_case_inprocess(text: str, workdir: Path) -> dict[str, Any]:
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(CASE_SECONDS)
     t0 = time.monotonic()
+    import shutil
+    shutil.rmtree(workdir / "build", ignore_errors=True)     # each case alone (renames compare with `before` only)
     try:
         with redirect_stdout(out), redirect_stderr(err):
+            if before is not None:
+                f.write_bytes(before.encode("utf-8", "surrogatepass"))
+                mplan.main(["fuzz", "--file", str(f), "--out", str(workdir / "build")])
+                f.write_bytes(text.encode("utf-8", "surrogatepass"))
             code = mplan.main(["fuzz", "--file", str(f), "--out", str(workdir / "build")])
     except TimeoutError as e:
         code, err = -1, io.StringIO(str(e))
@@ -297,7 +451,7 @@ def worker() -> None:
     with tempfile.TemporaryDirectory(prefix="fuzz16-") as tmp:
         for line in sys.stdin:
             case = json.loads(line)
-            res = run_case_inprocess(case["text"], Path(tmp))
+            res = run_case_inprocess(case["text"], Path(tmp), case.get("before"))
             res["id"] = case["id"]
             real_stdout.write(json.dumps(res) + "\n")
             real_stdout.flush()
@@ -359,13 +513,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stacks", type=int, default=300)
     ap.add_argument("--objects", type=int, default=150)
     ap.add_argument("--seed", type=int, default=16)
+    ap.add_argument("--round2", type=int, default=0, help="issue 32: this many cases of each of its four families")
     ap.add_argument("--out", type=Path, help="write every result as JSON here")
     ap.add_argument("--keep", type=Path, help="write each failing case's stack file into this folder")
     args = ap.parse_args(argv)
     if args.worker:
         worker()
         return 0
-    cases = generate(args.stacks, args.objects, args.seed)
+    cases = generate(args.stacks, args.objects, args.seed) + generate_round2(args.round2, args.seed)
     by_id = {c["id"]: c for c in cases}
     t0 = time.time()
     results = run_cases(cases, log=lambda r: print(f"{r['id']:<11} exit {r['exit']:>2} {r['seconds']}s "

@@ -198,7 +198,7 @@ class CheckpointStorage(pulumi.ComponentResource):
 
         # Storage security group: the file protocol from the nodes (they carry the cluster SG).
         self.security_group = aws.ec2.SecurityGroup(f"{name}-sg", vpc_id=cluster.vpc_id,
-                                                    description=f"{s.kind} {s.name}: clients in the cluster",
+                                                    description=f"{s.kind} {s.stable_name}: clients in the cluster",
                                                     tags=tags, opts=keep)
         self.security_group_rules: list[pulumi.CustomResource] = []
         ports = LUSTRE_PORTS if s.kind == "fsx-lustre" else ((NFS_PORT, NFS_PORT),)
@@ -254,10 +254,10 @@ class CheckpointStorage(pulumi.ComponentResource):
             self.access_point = aws.efs.AccessPoint(
                 f"{name}-ap", file_system_id=self.file_system.id,
                 posix_user={"uid": 1000, "gid": 1000},
-                root_directory={"path": f"/{s.name}", "creation_info": {
+                root_directory={"path": f"/{s.stable_name}", "creation_info": {
                     "owner_uid": 1000, "owner_gid": 1000, "permissions": "0775"}},
                 tags=tags, opts=keep)
-            sc_name = f"{s.name}-efs"[:63]
+            sc_name = f"{s.stable_name}-efs"[:63]
             sc = sm.storage_class(sc_name, csi["driver"], {
                 "provisioningMode": "efs-ap", "fileSystemId": self.file_system.id, "directoryPerms": "0775",
                 "basePath": "/dynamic", "uid": "1000", "gid": "1000"}, s.allow_delete)

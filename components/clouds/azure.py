@@ -146,7 +146,7 @@ class CheckpointStorage(pulumi.ComponentResource):
             # NFS shares are reachable only from trusted networks: deny everything but the cluster
             # subnet(s) (a service endpoint for Microsoft.Storage must be enabled on them).
             self.account = azure_native.storage.StorageAccount(
-                storage_account_name(f"{s.name}nfs"), resource_group_name=rg, location=location,
+                storage_account_name(f"{s.stable_name}nfs"), resource_group_name=rg, location=location,
                 kind="FileStorage", sku={"name": "Premium_LRS"},
                 enable_https_traffic_only=False,            # NFS 4.1 does not run over TLS; required off
                 minimum_tls_version="TLS1_2", allow_blob_public_access=False,
@@ -155,7 +155,7 @@ class CheckpointStorage(pulumi.ComponentResource):
                                                              "action": "Allow"} for sub in subnets]},
                 tags=tags, opts=keep)
             self.share = azure_native.storage.FileShare(
-                f"{name}-share", resource_group_name=rg, account_name=self.account.name, share_name=s.name,
+                f"{name}-share", resource_group_name=rg, account_name=self.account.name, share_name=s.stable_name,
                 enabled_protocols="NFS", root_squash="NoRootSquash", share_quota=size,
                 opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[self.account])))
             self.file_system = self.share
@@ -163,7 +163,7 @@ class CheckpointStorage(pulumi.ComponentResource):
                 lambda a: f"{rg}#{a[0]}#{a[1]}")
             volume = dict(driver=AZURE_FILES_DRIVER, volume_handle=handle, mount_options=NFS_MOUNT_OPTIONS,
                           attributes={"resourceGroup": rg, "storageAccount": self.account.name,
-                                      "shareName": s.name, "protocol": "nfs"})
+                                      "shareName": s.stable_name, "protocol": "nfs"})
         else:
             throughput = s.throughput or limits.AMLFS_DEFAULT_THROUGHPUT
             zones = [p.zone for p in cfg.node_pools if p.zone][:1]
@@ -175,7 +175,7 @@ class CheckpointStorage(pulumi.ComponentResource):
                 amlfs_args["zones"] = zones
             self.file_system = azure_native.storagecache.AmlFilesystem(f"{name}-amlfs", opts=keep, **amlfs_args)
             mgs = self.file_system.client_info.apply(lambda c: _field(c, "mgs_address", "mgsAddress"))
-            handle = mgs.apply(lambda ip: f"{s.name}#{AMLFS_FS_NAME}#{ip}")
+            handle = mgs.apply(lambda ip: f"{s.stable_name}#{AMLFS_FS_NAME}#{ip}")
             volume = dict(driver=AZURE_LUSTRE_DRIVER, volume_handle=handle, mount_options=LUSTRE_MOUNT_OPTIONS,
                           attributes={"mgs-ip-address": mgs, "fs-name": AMLFS_FS_NAME})
         register_claim(self, name, s, cluster.provider, **volume, depends_on=[self.file_system],

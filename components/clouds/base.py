@@ -96,7 +96,7 @@ def claim_size_gib(storage: Storage) -> int:
 
 def static_pv_name(storage: Storage) -> str:
     """The static PV's name: <namespace>-<claim>, cut to 63 characters (a valid DNS label on every cloud)."""
-    return f"{storage.namespace}-{storage.name}"[:63].rstrip("-.")
+    return f"{storage.namespace}-{storage.stable_name}"[:63].rstrip("-.")
 
 
 def register_namespace(component: pulumi.ComponentResource, name: str, storage: Storage,
@@ -130,12 +130,12 @@ def register_claim(component: pulumi.ComponentResource, name: str, storage: Stor
             kchild, pulumi.ResourceOptions(depends_on=list(depends_on))), storage)))
     else:
         claim_deps += list(depends_on)
-    claim = k8s_object(f"{name}-pvc", sm.pvc(storage.name, storage.namespace, size, storage_class,
+    claim = k8s_object(f"{name}-pvc", sm.pvc(storage.stable_name, storage.namespace, size, storage_class,
                                              volume_name=volume_name),
                        kept(pulumi.ResourceOptions.merge(kchild, pulumi.ResourceOptions(depends_on=claim_deps)),
                             storage))
     component.namespace = pulumi.Output.from_input(storage.namespace)
-    component.claim_name = claim.id.apply(lambda _: storage.name)
+    component.claim_name = claim.id.apply(lambda _: storage.stable_name)
     component.storage_class_name = pulumi.Output.from_input(
         storage_class_output if storage_class_output is not None else storage_class)
     component.register_outputs({"claimName": component.claim_name,

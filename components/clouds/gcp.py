@@ -204,12 +204,12 @@ class CheckpointStorage(pulumi.ComponentResource):
         # Only the instance is created here: it joins the cluster's existing VPC (no subnet, firewall or
         # peering of ours that a retained instance would still need).
         keep = kept(pulumi.ResourceOptions(parent=self), s)
-        base = re.sub(r"[^a-z0-9-]", "-", f"{cfg.cluster.name}-{s.name}".lower())[:60].strip("-")
+        base = re.sub(r"[^a-z0-9-]", "-", f"{cfg.cluster.name}-{s.stable_name}".lower())[:60].strip("-")
         size = claim_size_gib(s)
         if s.kind == "filestore":
             tier = gke.filestore_tier(s.tier)
             location = zone if tier == "ZONAL" else gke.region_of(zone)
-            share = re.sub(r"[^a-z0-9_]", "_", s.name.lower())[:16]
+            share = re.sub(r"[^a-z0-9_]", "_", s.stable_name.lower())[:16]
             self.file_system = gcp.filestore.Instance(
                 f"{name}-filestore", name=base, project=project, location=location, tier=tier,
                 file_shares={"name": share, "capacity_gb": size},
@@ -221,7 +221,7 @@ class CheckpointStorage(pulumi.ComponentResource):
             attributes = {"ip": ip, "volume": share}
         else:  # gcp-lustre
             throughput = s.throughput or gke.DEFAULT_LUSTRE_THROUGHPUT
-            fs_name = (re.sub(r"[^a-z0-9]", "", s.name.lower()) or "ckpt")[:8]
+            fs_name = (re.sub(r"[^a-z0-9]", "", s.stable_name.lower()) or "ckpt")[:8]
             self.file_system = gcp.lustre.Instance(
                 f"{name}-lustre", instance_id=base, project=project, location=zone, filesystem=fs_name,
                 capacity_gib=str(size), per_unit_storage_throughput=str(throughput), gke_support_enabled=True,

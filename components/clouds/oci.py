@@ -141,7 +141,7 @@ class CheckpointStorage(pulumi.ComponentResource):
         self.mount_target = oci.filestorage.MountTarget(
             f"{name}-mount-target", availability_domain=first.zone, compartment_id=compartment,
             subnet_id=first.subnet_id, display_name=display, opts=keep)
-        path = f"/{s.name}"
+        path = f"/{s.stable_name}"
         self.export = oci.filestorage.Export(
             f"{name}-export", export_set_id=self.mount_target.export_set_id, file_system_id=self.file_system.id,
             path=path, opts=keep)

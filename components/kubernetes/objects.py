@@ -33,3 +33,10 @@ def k8s_object(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> 
         return cls(name, opts=opts, **{to_snake(k): v for k, v in body.items()})
     from pulumi_kubernetes.apiextensions import CustomResource
     return CustomResource(name, api_version=api_version, kind=kind, opts=opts, **body)
+
+
+def makes_pods(obj: dict[str, Any]) -> bool:
+    """Whether the object creates pods (a Pod, or a pod template anywhere in it: Deployments, Jobs, LWS, Volcano
+    Jobs, Grove cliques, Dynamo graphs, any custom workload with a template), as the admission check finds them."""
+    from multinode import podspecs
+    return next(iter(podspecs.pod_specs(obj)), None) is not None

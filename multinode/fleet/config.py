@@ -87,8 +87,8 @@ class FleetQueue(_Model):
     all-queue ClusterPropagationPolicy); weight = fair share between tenants, priority = queue order."""
     name: str
     weight: int = Field(default=1, ge=1, le=65535)
-    priority: int | None = Field(default=None, ge=0)
-    gpus: int | None = Field(default=None, ge=0)
+    priority: int | None = Field(default=None, ge=0, le=mconfig.INT32_MAX)      # Volcano Queue spec.priority: int32
+    gpus: int | None = Field(default=None, ge=0, le=mconfig.MAX_QUEUE_GPUS)
 
 
 class PriorityClassSpec(_Model):

@@ -8,6 +8,13 @@ its Kubernetes definition (tests/test_cel.py):
   (k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch, and the `jsonPatch.expression` description in
   the MutatingPolicy CRD). cel-cpp builds struct literals from protobuf messages, so JSONPatch is declared as one
   here, with `value` a google.protobuf.Value (any JSON value).
+- the Kubernetes quantity library (k8s.io/apiserver@v0.33.13 pkg/cel/library/quantity.go): `quantity(string)`,
+  `isQuantity(string)`, and on a quantity `isInteger()`, `asInteger()`, `asApproximateFloat()`, `sign()`,
+  `compareTo(q)`, `isGreaterThan(q)`, `isLessThan(q)`. The argument is read in its canonical form
+  (multinode/quantity.py `canonical`): the API server writes every quantity back canonically before any admission
+  webhook sees the object, so "8.0" in a manifest is "8" to Kyverno; `asInteger` is Quantity.AsInt64 of that
+  (an error when it reports none, as upstream's "cannot convert value to integer"). The type is declared as the
+  message kubernetes.Quantity here (cel-cpp builds values of declared messages only).
 - `<list>.indexOf(x)` and `<list<int>>.sum()`: the Kubernetes list library (k8s.io/apiserver/pkg/cel/library/
   lists.go; https://kubernetes.io/docs/reference/using-api/cel/#kubernetes-list-library): indexOf is the first
   index of an element equal to x, -1 when absent; sum of an empty list is 0.
@@ -52,7 +59,86 @@ def _pool() -> descriptor_pool.DescriptorPool:
     msg.field.add(name="value", number=4, label=optional, type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
                   type_name=".google.protobuf.Value")
     pool.Add(fd)
+    qfd = descriptor_pb2.FileDescriptorProto(name="multinode_quantity.proto", syntax="proto3", package="kubernetes")
+    qmsg = qfd.message_type.add(name="Quantity")
+    qmsg.field.add(name="value", number=1, label=optional, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING)
+    pool.Add(qfd)
     return pool
+
+
+QUANTITY_TYPE = "kubernetes.Quantity"
+
+
+@functools.cache
+def _quantity_class() -> Any:
+    from google.protobuf import message_factory
+    return message_factory.GetMessageClass(_pool_for_values().FindMessageTypeByName(QUANTITY_TYPE))
+
+
+@functools.cache
+def _pool_for_values() -> descriptor_pool.DescriptorPool:
+    return _pool()
+
+
+def _q_value(q: Any) -> Any:
+    from .. import quantity
+    return quantity.parse(q.value)
+
+
+def quantity_of(text: str) -> Any:
+    """Kubernetes `quantity(<string>) <Quantity>` (its canonical form, see the module doc); an error when
+    ParseQuantity refuses it."""
+    from .. import quantity
+    try:
+        return _quantity_class()(value=quantity.canonical(text))
+    except quantity.QuantityError as e:
+        raise ValueError(f"quantities must match the regular expression: {e.reason}") from None
+
+
+def is_quantity(text: str) -> bool:
+    from .. import quantity
+    return quantity.parse_or_none(text) is not None
+
+
+def quantity_as_integer(q: Any) -> int:
+    from .. import quantity
+    n = quantity.as_int64(q.value)
+    if n is None:
+        raise ValueError("cannot convert value to integer")
+    return n
+
+
+def quantity_is_integer(q: Any) -> bool:
+    from .. import quantity
+    return quantity.as_int64(q.value) is not None
+
+
+def quantity_compare(a: Any, b: Any) -> int:
+    x, y = _q_value(a), _q_value(b)
+    return 1 if x > y else -1 if x < y else 0
+
+
+def _k8s_quantity() -> Any:
+    q = cel.Type(QUANTITY_TYPE)
+    s, b, i = cel.Type.STRING, cel.Type.BOOL, cel.Type.INT
+    return cel.CelExtension("kubernetes.quantity", [
+        cel.FunctionDecl("quantity", [cel.Overload("string_to_quantity", q, [s], impl=quantity_of)]),
+        cel.FunctionDecl("isQuantity", [cel.Overload("is_quantity_string", b, [s], impl=is_quantity)]),
+        cel.FunctionDecl("sign", [cel.Overload("quantity_sign", i, [q], is_member=True,
+                                               impl=lambda a: int(_q_value(a).compare(0)))]),
+        cel.FunctionDecl("isGreaterThan", [cel.Overload("quantity_is_greater_than", b, [q, q], is_member=True,
+                                                        impl=lambda a, c: quantity_compare(a, c) > 0)]),
+        cel.FunctionDecl("isLessThan", [cel.Overload("quantity_is_less_than", b, [q, q], is_member=True,
+                                                     impl=lambda a, c: quantity_compare(a, c) < 0)]),
+        cel.FunctionDecl("compareTo", [cel.Overload("quantity_compare_to", i, [q, q], is_member=True,
+                                                    impl=quantity_compare)]),
+        cel.FunctionDecl("asApproximateFloat", [cel.Overload("quantity_get_float", cel.Type.DOUBLE, [q],
+                                                             is_member=True, impl=lambda a: float(_q_value(a)))]),
+        cel.FunctionDecl("asInteger", [cel.Overload("quantity_get_int", i, [q], is_member=True,
+                                                    impl=quantity_as_integer)]),
+        cel.FunctionDecl("isInteger", [cel.Overload("quantity_is_integer", b, [q], is_member=True,
+                                                    impl=quantity_is_integer)]),
+    ])
 
 
 def list_index_of(items: list[Any], x: Any) -> int:
@@ -80,9 +166,9 @@ def _k8s_lists() -> Any:
 
 @functools.cache
 def _env() -> Any:
-    return cel.NewEnv(_pool(), variables={v: cel.Type.DYN for v in VARIABLES},
+    return cel.NewEnv(_pool_for_values(), variables={v: cel.Type.DYN for v in VARIABLES},
                       extensions=[ext_optional.ExtOptional(), ext_strings.ExtStrings(), ext_bindings.ExtBindings(),
-                                  _k8s_lists()])
+                                  _k8s_lists(), _k8s_quantity()])
 
 
 @functools.lru_cache(maxsize=4096)

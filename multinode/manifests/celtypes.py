@@ -181,7 +181,7 @@ def _typed_env() -> Any:
     variables.update(object=pod, oldObject=pod)
     return celpy.NewEnv(pool, variables=variables,
                         extensions=[ext_optional.ExtOptional(), ext_strings.ExtStrings(), ext_bindings.ExtBindings(),
-                                    cel._k8s_lists()])
+                                    cel._k8s_lists(), cel._k8s_quantity()])
 
 
 # ------------------------------------------------------------------ the checked AST (cel.expr, minimal subset)

@@ -71,13 +71,24 @@ def _q(s: str) -> str:
 
 
 def gpus(c: str) -> str:
-    """CEL: the container's nvidia.com/gpu limit as an int (0 when it has none). The webhook sees quantities as
-    strings ("8", the API server's canonical form), so the default is the string '0'. Where `object` is typed from
-    the Pod schema (Kubernetes' MutatingAdmissionPolicy), the checker takes int()'s overload from orValue's
-    argument: `orValue(0)` pinned int(int), which fails at run time on "8" (no such overload: int(string)).
-    Kyverno v1.19.0 declares `object` dyn and dispatches at run time, so it ran either form
-    (conformance/kyverno/FINDINGS.md); '0' is right under both (celtypes.py, issue 27)."""
-    return f"int({c}.?resources.?limits[?{_q(GPU_RESOURCE)}].orValue('0'))"
+    """CEL: the container's nvidia.com/gpu limit as an int (0 when it has none), read with Kubernetes' CEL quantity
+    library (k8s.io/apiserver pkg/cel/library/quantity.go; in Kyverno's CEL environment, kyverno/kyverno@v1.19.0
+    pkg/cel/compiler/env.go `library.Quantity()`): `quantity(...).asInteger()` reads every canonical form the API
+    server hands a webhook ("8", "1k", "2Ki"), where int() read only plain digits (issue 32). The webhook sees
+    quantities as strings, so the default is the string '0'; `string()` keeps a number given to the Kyverno CLI
+    (which reads manifests as written, `8`) readable too, and is the identity on the typed Pod's string (issue 27:
+    `orValue(0)` would pin int's overload where `object` is typed, celtypes.py). A GPU limit that is not whole makes
+    asInteger fail, and the policy fails closed."""
+    return f"quantity(string({c}.?resources.?limits[?{_q(GPU_RESOURCE)}].orValue('0'))).asInteger()"
+
+
+def any_gpu_container() -> str:
+    """CEL: some container of the pod requests nvidia.com/gpu, in any of its lists: containers, initContainers
+    (native sidecars among them) and ephemeralContainers (issue 32: a GPU request only in a sidecar skipped the
+    checks). Three `exists`: the lists hold different types (Container, EphemeralContainer)."""
+    return " || ".join(f"object.spec{'.' if f == 'containers' else '.?'}{f}"
+                       f"{'' if f == 'containers' else '.orValue([])'}.exists(c, {gpus('c')} > 0)"
+                       for f in ("containers", "initContainers", "ephemeralContainers"))
 
 
 def devices(profile: FabricProfile, c: str) -> str:
@@ -324,9 +335,15 @@ def validations(fabric: list[FabricProfile], multi_pool: bool) -> list[dict[str,
                                      if multi_pool and p.node_selector else "")
         what = " and ".join(x for x in [f"{p.device_resource} devices" if p.device_resource else "",
                                          f"NCCL_NET={p.nccl_net}" if p.nccl_net else ""] if x)
-        out.append({"expression": f"!({scope}) || object.spec.containers.all(c, {gpus('c')} == 0 || ({has}))",
+        # the main containers and the native sidecars (initContainers with restartPolicy Always: they run beside
+        # them for the pod's life); plain init containers finish before the collective starts
+        sidecars = (f"object.spec.?initContainers.orValue([]).all(c, c.?restartPolicy.orValue('') != 'Always' || "
+                    f"{gpus('c')} == 0 || ({has}))")
+        out.append({"expression": f"!({scope}) || (object.spec.containers.all(c, {gpus('c')} == 0 || ({has})) && "
+                                  f"{sidecars})",
                     "message": (f"[{FABRIC_RULE}] multi-node pod on node pool {p.pool!r} ({p.machine}, fabric "
-                                f"{p.kind}): every container that requests {GPU_RESOURCE} must carry {what}; the "
+                                f"{p.kind}): every container (and native sidecar) that requests {GPU_RESOURCE} must "
+                                f"carry {what}; the "
                                 f"fabric injection did not apply or a container sets NCCL_NET to another value, so "
                                 f"the pod is refused instead of running NCCL over another transport")})
     if selectors_known:
@@ -357,8 +374,7 @@ def validating_policy(fabric: list[FabricProfile], webhook_timeout_seconds: int 
         "spec": {
             **_common_spec(webhook_timeout_seconds),
             "matchConstraints": _pod_create(),
-            "matchConditions": [{"name": "has-gpu-container",
-                                 "expression": f"object.spec.containers.exists(c, {gpus('c')} > 0)"}],
+            "matchConditions": [{"name": "has-gpu-container", "expression": any_gpu_container()}],
             "validationActions": ["Deny"],
             "validations": checks,
         },

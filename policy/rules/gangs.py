@@ -11,6 +11,12 @@ Jobs that need a gang scheduler.
   kai.scheduler/batch-min-member (KAI docs/batch/README.md; KAI-Scheduler PR #1308).
 - A multi-node Indexed Job (parallelism > 1 GPU pods) is refused unless it is gang-scheduled: Volcano with
   a group-name annotation, or KAI with a pod group annotation or batch-min-member.
+- A gang object (a custom resource the placement readers count: LWS, PodCliqueSet, DGD, Volcano Job, MPIJob,
+  PyTorchJob, the Trainer runtimes) is checked against its stored CustomResourceDefinition (schemas/, with its
+  CEL rules; multinode.schema_check) and reported when it fails: the readers never raise, so a wrong-typed
+  field reads as absent and the other rules would find nothing to say (issue 32: 30 of 150 such objects got no
+  finding under CrossGuard). `plan` refuses such hand-written objects earlier; this is the same check where
+  only the pack runs (`pulumi preview --policy-pack`).
 """
 from __future__ import annotations
 
@@ -111,7 +117,50 @@ def check_indexed_job_gang(resources: list[Resource], ctx: Context) -> Iterator[
                   f"kai-scheduler with the Job annotation {KAI_MIN_MEMBER}: \"{pods}\"")
 
 
+GANG_SCHEMA = "gang-object-schema"
+_CORE = ("", "apps", "batch")
+
+
+def check_gang_schema(res: Resource, ctx: Context) -> Iterator[str]:
+    if not res.is_k8s:
+        return
+    group, kind = res.kind
+    if group in _CORE or (group, kind) not in placement.READERS:
+        return
+    from multinode import credentials, schema_check
+    api_version = res.props.get("apiVersion")
+    if not schema_check._default_index().has(api_version, kind):
+        return
+    if any(v == objects.UNKNOWN for v in _leaves(res.props)):
+        return                  # values known only after `pulumi up` (preview): nothing to judge yet
+    errors = schema_check.validate_object(res.props)
+    if errors:
+        shown = "; ".join(credentials.redacted_schema_error(res.props, e)[:200] for e in errors[:3])
+        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+        yield (f"{res.label}: not a valid {kind} ({api_version}) against its CustomResourceDefinition: {shown}{more}; "
+               f"the API server refuses it, and the rules that read its gangs take the wrong-typed field for absent. "
+               f"Fix the field named")
+
+
+def _leaves(node: object, depth: int = 0) -> Iterator[object]:
+    if depth > 64:
+        return
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from _leaves(v, depth + 1)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _leaves(v, depth + 1)
+    else:
+        yield node
+
+
 RULES = [
+    Rule(GANG_SCHEMA,
+         "A gang object (LeaderWorkerSet, PodCliqueSet, DynamoGraphDeployment, Volcano Job, MPIJob, PyTorchJob, "
+         "Trainer runtimes) matches its CustomResourceDefinition: a wrong-typed field is reported, never read as "
+         "absent.",
+         MANDATORY, check_gang_schema),
     Rule("pod-group-min-member",
          "A Volcano or KAI PodGroup's minMember equals the pods that join it (scheduling.k8s.io/group-name / "
          "pod-group-name annotations, counted per controller), and kai.scheduler/batch-min-member equals a Job's "

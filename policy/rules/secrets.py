@@ -29,13 +29,19 @@ def check_literal_secrets(res: Resource, ctx: Context) -> Iterator[str]:
                 if not isinstance(e, dict):
                     continue
                 name, value = str(e.get("name", "")), e.get("value")
-                if name in allowed or not looks_secret(name) or not isinstance(value, str):
+                if name in allowed or not looks_secret(name) or value is None or isinstance(value, bool):
                     continue
-                if not value or value == objects.UNKNOWN or value.startswith("[secret]") or _HARMLESS.match(value):
+                if isinstance(value, (int, float)) and _HARMLESS.match(str(value)):
                     continue
-                # never echo the value itself
+                if isinstance(value, str) and (not value or value == objects.UNKNOWN or value.startswith("[secret]")
+                                               or _HARMLESS.match(value)):
+                    continue
+                # never echo the value itself, whatever its type (a number, a map: the API server refuses those,
+                # but the value is still written in the object)
+                size = (f"{len(value)} characters" if isinstance(value, str) else "a map" if isinstance(value, dict)
+                        else "a list" if isinstance(value, list) else "a number")
                 yield (f"{res.label}: container {c.get('name', '?')} sets env {name} to a literal value "
-                       f"({len(value)} characters); anyone who can read the object or the stack state reads the "
+                       f"({size}); anyone who can read the object or the stack state reads the "
                        f"credential. Store it in a Secret and use valueFrom.secretKeyRef (name: <secret>, key: "
                        f"<key>) instead")
 

@@ -99,10 +99,10 @@ def mount_path(cfg: StackConfig) -> str:
 
 
 def claim_name(cfg: StackConfig) -> str | None:
-    """The RWX claim every rank mounts (existing claim, else the claim named after storage.name)."""
+    """The RWX claim every rank mounts (existing claim, else the stack's claim: storage.resourceName or name)."""
     if cfg.storage is None:
         return None
-    return cfg.storage.existing_claim or cfg.storage.name
+    return cfg.storage.existing_claim or cfg.storage.stable_name
 
 
 def checkpoint_dir(cfg: StackConfig, w: Workload) -> str:

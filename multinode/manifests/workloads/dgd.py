@@ -136,7 +136,7 @@ def claim(cfg: StackConfig, claim_name: str | None) -> str | None:
         return claim_name
     if cfg.storage is None:
         return None
-    return cfg.storage.existing_claim or cfg.storage.name
+    return cfg.storage.existing_claim or cfg.storage.stable_name
 
 
 def mount_path(cfg: StackConfig) -> str:
