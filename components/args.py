@@ -7,9 +7,115 @@ Plain values except the secrets (Inputs): the topology contract is checked befor
 registered, so the numbers must be known at preview.
 """
 # No `from __future__ import annotations`: Pulumi's analyzer reads these annotations as objects.
+import enum
 import typing
 
 import pulumi
+
+
+class FabricKind(str, enum.Enum):
+    "The machine's GPU fabric. Used by MachineSpec.fabric, FabricConfig.kind."
+    EFA = "efa"
+    INFINIBAND = "infiniband"
+    TCPX = "tcpx"
+    TCPXO = "tcpxo"
+    GCP_RDMA = "gcp-rdma"
+    ROCE = "roce"
+    NONE = "none"
+
+
+class ReservationType(str, enum.Enum):
+    "reservation, or aws capacityBlock. Used by CapacityReservation.type."
+    RESERVATION = "reservation"
+    CAPACITY_BLOCK = "capacityBlock"
+
+
+class OkeBootstrap(str, enum.Enum):
+    "oci: how a node joins OKE (oke-package or oke-install). Used by NodePool.bootstrap."
+    OKE_PACKAGE = "oke-package"
+    OKE_INSTALL = "oke-install"
+
+
+class LocalNvme(str, enum.Enum):
+    ("aws: `raid0` stripes the instance store at boot and puts kubelet / containerd on it. Used by "
+     "NodePool.localNvme.")
+    RAID0 = "raid0"
+
+
+class RdmaMode(str, enum.Enum):
+    "azure: the RDMA device plugin mode, shared or sriov. Used by FabricConfig.rdmaMode."
+    SHARED = "shared"
+    SRIOV = "sriov"
+
+
+class StorageKind(str, enum.Enum):
+    ("fsx-lustre, efs (aws); azure-files, azure-lustre (azure); filestore, gcp-lustre (gcp); oci-fss (oci); "
+     "existing. Used by Storage.kind.")
+    FSX_LUSTRE = "fsx-lustre"
+    EFS = "efs"
+    AZURE_FILES = "azure-files"
+    AZURE_LUSTRE = "azure-lustre"
+    FILESTORE = "filestore"
+    GCP_LUSTRE = "gcp-lustre"
+    OCI_FSS = "oci-fss"
+    EXISTING = "existing"
+
+
+class PreemptionPolicy(str, enum.Enum):
+    "Whether its pods preempt lower-priority pods. Used by PriorityClassSpec.preemptionPolicy."
+    PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+    NEVER = "Never"
+
+
+class TopologyMode(str, enum.Enum):
+    "hard (never cross the tier) or soft (prefer). Used by NetworkTopology.mode."
+    HARD = "hard"
+    SOFT = "soft"
+
+
+class WorkloadKind(str, enum.Enum):
+    ("What runs it: lws-inference, grove-inference, dynamo, volcano-training, indexed-job, trainjob, mpijob or "
+     "nccl-test. Used by Workload.kind.")
+    LWS_INFERENCE = "lws-inference"
+    GROVE_INFERENCE = "grove-inference"
+    VOLCANO_TRAINING = "volcano-training"
+    INDEXED_JOB = "indexed-job"
+    MPIJOB = "mpijob"
+    TRAINJOB = "trainjob"
+    DYNAMO = "dynamo"
+    NCCL_TEST = "nccl-test"
+
+
+class Engine(str, enum.Enum):
+    "The engine (vllm, sglang, nim, trtllm, torchrun, deepspeed, mpirun, by kind). Used by Workload.engine."
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    NIM = "nim"
+    TRTLLM = "trtllm"
+    TORCHRUN = "torchrun"
+    DEEPSPEED = "deepspeed"
+    MPIRUN = "mpirun"
+
+
+class Precision(str, enum.Enum):
+    "The weights' precision (for the model-fit check). Used by Workload.precision."
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    FP4 = "fp4"
+    INT4 = "int4"
+
+
+class Cloud(str, enum.Enum):
+    ("The cloud of the cluster: aws, azure, gcp, oci, or existing (any cluster by kubeconfig). Used by "
+     "StackConfig.cloud.")
+    AWS = "aws"
+    AZURE = "azure"
+    GCP = "gcp"
+    OCI = "oci"
+    EXISTING = "existing"
 
 
 class ClusterRefArgs(typing.TypedDict, total=False):
@@ -46,7 +152,7 @@ class MachineSpecArgs(typing.TypedDict, total=False):
     "The GPU model, e.g. H100. Default: \"unknown\"."
     gpu_memory_gb: int
     "Memory per GPU in GB (for the model-fit check)."
-    fabric: str
+    fabric: FabricKind
     "The machine's GPU fabric. One of: efa, infiniband, tcpx, tcpxo, gcp-rdma, roce, none. Default: \"none\"."
     fabric_nics: int
     "Fabric NICs per node."
@@ -62,7 +168,7 @@ class CapacityReservationArgs(typing.TypedDict, total=False):
     "A capacity reservation or capacity block the pool's nodes are launched into."
     id: typing.Required[str]
     "The reservation's id (a GCP projects/P/zones/Z/reservations/N id names its zone)."
-    type: str
+    type: ReservationType
     "reservation, or aws capacityBlock. One of: reservation, capacityBlock. Default: \"reservation\"."
     nodes: int
     "How many nodes the reservation holds, when known (checked against nodeCount)."
@@ -94,11 +200,11 @@ class NodePoolArgs(typing.TypedDict, total=False):
     "existing: the labels that select the pool's nodes (required on existing). Default: {}."
     image_id: str
     "oci: the GPU image OCID (required on oci)."
-    bootstrap: str
+    bootstrap: OkeBootstrap
     "oci: how a node joins OKE (oke-package or oke-install). One of: oke-package, oke-install."
     gpu_network_cidr: str
     "gcp: the IPv4 range (/20 or larger) the pool's GPU subnets are cut from."
-    local_nvme: str
+    local_nvme: LocalNvme
     "aws: `raid0` stripes the instance store at boot and puts kubelet / containerd on it. One of: raid0."
 
 
@@ -106,11 +212,11 @@ class FabricConfigArgs(typing.TypedDict, total=False):
     "Fabric overrides; every default comes from the catalog entry of the pool's machine."
     enabled: bool
     "Inject the fabric into multi-node pods. Default: true."
-    kind: str
+    kind: FabricKind
     "existing only: the fabric the nodes have. One of: efa, infiniband, tcpx, tcpxo, gcp-rdma, roce, none."
     devices_per_gpu: float
     "Override the catalog's fabric devices per GPU."
-    rdma_mode: str
+    rdma_mode: RdmaMode
     "azure: the RDMA device plugin mode, shared or sriov. One of: shared, sriov. Default: \"shared\"."
     pin_transport: bool
     "Pin NCCL to the fabric so it fails instead of falling back to sockets. Default: true."
@@ -182,7 +288,7 @@ class AddonsArgs(typing.TypedDict, total=False):
 
 class StorageArgs(typing.TypedDict, total=False):
     "ReadWriteMany checkpoint storage, kept through destroy and replace unless allowDelete."
-    kind: typing.Required[str]
+    kind: typing.Required[StorageKind]
     ("fsx-lustre, efs (aws); azure-files, azure-lustre (azure); filestore, gcp-lustre (gcp); oci-fss (oci); "
      "existing. One of: fsx-lustre, efs, azure-files, azure-lustre, filestore, gcp-lustre, oci-fss, existing.")
     name: str
@@ -225,7 +331,7 @@ class PriorityClassSpecArgs(typing.TypedDict, total=False):
     "The PriorityClass's name."
     value: typing.Required[int]
     "Its priority (at most 1000000000; higher is scheduled first)."
-    preemption_policy: str
+    preemption_policy: PreemptionPolicy
     ("Whether its pods preempt lower-priority pods. One of: PreemptLowerPriority, Never. Default: "
      "\"PreemptLowerPriority\".")
     description: str
@@ -256,7 +362,7 @@ class DisaggregatedArgs(typing.TypedDict, total=False):
 
 class NetworkTopologyArgs(typing.TypedDict, total=False):
     "Volcano network-topology constraint of a training job's gang."
-    mode: str
+    mode: TopologyMode
     "hard (never cross the tier) or soft (prefer). One of: hard, soft. Default: \"hard\"."
     highest_tier_allowed: int
     "The highest HyperNode tier a gang may span. Default: 1."
@@ -284,20 +390,20 @@ class WorkloadArgs(typing.TypedDict, total=False):
     "A multi-node inference or training workload placed on one node pool."
     name: typing.Required[str]
     "The workload's name: a DNS label, unique in the stack."
-    kind: typing.Required[str]
+    kind: typing.Required[WorkloadKind]
     ("What runs it: lws-inference, grove-inference, dynamo, volcano-training, indexed-job, trainjob, mpijob or "
      "nccl-test. One of: lws-inference, grove-inference, volcano-training, indexed-job, mpijob, trainjob, dynamo, "
      "nccl-test.")
     node_pool: typing.Required[str]
     "The node pool it runs on."
-    engine: str
+    engine: Engine
     ("The engine (vllm, sglang, nim, trtllm, torchrun, deepspeed, mpirun, by kind). One of: vllm, sglang, nim, "
      "trtllm, torchrun, deepspeed, mpirun.")
     model: str
     "The model to serve or train (a Hugging Face id or path)."
     model_params_b: float
     "The model's size in billions of parameters, when not a built-in model."
-    precision: str
+    precision: Precision
     ("The weights' precision (for the model-fit check). One of: fp32, bf16, fp16, fp8, int8, fp4, int4. Default: "
      "\"bf16\".")
     image: str
@@ -364,7 +470,7 @@ class WorkloadArgs(typing.TypedDict, total=False):
 class PlatformArgs(typing.TypedDict, total=False):
     ("The whole stack: the cluster, its GPU node pools, storage, add-ons, fabric and workloads (the `multinode:` "
      "keys of a stack file).")
-    cloud: typing.Required[str]
+    cloud: typing.Required[Cloud]
     ("The cloud of the cluster: aws, azure, gcp, oci, or existing (any cluster by kubeconfig). One of: aws, azure, "
      "gcp, oci, existing.")
     cluster: ClusterRefArgs
@@ -405,7 +511,7 @@ class PlatformArgs(typing.TypedDict, total=False):
 
 class GpuNodePoolArgs(typing.TypedDict, total=False):
     "A GPU node pool with its fabric on an existing cluster."
-    cloud: typing.Required[str]
+    cloud: typing.Required[Cloud]
     ("The cloud of the cluster: aws, azure, gcp, oci, or existing (any cluster by kubeconfig). One of: aws, azure, "
      "gcp, oci, existing.")
     cluster: ClusterRefArgs

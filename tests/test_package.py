@@ -45,9 +45,86 @@ def test_schema_lists_the_components_with_typed_documented_inputs_and_outputs():
                 assert prop.get("description"), f"{token} {kind} {name} has no description"
                 assert "type" in prop or "$ref" in prop, f"{token} {kind} {name} has no type"
     for token, typ in SCHEMA["types"].items():
+        assert typ.get("description"), f"{token} has no description"
+        if "enum" in typ:
+            assert typ["type"] == "string" and typ["enum"], token
+            assert all(m["name"][:1].isupper() and "_" not in m["name"] for m in typ["enum"]), typ["enum"]
+            continue
         for name, prop in typ["properties"].items():
             assert prop.get("description"), f"{token}.{name} has no description"
             assert "type" in prop or "$ref" in prop, f"{token}.{name} has no type"
+
+
+def test_schema_has_the_package_metadata_and_marks_every_secret():
+    project = package_schema._project()
+    assert SCHEMA["description"] == project["description"] and SCHEMA["license"] == project["license"]
+    assert SCHEMA["homepage"] == project["urls"]["Homepage"]
+    assert SCHEMA["repository"] == project["urls"]["Repository"]
+    assert "kind/component" in SCHEMA["keywords"]
+    platform = SCHEMA["resources"]["multinode:index:Platform"]
+    assert platform["properties"]["kubeconfig"]["secret"] is True
+    for token in COMPONENTS:
+        res = SCHEMA["resources"][token]
+        for section in ("inputProperties", "properties"):
+            marked = {k for k, p in res[section].items() if p.get("secret")}
+            assert marked == set(config.SECRET_KEYS) & set(res[section]), (token, section, marked)
+
+
+# ---------------------------------------------------------------- closed sets: config Literal == schema enum
+def _literal(annotation: Any) -> tuple[str, ...] | None:
+    """The values of a (possibly optional / list / dict of a) Literal, read from the pydantic annotation."""
+    import typing
+    if typing.get_origin(annotation) is typing.Literal:
+        return tuple(str(v) for v in typing.get_args(annotation))
+    for arg in typing.get_args(annotation):
+        values = _literal(arg)
+        if values is not None:
+            return values
+    return None
+
+
+def _enum_at(schema: dict[str, Any], prop: dict[str, Any]) -> tuple[str, ...] | None:
+    """The enum values a schema property refers to (directly, as array items or as map values), else None."""
+    for p in (prop, prop.get("items") or {}, prop.get("additionalProperties") or {}):
+        typ = schema["types"].get(p.get("$ref", "").removeprefix("#/types/"), {})
+        if "enum" in typ:
+            return tuple(m["value"] for m in typ["enum"])
+    return None
+
+
+def enum_mismatches(schema: dict[str, Any]) -> tuple[list[str], int]:
+    """(every config field whose closed set (a Literal) is not exactly the enum its schema property refers
+    to, the number of closed sets compared)."""
+    problems, compared = [], 0
+    platform = schema["resources"]["multinode:index:Platform"]["inputProperties"]
+    for model in gen_args.models_in_order(config.StackConfig):
+        props = platform if model is config.StackConfig else \
+            schema["types"][f"multinode:index:{gen_args.class_name(model)}"]["properties"]
+        for name, field in model.model_fields.items():
+            values = _literal(field.annotation)
+            if values is None:
+                continue
+            compared += 1
+            key = field.alias or name
+            enum = _enum_at(schema, props[key])
+            if enum != values:
+                problems.append(f"{model.__name__}.{key}: config {values}, schema {enum}")
+    return problems, compared
+
+
+def test_every_closed_set_of_the_config_is_its_enum_in_the_schema():
+    problems, compared = enum_mismatches(SCHEMA)
+    assert problems == [] and compared >= 13, (problems, compared)
+    pool_cloud = SCHEMA["resources"]["multinode:index:GpuNodePool"]["inputProperties"]["cloud"]
+    assert _enum_at(SCHEMA, pool_cloud) == _literal(config.StackConfig.model_fields["cloud"].annotation)
+
+
+def test_enum_comparison_fails_on_a_planted_defect():
+    broken = json.loads(json.dumps(SCHEMA))
+    broken["types"]["multinode:index:WorkloadKind"]["enum"].pop()           # a value missing
+    broken["types"]["multinode:index:NodePoolArgs"]["properties"]["bootstrap"] = {"type": "string"}  # not an enum
+    problems, _ = enum_mismatches(broken)
+    assert [p.split(":")[0] for p in problems] == ["NodePool.bootstrap", "Workload.kind"], problems
 
 
 def test_schema_inputs_mirror_the_stack_config():
@@ -232,6 +309,9 @@ def _schema_problems(value: Any, spec: dict[str, Any], path: str) -> list[str]:
     """Where `value` does not fit a schema property / type spec (keys, types, required inputs)."""
     if "$ref" in spec:
         typ = SCHEMA["types"][spec["$ref"].removeprefix("#/types/")]
+        if "enum" in typ:
+            allowed = [m["value"] for m in typ["enum"]]
+            return [] if value in allowed else [f"{path}: {value!r} is not one of {allowed}"]
         return _schema_problems(value, {"type": "object", "properties": typ["properties"],
                                         "required": typ.get("required", [])}, path)
     kind = spec.get("type")
@@ -309,3 +389,5 @@ def test_schema_check_of_the_examples_can_fail():
     assert _component_problems("multinode:index:Platform", {"cloud": "aws", "nodePools": [{"name": "x",
                                 "nodeCount": "4"}]}) == ["multinode:index:Platform.nodePools[0].nodeCount: "
                                                           "'4' is not integer"]
+    assert _component_problems("multinode:index:Platform", {"cloud": "gke", "nodePools": []}) == [
+        "multinode:index:Platform.cloud: 'gke' is not one of ['aws', 'azure', 'gcp', 'oci', 'existing']"]

@@ -11,6 +11,7 @@ real source: this generator writes it, and tests/test_package.py keeps it in ste
 from __future__ import annotations
 
 import json
+import re
 import sys
 import types
 import typing
@@ -36,10 +37,29 @@ Plain values except the secrets (Inputs): the topology contract is checked befor
 registered, so the numbers must be known at preview.
 """
 # No `from __future__ import annotations`: Pulumi's analyzer reads these annotations as objects.
+import enum
 import typing
 
 import pulumi
 '''
+
+# The schema name of each closed set (a Literal in the config models), by the first model field that uses it; a
+# Literal not named here is named <Model><Field> (e.g. NodePoolLocalNvme). Fields with the same name share one enum.
+ENUM_NAMES = {
+    "StackConfig.cloud": "Cloud",
+    "MachineSpec.fabric": "FabricKind",
+    "FabricConfig.kind": "FabricKind",
+    "CapacityReservation.type": "ReservationType",
+    "NodePool.bootstrap": "OkeBootstrap",
+    "NodePool.localNvme": "LocalNvme",
+    "FabricConfig.rdmaMode": "RdmaMode",
+    "Storage.kind": "StorageKind",
+    "PriorityClassSpec.preemptionPolicy": "PreemptionPolicy",
+    "NetworkTopology.mode": "TopologyMode",
+    "Workload.kind": "WorkloadKind",
+    "Workload.engine": "Engine",
+    "Workload.precision": "Precision",
+}
 
 
 def class_name(model: type[BaseModel]) -> str:
@@ -75,11 +95,56 @@ def _strip_none(t: Any) -> Any:
     return t
 
 
-def annotation(t: Any) -> tuple[str, list[str]]:
-    """(the TypedDict annotation of a pydantic annotation, the allowed values when it is a Literal)."""
+def _pascal(text: str) -> str:
+    return "".join(w[:1].upper() + w[1:] for w in re.split(r"[^A-Za-z0-9]+", text) if w)
+
+
+def enum_name(model: type[BaseModel], key: str) -> str:
+    return ENUM_NAMES.get(f"{model.__name__}.{key}") or model.__name__ + _pascal(key)
+
+
+def member_name(value: str) -> str:
+    """A value's Python enum member name, UPPER_SNAKE (lws-inference -> LWS_INFERENCE, capacityBlock ->
+    CAPACITY_BLOCK); the schema names it in PascalCase (multinode/package_schema.py), and Pulumi's Python code
+    generator turns that back into this name."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", value)
+    return re.sub(r"[^A-Za-z0-9]+", "_", snake).strip("_").upper()
+
+
+def closed_sets(root: type[BaseModel]) -> dict[str, tuple[tuple[str, ...], list[str]]]:
+    """Every closed set of the config models: enum name -> (its values in the model's order, the Model.key
+    fields that use it). Two fields may share a name only with the same values."""
+    out: dict[str, tuple[tuple[str, ...], list[str]]] = {}
+    for model in models_in_order(root):
+        for name, field in model.model_fields.items():
+            values = literal_values(field.annotation)
+            if values is None:
+                continue
+            key = field.alias or name
+            enum = enum_name(model, key)
+            if enum in out and out[enum][0] != values:
+                raise TypeError(f"{model.__name__}.{key}: enum {enum} already has other values {out[enum][0]}: "
+                                "name it in tools/gen_args.py ENUM_NAMES")
+            out.setdefault(enum, (values, []))[1].append(f"{model.__name__}.{key}")
+    return out
+
+
+def literal_values(t: Any) -> tuple[str, ...] | None:
+    """The allowed values of a (possibly optional, list or dict of a) Literal annotation, else None."""
     t = _strip_none(t)
     if get_origin(t) is Literal:
-        return "str", [str(v) for v in get_args(t)]
+        return tuple(str(v) for v in get_args(t))
+    if get_origin(t) in (list, dict):
+        return literal_values(get_args(t)[-1])
+    return None
+
+
+def annotation(t: Any, enum: str = "str") -> tuple[str, list[str]]:
+    """(the TypedDict annotation of a pydantic annotation, the allowed values when it is a Literal, typed as
+    the enum `enum`)."""
+    t = _strip_none(t)
+    if get_origin(t) is Literal:
+        return enum, [str(v) for v in get_args(t)]
     if isinstance(t, type) and issubclass(t, BaseModel):
         return class_name(t), []
     if t in (str, int, float, bool):
@@ -88,11 +153,11 @@ def annotation(t: Any) -> tuple[str, list[str]]:
         return "typing.Any", []
     origin = get_origin(t)
     if origin is list:
-        inner, allowed = annotation(get_args(t)[0])
+        inner, allowed = annotation(get_args(t)[0], enum)
         return f"list[{inner}]", allowed
     if origin is dict:
         key, value = get_args(t)
-        inner, allowed = annotation(value)
+        inner, allowed = annotation(value, enum)
         assert key is str, t
         return f"dict[str, {inner}]", allowed
     raise TypeError(f"no args type for {t!r}: teach tools/gen_args.py")
@@ -164,7 +229,7 @@ POOL_KEYS = ("cloud", "cluster", "kubeconfig", "fabric")
 
 def _field_lines(model: type[BaseModel], name: str, field: Any) -> list[str]:
     key = field.alias or name
-    ann, allowed = annotation(field.annotation)
+    ann, allowed = annotation(field.annotation, enum_name(model, key))
     secret = model is config.StackConfig and key in config.SECRET_KEYS
     if secret:
         ann = f"pulumi.Input[{ann}]"
@@ -173,8 +238,18 @@ def _field_lines(model: type[BaseModel], name: str, field: Any) -> list[str]:
     return [f"    {name}: {ann}", *_doc_lines(field_doc(model, key, field, allowed, secret))]
 
 
+def _enum_lines(name: str, values: tuple[str, ...], fields: list[str]) -> list[str]:
+    model, key = fields[0].split(".")
+    doc = meaning(getattr(config, model), key)
+    lines = [f"\n\nclass {name}(str, enum.Enum):",
+             *_doc_lines(f"{doc} Used by {', '.join(fields)}.")]
+    return lines + [f"    {member_name(v)} = {json.dumps(v)}" for v in values]
+
+
 def render() -> str:
     parts = [HEADER]
+    for name, (values, fields) in closed_sets(config.StackConfig).items():
+        parts.append("\n".join(_enum_lines(name, values, fields)) + "\n")
     for model in models_in_order(config.StackConfig):
         # Flat, even for a model that extends another: the analyzer reads a key's docstring from the source
         # of the class that declares it, so an inherited key would lose its description.
