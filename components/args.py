@@ -13,7 +13,7 @@ import typing
 import pulumi
 
 
-class FabricKind(str, enum.Enum):
+class FabricKind(enum.StrEnum):
     "The machine's GPU fabric. Used by MachineSpec.fabric, FabricConfig.kind."
     EFA = "efa"
     INFINIBAND = "infiniband"
@@ -24,31 +24,31 @@ class FabricKind(str, enum.Enum):
     NONE = "none"
 
 
-class ReservationType(str, enum.Enum):
+class ReservationType(enum.StrEnum):
     "reservation, or aws capacityBlock. Used by CapacityReservation.type."
     RESERVATION = "reservation"
     CAPACITY_BLOCK = "capacityBlock"
 
 
-class OkeBootstrap(str, enum.Enum):
+class OkeBootstrap(enum.StrEnum):
     "oci: how a node joins OKE (oke-package or oke-install). Used by NodePool.bootstrap."
     OKE_PACKAGE = "oke-package"
     OKE_INSTALL = "oke-install"
 
 
-class LocalNvme(str, enum.Enum):
+class LocalNvme(enum.StrEnum):
     ("aws: `raid0` stripes the instance store at boot and puts kubelet / containerd on it. Used by "
      "NodePool.localNvme.")
     RAID0 = "raid0"
 
 
-class RdmaMode(str, enum.Enum):
+class RdmaMode(enum.StrEnum):
     "azure: the RDMA device plugin mode, shared or sriov. Used by FabricConfig.rdmaMode."
     SHARED = "shared"
     SRIOV = "sriov"
 
 
-class StorageKind(str, enum.Enum):
+class StorageKind(enum.StrEnum):
     ("fsx-lustre, efs (aws); azure-files, azure-lustre (azure); filestore, gcp-lustre (gcp); oci-fss (oci); "
      "existing. Used by Storage.kind.")
     FSX_LUSTRE = "fsx-lustre"
@@ -61,19 +61,19 @@ class StorageKind(str, enum.Enum):
     EXISTING = "existing"
 
 
-class PreemptionPolicy(str, enum.Enum):
+class PreemptionPolicy(enum.StrEnum):
     "Whether its pods preempt lower-priority pods. Used by PriorityClassSpec.preemptionPolicy."
     PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
     NEVER = "Never"
 
 
-class TopologyMode(str, enum.Enum):
+class TopologyMode(enum.StrEnum):
     "hard (never cross the tier) or soft (prefer). Used by NetworkTopology.mode."
     HARD = "hard"
     SOFT = "soft"
 
 
-class WorkloadKind(str, enum.Enum):
+class WorkloadKind(enum.StrEnum):
     ("What runs it: lws-inference, grove-inference, dynamo, volcano-training, indexed-job, trainjob, mpijob or "
      "nccl-test. Used by Workload.kind.")
     LWS_INFERENCE = "lws-inference"
@@ -86,7 +86,7 @@ class WorkloadKind(str, enum.Enum):
     NCCL_TEST = "nccl-test"
 
 
-class Engine(str, enum.Enum):
+class Engine(enum.StrEnum):
     "The engine (vllm, sglang, nim, trtllm, torchrun, deepspeed, mpirun, by kind). Used by Workload.engine."
     VLLM = "vllm"
     SGLANG = "sglang"
@@ -97,7 +97,7 @@ class Engine(str, enum.Enum):
     MPIRUN = "mpirun"
 
 
-class Precision(str, enum.Enum):
+class Precision(enum.StrEnum):
     "The weights' precision (for the model-fit check). Used by Workload.precision."
     FP32 = "fp32"
     BF16 = "bf16"
@@ -108,7 +108,7 @@ class Precision(str, enum.Enum):
     INT4 = "int4"
 
 
-class Cloud(str, enum.Enum):
+class Cloud(enum.StrEnum):
     ("The cloud of the cluster: aws, azure, gcp, oci, or existing (any cluster by kubeconfig). Used by "
      "StackConfig.cloud.")
     AWS = "aws"

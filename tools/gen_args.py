@@ -241,7 +241,7 @@ def _field_lines(model: type[BaseModel], name: str, field: Any) -> list[str]:
 def _enum_lines(name: str, values: tuple[str, ...], fields: list[str]) -> list[str]:
     model, key = fields[0].split(".")
     doc = meaning(getattr(config, model), key)
-    lines = [f"\n\nclass {name}(str, enum.Enum):",
+    lines = [f"\n\nclass {name}(enum.StrEnum):",
              *_doc_lines(f"{doc} Used by {', '.join(fields)}.")]
     return lines + [f"    {member_name(v)} = {json.dumps(v)}" for v in values]
 
