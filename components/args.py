@@ -128,16 +128,16 @@ class ClusterRef(typing.TypedDict, total=False):
     "aws, oci: the cluster's region."
     location: str
     "azure: the region; gcp: the region or zone of the cluster."
-    resource_group: str
-    "azure: the resource group of the AKS cluster."
+    resource_group: pulumi.Input[str]
+    "azure: the resource group of the AKS cluster. May be an Output of another resource (on azure)."
     project: str
     "gcp: the project of the GKE cluster."
-    compartment_id: str
-    "oci: the compartment OCID of the OKE cluster."
-    cluster_id: str
-    "oci: the OKE cluster OCID."
-    vpc_id: str
-    "aws: the VPC, when not the cluster's."
+    compartment_id: pulumi.Input[str]
+    "oci: the compartment OCID of the OKE cluster. May be an Output of another resource (on oci)."
+    cluster_id: pulumi.Input[str]
+    "oci: the OKE cluster OCID. May be an Output of another resource (on oci)."
+    vpc_id: pulumi.Input[str]
+    "aws: the VPC, when not the cluster's. May be an Output of another resource (on aws)."
     network: str
     "gcp: the primary VPC network, when not the cluster's."
     gke_version: str

@@ -164,10 +164,13 @@ def lift_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(value, Mapping):
             continue
         value = dict(value)
-        for path in identities.OUTPUT_KEYS:
+        for path, takers in identities.OUTPUT_KEYS.items():
             head, _, leaf = path.partition(".")
-            if head == key and leaf in value:
+            if head != key or leaf not in value:
+                continue
+            if out.get("cloud") in takers or _is_output(value[leaf]):
                 value[leaf] = _as_output(value[leaf], resources, secret)
+            # else a plain value beside another identity: kept plain (this cloud needs it known, and it is)
         out[key] = value
     return out
 

@@ -9,10 +9,16 @@ from pydantic import BaseModel
 
 from multinode.config import StackConfig
 
-# key path (camelCase, as in a stack file) -> the clouds whose components take it as an Input. gcp and oci write the
-# cluster name into the names of the networks and instances they create, so there it must be known: plain.
+# key path (camelCase, as in a stack file) -> the clouds whose components take it as an Input (an invoke argument or a
+# resource input, never a name, a check or a rendered manifest). gcp and oci write the cluster name into the names of
+# the networks and instances they create, so there it must be known: plain. The region / location stays plain on
+# every cloud: the checks read it (zones, reservations, storage limits).
 OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
     "cluster.name": ("aws", "azure", "existing"),
+    "cluster.vpcId": ("aws",),              # the security groups' VPC (components/clouds/aws.py)
+    "cluster.resourceGroup": ("azure",),    # the AKS lookup, the agent pools, storage (components/clouds/azure.py)
+    "cluster.clusterId": ("oci",),          # the OKE lookup and its kubeconfig (components/clouds/oci.py)
+    "cluster.compartmentId": ("oci",),      # the instance configuration, cluster network, file storage
 }
 # Stands in for an identity Output while the config is validated (never reaches a resource: the Output replaces it).
 PLACEHOLDER = "[output]"

@@ -143,7 +143,8 @@ def test_schema_inputs_mirror_the_stack_config():
     assert secret == set(config.SECRET_KEYS)
     # ... and the identities (multinode/identities.py): Inputs inside their plain object
     cluster = SCHEMA["types"]["multinode:index:ClusterRef"]["properties"]
-    assert {k for k, p in cluster.items() if not p.get("plain")} == {"name"}
+    assert {k for k, p in cluster.items() if not p.get("plain")} == {"name", "vpcId", "resourceGroup", "clusterId",
+                                                                      "compartmentId"}
     assert "May be an Output" in cluster["name"]["description"]
 
 
@@ -299,6 +300,44 @@ def test_an_output_cluster_name_flows_to_the_node_group(how):
     assert {r.urn for r in ran.registrations} == {r.urn for r in program.registrations}
     if how == "output":   # the mock EKS answers with the name it was asked for: everything else is the program's
         assert _node_group(program).inputs["clusterName"] == raw["cluster"]["name"] != "prod-eks"
+
+
+# (stack, identity, the child resource that takes it, that input's key, the value the stack file gives)
+IDENTITY_CHILDREN = [
+    ("aws-dev", "vpcId", "aws:ec2/securityGroup:SecurityGroup", "vpcId", None),
+    ("azure-dev", "resourceGroup", "azure-native:containerservice:AgentPool", "resourceGroupName", "rg-gpu-dev"),
+    ("oci-dev", "compartmentId", "oci:Core/instanceConfiguration:InstanceConfiguration", "compartmentId",
+     "ocid1.compartment.oc1..aaaaaaaaexamplecompartment"),
+    ("oci-dev", "clusterId", "pulumi:providers:kubernetes", "kubeconfig", None),
+]
+
+
+@pytest.mark.parametrize("stack,key,child,input_key,value", IDENTITY_CHILDREN)
+@pytest.mark.parametrize("how", ["output", "unknown"])
+def test_the_other_cluster_identities_flow_to_their_child_resource(stack, key, child, input_key, value, how):
+    raw, secrets = example_raw(stack)
+    struct = engine_inputs(raw, secrets)
+    given = value or raw["cluster"].get(key) or "vpc-0123456789abcdef0"
+    struct["cluster"][key] = given if how == "output" else rpc.UNKNOWN
+    ran, _ = construct("multinode:index:Platform", "multinode", struct, raw["cloud"], stack,
+                       {"cluster": [EKS_URN]} if how == "output" else {})
+    takers = [r for r in ran.registrations if r.type == child]
+    assert takers, child
+    for r in takers:
+        if how == "output":
+            assert EKS_URN in r.dependencies, r.urn
+            if value is not None:
+                assert r.inputs[input_key] == value
+        else:
+            assert r.inputs[input_key] in ("[unknown]", config.SECRET_PLACEHOLDER), r.inputs[input_key]
+
+
+def test_a_cloud_identity_on_another_cloud_is_refused_naming_the_key():
+    raw, secrets = example_raw("aws-dev")
+    struct = engine_inputs(raw, secrets)
+    struct["cluster"]["resourceGroup"] = rpc.UNKNOWN       # azure's identity, on aws: a plain key there
+    with pytest.raises(ConfigError, match=r"cluster\.resourceGroup: is an Output .* cloud 'aws' cannot take"):
+        construct("multinode:index:Platform", "multinode", struct, "aws", "aws-dev")
 
 
 @pytest.mark.parametrize("how", ["output", "unknown", "secret"])
