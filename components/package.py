@@ -180,7 +180,7 @@ def _take_identities(args: dict[str, Any], source: str) -> dict[str, Any]:
     accepts; return them by key path. A cloud that cannot take one as an Output gets a ConfigError naming the key,
     before any resource."""
     taken: dict[str, Any] = {}
-    cloud = args.get("cloud")
+    cloud = str(args.get("cloud"))                 # a Cloud enum member once the SDK mapped the inputs
     for path, takers in identities.OUTPUT_KEYS.items():
         head, _, leaf = path.partition(".")
         parent = args.get(head)
@@ -191,7 +191,8 @@ def _take_identities(args: dict[str, Any], source: str) -> dict[str, Any]:
                 continue
             if cloud not in takers:
                 raise ConfigError([Problem(path, f"is an Output (computed by another resource), which cloud {cloud!r} "
-                                                 "cannot take: it names the resources it creates after it; give a "
+                                                 "cannot take: it needs the value at preview (on gcp and oci the "
+                                                 "cluster name is part of the names of what a pool creates); give a "
                                                  f"plain value (it may be an Output on {', '.join(takers)})")],
                                   source=source)
             taken[path] = _as_output(parent[k], set(), False)
