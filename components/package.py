@@ -6,7 +6,9 @@ same cloud module, the same children. `Platform` is the whole stack; `GpuNodePoo
 fabric on an existing cluster. Hosted by provider/__main__.py; `multinode schema` prints the schema.
 """
 # No `from __future__ import annotations`: Pulumi's analyzer reads these annotations as objects.
+import asyncio
 import inspect
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -23,7 +25,7 @@ from components.args import GpuNodePoolArgs, PlatformArgs
 from components.clouds.base import TYPE_PREFIX, ClusterAccessArgs, PoolOutputsMixin
 from components.clouds.base import GpuNodePoolArgs as _CloudPoolArgs
 from components.platform import Platform as _Platform
-from multinode import checks, config
+from multinode import checks, config, identities
 from multinode.errors import ConfigError, Problem
 from multinode.numbers import whole_numbers
 
@@ -84,11 +86,17 @@ def _convert(annotation: Any, value: Any) -> Any:
     return value
 
 
+def _is_output(value: Any) -> bool:
+    """An Output, an unknown (a preview's computed value) or a secret as the engine sends it (wrapped)."""
+    return isinstance(value, (Unknown, pulumi.Output)) or value == rpc.UNKNOWN or rpc.is_rpc_secret(value)
+
+
 def unknown_paths(value: Any, path: str = "") -> list[str]:
-    """Key paths (camelCase, as the caller wrote them) whose value is unknown (a preview's computed value)
-    or an Output: the plain inputs must be known before the topology contract can be checked."""
-    if isinstance(value, (Unknown, pulumi.Output)) or value == rpc.UNKNOWN:
-        return [path]
+    """Key paths (camelCase, as the caller wrote them) whose value is unknown (a preview's computed value), an
+    Output or a secret, except the identities that may be Outputs (multinode/identities.py): the plain inputs must
+    be known before the topology contract can be checked."""
+    if _is_output(value):
+        return [] if _dotted(path) in identities.OUTPUT_KEYS else [path]
     if isinstance(value, Mapping):
         return [p for k, v in value.items() for p in unknown_paths(v, f"{path}.{k}" if path else str(k))]
     if isinstance(value, list):
@@ -96,17 +104,122 @@ def unknown_paths(value: Any, path: str = "") -> list[str]:
     return []
 
 
+def _dotted(path: str) -> str:
+    """A key path in the camelCase of identities.OUTPUT_KEYS (a Python caller writes snake_case keys)."""
+    return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), path)
+
+
 def refuse_unknowns(args: Mapping[str, Any], source: str) -> None:
-    """One ConfigError naming every plain input (all but the secret keys) that is unknown or an Output: the
-    topology contract needs the numbers before anything is registered. Called by the provider before the SDK
-    maps the inputs (it fails on an unknown with a bare conversion error) and by config_from_args for Python
-    callers."""
+    """One ConfigError naming every plain input (all but the secret keys and the identities) that is unknown, an
+    Output or a secret: the topology contract needs the numbers before anything is registered. Called by the
+    provider before the SDK maps the inputs (it fails on an unknown with a bare conversion error) and by
+    config_from_args for Python callers."""
     secret = set(config.SECRET_KEYS) | {_python_name(k) for k in config.SECRET_KEYS}
     paths = unknown_paths({k: v for k, v in dict(args or {}).items() if k not in secret})
     if paths:
-        raise ConfigError([Problem(p, "is unknown at preview (a value computed by another resource); give a "
-                                      "plain value: the topology contract is checked before anything deploys")
+        raise ConfigError([Problem(p, "is unknown at preview or secret (a value computed by another resource, or "
+                                      "an Output); give a plain value: the topology contract is checked before "
+                                      "anything deploys. Only "
+                                      + ", ".join(identities.OUTPUT_KEYS) + " and the secrets may be Outputs")
                            for p in paths], source=source)
+
+
+def _as_output(value: Any, resources: set[Any], secret: bool) -> Any:
+    """An identity as an Output: a plain value unchanged unless it carries dependencies or secrecy; an unknown
+    or an engine-wrapped secret as the Output it stands for."""
+    if isinstance(value, pulumi.Output):
+        return pulumi.Output.secret(value) if secret else value
+    if rpc.is_rpc_secret(value):
+        return _as_output(rpc.unwrap_rpc_secret(value), resources, True)
+    known = not (isinstance(value, Unknown) or value == rpc.UNKNOWN)
+    if known and not resources and not secret:
+        return value
+    from pulumi.output import _OutputData
+    data: asyncio.Future[Any] = asyncio.Future()
+    data.set_result(_OutputData(resources=set(resources), value=value if known else None, is_known=known,
+                                is_secret=secret))
+    return pulumi.Output._from_data(data)
+
+
+def lift_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's inputs with every identity (identities.OUTPUT_KEYS) an Output where it sits in the args.
+
+    The provider server wraps a whole top-level input in one Output when it has dependencies or is secret (e.g.
+    `cluster`, when another resource computed `cluster.name`), and the SDK's mapping of an object-typed input
+    drops an Output (it maps an empty object). Its value is already resolved (the server builds it from the
+    request): unwrap it, and give its dependencies and secrecy to the identities inside it. Other inputs stay as
+    they are (a secret key's Output; an unknown in a plain key, which refuse_unknowns then names)."""
+    out = dict(inputs or {})
+    heads = {p.split(".", 1)[0] for p in identities.OUTPUT_KEYS}
+    for key in heads & set(out):
+        value, resources, secret = out[key], set(), False
+        if isinstance(value, pulumi.Output):
+            data = value._data
+            if not data.done():
+                continue                   # not the server's resolved wrapper: left to refuse_unknowns
+            resolved = data.result()
+            if not isinstance(resolved.value, Mapping):
+                continue
+            value, resources, secret = dict(resolved.value), set(resolved.resources), resolved.is_secret
+        if not isinstance(value, Mapping):
+            continue
+        value = dict(value)
+        for path, takers in identities.OUTPUT_KEYS.items():
+            head, _, leaf = path.partition(".")
+            if head != key or leaf not in value:
+                continue
+            if out.get("cloud") in takers or _is_output(value[leaf]):
+                value[leaf] = _as_output(value[leaf], resources, secret)
+            # else a plain value beside another identity: kept plain (this cloud needs it known, and it is)
+        out[key] = value
+    return out
+
+
+def _take_identities(args: dict[str, Any], source: str) -> dict[str, Any]:
+    """Take every identity Output out of `args` (identities.OUTPUT_KEYS), leaving a placeholder the config check
+    accepts; return them by key path. A cloud that cannot take one as an Output gets a ConfigError naming the key,
+    before any resource."""
+    taken: dict[str, Any] = {}
+    cloud = str(args.get("cloud"))                 # a Cloud enum member once the SDK mapped the inputs
+    for path, takers in identities.OUTPUT_KEYS.items():
+        head, _, leaf = path.partition(".")
+        parent = args.get(head)
+        if not isinstance(parent, Mapping):
+            continue
+        for k in {leaf, identities.field_of(path)[1]}:
+            if k not in parent or not _is_output(parent[k]):
+                continue
+            if cloud not in takers:
+                raise ConfigError([Problem(path, f"is an Output (computed by another resource), which cloud {cloud!r} "
+                                                 "cannot take: it needs the value at preview (on gcp and oci the "
+                                                 "cluster name is part of the names of what a pool creates); give a "
+                                                 f"plain value (it may be an Output on {', '.join(takers)})")],
+                                  source=source)
+            taken[path] = _as_output(parent[k], set(), False)
+            parent = {**parent, k: identities.PLACEHOLDER}
+            args[head] = parent
+    return taken
+
+
+def _put_identities(cfg: config.StackConfig, taken: Mapping[str, Any]) -> config.StackConfig:
+    """The validated config with each identity Output back in place of its placeholder (pydantic models are
+    copied, never mutated; model_copy does not validate, so the Output stays as it is)."""
+    for path, value in taken.items():
+        cfg = _replace(cfg, path.split("."), value)
+    return cfg
+
+
+def _replace(model: Any, keys: list[str], value: Any) -> Any:
+    name = _attr(model, keys[0])
+    new = value if len(keys) == 1 else _replace(getattr(model, name), keys[1:], value)
+    return model.model_copy(update={name: new})
+
+
+def _attr(model: BaseModel, key: str) -> str:
+    for n, f in type(model).model_fields.items():
+        if (f.alias or n) == key or n == key:
+            return n
+    raise KeyError(key)
 
 
 def config_from_args(args: Mapping[str, Any], source: str) -> config.StackConfig:
@@ -114,7 +227,9 @@ def config_from_args(args: Mapping[str, Any], source: str) -> config.StackConfig
 
     Every key of config.SECRET_KEYS is a secret whichever way it arrives (a plain string from a program,
     or a secret Output from the engine): config.load sees "[secret]" and the loaded config holds the
-    value as a secret Output, which the components pass on as they pass the stack file's secrets."""
+    value as a secret Output, which the components pass on as they pass the stack file's secrets. An identity
+    (identities.OUTPUT_KEYS) may be an Output too: the config check sees a placeholder, and the loaded config
+    holds the Output, which the cloud's components pass to the SDK calls that take it as an Input."""
     args = dict(args or {})
     secret_values: dict[str, Any] = {}
     for key in config.SECRET_KEYS:
@@ -122,11 +237,13 @@ def config_from_args(args: Mapping[str, Any], source: str) -> config.StackConfig
         for k in (key, name):
             if k in args and args[k] is not None:
                 secret_values[name] = pulumi.Output.secret(args.pop(k))
+    args = lift_inputs(args)
     refuse_unknowns(args, source)
+    taken = _take_identities(args, source)
     raw = _to_raw(config.StackConfig, whole_numbers(args))
     raw.update({config.StackConfig.model_fields[n].alias or n: config.SECRET_PLACEHOLDER for n in secret_values})
     cfg = checks.load(raw, [config.StackConfig.model_fields[n].alias or n for n in secret_values], source=source)
-    return cfg.model_copy(update=secret_values)
+    return _put_identities(cfg.model_copy(update=secret_values), taken)
 
 
 def _python_name(alias: str) -> str:
@@ -198,11 +315,7 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
     "The pool's fabric: kind, device resource, devices per node and per GPU, NCCL net plugin, networks."
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
-        raw = {k: v for k, v in dict(args or {}).items() if k not in ("node_pool", "nodePool")}
-        raw["node_pools"] = [dict((args or {}).get("node_pool") or (args or {}).get("nodePool") or {})]
-        # a pool alone installs no add-ons: the add-on rules (e.g. Grove needs KAI) are the Platform's
-        raw["addons"] = {n: {"enabled": False} for n in config.Addons.model_fields}
-        cfg = config_from_args(raw, source=f"{PACKAGE}:index:GpuNodePool {name}")
+        cfg = pool_config(args, source=f"{PACKAGE}:index:GpuNodePool {name}")
         pool = cfg.node_pools[0]
         cm = clouds.load(cfg.cloud)
         super().__init__(TYPE_PREFIX + "GpuNodePool", name, None, opts)
@@ -210,7 +323,19 @@ class GpuNodePool(pulumi.ComponentResource, PoolOutputsMixin):
         cm.build_pool(self, name, _CloudPoolArgs(cfg, pool, self.cluster))
 
 
+def pool_config(args: Mapping[str, Any], source: str) -> config.StackConfig:
+    """A standalone GpuNodePool's args as a stack config of one pool."""
+    raw = {k: v for k, v in dict(args or {}).items() if k not in ("node_pool", "nodePool")}
+    raw["node_pools"] = [dict((args or {}).get("node_pool") or (args or {}).get("nodePool") or {})]
+    # a pool alone installs no add-ons: the add-on rules (e.g. Grove needs KAI) are the Platform's
+    raw["addons"] = {n: {"enabled": False} for n in config.Addons.model_fields}
+    return config_from_args(raw, source)
+
+
 COMPONENTS: list[type[pulumi.ComponentResource]] = [Platform, GpuNodePool]
+# The config check each component runs first, by component name (the provider runs it before the SDK maps the
+# inputs, so a wrong enum value gets the config's message: the key, the allowed values, the closest one).
+CONFIG_CHECKS = {"Platform": config_from_args, "GpuNodePool": pool_config}
 # The analyzer takes a class's __doc__ as its schema description, indentation included (Python 3.11
 # keeps it): give it the text as written.
 for _component in COMPONENTS:
@@ -218,11 +343,17 @@ for _component in COMPONENTS:
 
 
 class Provider(ComponentProvider):
-    """Pulumi's component provider with one check first: a plain input (every key but the secrets) that is
-    unknown is refused naming its key path, before the component or any resource is constructed (the SDK
-    would otherwise fail on it with a bare conversion error)."""
+    """Pulumi's component provider with checks first, before the component or any resource is constructed: the
+    identities another resource computed are lifted out of the server's wrapper (lift_inputs), a plain input
+    (every key but the secrets and the identities) that is unknown is refused naming its key path (the SDK would
+    otherwise fail on it with a bare conversion error), and the config check runs on the inputs as sent."""
 
     def construct(self, name: str, resource_type: str, inputs: Any,
                   options: pulumi.ResourceOptions | None = None) -> ConstructResult:
-        refuse_unknowns(inputs, source=f"{PACKAGE}:index:{resource_type.rsplit(':', 1)[-1]} {name}")
+        component = resource_type.rsplit(":", 1)[-1]
+        source = f"{PACKAGE}:index:{component} {name}"
+        inputs = lift_inputs(inputs)
+        refuse_unknowns(inputs, source=source)
+        if component in CONFIG_CHECKS:
+            CONFIG_CHECKS[component](inputs, source)
         return super().construct(name, resource_type, inputs, options)

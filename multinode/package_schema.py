@@ -16,6 +16,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "multinode"
+GO_IMPORT_PATH = "example.com/pulumi-multinode/sdk/go/multinode"
 
 
 def version() -> str:
@@ -24,12 +25,64 @@ def version() -> str:
         return str(tomllib.load(f)["project"]["version"])
 
 
+def _project() -> dict[str, Any]:
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        return dict(tomllib.load(f)["project"])
+
+
 def provider() -> Any:
     """The component provider hosting the package's components (imports pulumi and pulumi_kubernetes,
-    no cloud SDK: a cloud's module is loaded when a component of that cloud is constructed)."""
+    no cloud SDK: a cloud's module is loaded when a component of that cloud is constructed). Its schema is the
+    analyzer's, completed by `complete` (what the analyzer cannot say)."""
     # components/ is outside mypy's `files` (pyproject.toml); importing it by name keeps it so
     package = importlib.import_module("components.package")
-    return package.Provider(list(package.COMPONENTS), NAME, version=version())
+    p = package.Provider(list(package.COMPONENTS), NAME, version=version())
+    p.schema = json.dumps(complete(json.loads(p.schema)))
+    return p
+
+
+def _pascal(member: str) -> str:
+    """An enum member's schema name from its Python name (LWS_INFERENCE -> LwsInference, NONE -> None): the
+    convention of Pulumi's own packages (pulumi-eks), from which every code generator derives its identifier
+    (Python's turns LwsInference back into LWS_INFERENCE)."""
+    return "".join(w[:1].upper() + w[1:].lower() for w in member.split("_") if w)
+
+
+def complete(spec: dict[str, Any]) -> dict[str, Any]:
+    """The analyzer's schema plus what it cannot derive from Python annotations:
+    - the package's description, keywords, homepage, repository and license (pyproject.toml [project]);
+    - each secret key (config.SECRET_KEYS) marked `secret` as an input and as an output, so every generated SDK
+      wraps it as a secret and the engine stores it encrypted;
+    - enum members named in PascalCase, without empty descriptions."""
+    from multinode import config
+    project = _project()
+    urls = {k.lower(): v for k, v in dict(project.get("urls") or {}).items()}
+    spec = dict(spec)
+    spec.update({k: v for k, v in {
+        "description": project.get("description"),
+        "keywords": ["pulumi", "kubernetes", "gpu", "multi-node", "aws", "azure", "gcp", "oci", "kind/component"],
+        "homepage": urls.get("homepage"),
+        "repository": urls.get("repository"),
+        "license": project.get("license"),
+    }.items() if v})
+    # The Go SDK's import path, explicit: Pulumi's default for a package without namespace or repository
+    # (codegen/go ExtractImportBasePath), so it does not follow the placeholder in the repository address. A
+    # generated Go SDK is used through a `replace` line (`pulumi package add`, examples/go/go.mod).
+    language = dict(spec.get("language") or {})
+    language["go"] = {**dict(language.get("go") or {}), "importBasePath": GO_IMPORT_PATH}
+    spec["language"] = language
+    secret = set(config.SECRET_KEYS)
+    for res in spec.get("resources", {}).values():
+        for section in ("inputProperties", "properties"):
+            for key, prop in res.get(section, {}).items():
+                if key in secret:
+                    prop["secret"] = True
+    for typ in spec.get("types", {}).values():
+        for member in typ.get("enum") or []:
+            member["name"] = _pascal(member["name"])
+            if member.get("description") is None:
+                member.pop("description", None)
+    return spec
 
 
 def schema() -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pulumi.provider.server import ProviderServicer
 from pulumi.runtime import rpc
 
 from multinode import config, config_docs, package_schema
+from multinode.errors import ConfigError
 from multinode.recording import ProgramRun, Registration, run_callable
 from tools import gen_args
 
@@ -45,9 +46,86 @@ def test_schema_lists_the_components_with_typed_documented_inputs_and_outputs():
                 assert prop.get("description"), f"{token} {kind} {name} has no description"
                 assert "type" in prop or "$ref" in prop, f"{token} {kind} {name} has no type"
     for token, typ in SCHEMA["types"].items():
+        assert typ.get("description"), f"{token} has no description"
+        if "enum" in typ:
+            assert typ["type"] == "string" and typ["enum"], token
+            assert all(m["name"][:1].isupper() and "_" not in m["name"] for m in typ["enum"]), typ["enum"]
+            continue
         for name, prop in typ["properties"].items():
             assert prop.get("description"), f"{token}.{name} has no description"
             assert "type" in prop or "$ref" in prop, f"{token}.{name} has no type"
+
+
+def test_schema_has_the_package_metadata_and_marks_every_secret():
+    project = package_schema._project()
+    assert SCHEMA["description"] == project["description"] and SCHEMA["license"] == project["license"]
+    assert SCHEMA["homepage"] == project["urls"]["Homepage"]
+    assert SCHEMA["repository"] == project["urls"]["Repository"]
+    assert "kind/component" in SCHEMA["keywords"]
+    platform = SCHEMA["resources"]["multinode:index:Platform"]
+    assert platform["properties"]["kubeconfig"]["secret"] is True
+    for token in COMPONENTS:
+        res = SCHEMA["resources"][token]
+        for section in ("inputProperties", "properties"):
+            marked = {k for k, p in res[section].items() if p.get("secret")}
+            assert marked == set(config.SECRET_KEYS) & set(res[section]), (token, section, marked)
+
+
+# ---------------------------------------------------------------- closed sets: config Literal == schema enum
+def _literal(annotation: Any) -> tuple[str, ...] | None:
+    """The values of a (possibly optional / list / dict of a) Literal, read from the pydantic annotation."""
+    import typing
+    if typing.get_origin(annotation) is typing.Literal:
+        return tuple(str(v) for v in typing.get_args(annotation))
+    for arg in typing.get_args(annotation):
+        values = _literal(arg)
+        if values is not None:
+            return values
+    return None
+
+
+def _enum_at(schema: dict[str, Any], prop: dict[str, Any]) -> tuple[str, ...] | None:
+    """The enum values a schema property refers to (directly, as array items or as map values), else None."""
+    for p in (prop, prop.get("items") or {}, prop.get("additionalProperties") or {}):
+        typ = schema["types"].get(p.get("$ref", "").removeprefix("#/types/"), {})
+        if "enum" in typ:
+            return tuple(m["value"] for m in typ["enum"])
+    return None
+
+
+def enum_mismatches(schema: dict[str, Any]) -> tuple[list[str], int]:
+    """(every config field whose closed set (a Literal) is not exactly the enum its schema property refers
+    to, the number of closed sets compared)."""
+    problems, compared = [], 0
+    platform = schema["resources"]["multinode:index:Platform"]["inputProperties"]
+    for model in gen_args.models_in_order(config.StackConfig):
+        props = platform if model is config.StackConfig else \
+            schema["types"][f"multinode:index:{gen_args.class_name(model)}"]["properties"]
+        for name, field in model.model_fields.items():
+            values = _literal(field.annotation)
+            if values is None:
+                continue
+            compared += 1
+            key = field.alias or name
+            enum = _enum_at(schema, props[key])
+            if enum != values:
+                problems.append(f"{model.__name__}.{key}: config {values}, schema {enum}")
+    return problems, compared
+
+
+def test_every_closed_set_of_the_config_is_its_enum_in_the_schema():
+    problems, compared = enum_mismatches(SCHEMA)
+    assert problems == [] and compared >= 13, (problems, compared)
+    pool_cloud = SCHEMA["resources"]["multinode:index:GpuNodePool"]["inputProperties"]["cloud"]
+    assert _enum_at(SCHEMA, pool_cloud) == _literal(config.StackConfig.model_fields["cloud"].annotation)
+
+
+def test_enum_comparison_fails_on_a_planted_defect():
+    broken = json.loads(json.dumps(SCHEMA))
+    broken["types"]["multinode:index:WorkloadKind"]["enum"].pop()           # a value missing
+    broken["types"]["multinode:index:NodePool"]["properties"]["bootstrap"] = {"type": "string"}  # not an enum
+    problems, _ = enum_mismatches(broken)
+    assert [p.split(":")[0] for p in problems] == ["NodePool.bootstrap", "Workload.kind"], problems
 
 
 def test_schema_inputs_mirror_the_stack_config():
@@ -55,7 +133,7 @@ def test_schema_inputs_mirror_the_stack_config():
     keys = {f.alias or n for n, f in config.StackConfig.model_fields.items()}
     assert set(platform["inputProperties"]) == keys
     assert set(platform["requiredInputs"]) == {"cloud", "nodePools"}
-    pool = SCHEMA["types"]["multinode:index:NodePoolArgs"]
+    pool = SCHEMA["types"]["multinode:index:NodePool"]
     assert set(pool["properties"]) == {f.alias or n for n, f in config.NodePool.model_fields.items()}
     assert pool["properties"]["nodeCount"]["type"] == "integer"
     assert pool["properties"]["diskSizeGb"]["description"].endswith("Default: 500.")
@@ -63,6 +141,11 @@ def test_schema_inputs_mirror_the_stack_config():
     # secrets are Inputs (may be secret Outputs); every other key is plain (checked before any resource)
     secret = {k for k, p in platform["inputProperties"].items() if not p.get("plain")}
     assert secret == set(config.SECRET_KEYS)
+    # ... and the identities (multinode/identities.py): Inputs inside their plain object
+    cluster = SCHEMA["types"]["multinode:index:ClusterRef"]["properties"]
+    assert {k for k, p in cluster.items() if not p.get("plain")} == {"name", "vpcId", "resourceGroup", "clusterId",
+                                                                      "compartmentId"}
+    assert "May be an Output" in cluster["name"]["description"]
 
 
 def test_multinode_schema_command_prints_the_same_schema_and_loads_no_cloud_sdk():
@@ -115,14 +198,17 @@ def engine_inputs(raw: dict[str, Any], secrets: set[str]) -> struct_pb2.Struct:
     return struct
 
 
-def construct(token: str, name: str, struct: struct_pb2.Struct, cloud: str,
-              stack: str) -> tuple[ProgramRun, dict[str, Any] | None]:
-    """Play the engine: deserialize the inputs like the provider server does, then call construct."""
+def construct(token: str, name: str, struct: struct_pb2.Struct, cloud: str, stack: str,
+              deps: dict[str, list[str]] | None = None) -> tuple[ProgramRun, dict[str, Any] | None]:
+    """Play the engine: deserialize the inputs like the provider server does (`deps`: the URNs each top-level
+    input depends on, as the engine sends them for a value another resource computed), then call construct."""
+    from pulumi.runtime.proto import provider_pb2
     from pulumi.runtime.sync_await import _sync_await
     state: list[dict[str, Any]] = []
+    dependencies = {k: provider_pb2.ConstructRequest.PropertyDependencies(urns=v) for k, v in (deps or {}).items()}
 
     def body() -> None:
-        inputs = _sync_await(ProviderServicer._construct_inputs(struct, {}))
+        inputs = _sync_await(ProviderServicer._construct_inputs(struct, dependencies))
         result = package_schema.provider().construct(name, token, inputs, None)
         pulumi.Output.from_input(result.state).apply(state.append)   # the outputs, resolved
 
@@ -178,6 +264,139 @@ def test_a_plain_key_given_an_unknown_is_refused_naming_it():
     struct["nodePools"][0]["nodeCount"] = rpc.UNKNOWN
     with pytest.raises(Exception, match=r"nodePools\[0\]\.nodeCount"):
         construct("multinode:index:Platform", "multinode", struct, "aws", "aws-dev")
+
+
+# ---------------------------------------------------------------- identities as Outputs (issue 33)
+EKS_URN = "urn:pulumi:infra::eks::eks:index:Cluster$aws:eks/cluster:Cluster::prod"
+
+
+def _node_group(ran: ProgramRun) -> Registration:
+    (group,) = [r for r in ran.registrations if r.type == "aws:eks/nodeGroup:NodeGroup"]
+    return group
+
+
+@pytest.mark.parametrize("how", ["output", "unknown", "secret"])
+def test_an_output_cluster_name_flows_to_the_node_group(how):
+    """cluster.name computed by another resource (pulumi-eks's cluster.name): the engine sends `cluster` with
+    that resource as a dependency, the name unknown at preview, or secret. The name reaches the EKS lookup and
+    through it the node group's clusterName (and the dependency its dependencies); nothing else changes."""
+    raw, secrets = example_raw("aws-dev")
+    struct = engine_inputs(raw, secrets)
+    deps = {}
+    if how == "output":
+        struct["cluster"]["name"] = "prod-eks"
+        deps = {"cluster": [EKS_URN]}
+    elif how == "unknown":
+        struct["cluster"]["name"] = rpc.UNKNOWN
+    else:
+        struct["cluster"]["name"] = _secret("prod-eks")
+    ran, _ = construct("multinode:index:Platform", "multinode", struct, "aws", "aws-dev", deps)
+    group = _node_group(ran)
+    expected = {"output": "prod-eks", "unknown": "[unknown]", "secret": config.SECRET_PLACEHOLDER}[how]
+    assert group.inputs["clusterName"] == expected
+    assert (EKS_URN in group.dependencies) is (how == "output")
+    program = _program("aws-dev")
+    assert len(ran.registrations) == len(program.registrations)
+    assert {r.urn for r in ran.registrations} == {r.urn for r in program.registrations}
+    if how == "output":   # the mock EKS answers with the name it was asked for: everything else is the program's
+        assert _node_group(program).inputs["clusterName"] == raw["cluster"]["name"] != "prod-eks"
+
+
+# (stack, identity, the child resource that takes it, that input's key, the value the stack file gives)
+IDENTITY_CHILDREN = [
+    ("aws-dev", "vpcId", "aws:ec2/securityGroup:SecurityGroup", "vpcId", None),
+    ("azure-dev", "resourceGroup", "azure-native:containerservice:AgentPool", "resourceGroupName", "rg-gpu-dev"),
+    ("oci-dev", "compartmentId", "oci:Core/instanceConfiguration:InstanceConfiguration", "compartmentId",
+     "ocid1.compartment.oc1..aaaaaaaaexamplecompartment"),
+    ("oci-dev", "clusterId", "pulumi:providers:kubernetes", "kubeconfig", None),
+]
+
+
+@pytest.mark.parametrize("stack,key,child,input_key,value", IDENTITY_CHILDREN)
+@pytest.mark.parametrize("how", ["output", "unknown"])
+def test_the_other_cluster_identities_flow_to_their_child_resource(stack, key, child, input_key, value, how):
+    raw, secrets = example_raw(stack)
+    struct = engine_inputs(raw, secrets)
+    given = value or raw["cluster"].get(key) or "vpc-0123456789abcdef0"
+    struct["cluster"][key] = given if how == "output" else rpc.UNKNOWN
+    ran, _ = construct("multinode:index:Platform", "multinode", struct, raw["cloud"], stack,
+                       {"cluster": [EKS_URN]} if how == "output" else {})
+    takers = [r for r in ran.registrations if r.type == child]
+    assert takers, child
+    for r in takers:
+        if how == "output":
+            assert EKS_URN in r.dependencies, r.urn
+            if value is not None:
+                assert r.inputs[input_key] == value
+        else:
+            assert r.inputs[input_key] in ("[unknown]", config.SECRET_PLACEHOLDER), r.inputs[input_key]
+
+
+def test_a_cloud_identity_on_another_cloud_is_refused_naming_the_key():
+    raw, secrets = example_raw("aws-dev")
+    struct = engine_inputs(raw, secrets)
+    struct["cluster"]["resourceGroup"] = rpc.UNKNOWN       # azure's identity, on aws: a plain key there
+    with pytest.raises(ConfigError, match=r"cluster\.resourceGroup: is an Output .* cloud 'aws' cannot take"):
+        construct("multinode:index:Platform", "multinode", struct, "aws", "aws-dev")
+
+
+@pytest.mark.parametrize("how", ["output", "unknown", "secret"])
+def test_an_output_kubeconfig_reaches_the_kubernetes_provider_as_a_secret(how):
+    raw, secrets = example_raw("existing-dev")
+    struct = engine_inputs({k: v for k, v in raw.items() if k != "kubeconfig"}, secrets)
+    deps = {}
+    if how == "output":
+        struct["kubeconfig"] = raw["kubeconfig"]
+        deps = {"kubeconfig": [EKS_URN]}
+    elif how == "unknown":
+        struct["kubeconfig"] = rpc.UNKNOWN
+    else:
+        struct["kubeconfig"] = _secret(raw["kubeconfig"])
+    ran, result = construct("multinode:index:Platform", "multinode", struct, "existing", "existing-dev", deps)
+    provider = next(r for r in ran.registrations if r.type == "pulumi:providers:kubernetes")
+    assert provider.inputs["kubeconfig"] == config.SECRET_PLACEHOLDER      # secret whichever way it came
+    assert (EKS_URN in provider.dependencies) is (how == "output")
+    assert "apiVersion: v1" not in json.dumps([r.inputs for r in ran.registrations])
+
+
+def test_an_output_cluster_name_and_kubeconfig_together_on_existing():
+    raw, secrets = example_raw("existing-dev")
+    struct = engine_inputs(raw, secrets)
+    struct.update({"cluster": {"name": "prod"}})
+    ran, result = construct("multinode:index:Platform", "multinode", struct, "existing", "existing-dev",
+                            {"cluster": [EKS_URN], "kubeconfig": [EKS_URN]})
+    access = next(r for r in ran.registrations if r.type == "multinode:index:ClusterAccess")
+    provider = next(r for r in ran.registrations if r.type == "pulumi:providers:kubernetes")
+    assert provider.parent == access.urn and EKS_URN in provider.dependencies
+    assert result is not None and set(result) == {"kubeconfig", "nodePools", "checkpointClaim", "workloads"}
+
+
+def test_a_shape_beside_an_output_identity_is_still_refused_naming_its_key():
+    """`cluster` arrives as one Output (it depends on the EKS cluster): its name may be unknown, its region not."""
+    raw, secrets = example_raw("aws-dev")
+    struct = engine_inputs(raw, secrets)
+    struct["cluster"]["name"] = rpc.UNKNOWN
+    struct["cluster"]["region"] = rpc.UNKNOWN
+    with pytest.raises(ConfigError, match=r"cluster\.region") as e:
+        construct("multinode:index:Platform", "multinode", struct, "aws", "aws-dev", {"cluster": [EKS_URN]})
+    assert "- cluster.region:" in str(e.value) and "- cluster.name:" not in str(e.value)
+
+
+def test_an_output_cluster_name_on_gcp_is_refused_naming_the_key():
+    raw, secrets = example_raw("gcp-dev")
+    struct = engine_inputs(raw, secrets)
+    struct["cluster"]["name"] = rpc.UNKNOWN
+    with pytest.raises(ConfigError, match=r"cluster\.name: is an Output .* cloud 'gcp' cannot take"):
+        construct("multinode:index:Platform", "multinode", struct, "gcp", "gcp-dev")
+
+
+def test_a_wrong_enum_value_gets_the_config_error_naming_the_key_and_the_values():
+    raw, secrets = example_raw("aws-dev")
+    bad = json.loads(json.dumps(raw))
+    bad["workloads"][0]["kind"] = "lws-infrence"
+    with pytest.raises(ConfigError, match=r"workloads\[0\]\.kind: 'lws-infrence' is not allowed; use one of "
+                                          r"'lws-inference'"):
+        construct("multinode:index:Platform", "multinode", engine_inputs(bad, secrets), "aws", "aws-dev")
 
 
 def test_bad_args_get_the_config_error_before_any_resource():
@@ -244,6 +463,9 @@ def _schema_problems(value: Any, spec: dict[str, Any], path: str) -> list[str]:
     """Where `value` does not fit a schema property / type spec (keys, types, required inputs)."""
     if "$ref" in spec:
         typ = SCHEMA["types"][spec["$ref"].removeprefix("#/types/")]
+        if "enum" in typ:
+            allowed = [m["value"] for m in typ["enum"]]
+            return [] if value in allowed else [f"{path}: {value!r} is not one of {allowed}"]
         return _schema_problems(value, {"type": "object", "properties": typ["properties"],
                                         "required": typ.get("required", [])}, path)
     kind = spec.get("type")
@@ -321,3 +543,5 @@ def test_schema_check_of_the_examples_can_fail():
     assert _component_problems("multinode:index:Platform", {"cloud": "aws", "nodePools": [{"name": "x",
                                 "nodeCount": "4"}]}) == ["multinode:index:Platform.nodePools[0].nodeCount: "
                                                           "'4' is not integer"]
+    assert _component_problems("multinode:index:Platform", {"cloud": "gke", "nodePools": []}) == [
+        "multinode:index:Platform.cloud: 'gke' is not one of ['aws', 'azure', 'gcp', 'oci', 'existing']"]

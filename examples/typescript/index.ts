@@ -4,6 +4,9 @@
 //   pulumi package add github.com/<org>/multinode@v0.2.0   # generates sdks/multinode, links @pulumi/multinode
 //   pulumi config set --secret hfToken <token>
 //   pulumi preview
+// `make sdks` type-checks this file with tsc against the nodejs SDK Pulumi's code generator makes from the
+// package schema (conformance/sdkgen/README.md): the args are typed, so a misspelt key or a value outside an
+// enum (cloud, kind, engine...) is a compile error.
 // tests/test_package.py reads the two argument objects below (between the BEGIN/END markers) and checks
 // them against the package schema and against stacks/Pulumi.gcp-dev.yaml.
 import * as pulumi from "@pulumi/pulumi";
@@ -12,7 +15,7 @@ import * as multinode from "@pulumi/multinode";
 const config = new pulumi.Config();
 
 // BEGIN platform args
-const platformArgs = {
+const platformArgs: multinode.PlatformArgs = {
     cloud: "gcp",
     cluster: { name: "dev-gke", project: "my-gpu-project", location: "us-central1" },
     addons: { grove: { enabled: true }, kai: { enabled: true } },
@@ -44,7 +47,7 @@ const platform = new multinode.Platform("multinode", {
 });
 
 // BEGIN pool args
-const poolArgs = {
+const poolArgs: multinode.GpuNodePoolArgs = {
     cloud: "gcp",
     cluster: { name: "dev-gke", project: "my-gpu-project", location: "us-central1" },
     nodePool: { name: "spare", machine: "a3-megagpu-8g", nodeCount: 2, zone: "us-central1-c" },
