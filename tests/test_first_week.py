@@ -42,7 +42,7 @@ def mpijob_with_gpu_launcher() -> dict[str, Any]:
 
 def test_mpijob_launcher_with_gpus_counts_and_a_gang_larger_than_the_pool_fails_plan(tmp_path):
     doc = stack_doc()
-    doc["config"]["multinode:manifests"] = F.with_budgets([mpijob_with_gpu_launcher()])  # 1 launcher + 2 workers, 2 nodes
+    doc["config"]["multinode:manifests"] = F.with_budgets([mpijob_with_gpu_launcher()])  # launcher + 2 workers
     res = plan_doc(doc, tmp_path)
     assert res.placement is not None and not res.placement.fits
     assert "does not fit" in "\n".join(mplan.placement.table(res.placement))
