@@ -91,6 +91,7 @@ conformance-kyverno: go-check venv plan-all plan-guides
 ## Kyverno's admission controller (conformance/kyverno's bin/kyverno) serves its webhooks in the box.
 cluster-check: go-check venv plan-all plan-guides
 	$(MAKE) -C conformance/kyverno build
+	$(MAKE) -C conformance/lws build
 	$(MAKE) -C conformance/cluster check ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 
 clean:
