@@ -14,8 +14,10 @@
 
 With --kyverno-crds DIR (config/crds of the Kyverno module conformance/kyverno builds, from the Go module
 cache), every CRD there joins "extra": Kyverno's controller waits for the informers of all its kinds.
+With --volcano DIR (the volcano.sh/volcano module conformance/volcano builds, from the Go module cache) and a
+stack that installs Volcano: engines/cluster/volcano.json (volcano_inputs.py), and Volcano's CRDs join "extra".
 
-Usage: python conformance/cluster/prepare.py <build/<stack>> <stack file> [--kyverno-crds DIR]
+Usage: python conformance/cluster/prepare.py <build/<stack>> <stack file> [--kyverno-crds DIR] [--volcano DIR]
 """
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ from multinode import allocatable, catalog, checks, placement, stackfile
 from multinode.manifests import crds as mcrds
 from multinode.manifests import volcano_topology
 from multinode.schemafiles import SCHEMA_DIR, crd_document, load_documents
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import volcano_inputs  # noqa: E402  (beside this file)
 
 BUILTIN_GROUPS = {"", "apps", "batch", "rbac.authorization.k8s.io", "scheduling.k8s.io", "networking.k8s.io",
                   "policy", "admissionregistration.k8s.io", "storage.k8s.io", "apiextensions.k8s.io",
@@ -155,6 +160,11 @@ def main(argv: list[str]) -> int:
         i = argv.index("--kyverno-crds")
         kyverno_dir = Path(argv[i + 1])
         argv = argv[:i] + argv[i + 2:]
+    volcano_dir = None
+    if "--volcano" in argv:
+        i = argv.index("--volcano")
+        volcano_dir = Path(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
     out_dir, stack_file = Path(argv[0]), Path(argv[1])
     raw, secrets, _ = stackfile.read_stack_file(stack_file)
     if "fleet" in raw:
@@ -171,6 +181,12 @@ def main(argv: list[str]) -> int:
         ky = kyverno_crds(kyverno_dir)
         names = {c["metadata"]["name"] for c in ky}
         crds["extra"] = [c for c in crds["extra"] if c["metadata"]["name"] not in names] + ky
+    (box / "volcano.json").unlink(missing_ok=True)
+    vc = volcano_inputs.volcano_inputs(out_dir, volcano_dir) if volcano_dir is not None else None
+    if vc is not None:
+        names = {c["metadata"]["name"] for c in vc["crds"]}
+        crds["extra"] = [c for c in crds["extra"] if c["metadata"]["name"] not in names] + vc.pop("crds")
+        (box / "volcano.json").write_text(json.dumps(vc, indent=1))
     (box / "crds.yaml").write_text(json.dumps(crds))
     print(f"{out_dir.name}: {len(nodes)} nodes, {len(crds['replace'])} CRDs, {len(crds['extra'])} add-on CRDs"
           + (f", no CRD for {', '.join(crds['missing'])}" if crds["missing"] else ""))
