@@ -207,7 +207,7 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
         other = sorted({s for p in pods if (s := p["pod"]["spec"].get("schedulerName", BOX_SCHEDULER))
                         not in schedulers})
         if other and not any(p["node"] for p in pods):
-            why = f" ({VOLCANO_NOT_RUN})" if VOLCANO in other else ""
+            why = f": {VOLCANO_NOT_RUN}" if VOLCANO in other else ""
             not_checked.append(f"{owner}: {len(pods)} pods for scheduler {', '.join(other)}, "
                                f"which does not run in the box{why}")
             w["verdict"] = "not checked"

@@ -30,7 +30,7 @@ import (
 var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true, "kubeflow.org/MPIJob": true,
 	"kubeflow.org/PyTorchJob": true, "trainer.kubeflow.org/TrainJob": true}
 
-var kyvernoBin string
+var kyvernoBin, volcanoDir string
 
 type Applied struct {
 	File       string `json:"file"`
@@ -41,14 +41,15 @@ type Applied struct {
 }
 
 type Phase struct {
-	Name    string      `json:"name"`
-	Objects []string    `json:"objects"`
-	Settled bool        `json:"settled"`
-	Seconds float64     `json:"seconds"`
-	Pods    []PodView   `json:"pods"`
-	Events  []EventView `json:"events"`
-	Deleted *bool       `json:"deleted,omitempty"`
-	Applied []Applied   `json:"applied"`
+	Name      string         `json:"name"`
+	Objects   []string       `json:"objects"`
+	Settled   bool           `json:"settled"`
+	Seconds   float64        `json:"seconds"`
+	Pods      []PodView      `json:"pods"`
+	Events    []EventView    `json:"events"`
+	Deleted   *bool          `json:"deleted,omitempty"`
+	PodGroups []PodGroupView `json:"podGroups,omitempty"`
+	Applied   []Applied      `json:"applied"`
 }
 
 type Observed struct {
@@ -69,8 +70,9 @@ func main() {
 	keep := flag.Bool("keep", false, "on a failed verdict keep the box running (kubeconfig printed) until interrupted")
 	compare := flag.String("compare", "", "verdict command run with the box up (its exit code is this command's)")
 	kyverno := flag.String("kyverno", "", "Kyverno's admission controller binary (conformance/kyverno); empty: no Kyverno")
+	volcano := flag.String("volcano", "", "directory with vc-scheduler and vc-controller-manager (conformance/volcano); empty: no Volcano")
 	flag.Parse()
-	kyvernoBin = *kyverno
+	kyvernoBin, volcanoDir = *kyverno, *volcano
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
 		os.Exit(2)
@@ -236,6 +238,16 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		ap.kyverno, ap.kyvernoURL = true, k.URL
 		obs.Versions["kyverno"] = kyvernoBin
 	}
+	if volcanoDir != "" {
+		v, err := StartVolcano(ctx, box, volcanoDir, boxIn, logf)
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			defer v.Stop()
+			obs.Versions["volcano"] = volcanoDir
+		}
+	}
 	var batch []Object
 	for _, o := range objects {
 		if o.U.GetKind() == "CustomResourceDefinition" {
@@ -268,6 +280,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		}
 		ph.Settled, ph.Seconds = ok, took.Seconds()
 		ph.Pods, ph.Events, err = ap.Snapshot(ctx, box)
+		ph.PodGroups = ap.PodGroups(ctx)
 		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
 		return err
 	}
