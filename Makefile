@@ -93,6 +93,7 @@ conformance-kyverno: go-check venv plan-all plan-guides
 cluster-check: go-check venv plan-all plan-guides
 	$(MAKE) -C conformance/kyverno build
 	$(MAKE) -C conformance/volcano build-if-served
+	$(MAKE) -C conformance/lws build
 	$(MAKE) -C conformance/cluster check ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 
 clean:

@@ -18,6 +18,13 @@ pods with schedulerName volcano and Volcano Jobs are checked like the others, an
 finding that carries the PodGroup's phase, its Unschedulable condition and its Warning events: the reason.
 Otherwise they are listed as not checked, with the reason Volcano did not run.
 
+LeaderWorkerSet: when the box ran the LWS controller manager (observed.json versions name "lws"), the pods of a
+LeaderWorkerSet are the real controller's (its StatefulSets, their pods through LWS's and Kyverno's webhooks):
+fewer or more than placement.json counts, or none, is a finding, and so is a PodGroup of the gang scheduler that
+LWS did not create as the stack says (one per group, minMember the group's size, the queue the LeaderWorkerSet's
+annotation names). While no Volcano runs, those pods are "created, not scheduled (no Volcano)": listed under
+notChecked, never a pass.
+
 Usage: python conformance/cluster/compare.py build/<stack> [--kyverno]
 """
 from __future__ import annotations
@@ -62,6 +69,45 @@ def podgroup_reasons(owner: str, pods: list[dict[str, Any]], phase: dict[str, An
         text += "".join(f"; event {e['reason']}: {e['message']}" for e in events[:2])
         out.append(text)
     return out
+
+
+LWS_KIND = "leaderworkerset.x-k8s.io/LeaderWorkerSet"
+LWS_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"      # LWS copies it into each PodGroup's spec.queue
+
+
+def rendered_object(stack_dir: Path, owner: str) -> dict[str, Any] | None:
+    """The object of build/<stack>/k8s that `owner` ("Kind ns/name") names."""
+    kind, ref = owner.split(" ", 1)
+    ns, _, name = ref.rpartition("/")
+    for f in sorted((stack_dir / "k8s").glob(f"*-{kind}-{name}.yaml")):
+        doc: dict[str, Any] = yaml.safe_load(f.read_text())
+        if (doc.get("metadata") or {}).get("namespace", "") == ns:
+            return doc
+    return None
+
+
+def lws_podgroup_findings(owner: str, lws: dict[str, Any] | None, gangs: list[dict[str, Any]],
+                          phase: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The PodGroups LWS made for `owner` against the stack: one per group (placement.json's gangs of the
+    LeaderWorkerSet), minMember the group's size (1 with startupPolicy LeaderReady), spec.queue the queue the
+    LeaderWorkerSet's annotation names (sigs.k8s.io/lws pkg/schedulerprovider/volcano_provider.go)."""
+    groups = [g for g in phase.get("podGroups") or [] if g.get("owner") == owner]
+    spec = (lws or {}).get("spec") or {}
+    queue = ((lws or {}).get("metadata") or {}).get("annotations", {}).get(LWS_QUEUE_ANNOTATION)
+    out = []
+    if len(groups) != len(gangs):
+        out.append(f"{owner}: {len(groups)} PodGroups made by LWS, placement.json counts {len(gangs)} groups")
+    leader_ready = spec.get("startupPolicy") == "LeaderReady"
+    sizes = sorted(1 if leader_ready else g["pods"] for g in gangs)
+    got = sorted(int(g.get("minMember") or 0) for g in groups)
+    if len(groups) == len(gangs) and got != sizes:
+        out.append(f"{owner}: PodGroup minMember {got}, the stack's groups {sizes}")
+    for g in groups:
+        if (g.get("queue") or None) != queue:
+            out.append(f"{owner}: PodGroup {g['namespace']}/{g['name']} queue {g.get('queue')!r}, the "
+                       f"LeaderWorkerSet names {queue!r}")
+    return out, [{"name": g["name"], "minMember": g.get("minMember"), "queue": g.get("queue"),
+                  "phase": g.get("phase")} for g in groups]
 
 
 def _quantity_equal(a: Any, b: Any) -> bool:
@@ -128,6 +174,8 @@ def expected_gangs(placement: dict[str, Any]) -> list[tuple[str, dict[str, Any]]
 
 def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
     obs = json.loads((stack_dir / "engines" / "cluster" / "observed.json").read_text())
+    lws_ran = "lws" in (obs.get("versions") or {})
+    run_by = RUN_BY_KUBE_CONTROLLER_MANAGER | ({LWS_KIND} if lws_ran else set())
     placement = json.loads((stack_dir / "placement.json").read_text())
     crds = json.loads((stack_dir / "engines" / "cluster" / "crds.yaml").read_text())
     findings: list[str] = []
@@ -136,7 +184,7 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
         findings.append(f"box: {obs['error']}")
     volcano_ran = VOLCANO in (obs.get("versions") or {})
     schedulers = {BOX_SCHEDULER, ""} | ({VOLCANO} if volcano_ran else set())
-    run_by = RUN_BY_KUBE_CONTROLLER_MANAGER | (RUN_BY_VOLCANO if volcano_ran else set())
+    run_by |= RUN_BY_VOLCANO if volcano_ran else set()
     nodes_pool = {}
     for n in yaml.safe_load((stack_dir / "engines" / "cluster" / "nodes.yaml").read_text())["items"]:
         nodes_pool[n["metadata"]["name"]] = n["metadata"]["labels"].get("multinode.dev/node-pool", "?")
@@ -206,6 +254,17 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             continue
         other = sorted({s for p in pods if (s := p["pod"]["spec"].get("schedulerName", BOX_SCHEDULER))
                         not in schedulers})
+        if lws_ran and f"{group_of.get(owner, '?')}/{kind}" == LWS_KIND:
+            lws_findings, w["podGroups"] = lws_podgroup_findings(owner, rendered_object(stack_dir, owner), gangs, ph)
+            findings.extend(lws_findings)
+            if len(pods) != want_count:
+                findings.append(f"{owner}: {len(pods)} pods made by LWS, placement.json counts {want_count}")
+            if other and not any(p["node"] for p in pods):
+                not_checked.append(f"{owner}: {len(pods)} pods created by LWS, not scheduled (no "
+                                   f"{', '.join(other)} in the box)"
+                                   + (f": {VOLCANO_NOT_RUN}" if VOLCANO in other else ""))
+                w["verdict"] = "created, not scheduled (no Volcano)" if other == ["volcano"] else "not checked"
+                continue
         if other and not any(p["node"] for p in pods):
             why = f": {VOLCANO_NOT_RUN}" if VOLCANO in other else ""
             not_checked.append(f"{owner}: {len(pods)} pods for scheduler {', '.join(other)}, "
@@ -236,9 +295,11 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             findings.append(f"{owner}: pods per node {got_per_node}, placement.json: {want_per_node}")
         w["verdict"] = "ok" if not pending and len(pods) == want_count and got_pools == want_pools \
             and got_per_node == want_per_node else "differs"
+    # the services' pods stay up while each batch job runs beside them: checked in the services phase
+    services = {(ns, name) for ph, ns, name in seen if ph == "services"}
     for ph in (obs.get("phases") or []):
         for p in ph.get("pods", []):
-            if (ph["name"], p["namespace"], p["name"]) not in seen:
+            if (ph["name"], p["namespace"], p["name"]) not in seen and (p["namespace"], p["name"]) not in services:
                 findings.append(f"pod {p['namespace']}/{p['name']} (owner {p['owner'] or 'none'}, phase {ph['name']}): "
                                 "not a pod of placement.json")
 

@@ -30,7 +30,7 @@ import (
 var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true, "kubeflow.org/MPIJob": true,
 	"kubeflow.org/PyTorchJob": true, "trainer.kubeflow.org/TrainJob": true}
 
-var kyvernoBin, volcanoDir string
+var kyvernoBin, volcanoDir, lwsBin string
 
 type Applied struct {
 	File       string `json:"file"`
@@ -41,15 +41,16 @@ type Applied struct {
 }
 
 type Phase struct {
-	Name      string         `json:"name"`
-	Objects   []string       `json:"objects"`
-	Settled   bool           `json:"settled"`
-	Seconds   float64        `json:"seconds"`
-	Pods      []PodView      `json:"pods"`
-	Events    []EventView    `json:"events"`
-	Deleted   *bool          `json:"deleted,omitempty"`
-	PodGroups []PodGroupView `json:"podGroups,omitempty"`
-	Applied   []Applied      `json:"applied"`
+	Name    string      `json:"name"`
+	Objects []string    `json:"objects"`
+	Settled bool        `json:"settled"`
+	Seconds float64     `json:"seconds"`
+	Pods    []PodView   `json:"pods"`
+	Events  []EventView `json:"events"`
+	Deleted *bool       `json:"deleted,omitempty"`
+	Applied []Applied   `json:"applied"`
+	// Volcano PodGroups as the box holds them (LWS creates one per group; lws.go PodGroups)
+	PodGroups []map[string]any `json:"podGroups,omitempty"`
 }
 
 type Observed struct {
@@ -71,8 +72,9 @@ func main() {
 	compare := flag.String("compare", "", "verdict command run with the box up (its exit code is this command's)")
 	kyverno := flag.String("kyverno", "", "Kyverno's admission controller binary (conformance/kyverno); empty: no Kyverno")
 	volcano := flag.String("volcano", "", "directory with vc-scheduler and vc-controller-manager (conformance/volcano); empty: no Volcano")
+	lws := flag.String("lws", "", "the LeaderWorkerSet controller manager binary (conformance/lws); empty: no LWS")
 	flag.Parse()
-	kyvernoBin, volcanoDir = *kyverno, *volcano
+	kyvernoBin, volcanoDir, lwsBin = *kyverno, *volcano, *lws
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
 		os.Exit(2)
@@ -248,8 +250,22 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			obs.Versions["volcano"] = volcanoDir
 		}
 	}
+	lwsValues, lwsInstalled, err := ReadLWSValues(stackDir)
+	if err != nil {
+		return err
+	}
 	var batch []Object
 	for _, o := range objects {
+		if lwsBin != "" && lwsInstalled && o.U.GetKind() != "CustomResourceDefinition" {
+			// the chart installed before the workloads, once the stack's CRDs (LWS's among them) are established
+			l, err := StartLWS(ctx, box, lwsBin, lwsValues, filepath.Join(boxIn, "lws.log"), logf)
+			if err != nil {
+				return err
+			}
+			defer l.Stop()
+			obs.Versions["lws"] = LWSVersion(lwsBin)
+			lwsInstalled = false
+		}
 		if o.U.GetKind() == "CustomResourceDefinition" {
 			full, ok := crds.Replace[o.U.GetName()]
 			if !ok {
@@ -280,7 +296,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		}
 		ph.Settled, ph.Seconds = ok, took.Seconds()
 		ph.Pods, ph.Events, err = ap.Snapshot(ctx, box)
-		ph.PodGroups = ap.PodGroups(ctx)
+		if err == nil {
+			ph.PodGroups = ap.PodGroups(ctx)
+		}
 		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
 		return err
 	}

@@ -31,10 +31,8 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-var (
-	queueGVR    = schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "queues"}
-	podGroupGVR = schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "podgroups"}
-)
+// The PodGroups of every phase are listed by lws.go's Applier.PodGroups (compare.py reads their conditions).
+var queueGVR = schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "queues"}
 
 // VolcanoInputs is engines/cluster/volcano.json (volcano_inputs.py).
 type VolcanoInputs struct {
@@ -168,46 +166,4 @@ func (v *Volcano) Stop() {
 		}
 		_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
 	}
-}
-
-// PodGroupView is one Volcano PodGroup as the cluster holds it (compare.py reads the reason a gang is held back
-// from its phase and conditions).
-type PodGroupView struct {
-	Namespace  string           `json:"namespace"`
-	Name       string           `json:"name"`
-	Owner      string           `json:"owner"`
-	MinMember  int64            `json:"minMember"`
-	Queue      string           `json:"queue"`
-	Phase      string           `json:"phase"`
-	Conditions []map[string]any `json:"conditions"`
-}
-
-// PodGroups lists the PodGroups (none when their CRD is not served), with their top owner.
-func (a *Applier) PodGroups(ctx context.Context) []PodGroupView {
-	list, err := a.dyn.Resource(podGroupGVR).Namespace("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil
-	}
-	memo := map[string]string{}
-	var out []PodGroupView
-	for _, g := range list.Items {
-		v := PodGroupView{Namespace: g.GetNamespace(), Name: g.GetName(),
-			Owner: a.TopOwner(ctx, g.GetNamespace(), g.GetOwnerReferences(), memo)}
-		spec, _ := g.Object["spec"].(map[string]any)
-		status, _ := g.Object["status"].(map[string]any)
-		if n, ok := spec["minMember"].(int64); ok {
-			v.MinMember = n
-		}
-		v.Queue, _, _ = unstructuredString(g.Object, "spec", "queue")
-		v.Phase, _, _ = unstructuredString(g.Object, "status", "phase")
-		if conds, ok := status["conditions"].([]any); ok {
-			for _, c := range conds {
-				if m, ok := c.(map[string]any); ok {
-					v.Conditions = append(v.Conditions, m)
-				}
-			}
-		}
-		out = append(out, v)
-	}
-	return out
 }
