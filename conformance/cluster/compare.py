@@ -12,6 +12,12 @@ Findings (one line each, exit 1 if any):
 What the box could not check (a controller it does not run, a kind without a CRD) is listed under
 notChecked and printed, never counted as a pass.
 
+Volcano: when the box ran Volcano's scheduler and controller-manager (observed.json versions name "volcano"),
+pods with schedulerName volcano and Volcano Jobs are checked like the others, and a gang Volcano holds back
+(pods Pending, or a Volcano Job whose pods were never created because its PodGroup was not admitted) is a
+finding that carries the PodGroup's phase, its Unschedulable condition and its Warning events: the reason.
+Otherwise they are listed as not checked, with the reason Volcano did not run.
+
 LeaderWorkerSet: when the box ran the LWS controller manager (observed.json versions name "lws"), the pods of a
 LeaderWorkerSet are the real controller's (its StatefulSets, their pods through LWS's and Kyverno's webhooks):
 fewer or more than placement.json counts, or none, is a finding, and so is a PodGroup of the gang scheduler that
@@ -37,6 +43,34 @@ RUN_BY_KUBE_CONTROLLER_MANAGER = {"batch/Job", "apps/Deployment", "apps/DaemonSe
 
 
 BOX_SCHEDULER = "default-scheduler"
+VOLCANO = "volcano"
+RUN_BY_VOLCANO = {"batch.volcano.sh/Job"}
+VOLCANO_NOT_RUN = ("Volcano did not run in this box (conformance/volcano is not built: its README says why; "
+                   "the box runs it when conformance/bin/vc-scheduler exists)")
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"     # the PodGroup of a pod (Volcano, LWS, our Jobs)
+
+
+def podgroup_reasons(owner: str, pods: list[dict[str, Any]], phase: dict[str, Any]) -> list[str]:
+    """What Volcano says about the gang of `owner`: each PodGroup it owns or its pods name (phase, minMember,
+    the Unschedulable condition's message) and the Warning events on those PodGroups."""
+    named = {(p["namespace"], ((p["pod"].get("metadata") or {}).get("annotations") or {}).get(GROUP_NAME_ANNOTATION))
+             for p in pods}
+    out = []
+    for g in phase.get("podGroups") or []:
+        if g.get("owner") != owner and (g["namespace"], g["name"]) not in named:
+            continue
+        conds = [c for c in g.get("conditions") or [] if c.get("status") == "True"
+                 and c.get("type") in ("Unschedulable", "Scheduled")]
+        text = f"PodGroup {g['namespace']}/{g['name']} {g.get('phase') or 'no phase'} (minMember {g.get('minMember')})"
+        text += "".join(f"; {c['type']} {c.get('reason', '')}: {c.get('message', '')}" for c in conds
+                        if c["type"] == "Unschedulable")
+        events = [e for e in phase.get("events") or [] if e["object"] == f"PodGroup {g['namespace']}/{g['name']}"
+                  and e["type"] == "Warning"]
+        text += "".join(f"; event {e['reason']}: {e['message']}" for e in events[:2])
+        out.append(text)
+    return out
+
+
 LWS_KIND = "leaderworkerset.x-k8s.io/LeaderWorkerSet"
 LWS_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"      # LWS copies it into each PodGroup's spec.queue
 
@@ -168,6 +202,9 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
     not_checked: list[str] = [f"kind {k}: no CRD stored under schemas/ (not applied)" for k in crds.get("missing", [])]
     if obs.get("error"):
         findings.append(f"box: {obs['error']}")
+    volcano_ran = VOLCANO in (obs.get("versions") or {})
+    schedulers = {BOX_SCHEDULER, ""} | ({VOLCANO} if volcano_ran else set())
+    run_by |= RUN_BY_VOLCANO if volcano_ran else set()
     nodes_pool = {}
     for n in yaml.safe_load((stack_dir / "engines" / "cluster" / "nodes.yaml").read_text())["items"]:
         nodes_pool[n["metadata"]["name"]] = n["metadata"]["labels"].get("multinode.dev/node-pool", "?")
@@ -221,16 +258,22 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
         if not pods:
             gk = f"{group_of.get(owner, '?')}/{kind}"
             if gk not in run_by:
-                not_checked.append(f"{owner}: no pods in the box: the {gk} controller does not run in the box")
+                why = f"; {VOLCANO_NOT_RUN}" if gk in RUN_BY_VOLCANO else ""
+                not_checked.append(f"{owner}: no pods in the box: the {gk} controller does not run in the box{why}")
                 w["verdict"] = "not checked"
                 continue
             events = [e for e in ph.get("events", [])
-                      if e["type"] == "Warning" and owner.split(" ", 1)[1] in e["object"]]
-            findings.append(f"{owner}: no pods created (placement: {want_count})"
-                            + "".join(f"; {e['object']} {e['reason']}: {e['message']}" for e in events[:3]))
+                      if e["type"] == "Warning" and owner.split(" ", 1)[1] in e["object"]
+                      and not e["object"].startswith("PodGroup ")]
+            groups = podgroup_reasons(owner, [], ph) if volcano_ran else []
+            held = " (held back whole by Volcano)" if groups else ""
+            findings.append(f"{owner}: no pods created{held} (placement: {want_count})"
+                            + "".join(f"; {e['object']} {e['reason']}: {e['message']}" for e in events[:3])
+                            + "".join(f"; {g}" for g in groups))
+            w["volcano"] = groups
             continue
         other = sorted({s for p in pods if (s := p["pod"]["spec"].get("schedulerName", BOX_SCHEDULER))
-                        not in (BOX_SCHEDULER, "")})
+                        not in schedulers})
         if lws_ran and f"{group_of.get(owner, '?')}/{kind}" == LWS_KIND:
             lws_findings, w["podGroups"] = lws_podgroup_findings(owner, rendered_object(stack_dir, owner), gangs, ph)
             findings.extend(lws_findings)
@@ -239,12 +282,14 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
                                 + exclusive_wait(rendered_object(stack_dir, owner), pods, w["podGroups"]))
             if other and not any(p["node"] for p in pods):
                 not_checked.append(f"{owner}: {len(pods)} pods created by LWS, not scheduled (no "
-                                   f"{', '.join(other)} in the box)")
+                                   f"{', '.join(other)} in the box)"
+                                   + (f": {VOLCANO_NOT_RUN}" if VOLCANO in other else ""))
                 w["verdict"] = "created, not scheduled (no Volcano)" if other == ["volcano"] else "not checked"
                 continue
         if other and not any(p["node"] for p in pods):
+            why = f": {VOLCANO_NOT_RUN}" if VOLCANO in other else ""
             not_checked.append(f"{owner}: {len(pods)} pods for scheduler {', '.join(other)}, "
-                               "which does not run in the box")
+                               f"which does not run in the box{why}")
             w["verdict"] = "not checked"
             continue
         bound = [p for p in pods if p["node"]]
@@ -254,6 +299,11 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             findings.append(f"{owner}: pod {p['namespace']}/{p['name']} Pending: {msg}")
         if bound and pending:
             findings.append(f"{owner}: gang half-bound ({len(bound)} of {len(pods)} pods bound)")
+        if pending and volcano_ran and any(p["pod"]["spec"].get("schedulerName") == VOLCANO for p in pods):
+            groups = podgroup_reasons(owner, pods, ph)
+            w["volcano"] = groups
+            findings.append(f"{owner}: {len(pending)} of {len(pods)} pods Pending under Volcano"
+                            + ("".join(f"; {g}" for g in groups) if groups else "; no PodGroup names these pods"))
         if len(pods) != want_count:
             findings.append(f"{owner}: {len(pods)} pods in the box, placement.json counts {want_count}")
         got_pools = sorted({nodes_pool.get(p["node"], "?") for p in bound})

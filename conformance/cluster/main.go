@@ -30,7 +30,7 @@ import (
 var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true, "kubeflow.org/MPIJob": true,
 	"kubeflow.org/PyTorchJob": true, "trainer.kubeflow.org/TrainJob": true}
 
-var kyvernoBin, lwsBin string
+var kyvernoBin, volcanoDir, lwsBin string
 
 type Applied struct {
 	File       string `json:"file"`
@@ -71,9 +71,10 @@ func main() {
 	keep := flag.Bool("keep", false, "on a failed verdict keep the box running (kubeconfig printed) until interrupted")
 	compare := flag.String("compare", "", "verdict command run with the box up (its exit code is this command's)")
 	kyverno := flag.String("kyverno", "", "Kyverno's admission controller binary (conformance/kyverno); empty: no Kyverno")
+	volcano := flag.String("volcano", "", "directory with vc-scheduler and vc-controller-manager (conformance/volcano); empty: no Volcano")
 	lws := flag.String("lws", "", "the LeaderWorkerSet controller manager binary (conformance/lws); empty: no LWS")
 	flag.Parse()
-	kyvernoBin, lwsBin = *kyverno, *lws
+	kyvernoBin, volcanoDir, lwsBin = *kyverno, *volcano, *lws
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
 		os.Exit(2)
@@ -238,6 +239,16 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		defer k.Stop()
 		ap.kyverno, ap.kyvernoURL = true, k.URL
 		obs.Versions["kyverno"] = kyvernoBin
+	}
+	if volcanoDir != "" {
+		v, err := StartVolcano(ctx, box, volcanoDir, boxIn, logf)
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			defer v.Stop()
+			obs.Versions["volcano"] = volcanoDir
+		}
 	}
 	lwsValues, lwsInstalled, err := ReadLWSValues(stackDir)
 	if err != nil {

@@ -19,8 +19,11 @@ With --lws-crds DIR (config/crd/bases of the LWS module conformance/lws builds) 
 a DisaggregatedSet controller whatever the stack holds), and Volcano's PodGroup CRD (schemas/) when the chart
 values give LWS Volcano as its gang scheduler: LWS then creates a PodGroup per group (the Volcano chart would
 have installed that CRD).
+With --volcano DIR (the volcano.sh/volcano module conformance/volcano builds, from the Go module cache) and a
+stack that installs Volcano: engines/cluster/volcano.json (volcano_inputs.py), and Volcano's CRDs join "extra".
 
-Usage: python conformance/cluster/prepare.py <build/<stack>> <stack file> [--kyverno-crds DIR]
+Usage: python conformance/cluster/prepare.py <build/<stack>> <stack file> [--kyverno-crds DIR] [--lws-crds DIR]
+       [--volcano DIR]
 """
 from __future__ import annotations
 
@@ -36,6 +39,9 @@ from multinode import allocatable, catalog, checks, placement, stackfile
 from multinode.manifests import crds as mcrds
 from multinode.manifests import volcano_topology
 from multinode.schemafiles import SCHEMA_DIR, crd_document, load_documents
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import volcano_inputs  # noqa: E402  (beside this file)
 
 BUILTIN_GROUPS = {"", "apps", "batch", "rbac.authorization.k8s.io", "scheduling.k8s.io", "networking.k8s.io",
                   "policy", "admissionregistration.k8s.io", "storage.k8s.io", "apiextensions.k8s.io",
@@ -182,6 +188,7 @@ def _take_dir(argv: list[str], flag: str) -> tuple[Path | None, list[str]]:
 def main(argv: list[str]) -> int:
     kyverno_dir, argv = _take_dir(argv, "--kyverno-crds")
     lws_dir, argv = _take_dir(argv, "--lws-crds")
+    volcano_dir, argv = _take_dir(argv, "--volcano")
     out_dir, stack_file = Path(argv[0]), Path(argv[1])
     raw, secrets, _ = stackfile.read_stack_file(stack_file)
     if "fleet" in raw:
@@ -201,6 +208,12 @@ def main(argv: list[str]) -> int:
     if lws_dir is not None:
         have = set(crds["replace"]) | {c["metadata"]["name"] for c in crds["extra"]}
         crds["extra"] += lws_crds(lws_dir, out_dir, have)
+    (box / "volcano.json").unlink(missing_ok=True)
+    vc = volcano_inputs.volcano_inputs(out_dir, volcano_dir) if volcano_dir is not None else None
+    if vc is not None:
+        names = {c["metadata"]["name"] for c in vc["crds"]}
+        crds["extra"] = [c for c in crds["extra"] if c["metadata"]["name"] not in names] + vc.pop("crds")
+        (box / "volcano.json").write_text(json.dumps(vc, indent=1))
     (box / "crds.yaml").write_text(json.dumps(crds))
     print(f"{out_dir.name}: {len(nodes)} nodes, {len(crds['replace'])} CRDs, {len(crds['extra'])} add-on CRDs"
           + (f", no CRD for {', '.join(crds['missing'])}" if crds["missing"] else ""))
