@@ -86,6 +86,26 @@ def rendered_object(stack_dir: Path, owner: str) -> dict[str, Any] | None:
     return None
 
 
+EXCLUSIVE_KEY = "leaderworkerset.sigs.k8s.io/exclusive-topology"   # not the subgroup one: the workers do not wait
+
+
+def exclusive_wait(lws: dict[str, Any] | None, pods: list[dict[str, Any]], groups: list[dict[str, Any]]) -> str:
+    """Why an exclusive-placement LeaderWorkerSet has fewer pods than its groups count, and what it means under a
+    gang scheduler (the workers wait for a bound leader, the PodGroup for its workers)."""
+    annotations = ((lws or {}).get("metadata") or {}).get("annotations") or {}
+    if EXCLUSIVE_KEY not in annotations or any(p["node"] for p in pods):
+        return ""
+    text = ("; with exclusive placement LWS creates a group's workers only once its leader is bound "
+            "(sigs.k8s.io/lws@v0.9.0 pkg/controllers/pod_controller.go:161-166), and no leader is bound")
+    short = [g for g in groups if int(g.get("minMember") or 0) > 1]
+    if short:
+        text += (f"; its PodGroups ask minMember {sorted({int(g['minMember']) for g in short})} and Volcano's gang "
+                 "plugin holds a group with fewer pods than minMember (volcano.sh/volcano@v1.15.1 "
+                 "pkg/scheduler/plugins/gang/gang.go:83-90): under Volcano the leader would never be bound "
+                 "(read from both sources; not run: no Volcano in this box)")
+    return text
+
+
 def lws_podgroup_findings(owner: str, lws: dict[str, Any] | None, gangs: list[dict[str, Any]],
                           phase: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     """The PodGroups LWS made for `owner` against the stack: one per group (placement.json's gangs of the
@@ -258,7 +278,8 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             lws_findings, w["podGroups"] = lws_podgroup_findings(owner, rendered_object(stack_dir, owner), gangs, ph)
             findings.extend(lws_findings)
             if len(pods) != want_count:
-                findings.append(f"{owner}: {len(pods)} pods made by LWS, placement.json counts {want_count}")
+                findings.append(f"{owner}: {len(pods)} pods made by LWS, placement.json counts {want_count}"
+                                + exclusive_wait(rendered_object(stack_dir, owner), pods, w["podGroups"]))
             if other and not any(p["node"] for p in pods):
                 not_checked.append(f"{owner}: {len(pods)} pods created by LWS, not scheduled (no "
                                    f"{', '.join(other)} in the box)"

@@ -121,3 +121,17 @@ def test_the_services_pods_seen_again_beside_a_batch_job_are_not_unknown(tmp_pat
     r = compare.compare(_stack(tmp_path, obs), kyverno=False)
     assert r["findings"] == ["pod multinode/stray (owner Job multinode/x, phase batch Job multinode/x): not a pod "
                              "of placement.json"], r["findings"]
+
+
+def test_exclusive_placement_leaders_without_workers_name_the_gang_deadlock(tmp_path: Path) -> None:
+    lws = copy.deepcopy(LWS)
+    lws["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"] = "topology.k8s.aws/layer-3"
+    obs = _observed()
+    obs["phases"][0]["pods"] = [_pod("llm-0"), _pod("llm-1")]          # the leaders only: no worker StatefulSet
+    r = compare.compare(_stack(tmp_path, obs, lws), kyverno=False)
+    f = next(f for f in r["findings"] if "2 pods made by LWS, placement.json counts 4" in f)
+    assert "only once its leader is bound" in f and "minMember [2]" in f and "never be bound" in f
+    # without the annotation the same shortfall carries no such explanation
+    r = compare.compare(_stack(tmp_path / "plain", obs), kyverno=False)
+    f = next(f for f in r["findings"] if "2 pods made by LWS, placement.json counts 4" in f)
+    assert "leader is bound" not in f
