@@ -213,3 +213,38 @@ def test_volcano_gang_half_bound_is_a_finding(tmp_path: Path) -> None:
     p["node"], p["phase"] = "", "Pending"
     r = compare.compare(_stack(tmp_path, obs), kyverno=False)
     assert any("half-bound (1 of 2 pods bound)" in f for f in r["findings"]), r["findings"]
+
+
+# LWS + Volcano: the LeaderWorkerSet's pods (test_compare_lws.py's observation) scheduled by Volcano.
+def _lws_with_volcano(bound: bool) -> dict[str, Any]:
+    import test_compare_lws as tl
+    obs = tl._observed()
+    obs["versions"]["volcano"] = "conformance/bin"
+    ph = obs["phases"][0]
+    nodes = {"llm-0": "gpu-0", "llm-0-1": "gpu-1", "llm-1": "gpu-2", "llm-1-1": "gpu-3"}
+    for p in ph["pods"]:
+        group = ph["podGroups"][0 if p["name"].startswith("llm-0") else 1]["name"]
+        p["pod"]["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": group}
+        if bound:
+            p["node"], p["phase"] = nodes[p["name"]], "Running"
+    for g in ph["podGroups"]:
+        g["phase"] = "Running" if bound else "Pending"
+        if not bound:
+            g["conditions"] = [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                                "message": "2/2 tasks in gang unschedulable"}]
+    return obs
+
+
+def test_lws_gangs_bound_by_volcano_pass(tmp_path: Path) -> None:
+    import test_compare_lws as tl
+    r = compare.compare(tl._stack(tmp_path, _lws_with_volcano(bound=True)), kyverno=False)
+    assert r["findings"] == [] and r["workloads"][0]["verdict"] == "ok", r["findings"]
+    assert not any("not scheduled" in n for n in r["notChecked"]), r["notChecked"]
+
+
+def test_lws_gangs_held_back_by_volcano_are_findings_with_the_podgroups_reason(tmp_path: Path) -> None:
+    import test_compare_lws as tl
+    r = compare.compare(tl._stack(tmp_path, _lws_with_volcano(bound=False)), kyverno=False)
+    held = [f for f in r["findings"] if "Pending under Volcano" in f]
+    assert len(held) == 1 and "4 of 4 pods" in held[0] and held[0].count("NotEnoughResources") == 2, r["findings"]
+    assert not any("half-bound" in f for f in r["findings"])
