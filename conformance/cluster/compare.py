@@ -12,6 +12,19 @@ Findings (one line each, exit 1 if any):
 What the box could not check (a controller it does not run, a kind without a CRD) is listed under
 notChecked and printed, never counted as a pass.
 
+Volcano: when the box ran Volcano's scheduler and controller-manager (observed.json versions name "volcano"),
+pods with schedulerName volcano and Volcano Jobs are checked like the others, and a gang Volcano holds back
+(pods Pending, or a Volcano Job whose pods were never created because its PodGroup was not admitted) is a
+finding that carries the PodGroup's phase, its Unschedulable condition and its Warning events: the reason.
+Otherwise they are listed as not checked, with the reason Volcano did not run.
+
+LeaderWorkerSet: when the box ran the LWS controller manager (observed.json versions name "lws"), the pods of a
+LeaderWorkerSet are the real controller's (its StatefulSets, their pods through LWS's and Kyverno's webhooks):
+fewer or more than placement.json counts, or none, is a finding, and so is a PodGroup of the gang scheduler that
+LWS did not create as the stack says (one per group, minMember the group's size, the queue the LeaderWorkerSet's
+annotation names). While no Volcano runs, those pods are "created, not scheduled (no Volcano)": listed under
+notChecked, never a pass.
+
 Usage: python conformance/cluster/compare.py build/<stack> [--kyverno]
 """
 from __future__ import annotations
@@ -30,6 +43,91 @@ RUN_BY_KUBE_CONTROLLER_MANAGER = {"batch/Job", "apps/Deployment", "apps/DaemonSe
 
 
 BOX_SCHEDULER = "default-scheduler"
+VOLCANO = "volcano"
+RUN_BY_VOLCANO = {"batch.volcano.sh/Job"}
+VOLCANO_NOT_RUN = ("Volcano did not run in this box (conformance/volcano is not built: its README says why; "
+                   "the box runs it when conformance/bin/vc-scheduler exists)")
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"     # the PodGroup of a pod (Volcano, LWS, our Jobs)
+
+
+def podgroup_reasons(owner: str, pods: list[dict[str, Any]], phase: dict[str, Any]) -> list[str]:
+    """What Volcano says about the gang of `owner`: each PodGroup it owns or its pods name (phase, minMember,
+    the Unschedulable condition's message) and the Warning events on those PodGroups."""
+    named = {(p["namespace"], ((p["pod"].get("metadata") or {}).get("annotations") or {}).get(GROUP_NAME_ANNOTATION))
+             for p in pods}
+    out = []
+    for g in phase.get("podGroups") or []:
+        if g.get("owner") != owner and (g["namespace"], g["name"]) not in named:
+            continue
+        conds = [c for c in g.get("conditions") or [] if c.get("status") == "True"
+                 and c.get("type") in ("Unschedulable", "Scheduled")]
+        text = f"PodGroup {g['namespace']}/{g['name']} {g.get('phase') or 'no phase'} (minMember {g.get('minMember')})"
+        text += "".join(f"; {c['type']} {c.get('reason', '')}: {c.get('message', '')}" for c in conds
+                        if c["type"] == "Unschedulable")
+        events = [e for e in phase.get("events") or [] if e["object"] == f"PodGroup {g['namespace']}/{g['name']}"
+                  and e["type"] == "Warning"]
+        text += "".join(f"; event {e['reason']}: {e['message']}" for e in events[:2])
+        out.append(text)
+    return out
+
+
+LWS_KIND = "leaderworkerset.x-k8s.io/LeaderWorkerSet"
+LWS_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"      # LWS copies it into each PodGroup's spec.queue
+
+
+def rendered_object(stack_dir: Path, owner: str) -> dict[str, Any] | None:
+    """The object of build/<stack>/k8s that `owner` ("Kind ns/name") names."""
+    kind, ref = owner.split(" ", 1)
+    ns, _, name = ref.rpartition("/")
+    for f in sorted((stack_dir / "k8s").glob(f"*-{kind}-{name}.yaml")):
+        doc: dict[str, Any] = yaml.safe_load(f.read_text())
+        if (doc.get("metadata") or {}).get("namespace", "") == ns:
+            return doc
+    return None
+
+
+EXCLUSIVE_KEY = "leaderworkerset.sigs.k8s.io/exclusive-topology"   # not the subgroup one: the workers do not wait
+
+
+def exclusive_wait(lws: dict[str, Any] | None, pods: list[dict[str, Any]], groups: list[dict[str, Any]]) -> str:
+    """Why an exclusive-placement LeaderWorkerSet has fewer pods than its groups count, and what it means under a
+    gang scheduler (the workers wait for a bound leader, the PodGroup for its workers)."""
+    annotations = ((lws or {}).get("metadata") or {}).get("annotations") or {}
+    if EXCLUSIVE_KEY not in annotations or any(p["node"] for p in pods):
+        return ""
+    text = ("; with exclusive placement LWS creates a group's workers only once its leader is bound "
+            "(sigs.k8s.io/lws@v0.9.0 pkg/controllers/pod_controller.go:161-166), and no leader is bound")
+    short = [g for g in groups if int(g.get("minMember") or 0) > 1]
+    if short:
+        text += (f"; its PodGroups ask minMember {sorted({int(g['minMember']) for g in short})} and Volcano's gang "
+                 "plugin holds a group with fewer pods than minMember (volcano.sh/volcano@v1.15.1 "
+                 "pkg/scheduler/plugins/gang/gang.go:83-90): under Volcano the leader would never be bound "
+                 "(read from both sources; not run: no Volcano in this box)")
+    return text
+
+
+def lws_podgroup_findings(owner: str, lws: dict[str, Any] | None, gangs: list[dict[str, Any]],
+                          phase: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The PodGroups LWS made for `owner` against the stack: one per group (placement.json's gangs of the
+    LeaderWorkerSet), minMember the group's size (1 with startupPolicy LeaderReady), spec.queue the queue the
+    LeaderWorkerSet's annotation names (sigs.k8s.io/lws pkg/schedulerprovider/volcano_provider.go)."""
+    groups = [g for g in phase.get("podGroups") or [] if g.get("owner") == owner]
+    spec = (lws or {}).get("spec") or {}
+    queue = ((lws or {}).get("metadata") or {}).get("annotations", {}).get(LWS_QUEUE_ANNOTATION)
+    out = []
+    if len(groups) != len(gangs):
+        out.append(f"{owner}: {len(groups)} PodGroups made by LWS, placement.json counts {len(gangs)} groups")
+    leader_ready = spec.get("startupPolicy") == "LeaderReady"
+    sizes = sorted(1 if leader_ready else g["pods"] for g in gangs)
+    got = sorted(int(g.get("minMember") or 0) for g in groups)
+    if len(groups) == len(gangs) and got != sizes:
+        out.append(f"{owner}: PodGroup minMember {got}, the stack's groups {sizes}")
+    for g in groups:
+        if (g.get("queue") or None) != queue:
+            out.append(f"{owner}: PodGroup {g['namespace']}/{g['name']} queue {g.get('queue')!r}, the "
+                       f"LeaderWorkerSet names {queue!r}")
+    return out, [{"name": g["name"], "minMember": g.get("minMember"), "queue": g.get("queue"),
+                  "phase": g.get("phase")} for g in groups]
 
 
 def _quantity_equal(a: Any, b: Any) -> bool:
@@ -96,12 +194,17 @@ def expected_gangs(placement: dict[str, Any]) -> list[tuple[str, dict[str, Any]]
 
 def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
     obs = json.loads((stack_dir / "engines" / "cluster" / "observed.json").read_text())
+    lws_ran = "lws" in (obs.get("versions") or {})
+    run_by = RUN_BY_KUBE_CONTROLLER_MANAGER | ({LWS_KIND} if lws_ran else set())
     placement = json.loads((stack_dir / "placement.json").read_text())
     crds = json.loads((stack_dir / "engines" / "cluster" / "crds.yaml").read_text())
     findings: list[str] = []
     not_checked: list[str] = [f"kind {k}: no CRD stored under schemas/ (not applied)" for k in crds.get("missing", [])]
     if obs.get("error"):
         findings.append(f"box: {obs['error']}")
+    volcano_ran = VOLCANO in (obs.get("versions") or {})
+    schedulers = {BOX_SCHEDULER, ""} | ({VOLCANO} if volcano_ran else set())
+    run_by |= RUN_BY_VOLCANO if volcano_ran else set()
     nodes_pool = {}
     for n in yaml.safe_load((stack_dir / "engines" / "cluster" / "nodes.yaml").read_text())["items"]:
         nodes_pool[n["metadata"]["name"]] = n["metadata"]["labels"].get("multinode.dev/node-pool", "?")
@@ -146,7 +249,7 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
                                       for p in pods]}
         workloads.append(w)
         if ph is None:
-            if f"{group_of.get(owner, '?')}/{kind}" in RUN_BY_KUBE_CONTROLLER_MANAGER:
+            if f"{group_of.get(owner, '?')}/{kind}" in run_by:
                 findings.append(f"{owner}: the box ran no phase {phase!r}")
             else:
                 not_checked.append(f"{owner}: not applied as such in the box (its pods come from another object)")
@@ -154,20 +257,44 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             continue
         if not pods:
             gk = f"{group_of.get(owner, '?')}/{kind}"
-            if gk not in RUN_BY_KUBE_CONTROLLER_MANAGER:
-                not_checked.append(f"{owner}: no pods in the box: the {gk} controller does not run in the box")
+            if gk not in run_by:
+                why = f"; {VOLCANO_NOT_RUN}" if gk in RUN_BY_VOLCANO else ""
+                not_checked.append(f"{owner}: no pods in the box: the {gk} controller does not run in the box{why}")
                 w["verdict"] = "not checked"
                 continue
             events = [e for e in ph.get("events", [])
-                      if e["type"] == "Warning" and owner.split(" ", 1)[1] in e["object"]]
-            findings.append(f"{owner}: no pods created (placement: {want_count})"
-                            + "".join(f"; {e['object']} {e['reason']}: {e['message']}" for e in events[:3]))
+                      if e["type"] == "Warning" and owner.split(" ", 1)[1] in e["object"]
+                      and not e["object"].startswith("PodGroup ")]
+            groups = podgroup_reasons(owner, [], ph) if volcano_ran else []
+            held = " (held back whole by Volcano)" if groups else ""
+            findings.append(f"{owner}: no pods created{held} (placement: {want_count})"
+                            + "".join(f"; {e['object']} {e['reason']}: {e['message']}" for e in events[:3])
+                            + "".join(f"; {g}" for g in groups))
+            w["volcano"] = groups
             continue
         other = sorted({s for p in pods if (s := p["pod"]["spec"].get("schedulerName", BOX_SCHEDULER))
-                        not in (BOX_SCHEDULER, "")})
+                        not in schedulers})
+        if lws_ran and f"{group_of.get(owner, '?')}/{kind}" == LWS_KIND:
+            lws_findings, w["podGroups"] = lws_podgroup_findings(owner, rendered_object(stack_dir, owner), gangs, ph)
+            findings.extend(lws_findings)
+            wait = exclusive_wait(rendered_object(stack_dir, owner), pods, w["podGroups"])
+            if wait and len(pods) == len(gangs) and len(pods) < want_count:
+                # only the leaders, none bound: what LWS does before a scheduler acts, not a difference the box saw;
+                # what it means under Volcano is read from the sources, so it is a warning, not a finding
+                w["warning"] = f"only the {len(pods)} leaders made, placement.json counts {want_count} pods{wait}"
+                not_checked.append(f"{owner}: WARNING: {w['warning']}")
+            elif len(pods) != want_count:
+                findings.append(f"{owner}: {len(pods)} pods made by LWS, placement.json counts {want_count}{wait}")
+            if other and not any(p["node"] for p in pods):
+                not_checked.append(f"{owner}: {len(pods)} pods created by LWS, not scheduled (no "
+                                   f"{', '.join(other)} in the box)"
+                                   + (f": {VOLCANO_NOT_RUN}" if VOLCANO in other else ""))
+                w["verdict"] = "created, not scheduled (no Volcano)" if other == ["volcano"] else "not checked"
+                continue
         if other and not any(p["node"] for p in pods):
+            why = f": {VOLCANO_NOT_RUN}" if VOLCANO in other else ""
             not_checked.append(f"{owner}: {len(pods)} pods for scheduler {', '.join(other)}, "
-                               "which does not run in the box")
+                               f"which does not run in the box{why}")
             w["verdict"] = "not checked"
             continue
         bound = [p for p in pods if p["node"]]
@@ -177,6 +304,11 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             findings.append(f"{owner}: pod {p['namespace']}/{p['name']} Pending: {msg}")
         if bound and pending:
             findings.append(f"{owner}: gang half-bound ({len(bound)} of {len(pods)} pods bound)")
+        if pending and volcano_ran and any(p["pod"]["spec"].get("schedulerName") == VOLCANO for p in pods):
+            groups = podgroup_reasons(owner, pods, ph)
+            w["volcano"] = groups
+            findings.append(f"{owner}: {len(pending)} of {len(pods)} pods Pending under Volcano"
+                            + ("".join(f"; {g}" for g in groups) if groups else "; no PodGroup names these pods"))
         if len(pods) != want_count:
             findings.append(f"{owner}: {len(pods)} pods in the box, placement.json counts {want_count}")
         got_pools = sorted({nodes_pool.get(p["node"], "?") for p in bound})
@@ -189,9 +321,11 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             findings.append(f"{owner}: pods per node {got_per_node}, placement.json: {want_per_node}")
         w["verdict"] = "ok" if not pending and len(pods) == want_count and got_pools == want_pools \
             and got_per_node == want_per_node else "differs"
+    # the services' pods stay up while each batch job runs beside them: checked in the services phase
+    services = {(ns, name) for ph, ns, name in seen if ph == "services"}
     for ph in (obs.get("phases") or []):
         for p in ph.get("pods", []):
-            if (ph["name"], p["namespace"], p["name"]) not in seen:
+            if (ph["name"], p["namespace"], p["name"]) not in seen and (p["namespace"], p["name"]) not in services:
                 findings.append(f"pod {p['namespace']}/{p['name']} (owner {p['owner'] or 'none'}, phase {ph['name']}): "
                                 "not a pod of placement.json")
 

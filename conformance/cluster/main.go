@@ -30,7 +30,7 @@ import (
 var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true, "kubeflow.org/MPIJob": true,
 	"kubeflow.org/PyTorchJob": true, "trainer.kubeflow.org/TrainJob": true}
 
-var kyvernoBin string
+var kyvernoBin, volcanoDir, lwsBin string
 
 type Applied struct {
 	File       string `json:"file"`
@@ -49,6 +49,8 @@ type Phase struct {
 	Events  []EventView `json:"events"`
 	Deleted *bool       `json:"deleted,omitempty"`
 	Applied []Applied   `json:"applied"`
+	// Volcano PodGroups as the box holds them (LWS creates one per group; lws.go PodGroups)
+	PodGroups []map[string]any `json:"podGroups,omitempty"`
 }
 
 type Observed struct {
@@ -69,8 +71,10 @@ func main() {
 	keep := flag.Bool("keep", false, "on a failed verdict keep the box running (kubeconfig printed) until interrupted")
 	compare := flag.String("compare", "", "verdict command run with the box up (its exit code is this command's)")
 	kyverno := flag.String("kyverno", "", "Kyverno's admission controller binary (conformance/kyverno); empty: no Kyverno")
+	volcano := flag.String("volcano", "", "directory with vc-scheduler and vc-controller-manager (conformance/volcano); empty: no Volcano")
+	lws := flag.String("lws", "", "the LeaderWorkerSet controller manager binary (conformance/lws); empty: no LWS")
 	flag.Parse()
-	kyvernoBin = *kyverno
+	kyvernoBin, volcanoDir, lwsBin = *kyverno, *volcano, *lws
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
 		os.Exit(2)
@@ -246,8 +250,32 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		ap.kyverno, ap.kyvernoURL = true, k.URL
 		obs.Versions["kyverno"] = kyvernoBin
 	}
+	if volcanoDir != "" {
+		v, err := StartVolcano(ctx, box, volcanoDir, boxIn, logf)
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			defer v.Stop()
+			obs.Versions["volcano"] = volcanoDir
+		}
+	}
+	lwsValues, lwsInstalled, err := ReadLWSValues(stackDir)
+	if err != nil {
+		return err
+	}
 	var batch []Object
 	for _, o := range objects {
+		if lwsBin != "" && lwsInstalled && o.U.GetKind() != "CustomResourceDefinition" {
+			// the chart installed before the workloads, once the stack's CRDs (LWS's among them) are established
+			l, err := StartLWS(ctx, box, lwsBin, lwsValues, filepath.Join(boxIn, "lws.log"), logf)
+			if err != nil {
+				return err
+			}
+			defer l.Stop()
+			obs.Versions["lws"] = LWSVersion(lwsBin)
+			lwsInstalled = false
+		}
 		if o.U.GetKind() == "CustomResourceDefinition" {
 			full, ok := crds.Replace[o.U.GetName()]
 			if !ok {
@@ -278,6 +306,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		}
 		ph.Settled, ph.Seconds = ok, took.Seconds()
 		ph.Pods, ph.Events, err = ap.Snapshot(ctx, box)
+		if err == nil {
+			ph.PodGroups = ap.PodGroups(ctx)
+		}
 		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
 		return err
 	}

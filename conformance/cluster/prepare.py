@@ -14,8 +14,16 @@
 
 With --kyverno-crds DIR (config/crds of the Kyverno module conformance/kyverno builds, from the Go module
 cache), every CRD there joins "extra": Kyverno's controller waits for the informers of all its kinds.
+With --lws-crds DIR (config/crd/bases of the LWS module conformance/lws builds) and a stack that installs LWS
+(helm/addons-lws.yaml), the CRDs there that the stack does not already render join "extra" (the LWS manager runs
+a DisaggregatedSet controller whatever the stack holds), and Volcano's PodGroup CRD (schemas/) when the chart
+values give LWS Volcano as its gang scheduler: LWS then creates a PodGroup per group (the Volcano chart would
+have installed that CRD).
+With --volcano DIR (the volcano.sh/volcano module conformance/volcano builds, from the Go module cache) and a
+stack that installs Volcano: engines/cluster/volcano.json (volcano_inputs.py), and Volcano's CRDs join "extra".
 
-Usage: python conformance/cluster/prepare.py <build/<stack>> <stack file> [--kyverno-crds DIR]
+Usage: python conformance/cluster/prepare.py <build/<stack>> <stack file> [--kyverno-crds DIR] [--lws-crds DIR]
+       [--volcano DIR]
 """
 from __future__ import annotations
 
@@ -31,6 +39,9 @@ from multinode import allocatable, catalog, checks, placement, stackfile
 from multinode.manifests import crds as mcrds
 from multinode.manifests import volcano_topology
 from multinode.schemafiles import SCHEMA_DIR, crd_document, load_documents
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import volcano_inputs  # noqa: E402  (beside this file)
 
 BUILTIN_GROUPS = {"", "apps", "batch", "rbac.authorization.k8s.io", "scheduling.k8s.io", "networking.k8s.io",
                   "policy", "admissionregistration.k8s.io", "storage.k8s.io", "apiextensions.k8s.io",
@@ -136,7 +147,7 @@ def crd_inputs(k8s_dir: Path, cfg: Any) -> dict[str, Any]:
     return {"replace": replace, "extra": extra, "missing": missing}
 
 
-def kyverno_crds(folder: Path) -> list[dict[str, Any]]:
+def folder_crds(folder: Path) -> list[dict[str, Any]]:
     out = []
     for path in sorted(folder.rglob("*.yaml")):
         doc = crd_document(path)
@@ -149,12 +160,35 @@ def kyverno_crds(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
+def lws_crds(folder: Path, out_dir: Path, have: set[str]) -> list[dict[str, Any]]:
+    """The CRDs the box adds for the LWS controller manager of a stack that installs LWS (none otherwise)."""
+    helm = out_dir / "helm" / "addons-lws.yaml"
+    if not helm.is_file():
+        return []
+    values = (yaml.safe_load(helm.read_text()) or {}).get("values") or {}
+    out = [c for c in folder_crds(folder) if c["metadata"]["name"] not in have]
+    if ((values.get("gangSchedulingManagement") or {}).get("schedulerProvider")) == "volcano":
+        doc = _schema_crds().get(("scheduling.volcano.sh", "PodGroup"))
+        if doc is None:
+            raise SystemExit("schemas/: no PodGroup CRD (scheduling.volcano.sh) for LWS's gang scheduling")
+        src = doc.pop("_file")
+        if doc["metadata"]["name"] not in have:
+            out.append({**doc, "metadata": {**doc["metadata"], "annotations": {
+                **(doc["metadata"].get("annotations") or {}), "multinode.dev/box-crd-from": f"schemas/{src}"}}})
+    return out
+
+
+def _take_dir(argv: list[str], flag: str) -> tuple[Path | None, list[str]]:
+    if flag not in argv:
+        return None, argv
+    i = argv.index(flag)
+    return Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+
+
 def main(argv: list[str]) -> int:
-    kyverno_dir = None
-    if "--kyverno-crds" in argv:
-        i = argv.index("--kyverno-crds")
-        kyverno_dir = Path(argv[i + 1])
-        argv = argv[:i] + argv[i + 2:]
+    kyverno_dir, argv = _take_dir(argv, "--kyverno-crds")
+    lws_dir, argv = _take_dir(argv, "--lws-crds")
+    volcano_dir, argv = _take_dir(argv, "--volcano")
     out_dir, stack_file = Path(argv[0]), Path(argv[1])
     raw, secrets, _ = stackfile.read_stack_file(stack_file)
     if "fleet" in raw:
@@ -168,9 +202,18 @@ def main(argv: list[str]) -> int:
     (box / "nodes.yaml").write_text(yaml.safe_dump(node_list, sort_keys=False))
     crds = crd_inputs(out_dir / "k8s", cfg)
     if kyverno_dir is not None:
-        ky = kyverno_crds(kyverno_dir)
+        ky = folder_crds(kyverno_dir)
         names = {c["metadata"]["name"] for c in ky}
         crds["extra"] = [c for c in crds["extra"] if c["metadata"]["name"] not in names] + ky
+    if lws_dir is not None:
+        have = set(crds["replace"]) | {c["metadata"]["name"] for c in crds["extra"]}
+        crds["extra"] += lws_crds(lws_dir, out_dir, have)
+    (box / "volcano.json").unlink(missing_ok=True)
+    vc = volcano_inputs.volcano_inputs(out_dir, volcano_dir) if volcano_dir is not None else None
+    if vc is not None:
+        names = {c["metadata"]["name"] for c in vc["crds"]}
+        crds["extra"] = [c for c in crds["extra"] if c["metadata"]["name"] not in names] + vc.pop("crds")
+        (box / "volcano.json").write_text(json.dumps(vc, indent=1))
     (box / "crds.yaml").write_text(json.dumps(crds))
     print(f"{out_dir.name}: {len(nodes)} nodes, {len(crds['replace'])} CRDs, {len(crds['extra'])} add-on CRDs"
           + (f", no CRD for {', '.join(crds['missing'])}" if crds["missing"] else ""))

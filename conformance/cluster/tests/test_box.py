@@ -139,3 +139,69 @@ def test_kyverno_in_the_box_denies_a_gpu_pod_without_the_fabric_label(tmp_path: 
     assert code == 1
     denied = [f for f in result["findings"] if "no pods created" in f]
     assert denied and "denied" in denied[0], result["findings"]
+
+
+# Volcano in the box (conformance/volcano builds vc-scheduler and vc-controller-manager; today it cannot: its
+# README). The same stacks, the pods left to Volcano as the stack renders them (schedulerName volcano, the Job's
+# PodGroup), plus a volcano-training gang (a Volcano Job: Volcano's controller creates its pods).
+VC_BIN = ROOT / "conformance" / "bin"
+VOLCANO_BUILT = (VC_BIN / "vc-scheduler").exists() and (VC_BIN / "vc-controller-manager").exists()
+needs_volcano = pytest.mark.skipif(not VOLCANO_BUILT, reason=f"{VC_BIN}/vc-scheduler and vc-controller-manager not "
+                                   "built (make -C conformance/volcano build; conformance/volcano/README.md: the Go "
+                                   "module proxy does not serve volcano.sh/apis v1.15.1)")
+VOLCANO_JOB = """\
+    - name: finetune
+      kind: volcano-training
+      engine: torchrun
+      image: public.ecr.aws/deep-learning-containers/pytorch-training:2.8.0-gpu-py312-cu129-ubuntu22.04-ec2
+      nodePool: gpu
+      nodes: 2
+      script: /workspace/train.py
+"""
+
+
+def _volcano_module() -> str:
+    return subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "volcano.sh/volcano"], capture_output=True,
+                          text=True, check=True, cwd=ROOT / "conformance" / "volcano").stdout.strip()
+
+
+def _volcano_box(tmp_path: Path, name: str, plant=None) -> tuple[int, dict]:
+    f = tmp_path / f"Pulumi.{name}.yaml"
+    f.write_text(STACK.format(nodes=2) + VOLCANO_JOB)
+    py = sys.executable
+    subprocess.run([str(Path(py).parent / "multinode"), "plan", "--file", str(f), "--out", str(tmp_path)],
+                   capture_output=True, text=True, cwd=ROOT)
+    out = tmp_path / name
+    assert (out / "placement.json").exists(), f"plan wrote no {out}/placement.json"
+    subprocess.run([py, str(HERE / "prepare.py"), str(out), str(f), "--volcano", _volcano_module()], check=True,
+                   cwd=ROOT)
+    assert (out / "engines" / "cluster" / "volcano.json").exists()
+    if plant is not None:
+        nodes_file = out / "engines" / "cluster" / "nodes.yaml"
+        nodes = yaml.safe_load(nodes_file.read_text())
+        plant(nodes["items"])
+        nodes_file.write_text(yaml.safe_dump(nodes))
+    r = subprocess.run([str(BIN), "--stack-dir", str(out), "--timeout", "5m", "--settle", "60s",
+                        "--volcano", str(VC_BIN), "--compare", f"{py} {HERE / 'compare.py'} {out}"],
+                       capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    print(r.stdout[-4000:], r.stderr[-4000:])
+    return r.returncode, json.loads((out / "cluster.json").read_text())
+
+
+@needs_volcano
+def test_volcano_binds_both_gangs_as_planned(tmp_path: Path) -> None:
+    code, result = _volcano_box(tmp_path, "vc-as-planned")
+    assert code == 0, result["findings"]
+    assert len(result["workloads"]) == 2 and all(w["verdict"] == "ok" for w in result["workloads"]), result
+    assert not any("volcano" in n.lower() for n in result["notChecked"]), result["notChecked"]
+
+
+@needs_volcano
+def test_volcano_holds_a_gang_larger_than_its_pool_back_whole(tmp_path: Path) -> None:
+    code, result = _volcano_box(tmp_path, "vc-one-node-short", plant=lambda items: items.pop())
+    assert code == 1
+    assert not any("half-bound" in f for f in result["findings"]), result["findings"]
+    # the indexed Job's pods exist (the Job controller made them) and wait whole; the Volcano Job's pods are not
+    # even created: its PodGroup is not admitted. Both findings carry the PodGroup's reason.
+    assert any("Pending under Volcano" in f and "PodGroup" in f for f in result["findings"]), result["findings"]
+    assert any("held back whole by Volcano" in f for f in result["findings"]), result["findings"]

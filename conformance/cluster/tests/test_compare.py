@@ -137,3 +137,114 @@ def test_admission_additions_and_omitted_zero_values_are_not_differences(tmp_pat
     eff["spec"]["tolerations"][0]["effect"] = "NoExecute"                 # a wanted toleration not admitted
     r = compare.compare(_stack(tmp_path / "b", obs, eff), kyverno=True)
     assert any("spec.tolerations" in f and "not in the admitted pod" in f for f in r["findings"])
+
+
+# Volcano: the same gang as a Volcano Job (schedulerName volcano, its PodGroup named on the pods).
+PG = {"namespace": "multinode", "name": "train-3f2a", "owner": OWNER, "minMember": 2, "phase": "Pending",
+      "conditions": [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                      "message": "2/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable"}]}
+
+
+def _volcano(observed: dict[str, Any], ran: bool = True, pods: bool = True, pg: dict[str, Any] | None = None
+             ) -> dict[str, Any]:
+    if ran:
+        observed["versions"]["volcano"] = "conformance/bin/vc-scheduler"
+    batch = observed["phases"][1]
+    batch["applied"] = [{"file": "014-Job-train.yaml", "apiVersion": "batch.volcano.sh/v1alpha1", "object": OWNER,
+                         "result": "applied"}]
+    for p in batch["pods"]:
+        p["pod"]["spec"]["schedulerName"] = "volcano"
+        p["pod"]["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": PG["name"]}
+    if not pods:
+        batch["pods"] = []
+    batch["podGroups"] = [pg] if pg else []
+    return observed
+
+
+def test_volcano_gang_bound_as_planned_passes(tmp_path: Path) -> None:
+    r = compare.compare(_stack(tmp_path, _volcano(_observed(), pg={**PG, "phase": "Running", "conditions": []})),
+                        kyverno=True)
+    assert r["findings"] == [] and [w["verdict"] for w in r["workloads"]] == ["ok"]
+
+
+def test_volcano_gang_without_volcano_in_the_box_is_not_checked(tmp_path: Path) -> None:
+    obs = _volcano(_observed(), ran=False)
+    for p in obs["phases"][1]["pods"]:
+        p["node"], p["phase"] = "", "Pending"
+    r = compare.compare(_stack(tmp_path, obs), kyverno=False)
+    assert r["findings"] == [] and r["workloads"][0]["verdict"] == "not checked"
+    assert any("scheduler volcano" in n and "Volcano did not run" in n for n in r["notChecked"]), r["notChecked"]
+
+
+def test_volcano_job_without_volcano_in_the_box_is_not_checked(tmp_path: Path) -> None:
+    r = compare.compare(_stack(tmp_path, _volcano(_observed(), ran=False, pods=False)), kyverno=False)
+    assert r["findings"] == []
+    assert any("batch.volcano.sh/Job controller does not run" in n and "Volcano did not run" in n
+               for n in r["notChecked"]), r["notChecked"]
+
+
+def test_volcano_job_held_back_whole_is_a_finding_with_the_podgroups_reason(tmp_path: Path) -> None:
+    obs = _volcano(_observed(), pods=False, pg=PG)
+    obs["phases"][1]["events"] = [{"object": f"PodGroup multinode/{PG['name']}", "type": "Warning",
+                                   "reason": "Unschedulable", "message": "0/2 nodes are unavailable: 2 Insufficient "
+                                   "nvidia.com/gpu.", "source": "volcano", "count": 3}]
+    r = compare.compare(_stack(tmp_path, obs), kyverno=False)
+    assert len(r["findings"]) == 1, r["findings"]
+    f = r["findings"][0]
+    assert "no pods created (held back whole by Volcano)" in f and "NotEnoughResources" in f \
+        and "2 Insufficient nvidia.com/gpu" in f, f
+
+
+def test_volcano_pods_pending_name_their_podgroups_reason_and_are_not_half_bound(tmp_path: Path) -> None:
+    obs = _volcano(_observed(), pg=PG)
+    for p in obs["phases"][1]["pods"]:
+        p["node"], p["phase"] = "", "Pending"
+        p["scheduled"] = {"status": "False", "reason": "Unschedulable", "message": "pod group is not ready"}
+    r = compare.compare(_stack(tmp_path, obs), kyverno=False)
+    assert not any("half-bound" in f for f in r["findings"]), r["findings"]
+    held = [f for f in r["findings"] if "Pending under Volcano" in f]
+    assert len(held) == 1 and "2 of 2 pods" in held[0] and "NotEnoughResources" in held[0], r["findings"]
+    assert r["workloads"][0]["verdict"] == "differs"
+
+
+def test_volcano_gang_half_bound_is_a_finding(tmp_path: Path) -> None:
+    obs = _volcano(_observed(), pg=PG)
+    p = obs["phases"][1]["pods"][1]
+    p["node"], p["phase"] = "", "Pending"
+    r = compare.compare(_stack(tmp_path, obs), kyverno=False)
+    assert any("half-bound (1 of 2 pods bound)" in f for f in r["findings"]), r["findings"]
+
+
+# LWS + Volcano: the LeaderWorkerSet's pods (test_compare_lws.py's observation) scheduled by Volcano.
+def _lws_with_volcano(bound: bool) -> dict[str, Any]:
+    import test_compare_lws as tl
+    obs = tl._observed()
+    obs["versions"]["volcano"] = "conformance/bin"
+    ph = obs["phases"][0]
+    nodes = {"llm-0": "gpu-0", "llm-0-1": "gpu-1", "llm-1": "gpu-2", "llm-1-1": "gpu-3"}
+    for p in ph["pods"]:
+        group = ph["podGroups"][0 if p["name"].startswith("llm-0") else 1]["name"]
+        p["pod"]["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": group}
+        if bound:
+            p["node"], p["phase"] = nodes[p["name"]], "Running"
+    for g in ph["podGroups"]:
+        g["phase"] = "Running" if bound else "Pending"
+        if not bound:
+            g["conditions"] = [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                                "message": "2/2 tasks in gang unschedulable"}]
+    return obs
+
+
+def test_lws_gangs_bound_by_volcano_pass(tmp_path: Path) -> None:
+    import test_compare_lws as tl
+    r = compare.compare(tl._stack(tmp_path, _lws_with_volcano(bound=True)), kyverno=False)
+    assert r["findings"] == [] and r["workloads"][0]["verdict"] == "ok", r["findings"]
+    assert not any("not scheduled" in n for n in r["notChecked"]), r["notChecked"]
+
+
+def test_lws_gangs_held_back_by_volcano_are_findings_with_the_podgroups_reason(tmp_path: Path) -> None:
+    import test_compare_lws as tl
+    r = compare.compare(tl._stack(tmp_path, _lws_with_volcano(bound=False)), kyverno=False)
+    held = [f for f in r["findings"] if "Pending under Volcano" in f]
+    assert len(held) == 1 and "4 of 4 pods" in held[0] and held[0].count("NotEnoughResources") == 2, r["findings"]
+    assert not any("half-bound" in f for f in r["findings"])

@@ -1,0 +1,169 @@
+package main
+
+// Volcano's scheduler and controller-manager (their own commands, built by conformance/volcano's module) run
+// outside the cluster as child processes on loopback, the way the chart runs them (volcano v1.15.1
+// installer/helm/chart/volcano/templates/scheduler.yaml:203-225, controllers.yaml:175-195) less what needs a
+// pod: --kubeconfig instead of the in-cluster config, --leader-elect=false (one replica; both commands then
+// run without a lease: cmd/scheduler/app/server.go:99-101, cmd/controller-manager/app/server.go:80-83),
+// --scheduler-conf a file instead of the mounted ConfigMap. Their health and metrics servers stay off (off by
+// default, options.go): nothing listens. The controller-manager reads its HyperNode discovery config from the
+// ConfigMap the chart would make (pkg/controllers/hypernode/configmap_handler.go:34-45), created here from
+// engines/cluster/volcano.json (prepare.py --volcano, volcano_inputs.py).
+//
+// NOT RUN YET: conformance/volcano cannot be built here (its README: the Go module proxy does not serve
+// volcano.sh/apis v1.15.1), so this file has never started a Volcano process. The box calls it only when
+// --volcano names a directory holding both binaries.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// The PodGroups of every phase are listed by lws.go's Applier.PodGroups (compare.py reads their conditions).
+var queueGVR = schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "queues"}
+
+// VolcanoInputs is engines/cluster/volcano.json (volcano_inputs.py).
+type VolcanoInputs struct {
+	Release             string           `json:"release"`
+	Namespace           string           `json:"namespace"`
+	ChartVersion        string           `json:"chartVersion"`
+	SchedulerConf       string           `json:"schedulerConf"`
+	SchedulerConfSource string           `json:"schedulerConfSource"`
+	ControllerConfigMap corev1.ConfigMap `json:"controllerConfigMap"`
+}
+
+type Volcano struct {
+	procs []*exec.Cmd
+}
+
+// StartVolcano starts vc-controller-manager and vc-scheduler from binDir; (nil, nil) when the stack installs no
+// Volcano (no volcano.json). Ready when the scheduler has created the default Queue and the controller-manager's
+// queue controller has opened it (pkg/scheduler/cache/cache.go:464-520; the enqueue action admits only into an
+// open queue).
+func StartVolcano(ctx context.Context, b *Box, binDir, boxIn string, logf func(string, ...any)) (*Volcano, error) {
+	data, err := os.ReadFile(filepath.Join(boxIn, "volcano.json"))
+	if os.IsNotExist(err) {
+		logf("volcano: the stack installs no Volcano (no volcano.json)")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var in VolcanoInputs
+	if err := json.Unmarshal(data, &in); err != nil {
+		return nil, fmt.Errorf("volcano.json: %w", err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Namespace}}
+	if _, err := b.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	cm := in.ControllerConfigMap
+	if _, err := b.Client.CoreV1().ConfigMaps(in.Namespace).Create(ctx, &cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("volcano controller ConfigMap: %w", err)
+	}
+	conf := filepath.Join(b.Dir, "volcano-scheduler.conf")
+	if err := os.WriteFile(conf, []byte(in.SchedulerConf), 0o600); err != nil {
+		return nil, err
+	}
+	v := &Volcano{}
+	common := []string{"--kubeconfig=" + b.Kubeconfig, "--leader-elect=false", "--logtostderr", "-v=3"}
+	env := append(os.Environ(), "KUBE_POD_NAMESPACE="+in.Namespace, "HELM_RELEASE_NAME="+in.Release)
+	for _, c := range []struct {
+		bin, log string
+		args     []string
+	}{
+		{"vc-controller-manager", "volcano-controller-manager.log", nil},
+		{"vc-scheduler", "volcano-scheduler.log", []string{"--scheduler-conf=" + conf, "--cache-dumper=false"}},
+	} {
+		logPath := filepath.Join(boxIn, c.log)
+		log, err := os.Create(logPath)
+		if err != nil {
+			v.Stop()
+			return nil, err
+		}
+		cmd := exec.Command(filepath.Join(binDir, c.bin), append(append([]string{}, common...), c.args...)...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, log, log
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			v.Stop()
+			return nil, fmt.Errorf("%s: %w", c.bin, err)
+		}
+		v.procs = append(v.procs, cmd)
+		logf("volcano: %s started (pid %d, log %s)", c.bin, cmd.Process.Pid, logPath)
+	}
+	exited := make(chan error, len(v.procs))
+	for _, p := range v.procs {
+		go func(p *exec.Cmd) { exited <- fmt.Errorf("%s exited: %v", filepath.Base(p.Path), p.Wait()) }(p)
+	}
+	dyn := dynamic.NewForConfigOrDie(b.Config)
+	deadline := time.Now().Add(120 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			v.Stop()
+			return nil, fmt.Errorf("volcano: %v (logs in %s)", err, boxIn)
+		case <-ctx.Done():
+			v.Stop()
+			return nil, ctx.Err()
+		default:
+		}
+		if q, err := dyn.Resource(queueGVR).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			if state, _, _ := unstructuredString(q.Object, "status", "state"); state == "Open" {
+				boxSchedulers["volcano"] = true // Settle now waits for the pods Volcano schedules too
+				logf("volcano: ready (queue default Open; scheduler conf from %s; chart %s)", in.SchedulerConfSource,
+					in.ChartVersion)
+				return v, nil
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	v.Stop()
+	return nil, fmt.Errorf("volcano: the default queue was not created and opened within 120s (logs in %s)", boxIn)
+}
+
+func unstructuredString(obj map[string]any, path ...string) (string, bool, error) {
+	cur := any(obj)
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return "", false, nil
+		}
+		cur = m[p]
+	}
+	s, ok := cur.(string)
+	return s, ok, nil
+}
+
+func (v *Volcano) Stop() {
+	if v == nil {
+		return
+	}
+	for _, p := range v.procs {
+		if p.Process == nil {
+			continue
+		}
+		_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range v.procs {
+		for p.ProcessState == nil && time.Now().Before(deadline) {
+			if err := syscall.Kill(p.Process.Pid, 0); err != nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+	}
+}
