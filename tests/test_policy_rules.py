@@ -377,3 +377,34 @@ def test_plain_reads_pulumi_policy_proxies_through_their_target():
     class M(dict):
         pass
     assert plain(M(raw)) == got
+
+
+def test_every_rule_finds_the_same_on_a_crd_with_and_without_its_schema():
+    """Issue 35: the CrossGuard adapter drops a CRD's OpenAPI schemas before the rules see it (policy.pack.
+    _crd_props); every rule, resource and stack, gives the same findings either way (a rule that reads a CRD's
+    schema would make this fail), and the schema really is dropped."""
+    from types import SimpleNamespace
+
+    from pulumi_policy.proxy import unknown_checking_proxy
+
+    from policy import pack
+    from policy.engine import Context, Resource
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {"group": "example.com", "names": {"kind": "Thing", "plural": "things"}, "scope": "Namespaced",
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {"type": "object", "properties": {"template": {
+                         "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                             "containers": {"type": "array"}}}}}}}}}}}]}}
+    args = SimpleNamespace(resource_type=pack.CRD_TYPE, props=unknown_checking_proxy(crd), name="crd", urn="urn:crd",
+                           opts=None)
+    short = pack._resource_from_args(args)
+    assert "schema" not in short.props["spec"]["versions"][0] and short.props["spec"]["names"]["kind"] == "Thing"
+    full = Resource(type=pack.CRD_TYPE, name="crd", urn="urn:crd", props=crd)
+    for rule in pack.all_rules():
+        if rule.scope == "resource":
+            assert pack.resource_findings(rule, short, Context()) == pack.resource_findings(rule, full, Context())
+        else:
+            assert ([m for _, m in pack.stack_findings(rule, [short], Context())]
+                    == [m for _, m in pack.stack_findings(rule, [full], Context())]), rule.name
