@@ -48,5 +48,5 @@ def install() -> bool:
     from pulumi_policy import policy as pp
     if getattr(pp, "json_format", None) is not json_format:
         return False
-    pp.json_format = _CachingJsonFormat()  # type: ignore[assignment]
+    setattr(pp, "json_format", _CachingJsonFormat())  # noqa: B010 - a module attribute of pulumi_policy
     return True
