@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver go-check cluster-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks
+.PHONY: venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver go-check cluster-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -71,6 +71,10 @@ lint: venv
 ## bench: `plan` per example stack against its import floor and the SDK's own cost (bench/sdk_replay.py), and its scaling
 bench: venv
 	$(PY) bench/plan_bench.py
+
+## bench-pack: the policy pack started as the engine starts it (a gRPC analyzer plugin), per-resource and stack checks
+bench-pack: venv
+	$(PY) bench/pack_bench.py
 
 ## plan-guides: render every guide stack (tests/guides/Pulumi.<name>.yaml) into build/<name>/
 plan-guides: venv

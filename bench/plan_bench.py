@@ -24,8 +24,12 @@ freeze what they imported before each next import (the plan freezes before and a
 gcpolicy.settle: freezing more often makes the floor's collections cheaper, never dearer). One
 warm-up run of each first so bytecode caches (and the parsed-schema cache, multinode/schemafiles.py) exist.
 
+  critical  each stack's deploy critical path (multinode/deploy_path.py): the recorded and the needed chain,
+            weighted by assumed creation times (computed, not timed)
+
 Usage: python bench/plan_bench.py [--pairs 7] [--stacks aws-dev,...] [--workloads 1,10,40,160,640]
-                                  [--pools 1,8,32] [--scaling-pairs 3] [--json out.json]
+                                  [--pools 1,8,32] [--scaling-pairs 3] [--critical-paths aws-dev,...,fleet-dev]
+                                  [--json out.json]
 """
 from __future__ import annotations
 
@@ -219,6 +223,29 @@ def scaling(workloads: list[int], pools: list[int], n: int, tmp: Path) -> dict[s
             "sdkPerWorkloadSeconds": sdk_per_workload, "perPoolSeconds": per_pool}
 
 
+def critical_paths(stacks: list[str]) -> dict[str, dict[str, Any]]:
+    """Each stack's deploy critical path as `plan` reports it (multinode/deploy_path.py, build/<stack>/
+    critical-path.json): the longest chain the recorded dependencies force and the one the really needed
+    dependencies force, weighted by the assumed creation times. Computed, not timed: the same on any machine."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import contextlib
+    import io
+
+    from multinode import plan as mplan
+    out: dict[str, dict[str, Any]] = {}
+    for stack in stacks:
+        with contextlib.redirect_stderr(io.StringIO()):
+            result = mplan.plan(stack, None)
+        rep = result.deploy_path
+        if rep is None:
+            raise RuntimeError(f"plan {stack}: exit {result.exit_code}: {result.error}")
+        out[stack] = {"recordedSeconds": rep.recorded.seconds, "recordedLength": len(rep.recorded.urns),
+                      "neededSeconds": rep.needed.seconds, "neededLength": len(rep.needed.urns),
+                      "ratio": round(rep.ratio, 4)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--pairs", type=int, default=7, help="interleaved plan/floor/sdk groups per stack")
@@ -226,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", default="1,10,40,160,640", help="synthetic workload counts ('' for none)")
     ap.add_argument("--pools", default="1,8,32", help="synthetic pool counts")
     ap.add_argument("--scaling-pairs", type=int, default=3, help="groups per synthetic size")
+    ap.add_argument("--critical-paths", default=EXAMPLES + ",fleet-dev",
+                    help="stacks whose deploy critical paths to report ('' for none)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
 
@@ -248,6 +277,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{stack:<14}{s['planCpu']:>11.2f}{s['floorCpu']:>12.2f}{s['sdkCpu']:>10.2f}"
               f"{s['planFloorCpu']:>10.2f}x{s['sdkFloorCpu']:>9.2f}x{s['planSdkCpu']:>8.2f}x{s['projectCpu']:>11.2f}"
               f"{s['planWall']:>12.2f}{s['floorWall']:>13.2f}{len(modules):>8}", flush=True)
+    cp_stacks = [s for s in args.critical_paths.split(",") if s]
+    if cp_stacks:
+        report["criticalPaths"] = cps = critical_paths(cp_stacks)
+        print("deploy critical path (weighted by assumed creation times, multinode/deploy_path.py):")
+        print(f"{'stack':<14}{'recorded s':>11}{'length':>7}{'needed s':>10}{'length':>7}{'ratio':>7}")
+        for stack, c in cps.items():
+            print(f"{stack:<14}{c['recordedSeconds']:>11.0f}{c['recordedLength']:>7}{c['neededSeconds']:>10.0f}"
+                  f"{c['neededLength']:>7}{c['ratio']:>7.2f}", flush=True)
     workloads = [int(x) for x in args.workloads.split(",") if x]
     pools = [int(x) for x in args.pools.split(",") if x]
     if workloads and pools:

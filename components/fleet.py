@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 from components.clouds.base import TYPE_PREFIX
 from components.kubernetes.addons import helm_release
 from components.kubernetes.objects import k8s_object
+from multinode import deploy_path
 from multinode.config import NAMESPACE
 from multinode.fleet import manifests as fm
 from multinode.fleet.config import FleetConfig, FleetHost, FleetMember
@@ -103,50 +104,81 @@ class Fleet(pulumi.ComponentResource):
                                opts=pulumi.ResourceOptions(parent=self, depends_on=[release]))
         on_karmada = pulumi.ResourceOptions(parent=self, provider=karmada)
 
+        # Each object waits for what it needs, never for the object registered before it (issue 35): an object that
+        # creates no pods (deploy_path.PASSIVE_KINDS: Namespace, Secret, RBAC, Service, CRD, webhook configuration,
+        # Queue, Karmada policies...) for its Namespace and the CRD of its own kind when this stack registers them
+        # on the same API server; any other object (Deployment, Job, Cluster, a Volcano Job...) for `after` and for
+        # every passive object and every setup Job listed before it in its group (its pods mount, run as or are
+        # admitted by them, a Karmada policy propagates it with its overrides at once; a batch/v1 Job run to
+        # completion first, e.g. Volcano Global's admission init, writes the certificate later pods mount).
+        known: dict[tuple[str, str, str], pulumi.Resource] = {}   # (API server, "Namespace"|group/kind, name)
+
         def register(prefix: str, objs: list[dict[str, Any]], opts: pulumi.ResourceOptions,
-                     after: list[pulumi.Resource] | None = None) -> list[pulumi.Resource]:
-            out: list[pulumi.Resource] = []
-            for o in objs:
+                     after: list[pulumi.Resource] | None = None, server: str = "") -> list[pulumi.Resource]:
+            made: dict[int, pulumi.Resource] = {}
+
+            def one(i: int, o: dict[str, Any], deps: list[pulumi.Resource]) -> None:
                 meta = o["metadata"]
                 logical = "-".join(x for x in (prefix, o["kind"].lower(), meta.get("namespace"), meta["name"]) if x)
-                out.append(fleet_object(logical, o, pulumi.ResourceOptions.merge(
-                    opts, pulumi.ResourceOptions(depends_on=list(after or []) + out[-1:]))))
-            return out
+                made[i] = fleet_object(logical, o, pulumi.ResourceOptions.merge(
+                    opts, pulumi.ResourceOptions(depends_on=list(dict.fromkeys(deps)) or None)))
+                if o["kind"] == "Namespace":
+                    known[(server, "Namespace", meta["name"])] = made[i]
+                elif o["kind"] == "CustomResourceDefinition":
+                    spec = o.get("spec") or {}
+                    known[(server, f"{spec.get('group')}/{(spec.get('names') or {}).get('kind')}", "crd")] = made[i]
+
+            for i, o in enumerate(objs):          # passive objects first, each after its namespace and CRD
+                if not deploy_path.creates_pods(o):
+                    one(i, o, [known[k] for k in ((server, "Namespace", str(o["metadata"].get("namespace"))),
+                                                  (server, f"{deploy_path.api_group(o)}/{o['kind']}", "crd"))
+                               if k in known])
+            passive = list(made.values())
+            jobs: list[pulumi.Resource] = []
+            for i, o in enumerate(objs):          # then the rest, after `after`, the passive ones and earlier Jobs
+                if deploy_path.creates_pods(o):
+                    one(i, o, list(after or []) + passive + jobs)
+                    if o["kind"] == "Job" and o["apiVersion"] == "batch/v1":
+                        jobs.append(made[i])
+            return [made[i] for i in range(len(objs))]
 
         # Volcano Global: CRDs, webhooks, interpreter on Karmada; its managers on the host
         self.volcano_global: list[pulumi.Resource] = []
-        karmada_ready: list[pulumi.Resource] = []        # the last of a chain: each object waits for the one before
+        karmada_ready: list[pulumi.Resource] = []        # Volcano Global's objects: what a fleet job waits for
         if cfg.fleet.volcano_global.enabled:
-            on_api = register("vg", fm.volcano_global_karmada_objects(cfg), on_karmada)
-            on_host_vg = register("vg-host", fm.volcano_global_host_objects(cfg, in_cluster), on_host, [release])
+            on_api = register("vg", fm.volcano_global_karmada_objects(cfg), on_karmada, server="karmada")
+            on_host_vg = register("vg-host", fm.volcano_global_host_objects(cfg, in_cluster), on_host, [release],
+                                  server="host")
             self.volcano_global = on_api + on_host_vg
-            karmada_ready = on_api[-1:] + on_host_vg[-1:]
+            karmada_ready = on_api + on_host_vg
 
         # members: push mode (karmadactl join's objects, then the Cluster on Karmada)
         self.clusters: dict[str, pulumi.Resource] = {}
         cluster_ns = register("karmada", [{"apiVersion": "v1", "kind": "Namespace",
-                                           "metadata": {"name": fm.CLUSTER_SECRET_NAMESPACE}}], on_karmada)
+                                           "metadata": {"name": fm.CLUSTER_SECRET_NAMESPACE}}], on_karmada,
+                              server="karmada")
         for m in cfg.fleet.members:
             pools = {p.name: p.node_count for p in cfg.members[m.name].node_pools}
             kubeconfig = _kubeconfig(f"member-{m.name}", m, pools)
             provider = k8s.Provider(f"member-{m.name}", kubeconfig=kubeconfig, opts=child)
             on_member = pulumi.ResourceOptions(parent=self, provider=provider)
-            access = register(f"member-{m.name}", fm.member_access_objects(m.name), on_member)
+            access = register(f"member-{m.name}", fm.member_access_objects(m.name), on_member,
+                              server=f"member-{m.name}")
             token = k8s.core.v1.Secret(f"member-{m.name}-token", opts=pulumi.ResourceOptions.merge(
                 on_member, pulumi.ResourceOptions(depends_on=access)),
                 **{k: v for k, v in fm.member_token_secret().items() if k not in ("apiVersion", "kind")})
             data = token.data
             secret = register(f"cluster-{m.name}", [fm.cluster_secret(
                 m.name, pulumi.Output.secret(data.apply(lambda d: (d or {}).get("token", ""))),
-                data.apply(lambda d: (d or {}).get("ca.crt", "")))], on_karmada, cluster_ns)
+                data.apply(lambda d: (d or {}).get("ca.crt", "")))], on_karmada, cluster_ns, server="karmada")
             api = pulumi.Output.unsecret(pulumi.Output.from_input(kubeconfig).apply(_server))   # a URL, not a secret
             self.clusters[m.name] = register(f"cluster-{m.name}", [fm.cluster_object(cfg, m.name, api)],
-                                             on_karmada, secret)[0]
+                                             on_karmada, secret, server="karmada")[0]
 
         # tenants: queues (sent to every member by the all-queue policy) and priority classes
         clusters = list(self.clusters.values())
         queues = register("fleet", fm.queue_objects(cfg) + fm.priority_class_objects(cfg), on_karmada,
-                          karmada_ready + clusters)
+                          karmada_ready + clusters, server="karmada")
 
         # workloads, submitted once to Karmada: namespace, Secrets, objects, then their policies
         secret_values = {"hfToken": cfg.hf_token, "ngcApiKey": cfg.ngc_api_key,
@@ -155,7 +187,7 @@ class Fleet(pulumi.ComponentResource):
         namespaces = sorted({w.namespace for w in cfg.fleet.workloads})
         ns_objs = register("fleet", [{"apiVersion": "v1", "kind": "Namespace",
                                       "metadata": {"name": n, "labels": dict(sm.MANAGED_BY)}} for n in namespaces],
-                           on_karmada, clusters)
+                           on_karmada, clusters, server="karmada")
         for w in cfg.fleet.workloads:
             built = fm.workload_objects(cfg, w, cfg.fits[w.name])
             after = karmada_ready + clusters + queues + ns_objs
@@ -168,8 +200,9 @@ class Fleet(pulumi.ComponentResource):
                     f"{w.name}-secret-{ref.name}", type=ref.secret_type,
                     metadata={"name": ref.name, "namespace": w.namespace, "labels": dict(sm.MANAGED_BY)},
                     string_data={ref.key: pulumi.Output.secret(value)},
-                    opts=pulumi.ResourceOptions.merge(on_karmada, pulumi.ResourceOptions(depends_on=after))))
-            register(w.name, built.objects, on_karmada, after + secrets)
+                    opts=pulumi.ResourceOptions.merge(on_karmada, pulumi.ResourceOptions(
+                        depends_on=[known[k] for k in [("karmada", "Namespace", w.namespace)] if k in known]))))
+            register(w.name, built.objects, on_karmada, after + secrets, server="karmada")
             self.workloads[w.name] = built.members
 
         self.register_outputs({"clusters": list(self.clusters), "workloads": self.workloads})

@@ -14,6 +14,8 @@ monitor, and writes to build/<stack>/:
   graph.mmd                    a Mermaid graph of components, resources and dependencies
   policy.json                  the policy pack's findings on the recorded resources
   placement.json               every gang placed on the pools' nodes (multinode.placement), per-pool use
+  critical-path.json           the deploy's longest chain of creations, weighted by assumed creation times,
+                               and the chain the really needed dependencies force (multinode.deploy_path)
 Exit status: 0 clean, 1 a mandatory policy violation, 2 bad config, 3 an internal error (a bug:
 please report it with the traceback printed).
 """
@@ -33,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, checks, gcpolicy, placement, renames, stackfile, upgrades
+from . import admission, checks, deploy_path, gcpolicy, placement, renames, stackfile, upgrades
 from . import config as mconfig
 from .errors import ConfigError
 from .manifests import crds
@@ -60,6 +62,7 @@ class PlanResult:
     fleet: Any = None                                                   # a fleet stack's FleetConfig
     effective: Any = None      # manifests.effective_pod.TemplateMemo over k8s_objects' MutatingPolicies (plan_config)
     policy_config: Any = None  # policy.config.PolicyConfig: the team's policy config file, or None
+    deploy_path: Any = None    # deploy_path.Report: the deploy's weighted critical paths (critical-path.json)
 
 
 def is_k8s_object(reg: Registration) -> bool:
@@ -277,6 +280,7 @@ def plan_fleet(stack: str, raw: dict[str, Any], secrets: set[str], wire: dict[st
     result.registrations = stable_order(run.registrations)
     ordered = apply_order(result.registrations)
     result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
+    result.deploy_path = deploy_path.report([r.as_dict() for r in result.registrations])
     result.violations = run_policies(result.registrations, None, policy_config=policy_config)
     if any(v.get("enforcementLevel") == "mandatory" for v in result.violations):
         result.exit_code = EXIT_POLICY
@@ -295,6 +299,7 @@ def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secr
     ordered = apply_order(registrations)
     result.registrations = registrations
     result.k8s_objects = [r.inputs for r in ordered if is_k8s_object(r)]
+    result.deploy_path = deploy_path.report([r.as_dict() for r in registrations], cfg)
     result.effective = _template_memo(result.k8s_objects)    # admission and the effective-pod writer share it
     # findings: rule stack-fits-node-pools, which reuses this simulation instead of running its own
     result.placement = placement.for_stack(cfg, result.k8s_objects)
@@ -475,6 +480,8 @@ def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) ->
         files.write(out / "placement.json", json_text(placement.as_json(result.placement)))
     if result.config is not None:
         files.write(out / "upgrades.json", json_text(upgrades.as_json(result.config)))
+    if result.deploy_path is not None:
+        files.write(out / "critical-path.json", json_text(result.deploy_path.as_dict(records)))
     files.prune()
     return out
 
@@ -569,7 +576,10 @@ def write_effective_pods(result: PlanResult, out: Path, files: OutputFolder | No
 def summary(result: PlanResult) -> str:
     if result.fleet is not None:
         from .fleet import plan as fleet_plan
-        return fleet_plan.summary(result)
+        lines = fleet_plan.summary(result).split("\n")
+        if result.deploy_path is not None:     # before the closing "wrote ..." line, as for a cluster stack
+            lines.insert(len(lines) - 1 if lines[-1].startswith("wrote ") else len(lines), result.deploy_path.line())
+        return "\n".join(lines)
     cfg = result.config
     assert cfg is not None
     lines = [f"stack {result.stack}: cloud {cfg.cloud}, {len(result.registrations)} resources"]
@@ -613,6 +623,8 @@ def summary(result: PlanResult) -> str:
     for v in result.violations:
         # the message names its object itself (policy.pack.run_rules guarantees it): print it once
         lines.append(f"  [{v.get('enforcementLevel')}] {v.get('policy')}: {v.get('message')}")
+    if result.deploy_path is not None:
+        lines.append(result.deploy_path.line())
     if result.out_dir:
         lines.append(f"wrote {len(result.k8s_objects)} Kubernetes objects and resources.json to {result.out_dir}")
     return "\n".join(lines)

@@ -13,6 +13,9 @@ from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
 from multinode.errors import ConfigError  # noqa: E402
 from policy.config import for_pack, initial_config  # noqa: E402
 from policy.pack import policies  # noqa: E402
+from policy.wire import install  # noqa: E402
+
+install()        # a resource's properties converted from protobuf once, not once per policy (policy/wire.py)
 
 try:
     team_config = for_pack()

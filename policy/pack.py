@@ -111,10 +111,37 @@ def evaluate(records: Iterable[Mapping[str, Any]], cfg: Any = None,
 
 
 # ------------------------------------------------------------------ CrossGuard adapter
+CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+
+
+def _crd_props(props: Any) -> dict[str, Any]:
+    """A CRD's props without its versions' OpenAPI schemas (~6,000 values for one of LWS's or Grove's CRDs, the
+    bulk of what the pack converts on a stack that registers them): no rule reads a CRD's schema (objects.pod_
+    templates does not walk CRDs; tests/test_policy_rules.py runs every rule on a CRD with and without it)."""
+    spec = props["spec"] if "spec" in props else None
+    if not isinstance(spec, Mapping) or "versions" not in spec:
+        return dict(plain(props))
+    out = {k: plain(props[k]) for k in props if k != "spec"}
+    short = {k: plain(spec[k]) for k in spec if k != "versions"}
+    versions = spec["versions"]
+    short["versions"] = ([{k: plain(v[k]) for k in v if k != "schema"} if isinstance(v, Mapping) else plain(v)
+                          for v in versions] if not isinstance(versions, (str, bytes)) else plain(versions))
+    out["spec"] = short
+    return out
+
+
 def _resource_from_args(args: Any) -> Resource:
     opts = getattr(args, "opts", None)
+    props: Any = None
+    if args.resource_type == CRD_TYPE:
+        try:
+            props = _crd_props(args.props)
+        except Exception:  # noqa: BLE001 - e.g. an unknown value at the top (preview): convert it whole
+            props = None
+    if props is None:
+        props = plain(args.props)
     return Resource(type=args.resource_type, name=getattr(args, "name", ""), urn=getattr(args, "urn", ""),
-                    props=plain(args.props), protect=bool(getattr(opts, "protect", False)), retain_on_delete=None)
+                    props=props, protect=bool(getattr(opts, "protect", False)), retain_on_delete=None)
 
 
 def _settings_from(rule: Rule, args: Any) -> dict[str, Any]:

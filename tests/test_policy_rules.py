@@ -350,3 +350,63 @@ def test_kept_pod_specs_walk_each_object_once_and_only_serve_that_object(monkeyp
     for o in (a, b, twin):                    # each object's own spec dicts, every time (twin equals a, is not a)
         for specs in served[id(o)]:
             assert len(specs) == len(fresh[id(o)]) and all(x is y for x, y in zip(specs, fresh[id(o)], strict=True))
+
+
+def test_plain_reads_pulumi_policy_proxies_through_their_target():
+    """Issue 35: plain() walks a proxy's "__target" instead of every proxied access; the result is the one the
+    proxy's own accesses give: unknown values (which the proxy raises on) become objects.UNKNOWN, whole floats
+    ints, and nothing of the proxy types is left."""
+    from pulumi_policy import proxy as pproxy
+    from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+    from policy import objects
+    from policy.engine import plain
+    raw = {"kind": "Job", "spec": {"parallelism": 2.0, "name": UNKNOWN_STRING_VALUE,
+                                   "items": [{"a": UNKNOWN_NUMBER_VALUE}, "x", 1.5, True, None]}}
+    got = plain(unknown_checking_proxy(raw))
+    assert got == {"kind": "Job", "spec": {"parallelism": 2, "name": objects.UNKNOWN,
+                                           "items": [{"a": objects.UNKNOWN}, "x", 1.5, True, None]}}
+    assert type(got["spec"]["parallelism"]) is int
+
+    def leaves(v):
+        if isinstance(v, dict):
+            return [x for i in v.values() for x in leaves(i)]
+        if isinstance(v, list):
+            return [x for i in v for x in leaves(i)]
+        return [v]
+    assert not any(isinstance(x, (pproxy._DictProxy, pproxy._ListProxy)) for x in leaves(got))
+    # the slow path (a Mapping that is not a pulumi_policy proxy) gives the same
+    class M(dict):
+        pass
+    assert plain(M(raw)) == got
+
+
+def test_every_rule_finds_the_same_on_a_crd_with_and_without_its_schema():
+    """Issue 35: the CrossGuard adapter drops a CRD's OpenAPI schemas before the rules see it (policy.pack.
+    _crd_props); every rule, resource and stack, gives the same findings either way (a rule that reads a CRD's
+    schema would make this fail), and the schema really is dropped."""
+    from types import SimpleNamespace
+
+    from pulumi_policy.proxy import unknown_checking_proxy
+
+    from policy import pack
+    from policy.engine import Context, Resource
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {"group": "example.com", "names": {"kind": "Thing", "plural": "things"}, "scope": "Namespaced",
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {"type": "object", "properties": {"template": {
+                         "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                             "containers": {"type": "array"}}}}}}}}}}}]}}
+    args = SimpleNamespace(resource_type=pack.CRD_TYPE, props=unknown_checking_proxy(crd), name="crd", urn="urn:crd",
+                           opts=None)
+    short = pack._resource_from_args(args)
+    assert "schema" not in short.props["spec"]["versions"][0] and short.props["spec"]["names"]["kind"] == "Thing"
+    full = Resource(type=pack.CRD_TYPE, name="crd", urn="urn:crd", props=crd)
+    for rule in pack.all_rules():
+        if rule.scope == "resource":
+            assert pack.resource_findings(rule, short, Context()) == pack.resource_findings(rule, full, Context())
+        else:
+            assert ([m for _, m in pack.stack_findings(rule, [short], Context())]
+                    == [m for _, m in pack.stack_findings(rule, [full], Context())]), rule.name

@@ -64,7 +64,8 @@ def test_a_workload_depends_on_its_pool_storage_addons_and_fabric_policy_only(ru
                # the ConfigGroup of the LeaderWorkerSet CRD, applied by the program from the pinned release
                # (issue 17): one URN, whose CRD resources the engine waits for
                next(r.urn for r in regs if r.name == "addons-crds-lws" and r.type == "kubernetes:yaml/v2:ConfigGroup"),
-               urn["llama-405b-secret-llama-405b-hf-token"]})
+               # its passive objects (issue 35: they wait for their namespace only; the pods name them)
+               urn["llama-405b-secret-llama-405b-hf-token"], urn["llama-405b-service-llama-405b"]})
     assert _custom_descendants(regs, "gpu", "multinode:index:GpuNodePool")      # the pool has resources
     assert set(lws.dependencies) == want
     # the other pool, its fabric policy, Kyverno and the queue are not among them

@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import workload_fixtures as F  # noqa: E402
 
+from multinode import deploy_path  # noqa: E402
 from multinode.recording import run_program  # noqa: E402
 
 WORKLOAD_TYPE = "multinode:index:Workload"
@@ -45,9 +46,14 @@ def test_one_workload_component_per_workload_under_the_platform(run):
     by_urn = {r.urn: r for r in comps}
     children = [r for r in regs if r.parent in by_urn]
     assert len(children) >= 20
+    ns = next(r for r in regs if r.type == "kubernetes:core/v1:Namespace" and r.parent not in by_urn)
     for r in children:
         assert r.provider, r.name                                  # the cluster's provider, not ambient
-        assert pvc.urn in r.dependencies, r.name                   # after the checkpoint claim exists
+        if deploy_path.creates_pods(r.inputs):
+            assert pvc.urn in r.dependencies, r.name               # after the checkpoint claim exists
+        else:                                                      # issue 35: its namespace (and CRD) only
+            assert ns.urn in r.dependencies and pvc.urn not in r.dependencies, r.name
+    assert {deploy_path.creates_pods(r.inputs) for r in children} == {True, False}
 
 
 def test_secrets_are_kubernetes_secrets_never_literal_env(run):

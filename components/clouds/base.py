@@ -101,9 +101,13 @@ def static_pv_name(storage: Storage) -> str:
 
 def register_namespace(component: pulumi.ComponentResource, name: str, storage: Storage,
                        provider: Any) -> pulumi.Resource:
-    """The claim's namespace: retained on destroy (other things may live in it), never protected."""
-    return k8s_object(f"{name}-ns", sm.namespace(storage.namespace),
-                      pulumi.ResourceOptions(parent=component, provider=provider, retain_on_delete=True))
+    """The claim's namespace: retained on destroy (other things may live in it), never protected. Kept as
+    component.namespace_object: a workload's Secrets, ConfigMaps, RBAC and Services in that namespace wait for it
+    alone, not for the whole storage (components/kubernetes/workloads.py)."""
+    ns = k8s_object(f"{name}-ns", sm.namespace(storage.namespace),
+                    pulumi.ResourceOptions(parent=component, provider=provider, retain_on_delete=True))
+    component.namespace_object = ns  # type: ignore[attr-defined]
+    return ns
 
 
 def register_claim(component: pulumi.ComponentResource, name: str, storage: Storage, provider: Any, *,

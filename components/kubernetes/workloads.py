@@ -18,6 +18,7 @@ from components.clouds.base import TYPE_PREFIX
 from components.kubernetes.addons import ClusterAddons
 from components.kubernetes.fabric import FabricPolicies
 from components.kubernetes.objects import k8s_object
+from multinode import deploy_path
 from multinode.clouds import azure
 from multinode.config import StackConfig
 from multinode.config import Workload as WorkloadConfig
@@ -32,8 +33,10 @@ from multinode.manifests.workloads import common as wc
 class WorkloadArgs:
     config: StackConfig
     workload: WorkloadConfig
-    depends_on: list[pulumi.Resource] = field(default_factory=list)   # workload_needs
+    depends_on: list[pulumi.Resource] = field(default_factory=list)   # workload_needs: pod-creating objects
     built: wm.WorkloadManifests | None = None                          # wm.build(config, workload), if done
+    namespace: list[pulumi.Resource] = field(default_factory=list)    # its Namespace object, when registered
+    addons: ClusterAddons | None = None                               # crds_for: a passive custom kind's CRD
 
 
 def _secret_value(cfg: StackConfig, config_key: str) -> str | None:
@@ -52,7 +55,17 @@ class Workload(pulumi.ComponentResource):
         super().__init__(TYPE_PREFIX + "Workload", name, None, opts)
         cfg, w = args.config, args.workload
         built = args.built if args.built is not None else wm.build(cfg, w)
-        child = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on) or None)
+        # Only the objects that create pods wait for what pods need (node pool, storage, add-ons, fabric
+        # policies: args.depends_on); Secrets, ConfigMaps, ServiceAccounts, RBAC, Services, PodGroups... (deploy_path.
+        # PASSIVE_KINDS) wait for their namespace and the CRD of their own kind only, so a deploy creates them while
+        # the pools come up; the pod-creating objects wait for them too (their pods name them).
+        child = pulumi.ResourceOptions(parent=self)
+        on_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(args.namespace)))
+
+        def own_kind(obj: dict[str, Any]) -> list[pulumi.Resource]:
+            if args.addons is None or not deploy_path.is_custom_kind(obj):
+                return []
+            return args.addons.crds_for(str(obj["apiVersion"]), str(obj["kind"]))
 
         self.secrets: list[pulumi.Resource] = []
         for ref in built.secrets:
@@ -64,26 +77,22 @@ class Workload(pulumi.ComponentResource):
                 metadata={"name": ref.name, "namespace": w.namespace, "labels": dict(sm.MANAGED_BY)},
                 type=ref.secret_type,
                 string_data={ref.key: pulumi.Output.secret(value)},
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions())))
+                opts=on_namespace))
 
-        self.resources: list[pulumi.Resource] = []
+        passive = [o for o in built.objects if not deploy_path.creates_pods(o)]
+        made: dict[int, pulumi.Resource] = {}
+        for obj in passive:
+            made[id(obj)] = k8s_object(_logical_name(name, obj), obj, self._object_opts(
+                w.kind, built, obj, pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    depends_on=list(args.namespace) + own_kind(obj)))))
+        before_pods = self.secrets + list(made.values())
         for obj in built.objects:
-            opts_obj = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=self.secrets))
-            if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] in built.runtime_written:
-                # the running check writes `data`; a later `pulumi up` must not reset it
-                opts_obj = pulumi.ResourceOptions.merge(opts_obj, pulumi.ResourceOptions(ignore_changes=["data"]))
-            if obj["kind"] == "LeaderWorkerSet" and obj["metadata"]["name"] in built.hpa_scaled:
-                # issue 31: the HPA owns the group count; a later `pulumi up` must not reset it
-                opts_obj = pulumi.ResourceOptions.merge(opts_obj, pulumi.ResourceOptions(
-                    ignore_changes=["spec.replicas"]))
-            if w.kind == "nccl-test" and (obj["kind"] == "Job" or obj["metadata"]["name"] in built.runtime_written):
-                # `multinode release` replaces the check's Job and verdict ConfigMap on every release
-                # (release/bandwidth.check_resource_urns). They have fixed names, so the engine's default
-                # create-before-delete would create the replacement over the live object: seen on the real
-                # engine (issue 29, make release-e2e) as a Server-Side Apply field conflict on the ConfigMap's
-                # `data`, which the check itself had written. Delete first, then create.
-                opts_obj = pulumi.ResourceOptions.merge(opts_obj, pulumi.ResourceOptions(delete_before_replace=True))
-            self.resources.append(k8s_object(_logical_name(name, obj), obj, opts_obj))
+            if id(obj) in made:
+                continue
+            made[id(obj)] = k8s_object(_logical_name(name, obj), obj, self._object_opts(
+                w.kind, built, obj, pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    depends_on=list(dict.fromkeys(list(args.depends_on) + before_pods)) or None))))
+        self.resources: list[pulumi.Resource] = [made[id(o)] for o in built.objects]
 
         self.kind = pulumi.Output.from_input(w.kind)
         self.namespace = pulumi.Output.from_input(w.namespace)
@@ -93,6 +102,24 @@ class Workload(pulumi.ComponentResource):
             self.verdict_config_map = pulumi.Output.from_input(wm.nccl_test.verdict_name(w))
             outputs["verdictConfigMap"] = self.verdict_config_map
         self.register_outputs(outputs)
+
+    @staticmethod
+    def _object_opts(kind: str, built: wm.WorkloadManifests, obj: dict[str, Any],
+                     opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] in built.runtime_written:
+            # the running check writes `data`; a later `pulumi up` must not reset it
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(ignore_changes=["data"]))
+        if obj["kind"] == "LeaderWorkerSet" and obj["metadata"]["name"] in built.hpa_scaled:
+            # issue 31: the HPA owns the group count; a later `pulumi up` must not reset it
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(ignore_changes=["spec.replicas"]))
+        if kind == "nccl-test" and (obj["kind"] == "Job" or obj["metadata"]["name"] in built.runtime_written):
+            # `multinode release` replaces the check's Job and verdict ConfigMap on every release
+            # (release/bandwidth.check_resource_urns). They have fixed names, so the engine's default
+            # create-before-delete would create the replacement over the live object: seen on the real
+            # engine (issue 29, make release-e2e) as a Server-Side Apply field conflict on the ConfigMap's
+            # `data`, which the check itself had written. Delete first, then create.
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True))
+        return opts
 
 
 @dataclass
@@ -164,10 +191,14 @@ def create_workloads(parent: pulumi.Resource, cfg: StackConfig, provider: pulumi
     out: dict[str, Workload] = {}
     for w in cfg.workloads:
         built = wm.build(cfg, w)
+        namespace = list(in_namespace.get(w.namespace, []))
+        if not namespace and needs.storage is not None and cfg.storage and w.namespace == cfg.storage.namespace:
+            namespace = [getattr(needs.storage, "namespace_object", needs.storage)]
         ns = list(in_namespace.get(w.namespace, []))
         topo_file = cfg.machine(cfg.pool(w.node_pool)).nccl_topology
         if topo_file and (w.namespace, azure.topology_config_map_name(topo_file)) in topology:
             ns.append(topology[(w.namespace, azure.topology_config_map_name(topo_file))])
-        out[w.name] = Workload(w.name, WorkloadArgs(cfg, w, workload_needs(cfg, w, built.objects, needs, ns), built),
+        out[w.name] = Workload(w.name, WorkloadArgs(cfg, w, workload_needs(cfg, w, built.objects, needs, ns), built,
+                                                    namespace, needs.addons),
                                pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions()))
     return out

@@ -1,0 +1,173 @@
+"""Benchmark: the policy pack as the Pulumi engine runs it under `pulumi preview --policy-pack policy`.
+
+The pack is started as the engine starts it when no `python` language plugin is found (conformance/pulumi/
+README.md, "The pack"): a separate process, `python policy/__main__.py <engine address> .` in the pack's folder,
+which prints its gRPC port; the analyzer is then driven over gRPC with the pulumirpc Analyzer service: one
+`Analyze` per resource (type, properties, URN, name, options, provider), then one `AnalyzeStack` with every
+resource (parent, dependencies). The resources are a stack's registrations as `plan` records them (inputs as
+the engine would send them, secrets as the placeholder string "[secret]", unknowns as Pulumi's unknown
+sentinel), read from an in-process plan.
+
+What it reports per stack: the analyzer process's CPU (user + system, from /proc/<pid>/stat, so this script's
+own cost of building and sending requests is not counted) spent in all the `Analyze` calls, and in the
+`AnalyzeStack` call, each the median over --runs fresh plugin processes; the process's start (imports,
+PolicyPack construction) is reported apart, as `start`. What is not measured: the engine's own side (the Go CLI
+serialising the requests), and a real language host (the pack runs here with the project's interpreter).
+
+Usage: python bench/pack_bench.py [--runs 5] [--stacks aws-dev,...] [--workloads 1,10,40,160] [--pools 1]
+                                  [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+EXAMPLES = "aws-dev,azure-dev,gcp-dev,oci-dev,existing-dev,dynamo-dev,fleet-dev"
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(pid: int) -> float:
+    """User + system CPU seconds of a live process (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def requests(stack: str, file: Path | None = None) -> tuple[list[Any], Any]:
+    """(AnalyzeRequest per registration, AnalyzeStackRequest) from the stack's plan: every registration the plan
+    recorded (components and providers too: the engine analyzes each resource it registers)."""
+    from google.protobuf import struct_pb2
+    from pulumi.runtime import rpc
+    from pulumi.runtime.proto import analyzer_pb2 as pb
+
+    from multinode import plan as mplan
+    from multinode.recording import UNKNOWN_PLACEHOLDER
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        result = mplan.plan(stack, None, file)
+    if not result.registrations:
+        raise RuntimeError(f"plan {stack}: exit {result.exit_code}: {result.error}")
+
+    def unknowns(v: Any) -> Any:
+        if v == UNKNOWN_PLACEHOLDER:
+            return rpc.UNKNOWN
+        if isinstance(v, dict):
+            return {k: unknowns(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [unknowns(x) for x in v]
+        return v
+
+    per: list[Any] = []
+    stack_resources: list[Any] = []
+    for r in result.registrations:
+        props = struct_pb2.Struct()
+        props.update(unknowns(r.inputs))
+        opts = pb.AnalyzerResourceOptions(protect=r.protect, ignoreChanges=list(r.ignore_changes),
+                                          deleteBeforeReplace=r.delete_before_replace)
+        provider = pb.AnalyzerProviderResource(type="pulumi:providers:kubernetes", urn=r.provider.rsplit("::", 1)[0],
+                                               name=r.provider.rsplit("::", 2)[-2] if r.provider else "")
+        per.append(pb.AnalyzeRequest(type=r.type, properties=props, urn=r.urn, name=r.name, options=opts,
+                                     provider=provider))
+        stack_resources.append(pb.AnalyzerResource(type=r.type, properties=props, urn=r.urn, name=r.name,
+                                                   options=opts, provider=provider, parent=r.parent,
+                                                   dependencies=list(r.dependencies)))
+    return per, pb.AnalyzeStackRequest(resources=stack_resources)
+
+
+def one_run(per: list[Any], whole: Any) -> dict[str, float]:
+    """A fresh analyzer process: its start, all Analyze calls, the AnalyzeStack call (CPU seconds of the
+    process), and the wall time of the calls as this client saw them."""
+    import grpc
+    from google.protobuf import empty_pb2
+    from pulumi.runtime.proto import analyzer_pb2_grpc
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "policy" / "__main__.py"), "127.0.0.1:1", "."],
+                            cwd=ROOT / "policy", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().decode().strip())
+        start_wall = time.perf_counter() - t0
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", -1),
+                                                                      ("grpc.max_send_message_length", -1)])
+        stub = analyzer_pb2_grpc.AnalyzerStub(channel)
+        stub.GetAnalyzerInfo(empty_pb2.Empty())
+        c0 = cpu_of(proc.pid)
+        t1 = time.perf_counter()
+        diags = 0
+        for req in per:
+            diags += len(stub.Analyze(req).diagnostics)
+        c1, t2 = cpu_of(proc.pid), time.perf_counter()
+        diags_stack = len(stub.AnalyzeStack(whole).diagnostics)
+        c2, t3 = cpu_of(proc.pid), time.perf_counter()
+        channel.close()
+        return {"start": c0, "startWall": start_wall, "analyze": c1 - c0, "analyzeWall": t2 - t1,
+                "stack": c2 - c1, "stackWall": t3 - t2, "diagnostics": diags, "stackDiagnostics": diags_stack}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def measure(name: str, per: list[Any], whole: Any, runs: int) -> dict[str, Any]:
+    rs = [one_run(per, whole) for _ in range(runs)]
+    med = statistics.median
+    row = {k: med(r[k] for r in rs) for k in ("start", "analyze", "stack", "analyzeWall", "stackWall")}
+    row.update(resources=len(per), total=row["analyze"] + row["stack"], diagnostics=rs[0]["diagnostics"],
+               stackDiagnostics=rs[0]["stackDiagnostics"])
+    print(f"{name:<16}{len(per):>10}{row['start']:>9.2f}{row['analyze']:>10.2f}{row['stack']:>8.2f}"
+          f"{row['total']:>8.2f}{row['analyze'] / max(len(per), 1) * 1000:>12.1f}"
+          f"{row['diagnostics']:>7}{row['stackDiagnostics']:>7}", flush=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5, help="fresh analyzer processes per stack")
+    ap.add_argument("--stacks", default=EXAMPLES)
+    ap.add_argument("--workloads", default="1,10,40,160", help="synthetic existing stacks ('' for none)")
+    ap.add_argument("--pools", default="1")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    load = os.getloadavg()
+    report: dict[str, Any] = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                              "cpus": os.cpu_count(), "loadavg": load, "runs": args.runs, "stacks": {}}
+    print(f"{report['date']}, {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+          f"analyzer CPU seconds, median of {args.runs} fresh plugin processes")
+    print(f"{'stack':<16}{'resources':>10}{'start':>9}{'analyze':>10}{'stack':>8}{'total':>8}{'ms/resource':>12}"
+          f"{'diags':>7}{'stackd':>7}")
+    for stack in [s for s in args.stacks.split(",") if s]:
+        report["stacks"][stack] = measure(stack, *requests(stack), args.runs)
+    workloads = [int(x) for x in args.workloads.split(",") if x]
+    if workloads:
+        from plan_bench import synthetic_stack
+        tmp = Path(tempfile.mkdtemp(prefix="pack-bench-"))
+        report["scaling"] = {}
+        for p in [int(x) for x in args.pools.split(",") if x]:
+            for w in workloads:
+                f = synthetic_stack(w, p, tmp)
+                name = f.stem.split(".", 1)[1]
+                report["scaling"][f"{w}x{p}"] = measure(f"{w}w x {p}p", *requests(name, f), args.runs)
+    end = os.getloadavg()
+    report["loadavgEnd"] = end
+    print(f"load average at the end {end[0]:.2f} {end[1]:.2f} {end[2]:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
