@@ -147,7 +147,8 @@ func StartVolcano(ctx context.Context, b *Box, binDir, boxIn string, logf func(s
 // claimed (allocatable unset: "unattachable", unlimited), which the box cannot know.
 func registerCSIDrivers(ctx context.Context, b *Box, stackDir string, logf func(string, ...any)) error {
 	files, _ := filepath.Glob(filepath.Join(stackDir, "k8s", "*-PersistentVolume-*.yaml"))
-	drivers := map[string]bool{}
+	// and the driver of the box's own stand-in PVs for claims of a StorageClass (main.go waitClaimsBound)
+	drivers := map[string]bool{standInCSIDriver: true}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -160,9 +161,6 @@ func registerCSIDrivers(ctx context.Context, b *Box, stackDir string, logf func(
 		if pv.Spec.CSI != nil && pv.Spec.CSI.Driver != "" {
 			drivers[pv.Spec.CSI.Driver] = true
 		}
-	}
-	if len(drivers) == 0 {
-		return nil
 	}
 	nodes, err := b.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
