@@ -129,9 +129,17 @@ def test_exclusive_placement_leaders_without_workers_name_the_gang_deadlock(tmp_
     obs = _observed()
     obs["phases"][0]["pods"] = [_pod("llm-0"), _pod("llm-1")]          # the leaders only: no worker StatefulSet
     r = compare.compare(_stack(tmp_path, obs, lws), kyverno=False)
-    f = next(f for f in r["findings"] if "2 pods made by LWS, placement.json counts 4" in f)
-    assert "only once its leader is bound" in f and "minMember [2]" in f and "never be bound" in f
-    # without the annotation the same shortfall carries no such explanation
+    # LWS's own behaviour before any scheduler acts: a warning under notChecked (read from the sources), no finding
+    assert r["findings"] == [], r["findings"]
+    w = next(n for n in r["notChecked"] if "WARNING" in n)
+    assert "only the 2 leaders made, placement.json counts 4 pods" in w
+    assert "only once its leader is bound" in w and "minMember [2]" in w and "never be bound" in w
+    # without the annotation the same shortfall is a finding, with no such explanation
     r = compare.compare(_stack(tmp_path / "plain", obs), kyverno=False)
     f = next(f for f in r["findings"] if "2 pods made by LWS, placement.json counts 4" in f)
     assert "leader is bound" not in f
+    # with the annotation but a leader missing too, it is a finding (carrying the explanation)
+    obs["phases"][0]["pods"].pop()
+    r = compare.compare(_stack(tmp_path / "short", obs, lws), kyverno=False)
+    f = next(f for f in r["findings"] if "1 pods made by LWS, placement.json counts 4" in f)
+    assert "only once its leader is bound" in f
