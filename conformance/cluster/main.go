@@ -32,6 +32,9 @@ var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true
 
 var kyvernoBin, volcanoDir, lwsBin string
 
+// the CSI driver of the box's stand-in PersistentVolumes (waitClaimsBound)
+const standInCSIDriver = "box.multinode.dev"
+
 type Applied struct {
 	File       string `json:"file"`
 	APIVersion string `json:"apiVersion"`
@@ -361,7 +364,7 @@ func waitClaimsBound(ctx context.Context, box *Box, limit time.Duration) ([]stri
 						ClaimRef:                      &corev1.ObjectReference{Namespace: c.Namespace, Name: c.Name},
 						PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 						PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-							Driver: "box.multinode.dev", VolumeHandle: key}},
+							Driver: standInCSIDriver, VolumeHandle: key}},
 					}}
 				if _, err := box.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 					return standIns, fmt.Errorf("stand-in PV for %s: %w", key, err)

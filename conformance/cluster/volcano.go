@@ -21,14 +21,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 )
 
 // The PodGroups of every phase are listed by lws.go's Applier.PodGroups (compare.py reads their conditions).
@@ -72,6 +75,9 @@ func StartVolcano(ctx context.Context, b *Box, binDir, boxIn string, logf func(s
 	cm := in.ControllerConfigMap
 	if _, err := b.Client.CoreV1().ConfigMaps(in.Namespace).Create(ctx, &cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("volcano controller ConfigMap: %w", err)
+	}
+	if err := registerCSIDrivers(ctx, b, filepath.Dir(filepath.Dir(boxIn)), logf); err != nil {
+		return nil, err
 	}
 	conf := filepath.Join(b.Dir, "volcano-scheduler.conf")
 	if err := os.WriteFile(conf, []byte(in.SchedulerConf), 0o600); err != nil {
@@ -131,6 +137,51 @@ func StartVolcano(ctx context.Context, b *Box, binDir, boxIn string, logf func(s
 	}
 	v.Stop()
 	return nil, fmt.Errorf("volcano: the default queue was not created and opened within 120s (logs in %s)", boxIn)
+}
+
+// registerCSIDrivers gives every node a CSINode naming the CSI drivers of the stack's PersistentVolumes, as the
+// real kubelet does once a CSI node plugin (the FSx/EFS/... driver's DaemonSet of the cluster) registers: Volcano
+// counts each CSI volume of a pod as an attachable-volumes-csi-<driver> request and admits it only where a node's
+// CSINode names that driver (volcano v1.14.1 pkg/scheduler/cache/event_handlers.go:141-160, 1320-1330); without
+// a CSINode the default queue is "overused" by that resource and nothing is allocated. No attach limit is
+// claimed (allocatable unset: "unattachable", unlimited), which the box cannot know.
+func registerCSIDrivers(ctx context.Context, b *Box, stackDir string, logf func(string, ...any)) error {
+	files, _ := filepath.Glob(filepath.Join(stackDir, "k8s", "*-PersistentVolume-*.yaml"))
+	// and the driver of the box's own stand-in PVs for claims of a StorageClass (main.go waitClaimsBound)
+	drivers := map[string]bool{standInCSIDriver: true}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var pv corev1.PersistentVolume
+		if err := yaml.Unmarshal(data, &pv); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if pv.Spec.CSI != nil && pv.Spec.CSI.Driver != "" {
+			drivers[pv.Spec.CSI.Driver] = true
+		}
+	}
+	nodes, err := b.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var names []string
+	for d := range drivers {
+		names = append(names, d)
+	}
+	sort.Strings(names)
+	for _, n := range nodes.Items {
+		cn := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
+		for _, d := range names {
+			cn.Spec.Drivers = append(cn.Spec.Drivers, storagev1.CSINodeDriver{Name: d, NodeID: n.Name})
+		}
+		if _, err := b.Client.StorageV1().CSINodes().Create(ctx, cn, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("CSINode %s: %w", n.Name, err)
+		}
+	}
+	logf("volcano: CSINodes for %d nodes with the stack's CSI drivers %v (no attach limit)", len(nodes.Items), names)
+	return nil
 }
 
 func unstructuredString(obj map[string]any, path ...string) (string, bool, error) {

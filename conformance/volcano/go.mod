@@ -37,6 +37,7 @@ require (
 	github.com/go-openapi/swag/stringutils v0.25.5 // indirect
 	github.com/go-openapi/swag/typeutils v0.25.5 // indirect
 	github.com/go-openapi/swag/yamlutils v0.25.5 // indirect
+	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/google/cadvisor v0.53.0 // indirect
 	github.com/google/cel-go v0.26.0 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
@@ -99,7 +100,7 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20250910181357-589584f1c912 // indirect
 	k8s.io/kube-scheduler v0.0.0 // indirect
-	k8s.io/kubernetes v1.35.3 // indirect
+	k8s.io/kubernetes v1.34.1 // indirect
 	k8s.io/metrics v0.35.3 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4 // indirect
@@ -109,79 +110,81 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.2-0.20260122202528-d9cc6641c482 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 	stathat.com/c/consistent v1.0.0 // indirect
-	volcano.sh/volcano v1.15.1 // indirect
+	volcano.sh/apis v0.0.0 // indirect
+	volcano.sh/volcano v1.14.1 // indirect
 )
 
-// BEGIN volcano replace: copied from volcano.sh/volcano@v1.15.1 go.mod by sync-replace.sh (do not edit by hand; its local
+// BEGIN volcano replace: copied from volcano.sh/volcano@v1.14.1 go.mod by sync-replace.sh (do not edit by hand; its local
 // volcano.sh/apis => ./staging/src/volcano.sh/apis is left out: not in the module zip)
 replace cloud.google.com/go => cloud.google.com/go v0.100.2
 
-replace go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc => go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.42.0
+replace go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc => go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.19.0
 
-replace google.golang.org/grpc => google.golang.org/grpc v1.79.3
+replace google.golang.org/grpc => google.golang.org/grpc v1.64.0
 
-replace k8s.io/api => k8s.io/api v0.35.3
+replace k8s.io/api => k8s.io/api v0.34.1
 
-replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.35.3
+replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.34.1
 
-replace k8s.io/apimachinery => k8s.io/apimachinery v0.35.3
+replace k8s.io/apimachinery => k8s.io/apimachinery v0.34.1
 
-replace k8s.io/apiserver => k8s.io/apiserver v0.35.3
+replace k8s.io/apiserver => k8s.io/apiserver v0.34.1
 
-replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.35.3
+replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.34.1
 
-replace k8s.io/client-go => k8s.io/client-go v0.35.3
+replace k8s.io/client-go => k8s.io/client-go v0.34.1
 
-replace k8s.io/cloud-provider => k8s.io/cloud-provider v0.35.3
+replace k8s.io/cloud-provider => k8s.io/cloud-provider v0.34.1
 
-replace k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.35.3
+replace k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.34.1
 
-replace k8s.io/code-generator => k8s.io/code-generator v0.35.3
+replace k8s.io/code-generator => k8s.io/code-generator v0.34.1
 
-replace k8s.io/component-base => k8s.io/component-base v0.35.3
+replace k8s.io/component-base => k8s.io/component-base v0.34.1
 
-replace k8s.io/component-helpers => k8s.io/component-helpers v0.35.3
+replace k8s.io/component-helpers => k8s.io/component-helpers v0.34.1
 
-replace k8s.io/controller-manager => k8s.io/controller-manager v0.35.3
+replace k8s.io/controller-manager => k8s.io/controller-manager v0.34.1
 
-replace k8s.io/cri-api => k8s.io/cri-api v0.35.3
+replace k8s.io/cri-api => k8s.io/cri-api v0.34.1
 
-replace k8s.io/cri-client => k8s.io/cri-client v0.35.3
+replace k8s.io/cri-client => k8s.io/cri-client v0.34.1
 
-replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.35.3
+replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.34.1
 
-replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.35.3
+replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.34.1
 
-replace k8s.io/endpointslice => k8s.io/endpointslice v0.35.3
+replace k8s.io/endpointslice => k8s.io/endpointslice v0.34.1
 
-replace k8s.io/externaljwt => k8s.io/externaljwt v0.35.3
+replace k8s.io/externaljwt => k8s.io/externaljwt v0.34.1
 
-replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.35.3
+replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.34.1
 
-replace k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.35.3
+replace k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.34.1
 
-replace k8s.io/kube-proxy => k8s.io/kube-proxy v0.35.3
+replace k8s.io/kube-proxy => k8s.io/kube-proxy v0.34.1
 
-replace k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.35.3
+replace k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.34.1
 
-replace k8s.io/kubectl => k8s.io/kubectl v0.35.3
+replace k8s.io/kubectl => k8s.io/kubectl v0.34.1
 
-replace k8s.io/kubelet => k8s.io/kubelet v0.35.3
+replace k8s.io/kubelet => k8s.io/kubelet v0.34.1
 
-replace k8s.io/legacy-cloud-providers => k8s.io/legacy-cloud-providers v0.35.3
+replace k8s.io/legacy-cloud-providers => k8s.io/legacy-cloud-providers v0.34.1
 
-replace k8s.io/metrics => k8s.io/metrics v0.35.3
+replace k8s.io/metrics => k8s.io/metrics v0.34.1
 
-replace k8s.io/mount-utils => k8s.io/mount-utils v0.35.3
+replace k8s.io/mount-utils => k8s.io/mount-utils v0.34.1
 
-replace k8s.io/node-api => k8s.io/node-api v0.35.3
+replace k8s.io/node-api => k8s.io/node-api v0.34.1
 
-replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.35.3
+replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.34.1
 
-replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.35.3
+replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.34.1
 
-replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.35.3
+replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.34.1
 
-replace k8s.io/sample-controller => k8s.io/sample-controller v0.35.3
+replace k8s.io/sample-controller => k8s.io/sample-controller v0.34.1
 
 // END volcano replace
+replace volcano.sh/apis => volcano.sh/apis v1.14.0
