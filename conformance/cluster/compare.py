@@ -101,8 +101,8 @@ def exclusive_wait(lws: dict[str, Any] | None, pods: list[dict[str, Any]], group
     if short:
         text += (f"; its PodGroups ask minMember {sorted({int(g['minMember']) for g in short})} and Volcano's gang "
                  "plugin holds a group with fewer pods than minMember (volcano.sh/volcano@v1.15.1 "
-                 "pkg/scheduler/plugins/gang/gang.go:83-90): under Volcano the leader would never be bound "
-                 "(read from both sources; not run: no Volcano in this box)")
+                 "pkg/scheduler/plugins/gang/gang.go:83-90): under Volcano the leader is never bound (with "
+                 "Volcano in the box the PodGroup's reason is among the findings; nim-lws: known_failures.json)")
     return text
 
 
