@@ -133,7 +133,7 @@ def test_exclusive_placement_leaders_without_workers_name_the_gang_deadlock(tmp_
     assert r["findings"] == [], r["findings"]
     w = next(n for n in r["notChecked"] if "WARNING" in n)
     assert "only the 2 leaders made, placement.json counts 4 pods" in w
-    assert "only once its leader is bound" in w and "minMember [2]" in w and "never be bound" in w
+    assert "only once its leader is bound" in w and "minMember [2]" in w and "never bound" in w
     # without the annotation the same shortfall is a finding, with no such explanation
     r = compare.compare(_stack(tmp_path / "plain", obs), kyverno=False)
     f = next(f for f in r["findings"] if "2 pods made by LWS, placement.json counts 4" in f)
