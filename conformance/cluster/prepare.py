@@ -148,13 +148,7 @@ def crd_inputs(k8s_dir: Path, cfg: Any) -> dict[str, Any]:
 
 
 def folder_crds(folder: Path) -> list[dict[str, Any]]:
-    out = []
-    for path in sorted(folder.rglob("*.yaml")):
-        doc = crd_document(path)
-        if doc:
-            meta = {**doc["metadata"], "annotations": {**(doc["metadata"].get("annotations") or {}),
-                                                       "multinode.dev/box-crd-from": str(path)}}
-            out.append({**doc, "metadata": meta})
+    out = volcano_inputs.crds_from(sorted(folder.rglob("*.yaml")))
     if not out:
         raise SystemExit(f"{folder}: no CustomResourceDefinition")
     return out

@@ -21,6 +21,7 @@ Writes build/<stack>/engines/cluster/volcano.json: {"release", "namespace", "cha
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +54,21 @@ def controller_config_map(values: dict[str, Any], release: str, namespace: str) 
             "data": {"volcano-controller.conf": text}}
 
 
-def module_crds(module_dir: Path) -> list[dict[str, Any]]:
+def crds_from(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """The CustomResourceDefinitions among these files, each annotated with the file it came from (the box's
+    provenance annotation; prepare.py reads its CRD folders through this too)."""
     out = []
-    for sub in CRD_DIRS:
-        for path in sorted((module_dir / sub).glob("*.yaml")):
-            doc = crd_document(path)
-            if doc:
-                meta = {**doc["metadata"], "annotations": {**(doc["metadata"].get("annotations") or {}),
-                                                           "multinode.dev/box-crd-from": str(path)}}
-                out.append({**doc, "metadata": meta})
+    for path in paths:
+        doc = crd_document(path)
+        if doc:
+            meta = {**doc["metadata"], "annotations": {**(doc["metadata"].get("annotations") or {}),
+                                                       "multinode.dev/box-crd-from": str(path)}}
+            out.append({**doc, "metadata": meta})
+    return out
+
+
+def module_crds(module_dir: Path) -> list[dict[str, Any]]:
+    out = crds_from(path for sub in CRD_DIRS for path in sorted((module_dir / sub).glob("*.yaml")))
     if not out:
         raise SystemExit(f"{module_dir}: no CustomResourceDefinition under {', '.join(CRD_DIRS)}")
     return out
