@@ -15,10 +15,14 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -45,13 +49,62 @@ type Box struct {
 	errs       chan error
 }
 
+// freePort returns a port free on 127.0.0.1 now, taken below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range) when it can: a port that ":0" hands out lies in that range, and between our
+// Close and the component's Listen any outgoing connection (the API server's own etcd clients among them) may
+// be given it as its source port. Seen in CI: the box stopped 2 s after etcd was ready (exit 3). StartBox is
+// also retried on a bind failure (main.go), since another process may still take a port first.
 func freePort() (int, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	if low := ephemeralLow(); low > 12000 {
+		for range 200 {
+			p := 10000 + mrand.IntN(low-10000)
+			if portsGiven[p] {
+				continue
+			}
+			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+				l.Close()
+				portsGiven[p] = true
+				return p, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	p := l.Addr().(*net.TCPAddr).Port
+	portsGiven[p] = true
+	return p, nil
+}
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{} // never hand out one port twice in a process (a component may not listen yet)
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 0 when it cannot be read.
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 2 {
+		return 0
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return low
+}
+
+// bindFailure says whether a start-up error is a port already taken (worth one more try on other ports).
+func bindFailure(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "address already in use") || strings.Contains(err.Error(), "bind:"))
 }
 
 func randomToken() (string, error) {

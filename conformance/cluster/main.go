@@ -123,14 +123,34 @@ func run(stackDir string, timeout, settle, quiet time.Duration, keep bool, compa
 	obs := Observed{Stack: filepath.Base(stackDir), Versions: map[string]string{
 		"k8s.io/kubernetes": kubeletVersion, "go.etcd.io/etcd/server/v3": "v3.5.21 (k8s v1.33.13's pin)"}}
 	code := func() int {
-		box, err := StartBox(ctx, dir, logf)
-		if box != nil {
-			defer box.Close()
-		}
-		if err != nil {
+		var box *Box
+		for attempt := 1; ; attempt++ {
+			// Each attempt gets its own directory and context: a failed attempt's components stop with it.
+			adir := filepath.Join(dir, fmt.Sprintf("try%d", attempt))
+			actx, acancel := context.WithCancel(ctx)
+			b, err := StartBox(actx, adir, logf)
+			if err == nil {
+				box = b
+				defer acancel()
+				break
+			}
+			if b != nil {
+				b.Close()
+			}
+			acancel()
+			if attempt < 3 && bindFailure(err) && ctx.Err() == nil {
+				logf("control plane: %v; again on other ports (attempt %d of 3)", err, attempt+1)
+				time.Sleep(time.Second)
+				continue
+			}
 			obs.Error = "control plane: " + err.Error()
+			fmt.Fprintln(os.Stderr, "box:", obs.Error, "(components' log "+logFile.Name()+")")
+			if werr := writeJSON(filepath.Join(boxIn, "observed.json"), obs); werr != nil {
+				fmt.Fprintln(os.Stderr, werr)
+			}
 			return 3
 		}
+		defer box.Close()
 		obs.Kubeconfig = box.Kubeconfig
 		if err := boxRun(ctx, box, stackDir, boxIn, settle, quiet, &obs, logf); err != nil {
 			obs.Error = err.Error()
