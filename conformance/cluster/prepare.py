@@ -77,9 +77,9 @@ def node_objects(cfg: Any) -> list[dict[str, Any]]:
                 cap[res] = f"{m.memory_gib}Gi" if m.memory_gib else alloc[res]
             else:
                 alloc[res] = cap[res] = str(int(v))
-        for res, v in UNCONSTRAINED.items():
-            alloc.setdefault(res, v)
-            cap.setdefault(res, v)
+        for res, q in UNCONSTRAINED.items():
+            alloc.setdefault(res, q)
+            cap.setdefault(res, q)
         labels = dict(n.labels)
         labels.update({"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
                        "node.kubernetes.io/instance-type": m.name})

@@ -70,6 +70,8 @@ def finish_batch_pods(api: Any, stop: threading.Event) -> None:
     core = client.CoreV1Api(api)
     while not stop.wait(2):
         for pod in core.list_pod_for_all_namespaces(label_selector="job-name").items:
+            if not (pod.status and pod.spec and pod.metadata and pod.metadata.name and pod.metadata.namespace):
+                continue
             if pod.status.phase != "Running":
                 continue
             now = datetime.now(UTC).isoformat()
@@ -295,7 +297,7 @@ def main(argv: list[str]) -> int:
     claim_ns = (conf.get("multinode:storage") or {}).get("namespace", "multinode")
     core = client.CoreV1Api(api)
     claims = {c.metadata.name: c.spec.storage_class_name
-              for c in core.list_namespaced_persistent_volume_claim(claim_ns).items}
+              for c in core.list_namespaced_persistent_volume_claim(claim_ns).items if c.metadata and c.spec}
     step(refused and claims.get("checkpoints") == conf["multinode:storage"].get("existingStorageClass"),
          f"changing the claim's StorageClass (a replace of the protected claim) is refused: claims now {claims}; "
          f"{[ln.strip() for ln in text.splitlines() if 'marked for protection' in ln][:1] or text[-600:]}")
@@ -321,8 +323,9 @@ def main(argv: list[str]) -> int:
              f"renamed plan" + "".join(f"\n     {d}" for d in diffs[:20]))
         final_file, final_k8s = renamed, new_k8s
     rc, log, rep = run("destroy", final_file)
-    left = [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(claim_ns).items]
-    pvs = [p.metadata.name for p in core.list_persistent_volume().items]
+    left = [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(claim_ns).items
+            if c.metadata and c.metadata.name]
+    pvs = [p.metadata.name for p in core.list_persistent_volume().items if p.metadata and p.metadata.name]
     kept = still_there(api, final_k8s)
     others = [k for k in kept if not k.startswith(("PersistentVolumeClaim ", "Namespace "))]
     step("checkpoints" in left and bool(pvs) and not others,

@@ -106,9 +106,9 @@ def _skip_await_transform(args: Any) -> Any:
         return None
 
     def annotate(md: Any) -> dict[str, Any]:
-        md = dict(md or {})
-        md["annotations"] = {**dict(md.get("annotations") or {}), SKIP_AWAIT_ANNOTATION: "true"}
-        return md
+        out: dict[str, Any] = dict(md or {})
+        out["annotations"] = {**dict(out.get("annotations") or {}), SKIP_AWAIT_ANNOTATION: "true"}
+        return out
     props = dict(args.props)
     md = props.get("metadata")
     props["metadata"] = (pulumi.Output.from_input(md).apply(annotate) if isinstance(md, pulumi.Output)

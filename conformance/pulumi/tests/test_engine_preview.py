@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def offline_stack(env: dict[str, str] | None = None) -> dict[str, Any]:
-    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.existing-dev.yaml").read_text())
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "stacks" / "Pulumi.existing-dev.yaml").read_text())
     conf = doc["config"]
     conf["multinode:addons"] = {name: {"enabled": False} for name in ADDONS}
     job = next(w for w in conf["multinode:workloads"] if w["name"] == "train-indexed")
