@@ -325,6 +325,9 @@ class Addons(typing.TypedDict, total=False):
     trainer: Addon
     ("Kubeflow Trainer v2 (the trainjob workload kind; off by default). Default: {\"enabled\": false, "
      "\"provided\": false, \"values\": {}}.")
+    nvsentinel: Addon
+    ("NVIDIA NVSentinel: GPU (DCGM), NIC and syslog health monitors on the GPU pools (docs/node-health.md). "
+     "Default: {\"enabled\": true, \"provided\": false, \"values\": {}}.")
 
 
 class Storage(typing.TypedDict, total=False):
@@ -571,8 +574,9 @@ class PlatformArgs(typing.TypedDict, total=False):
      "\"kyverno\": {\"enabled\": true, \"provided\": false, \"values\": {}}, \"lws\": {\"enabled\": true, "
      "\"provided\": false, \"values\": {}}, \"networkOperator\": {\"enabled\": true, \"provided\": false, "
      "\"values\": {}}, \"nvidiaDevicePlugin\": {\"enabled\": true, \"provided\": false, \"values\": {}}, "
-     "\"trainer\": {\"enabled\": false, \"provided\": false, \"values\": {}}, \"volcano\": {\"enabled\": true, "
-     "\"preemption\": false, \"provided\": false, \"values\": {}}}.")
+     "\"nvsentinel\": {\"enabled\": true, \"provided\": false, \"values\": {}}, \"trainer\": {\"enabled\": false, "
+     "\"provided\": false, \"values\": {}}, \"volcano\": {\"enabled\": true, \"preemption\": false, \"provided\": "
+     "false, \"values\": {}}}.")
     storage: Storage
     "ReadWriteMany checkpoint storage."
     queues: list[Queue]

@@ -128,6 +128,8 @@ FIELDS: dict[str, str] = {
     "Addons.nvidiaDevicePlugin": "aws, azure: NVIDIA's device plugin advertising nvidia.com/gpu.",
     "Addons.dynamo": "The Dynamo platform operator (off by default).",
     "Addons.trainer": "Kubeflow Trainer v2 (the trainjob workload kind; off by default).",
+    "Addons.nvsentinel": "NVIDIA NVSentinel: GPU (DCGM), NIC and syslog health monitors on the GPU pools "
+                         "(docs/node-health.md).",
     # Addon
     "Addon.enabled": "Install this add-on.",
     "Addon.provided": "The cluster already runs this add-on: treat it as present, install nothing of it (no "
