@@ -149,6 +149,9 @@ class ClusterRef(typing.TypedDict, total=False):
     "gcp: the primary VPC network, when not the cluster's."
     gke_version: str
     "gcp: the cluster's GKE version (1.X.Y-gke.Z), checked against the GPUDirect minimum of TCPX / TCPXO machines."
+    node_repair: bool
+    ("aws: EKS node auto repair on the managed node groups plus the eks-node-monitoring-agent add-on; gcp: node "
+     "pool auto-repair. Default true (docs/node-health.md). Default: true.")
 
 
 class MachineSpec(typing.TypedDict, total=False):
@@ -552,7 +555,7 @@ class PlatformArgs(typing.TypedDict, total=False):
     ("The cloud of the cluster: aws, azure, gcp, oci, or existing (any cluster by kubeconfig). One of: aws, azure, "
      "gcp, oci, existing.")
     cluster: ClusterRef
-    "The existing EKS / AKS / GKE / OKE cluster to attach to. Default: {}."
+    "The existing EKS / AKS / GKE / OKE cluster to attach to. Default: {\"nodeRepair\": true}."
     kubeconfig: pulumi.Input[str]
     "Secret: the kubeconfig of the cluster, required for cloud `existing`. Stored as a Pulumi secret."
     hf_token: pulumi.Input[str]
@@ -596,7 +599,7 @@ class GpuNodePoolArgs(typing.TypedDict, total=False):
     ("The cloud of the cluster: aws, azure, gcp, oci, or existing (any cluster by kubeconfig). One of: aws, azure, "
      "gcp, oci, existing.")
     cluster: ClusterRef
-    "The existing EKS / AKS / GKE / OKE cluster to attach to. Default: {}."
+    "The existing EKS / AKS / GKE / OKE cluster to attach to. Default: {\"nodeRepair\": true}."
     kubeconfig: pulumi.Input[str]
     "Secret: the kubeconfig of the cluster, required for cloud `existing`. Stored as a Pulumi secret."
     fabric: FabricConfig

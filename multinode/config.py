@@ -139,6 +139,10 @@ class ClusterRef(_Model):
     vpc_id: str | None = None            # aws: defaults to the cluster's VPC
     network: str | None = None           # gcp: primary VPC name
     gke_version: str | None = None       # gcp: the cluster's GKE version (1.X.Y-gke.Z), gated for GPUDirect
+    # issue 34: the cloud's own node repair on the pools we create (aws: managed node group nodeRepairConfig +
+    # the eks-node-monitoring-agent add-on; gcp: node pool auto_repair). AKS repairs always; OKE has no automatic
+    # repair (docs/node-health.md).
+    node_repair: bool = True
 
 
 class MachineSpec(_Model):

@@ -64,6 +64,8 @@ FIELDS: dict[str, str] = {
     "ClusterRef.network": "gcp: the primary VPC network, when not the cluster's.",
     "ClusterRef.gkeVersion": "gcp: the cluster's GKE version (1.X.Y-gke.Z), checked against the GPUDirect "
                              "minimum of TCPX / TCPXO machines.",
+    "ClusterRef.nodeRepair": "aws: EKS node auto repair on the managed node groups plus the eks-node-monitoring-agent "
+                             "add-on; gcp: node pool auto-repair. Default true (docs/node-health.md).",
     # NodePool
     "NodePool.name": "The pool's name: a DNS label, unique in the stack.",
     "NodePool.machine": "A catalog machine (see the README's machine catalog); or give machineSpec.",
