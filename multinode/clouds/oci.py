@@ -303,7 +303,8 @@ def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]
 # Node repair (issue 34, docs/node-health.md): OKE has no automatic node repair. It offers operator-triggered repair
 # actions (reboot, or boot volume replacement, of a managed or self-managed node through the OKE API or the
 # Kubernetes API, cordoning and draining first:
-# blogs.oracle.com/cloud-infrastructure/post/kubernetes-worker-node-repair) and node pool cycling. cluster.nodeRepair has no effect here.
+# blogs.oracle.com/cloud-infrastructure/post/kubernetes-worker-node-repair) and node pool cycling.
+# cluster.nodeRepair has no effect here.
 NODE_REPAIR_BUILT_IN = False
 
 
