@@ -114,7 +114,6 @@ def config_problems(cfg: Any, machines: dict[str, Any]) -> list[Problem]:
 # with node auto-repair"; a node NotReady, or silent, over 10 minutes is rebooted, then reimaged, then redeployed).
 # It acts on NotReady only: a GPU fault that leaves the node Ready is NVSentinel's to report. cluster.nodeRepair has
 # no effect here.
-NODE_REPAIR_BUILT_IN = True
 
 
 def advisories(cfg: Any) -> list[Problem]:

@@ -305,7 +305,6 @@ def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]
 # Kubernetes API, cordoning and draining first:
 # blogs.oracle.com/cloud-infrastructure/post/kubernetes-worker-node-repair) and node pool cycling.
 # cluster.nodeRepair has no effect here.
-NODE_REPAIR_BUILT_IN = False
 
 
 def advisories(cfg: Any) -> list[Problem]:
