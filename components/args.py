@@ -149,6 +149,9 @@ class ClusterRef(typing.TypedDict, total=False):
     "gcp: the primary VPC network, when not the cluster's."
     gke_version: str
     "gcp: the cluster's GKE version (1.X.Y-gke.Z), checked against the GPUDirect minimum of TCPX / TCPXO machines."
+    node_repair: bool
+    ("aws: EKS node auto repair on the managed node groups plus the eks-node-monitoring-agent add-on; gcp: node "
+     "pool auto-repair. Default true (docs/node-health.md). Default: true.")
 
 
 class MachineSpec(typing.TypedDict, total=False):
@@ -325,6 +328,9 @@ class Addons(typing.TypedDict, total=False):
     trainer: Addon
     ("Kubeflow Trainer v2 (the trainjob workload kind; off by default). Default: {\"enabled\": false, "
      "\"provided\": false, \"values\": {}}.")
+    nvsentinel: Addon
+    ("NVIDIA NVSentinel: GPU (DCGM), NIC and syslog health monitors on the GPU pools (docs/node-health.md). "
+     "Default: {\"enabled\": true, \"provided\": false, \"values\": {}}.")
 
 
 class Storage(typing.TypedDict, total=False):
@@ -549,7 +555,7 @@ class PlatformArgs(typing.TypedDict, total=False):
     ("The cloud of the cluster: aws, azure, gcp, oci, or existing (any cluster by kubeconfig). One of: aws, azure, "
      "gcp, oci, existing.")
     cluster: ClusterRef
-    "The existing EKS / AKS / GKE / OKE cluster to attach to. Default: {}."
+    "The existing EKS / AKS / GKE / OKE cluster to attach to. Default: {\"nodeRepair\": true}."
     kubeconfig: pulumi.Input[str]
     "Secret: the kubeconfig of the cluster, required for cloud `existing`. Stored as a Pulumi secret."
     hf_token: pulumi.Input[str]
@@ -571,8 +577,9 @@ class PlatformArgs(typing.TypedDict, total=False):
      "\"kyverno\": {\"enabled\": true, \"provided\": false, \"values\": {}}, \"lws\": {\"enabled\": true, "
      "\"provided\": false, \"values\": {}}, \"networkOperator\": {\"enabled\": true, \"provided\": false, "
      "\"values\": {}}, \"nvidiaDevicePlugin\": {\"enabled\": true, \"provided\": false, \"values\": {}}, "
-     "\"trainer\": {\"enabled\": false, \"provided\": false, \"values\": {}}, \"volcano\": {\"enabled\": true, "
-     "\"preemption\": false, \"provided\": false, \"values\": {}}}.")
+     "\"nvsentinel\": {\"enabled\": true, \"provided\": false, \"values\": {}}, \"trainer\": {\"enabled\": false, "
+     "\"provided\": false, \"values\": {}}, \"volcano\": {\"enabled\": true, \"preemption\": false, \"provided\": "
+     "false, \"values\": {}}}.")
     storage: Storage
     "ReadWriteMany checkpoint storage."
     queues: list[Queue]
@@ -592,7 +599,7 @@ class GpuNodePoolArgs(typing.TypedDict, total=False):
     ("The cloud of the cluster: aws, azure, gcp, oci, or existing (any cluster by kubeconfig). One of: aws, azure, "
      "gcp, oci, existing.")
     cluster: ClusterRef
-    "The existing EKS / AKS / GKE / OKE cluster to attach to. Default: {}."
+    "The existing EKS / AKS / GKE / OKE cluster to attach to. Default: {\"nodeRepair\": true}."
     kubeconfig: pulumi.Input[str]
     "Secret: the kubeconfig of the cluster, required for cloud `existing`. Stored as a Pulumi secret."
     fabric: FabricConfig

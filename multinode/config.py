@@ -73,6 +73,10 @@ ADDON_VERSIONS = {
     # release v0.19.3 (2026-06-22) reverts the default enablement of gds, gdrcopy and mofed that v0.19.0
     # turned on (#1837). Chart versions carry no "v". No values.yaml of it is stored (not checked here).
     "nvidiaDevicePlugin": "0.19.3",
+    # NVIDIA/NVSentinel v1.19.0 (registered in its docs 2026-08-17, commit e002c5dc), chart
+    # oci://ghcr.io/nvidia/nvsentinel (tags carry a leading "v"). Values checked against schemas/nvsentinel/
+    # (main at that commit; see schemas/PROVENANCE.md). v1.20+ are released but not stored.
+    "nvsentinel": "1.19.0",
 }
 
 # Keys whose values are credentials: they must be Pulumi secrets and never appear in output.
@@ -135,6 +139,10 @@ class ClusterRef(_Model):
     vpc_id: str | None = None            # aws: defaults to the cluster's VPC
     network: str | None = None           # gcp: primary VPC name
     gke_version: str | None = None       # gcp: the cluster's GKE version (1.X.Y-gke.Z), gated for GPUDirect
+    # issue 34: the cloud's own node repair on the pools we create (aws: managed node group nodeRepairConfig +
+    # the eks-node-monitoring-agent add-on; gcp: node pool auto_repair). AKS repairs always; OKE has no automatic
+    # repair (docs/node-health.md).
+    node_repair: bool = True
 
 
 class MachineSpec(_Model):
@@ -247,6 +255,7 @@ class Addons(_Model):
     nvidia_device_plugin: Addon = Addon()  # aws, azure: advertises nvidia.com/gpu (skipped with gpuOperator)
     dynamo: Addon = Addon(enabled=False)
     trainer: Addon = Addon(enabled=False)  # Kubeflow Trainer v2 (TrainJob): controller + JobSet
+    nvsentinel: Addon = Addon()            # issue 34: GPU/NIC health monitors on the GPU pools (docs/node-health.md)
 
 
 class Storage(_Model):

@@ -64,6 +64,8 @@ FIELDS: dict[str, str] = {
     "ClusterRef.network": "gcp: the primary VPC network, when not the cluster's.",
     "ClusterRef.gkeVersion": "gcp: the cluster's GKE version (1.X.Y-gke.Z), checked against the GPUDirect "
                              "minimum of TCPX / TCPXO machines.",
+    "ClusterRef.nodeRepair": "aws: EKS node auto repair on the managed node groups plus the eks-node-monitoring-agent "
+                             "add-on; gcp: node pool auto-repair. Default true (docs/node-health.md).",
     # NodePool
     "NodePool.name": "The pool's name: a DNS label, unique in the stack.",
     "NodePool.machine": "A catalog machine (see the README's machine catalog); or give machineSpec.",
@@ -128,6 +130,8 @@ FIELDS: dict[str, str] = {
     "Addons.nvidiaDevicePlugin": "aws, azure: NVIDIA's device plugin advertising nvidia.com/gpu.",
     "Addons.dynamo": "The Dynamo platform operator (off by default).",
     "Addons.trainer": "Kubeflow Trainer v2 (the trainjob workload kind; off by default).",
+    "Addons.nvsentinel": "NVIDIA NVSentinel: GPU (DCGM), NIC and syslog health monitors on the GPU pools "
+                         "(docs/node-health.md).",
     # Addon
     "Addon.enabled": "Install this add-on.",
     "Addon.provided": "The cluster already runs this add-on: treat it as present, install nothing of it (no "

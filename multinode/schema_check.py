@@ -736,7 +736,7 @@ def validate_pod_spec(spec: dict, k8s_version: str = "1.33") -> list[str]:
 # Helm values
 # --------------------------------------------------------------------------------------------
 HELM_CHARTS = ("volcano", "lws", "grove", "kai-scheduler", "kyverno", "network-operator", "dynamo",
-               "gpu-operator", "aws-efa-k8s-device-plugin", "karmada")
+               "gpu-operator", "aws-efa-k8s-device-plugin", "karmada", "nvsentinel")
 
 #: Keys whose value is a Kubernetes object or a free-form map: anything below them is accepted.
 FREE_FORM_KEYS = frozenset({
@@ -756,6 +756,12 @@ HELM_SUBCHARTS = {
                                    "maintenance-operator-chart"}),
 }
 
+#: Sub-charts whose own values.yaml is stored as schemas/<chart>/charts/<sub-chart>/values.yaml: keys under
+#: that top-level name are checked against it (the parent's values.yaml does not list them).
+HELM_STORED_SUBCHARTS = {
+    "nvsentinel": frozenset({"gpu-health-monitor", "nic-health-monitor", "fault-quarantine"}),
+}
+
 _VALUES_CACHE: dict[str, Any] = {}
 
 
@@ -765,7 +771,11 @@ def _upstream_values(chart: str) -> Any:
     with _LOCK:
         if chart not in _VALUES_CACHE:
             docs = load_documents(SCHEMA_DIR / chart / "values.yaml")
-            _VALUES_CACHE[chart] = (docs[0] if docs else None) or {}
+            values = dict((docs[0] if docs else None) or {})
+            for sub in sorted(HELM_STORED_SUBCHARTS.get(chart, ())):
+                sub_docs = load_documents(SCHEMA_DIR / chart / "charts" / sub / "values.yaml")
+                values[sub] = (sub_docs[0] if sub_docs else None) or {}
+            _VALUES_CACHE[chart] = values
         return _VALUES_CACHE[chart]
 
 
@@ -788,7 +798,8 @@ def helm_values_unknown_keys(chart: str, values: dict) -> list[str]:
     - under a key in ``FREE_FORM_KEYS`` or ending in one of ``FREE_FORM_SUFFIXES`` (Kubernetes
       objects and free-form maps: nodeSelector, tolerations, affinity, resources, labels,
       annotations, env, extraArgs, securityContext, probes, ...);
-    - a sub-chart alias in ``HELM_SUBCHARTS`` (its values are in the sub-chart).
+    - a sub-chart alias in ``HELM_SUBCHARTS`` (its values are in the sub-chart, not stored).
+    Sub-charts in ``HELM_STORED_SUBCHARTS`` are checked against their own stored values.yaml.
     Where upstream has a scalar and ``values`` has a mapping, every key in that mapping is
     reported. Key paths are joined with '.'; a key that itself contains a '.' is written ``[key]``.
     """

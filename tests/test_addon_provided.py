@@ -37,7 +37,7 @@ def _kinds(run_) -> set[tuple[str, str]]:
 
 def test_provided_addons_install_nothing_but_everything_they_serve_is_registered():
     # existing-dev turns on grove, kai and trainer; lws, volcano and kyverno are on by default
-    provided = {k: {"provided": True} for k in ("volcano", "lws", "grove", "kai", "kyverno", "trainer")}
+    provided = {k: {"provided": True} for k in ("volcano", "lws", "grove", "kai", "kyverno", "trainer", "nvsentinel")}
     raw, secrets = _with_addons("existing-dev", **provided)
     assert problems(raw, secrets) == []
     plain_raw, _ = example_raw("existing-dev")
@@ -70,8 +70,8 @@ def test_provided_dynamo_platform_is_not_installed_but_its_graph_is():
     raw, secrets = _with_addons("dynamo-dev", grove={"provided": True}, kai={"provided": True},
                                 dynamo={"provided": True}, kyverno={"provided": True})
     r = run(raw, secrets, "dynamo-dev")
-    # volcano and lws are on by default and not provided here: only they are installed
-    assert sorted(x.inputs.get("name") for x in of_type(r, RELEASE)) == ["lws", "volcano"]
+    # volcano, lws and nvsentinel (issue 34) are on by default and not provided here: only they are installed
+    assert sorted(x.inputs.get("name") for x in of_type(r, RELEASE)) == ["lws", "nvsentinel", "volcano"]
     assert ("nvidia.com/v1beta1", "DynamoGraphDeployment") in _kinds(r)
 
 

@@ -73,7 +73,8 @@ def test_versions_pinned_namespaces_and_user_values_win():
 
 def test_addons_are_optional():
     cfg = load("aws-dev", addons={"volcano": {"enabled": False}, "kyverno": {"enabled": False},
-                                  "nvidiaDevicePlugin": {"enabled": False}}, workloads=[])
+                                  "nvidiaDevicePlugin": {"enabled": False}, "nvsentinel": {"enabled": False}},
+               workloads=[])
     keys = {s.key for s in addons.addon_releases(cfg)}
     assert keys == {"lws"}
     assert "gangSchedulingManagement" not in addons.addon_releases(cfg)[0].values

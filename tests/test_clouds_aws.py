@@ -193,8 +193,14 @@ def test_fsx_static_pv_and_pvc(dev):
     assert pv.urn in pvc.dependencies
 
 
+def addon_named(run, name):
+    regs = [r for r in of_type(run, ADDON) if r.inputs["addonName"] == name]
+    assert len(regs) == 1, [r.inputs["addonName"] for r in of_type(run, ADDON)]
+    return regs[0]
+
+
 def test_fsx_csi_addon_with_pod_identity(dev):
-    addon = one(dev, ADDON).inputs
+    addon = addon_named(dev, "aws-fsx-csi-driver").inputs
     assert addon["addonName"] == "aws-fsx-csi-driver"
     assert addon["podIdentityAssociations"][0]["serviceAccount"] == "fsx-csi-controller-sa"
     assert addon["podIdentityAssociations"][0]["roleArn"].startswith("arn:aws:iam::")
@@ -242,7 +248,7 @@ def test_efs_encrypted_elastic_with_mount_target_access_point_and_storage_class(
     assert sc["reclaimPolicy"] == "Retain"
     pv = one(run, PV).inputs
     assert pv["spec"]["csi"]["volumeHandle"] == f"{fs.name}-id::{ap.name}-id"
-    assert one(run, ADDON).inputs["addonName"] == "aws-efs-csi-driver"
+    assert addon_named(run, "aws-efs-csi-driver").inputs["addonName"] == "aws-efs-csi-driver"
     nfs = [r.inputs for r in of_type(run, INGRESS) if r.inputs.get("fromPort") == 2049]
     assert nfs and nfs[0]["referencedSecurityGroupId"] == "sg-0c1a2b3c4d5e6f708"
 
@@ -325,3 +331,19 @@ def test_local_nvme_refused_off_aws_and_without_instance_store(tmp_path):
     cfg = SimpleNamespace(cloud="aws", node_pools=[pool], machine=lambda p: catalog.lookup("a3-megagpu-8g"))
     (p,) = local_nvme.config_problems(cfg)
     assert p.path == "nodePools[0].localNvme" and "no confirmed local NVMe" in p.message
+
+
+# ---------------------------------------------------------------- issue 34: EKS node repair
+def test_node_groups_repair_themselves_and_the_node_monitoring_agent_is_installed(dev):
+    assert one(dev, NG).inputs["nodeRepairConfig"] == {"enabled": True}
+    agent = addon_named(dev, "eks-node-monitoring-agent")
+    assert agent.inputs["clusterName"] == one(dev, NG).inputs["clusterName"]
+    assert parent_of(dev, agent).type == "multinode:index:ClusterAccess"
+
+
+def test_node_repair_off_turns_both_off(tmp_path):
+    def edit(c):
+        c["multinode:cluster"]["nodeRepair"] = False
+    run = run_variant(tmp_path, "aws-dev", edit)
+    assert one(run, NG).inputs["nodeRepairConfig"] == {"enabled": False}
+    assert [r for r in of_type(run, ADDON) if r.inputs["addonName"] == "eks-node-monitoring-agent"] == []

@@ -394,3 +394,10 @@ def test_tcpx_gets_upstreams_bindings_and_socket_settings():
     assert (env["NCCL_NSOCKS_PERTHREAD"], env["NCCL_SOCKET_NTHREADS"]) == ("4", "1")
     assert env["NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS"] == "500000"
     assert env["NCCL_PROTO"] == "Simple" and env["NCCL_NET"] == "GPUDirectTCPX_v7"
+
+
+def test_node_repair_off_turns_gke_auto_repair_off():
+    # issue 34: cluster.nodeRepair (default true, asserted above) reaches the node pool's management
+    raw, secrets = _raw()
+    raw["cluster"] = {**raw["cluster"], "nodeRepair": False}
+    assert one(run(raw, secrets, "gcp-dev"), POOL).inputs["management"] == {"autoRepair": False, "autoUpgrade": True}

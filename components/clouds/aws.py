@@ -82,6 +82,12 @@ class ClusterAccess(pulumi.ComponentResource):
             pulumi.Output.all(eks.name, eks.endpoint, eks.certificate_authorities)
             .apply(lambda a: kubeconfig_for(a[0], region, a[1], _field(a[2][0], "data"))))
         self.provider = connect(self, name, self.kubeconfig)
+        # issue 34: the agent that sets the node conditions EKS node auto repair acts on (multinode/clouds/aws.py)
+        self.node_monitoring_addon = aws.eks.Addon(
+            f"{name}-{limits.NODE_MONITORING_AGENT_ADDON}", cluster_name=self.cluster_name,
+            addon_name=limits.NODE_MONITORING_AGENT_ADDON, resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="PRESERVE", opts=pulumi.ResourceOptions(parent=self)) \
+            if limits.node_monitoring_agent(cfg) else None
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
 
@@ -165,6 +171,8 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
         # gang-aware: EKS surges at least the largest gang and drains that many old nodes at once
         # (multinode/upgrades.py, with its sources)
         update_config=upgrades.plan_pool(cfg, pool).settings["update_config"],
+        # EKS node auto repair (issue 34; settings and sources in multinode/clouds/aws.py)
+        node_repair_config=limits.node_repair_config(cfg),
         labels=labels,
         taints=eks_taints(cfg),
         launch_template={"id": comp.launch_template.id,

@@ -171,7 +171,10 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
         placement_policy={"type": "COMPACT"},
         # GKE refuses auto_upgrade False on release-channel clusters (the default); keep upgrades out of
         # training runs with a maintenance exclusion on the cluster instead (docs/clouds-gcp-oci.md).
-        management={"auto_repair": True, "auto_upgrade": True},
+        # auto_repair (issue 34): GKE re-creates a node that reports NotReady (or none) over ~10 min or runs out of
+        # boot disk (cloud.google.com/kubernetes-engine/docs/concepts/node-auto-repair; on by default for new
+        # node pools); cluster.nodeRepair false turns it off (docs/node-health.md).
+        management={"auto_repair": bool(cfg.cluster.node_repair), "auto_upgrade": True},
         # gang-aware surge (or blue-green) sized to the largest gang (multinode/upgrades.py, with its sources)
         upgrade_settings=plan.settings["upgrade_settings"],
         opts=pulumi.ResourceOptions(parent=comp, depends_on=list(subnets.values()) + comp.firewalls,

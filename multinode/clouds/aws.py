@@ -89,6 +89,28 @@ def config_problems(cfg: Any, machines: dict[str, Any]) -> list[Problem]:
     return p
 
 
+# ---------------------------------------------------------------- node repair (issue 34, docs/node-health.md)
+# EKS node auto repair on managed node groups ("Automatically repair nodes in EKS clusters",
+# docs.aws.amazon.com/eks/latest/userguide/node-repair.html): off by default (pulumi_aws 7.51.1
+# eks.NodeGroup node_repair_config.enabled "Defaults to `false`"); it acts on the node conditions the EKS node
+# monitoring agent sets (AcceleratedHardwareReady: repair after 10m, Replace or Reboot; NetworkingReady, KernelReady,
+# StorageReady, ContainerRuntimeReady, Ready: 30m, Replace). The agent is the EKS add-on below (same page and
+# "Detect node health issues with the EKS node monitoring agent"; it reads NVIDIA XID codes and DCGM diagnostics:
+# github.com/aws/eks-node-monitoring-agent README). EKS's own defaults stay (repair stops when more than 20% of a
+# group of more than five nodes is unhealthy).
+NODE_MONITORING_AGENT_ADDON = "eks-node-monitoring-agent"
+
+
+def node_repair_config(cfg: Any) -> dict[str, Any]:
+    """The managed node group's nodeRepairConfig: enabled unless cluster.nodeRepair is false."""
+    return {"enabled": bool(cfg.cluster.node_repair)}
+
+
+def node_monitoring_agent(cfg: Any) -> bool:
+    """True when this stack installs the EKS node monitoring agent add-on (with node repair, on pools it creates)."""
+    return bool(cfg.cluster.node_repair and cfg.node_pools)
+
+
 def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings of this cloud (none so far)."""
     return []

@@ -109,6 +109,13 @@ def config_problems(cfg: Any, machines: dict[str, Any]) -> list[Problem]:
     return storage_problems(cfg.storage, cfg.node_pools) if cfg.storage is not None else []
 
 
+# Node repair (issue 34, docs/node-health.md): AKS node auto-repair is built in and has no setting
+# (learn.microsoft.com/azure/aks/node-auto-repair: "Both AKS Automatic and AKS Standard clusters come preconfigured
+# with node auto-repair"; a node NotReady, or silent, over 10 minutes is rebooted, then reimaged, then redeployed).
+# It acts on NotReady only: a GPU fault that leaves the node Ready is NVSentinel's to report. cluster.nodeRepair has
+# no effect here.
+
+
 def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings for InfiniBand pools (printed by `plan`, logged as warnings by the program).
 

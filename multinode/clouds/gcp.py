@@ -383,6 +383,12 @@ def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]
     return p
 
 
+# Node repair (issue 34, docs/node-health.md): GKE node auto-repair on our node pools, `management.auto_repair`
+# = cluster.nodeRepair (components/clouds/gcp.py). GKE repairs a node that reports NotReady, or nothing, for about
+# 10 minutes, or runs out of boot disk (cloud.google.com/kubernetes-engine/docs/concepts/node-auto-repair); on by
+# default for new node pools. A GPU fault that leaves the node Ready is NVSentinel's to report.
+
+
 def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings of this cloud (none so far)."""
     return []

@@ -300,6 +300,13 @@ def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]
     return p
 
 
+# Node repair (issue 34, docs/node-health.md): OKE has no automatic node repair. It offers operator-triggered repair
+# actions (reboot, or boot volume replacement, of a managed or self-managed node through the OKE API or the
+# Kubernetes API, cordoning and draining first:
+# blogs.oracle.com/cloud-infrastructure/post/kubernetes-worker-node-repair) and node pool cycling.
+# cluster.nodeRepair has no effect here.
+
+
 def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings of this cloud: a RoCE pool whose shape has no known fabric ports, so the SR-IOV
     device plugin cannot be limited to them; a fabric pod that takes part of a node (its VFs are not aligned

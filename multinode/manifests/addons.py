@@ -20,6 +20,7 @@ Chart locations (checked with the code search tool; see docs/addons-fabric.md):
   nvidia-device-plugin       https://nvidia.github.io/k8s-device-plugin  chart nvidia-device-plugin
   dynamo-platform   https://helm.ngc.nvidia.com/nvidia/ai-dynamo      (manifests/dynamo_platform.py)
   kubeflow-trainer  oci://ghcr.io/kubeflow/charts/kubeflow-trainer     (Kubeflow Trainer's install docs; no "v")
+  nvsentinel        oci://ghcr.io/nvidia/nvsentinel                    (NVIDIA/NVSentinel README; tags carry a "v")
 """
 from __future__ import annotations
 
@@ -64,11 +65,12 @@ _DEFAULT_NS = {
     "efaDevicePlugin": "kube-system",
     "nvidiaDevicePlugin": "nvidia-device-plugin",   # the namespace NVIDIA's README installs it into
     "trainer": "kubeflow-system",                   # Kubeflow Trainer's install docs
+    "nvsentinel": "nvsentinel",                     # NVSentinel's README install command
 }
 
 # Grove and KAI publish OCI tags with a leading "v" (e.g. grove-charts:v0.1.0-alpha.12-rc2,
 # kai-scheduler --version v0.12.10 in their install docs); config.ADDON_VERSIONS stores bare versions.
-_V_PREFIX = {"grove", "kai"}
+_V_PREFIX = {"grove", "kai", "nvsentinel"}
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -185,7 +187,7 @@ def version_advisories(cfg: StackConfig) -> list[Problem]:
             out.append(Problem("addons.kai.version", f"{a.kai.version} is older than 0.15.2, which Grove needs for "
                                                      f"topology-aware scheduling of its PodGangs; remove the "
                                                      f"override (default {ADDON_VERSIONS['kai']}) or set >= 0.15.2"))
-    return out
+    return out + nvsentinel_advisories(cfg)
 
 
 def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
@@ -231,11 +233,118 @@ def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
         # CRDs are chart templates at v2.3.0 (`crds.enabled`), so Helm upgrades them (manifests/crds.py).
         out.append(_spec(cfg, "trainer", "kubeflow-trainer", TRAINER_CHART, None, {},
                          ("trainer.kubeflow.org", "jobset.x-k8s.io")))
+    health = nvsentinel_release(cfg)
+    if health is not None:
+        out.append(health)
     # Dynamo platform (operator + nvidia.com CRDs); last: it integrates with the schedulers above.
     # Values keys checked against schemas/dynamo/values.yaml (upstream main, chart 1.5.0; see dynamo_platform.py).
     dynamo = dynamo_platform_release(cfg)
     if dynamo is not None:
         out.append(ReleaseSpec(**dynamo))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# NVSentinel (issue 34): GPU, NIC and syslog health monitors. Facts from NVIDIA/NVSentinel at e002c5dc
+# (2026-08-17, the v1.19.0 docs registration; schemas/PROVENANCE.md), files named below; docs/node-health.md.
+# --------------------------------------------------------------------------------------------------------------
+NVSENTINEL_CHART = "oci://ghcr.io/nvidia/nvsentinel"
+# The GPU Operator's standalone DCGM hostengine Service (GPU Operator values.yaml `dcgm.enabled`, off by default:
+# "disabled by default to use embedded nv-hostengine by exporter"); NVSentinel's default operator-service endpoint
+# is nvidia-dcgm.gpu-operator.svc:5555 (distros/kubernetes/nvsentinel/values.yaml global.dcgm.service).
+GPU_OPERATOR_DCGM_SERVICE = "nvidia-dcgm"
+DCGM_PORT = 5555
+# Embedded mode (docs/configuration/gpu-health-monitor.md "Embedded Mode"): the monitor starts DCGM in-process;
+# the chart requires `gpu-health-monitor.runtimeClassName` naming the cluster's NVIDIA RuntimeClass.
+NVIDIA_RUNTIME_CLASS = "nvidia"
+# GKE installs the driver under /home/kubernetes/bin/nvidia: NVSentinel's documented mounts for DCGM on GKE
+# (docs/configuration/gpu-health-monitor.md "Example 1: GCP GKE Configuration").
+_GKE_DRIVER_MOUNTS = {
+    "additionalVolumeMounts": [
+        {"mountPath": "/usr/local/nvidia", "name": "nvidia-install-dir-host", "readOnly": True},
+        {"mountPath": "/etc/vulkan/icd.d", "name": "vulkan-icd-mount", "readOnly": True},
+    ],
+    "additionalHostVolumes": [
+        {"name": "nvidia-install-dir-host", "hostPath": {"path": "/home/kubernetes/bin/nvidia", "type": "Directory"}},
+        {"name": "vulkan-icd-mount",
+         "hostPath": {"path": "/home/kubernetes/bin/nvidia/vulkan/icd.d", "type": "Directory"}},
+    ],
+}
+# NVSentinel's NIC health monitor discovers Mellanox/NVIDIA NICs only (health-monitors/nic-health-monitor/pkg/
+# discovery/discovery.go:36 "Only Mellanox/NVIDIA is supported today"): InfiniBand and RoCE ports
+# (docs/configuration/nic-health-monitor.md). Fabrics of ours on such NICs:
+NIC_MONITORED_FABRICS = {
+    "infiniband": "InfiniBand ports (InfiniBandStateCheck, InfiniBandDegradationCheck, InfiniBandCharDeviceCheck)",
+    "roce": "RoCE ports of the host's ConnectX PFs (EthernetStateCheck, EthernetDegradationCheck); the SR-IOV VFs "
+            "in pods are filtered out by the monitor, a VF's health follows its PF",
+    "gcp-rdma": "RoCE ports of the ConnectX NICs (EthernetStateCheck, EthernetDegradationCheck)",
+}
+# Fabrics whose NICs it does not discover (no vendor support): said in a plan note, never silently.
+NIC_UNMONITORED_FABRICS = {
+    "efa": "EFA devices (Amazon's vendor ID) are not discovered by NVSentinel's NIC health monitor",
+    "tcpx": "GPUDirect-TCPX's gVNIC GPU NICs are not discovered by NVSentinel's NIC health monitor",
+    "tcpxo": "GPUDirect-TCPXO's gVNIC GPU NICs are not discovered by NVSentinel's NIC health monitor",
+}
+
+
+def _pool_fabric_kinds(cfg: StackConfig) -> set[str]:
+    return {profile_for(cfg, p).kind for p in cfg.node_pools}
+
+
+def nvsentinel_dcgm_mode(cfg: StackConfig) -> str:
+    """operator-service where this stack runs the GPU Operator (its standalone DCGM), else embedded-mode (the
+    cloud installs the driver: no DCGM DaemonSet or Service; NVSentinel's documented mode for that case)."""
+    return "operator-service" if installs(cfg.addons.gpu_operator) and _gpu_operator_here(cfg) else "embedded-mode"
+
+
+def _gpu_operator_here(cfg: StackConfig) -> bool:
+    # fabric_releases installs the GPU Operator on azure and oci only
+    return cfg.cloud in ("azure", "oci")
+
+
+def nvsentinel_values(cfg: StackConfig) -> dict[str, Any]:
+    """Our NVSentinel values; every key exists in schemas/nvsentinel/ (tests/test_node_health.py)."""
+    mode = nvsentinel_dcgm_mode(cfg)
+    dcgm: dict[str, Any] = {"mode": mode}
+    ghm: dict[str, Any] = {}
+    if mode == "operator-service":
+        ns = cfg.addons.gpu_operator.namespace or _DEFAULT_NS["gpuOperator"]
+        dcgm["service"] = {"endpoint": f"{GPU_OPERATOR_DCGM_SERVICE}.{ns}.svc", "port": DCGM_PORT}
+    else:
+        dcgm["embedded"] = {"endpoint": "localhost", "port": DCGM_PORT}
+        ghm["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
+        if cfg.cloud == "gcp":
+            ghm.update(copy.deepcopy(_GKE_DRIVER_MOUNTS))
+    nic = bool(_pool_fabric_kinds(cfg) & set(NIC_MONITORED_FABRICS))
+    values: dict[str, Any] = {"global": {"dcgm": dcgm, "nicHealthMonitor": {"enabled": nic}}}
+    if ghm:
+        values["gpu-health-monitor"] = ghm
+    return values
+
+
+def nvsentinel_release(cfg: StackConfig) -> ReleaseSpec | None:
+    """On by default wherever the stack has GPU pools (addons.nvsentinel.enabled false opts out; provided: the
+    cluster runs it). The chart's own defaults stay: GPU (DCGM), syslog health monitors, metadata collector,
+    labeler, platform connector (node conditions); fault quarantine, node drainer and remediation are off in the
+    chart (they need its MongoDB/PostgreSQL datastore) and stay off here: docs/node-health.md."""
+    if not (installs(cfg.addons.nvsentinel) and cfg.node_pools):
+        return None
+    return _spec(cfg, "nvsentinel", "nvsentinel", NVSENTINEL_CHART, None, nvsentinel_values(cfg))
+
+
+def nvsentinel_advisories(cfg: StackConfig) -> list[Problem]:
+    """Plan notes: fabric ports NVSentinel does not watch, and the RuntimeClass embedded DCGM needs."""
+    if not (installs(cfg.addons.nvsentinel) and cfg.node_pools):
+        return []
+    out: list[Problem] = []
+    for kind in sorted(_pool_fabric_kinds(cfg) & set(NIC_UNMONITORED_FABRICS)):
+        out.append(Problem("addons.nvsentinel", f"{NIC_UNMONITORED_FABRICS[kind]}: no NIC health monitor on "
+                                                f"this stack's {kind} ports (docs/node-health.md)"))
+    if nvsentinel_dcgm_mode(cfg) == "embedded-mode":
+        out.append(Problem("addons.nvsentinel", f"the GPU health monitor runs DCGM embedded and needs a "
+                                                f"RuntimeClass {NVIDIA_RUNTIME_CLASS!r} on the cluster (this stack "
+                                                f"creates none); set addons.nvsentinel.values.gpu-health-monitor."
+                                                f"runtimeClassName to yours (docs/node-health.md)"))
     return out
 
 
@@ -271,6 +380,10 @@ def fabric_releases(cfg: StackConfig) -> list[ReleaseSpec]:
             "driver": {"rdma": {"enabled": True, "useHostMofed": _ofed_driver_version(cfg) is None}},
             "daemonsets": {"tolerations": _gpu_tolerations()},
         }
+        if installs(a.nvsentinel) and cfg.node_pools:
+            # NVSentinel's GPU health monitor reads DCGM from the operator's standalone hostengine Service
+            # (nvsentinel_values, operator-service mode); the chart keeps it off by default.
+            values["dcgm"] = {"enabled": True}
         if cfg.cloud == "azure" and "networkOperator" in {s.key for s in out}:
             # The Network Operator already runs NFD (nfd.enabled above); the same gpu-operator values file
             # turns the GPU Operator's own NFD off so the two do not both label the nodes.
