@@ -48,7 +48,7 @@ def advisories(cfg: StackConfig) -> list[Problem]:
     from .manifests import addons, crds  # here: manifests import config, which checks imports first
     return (from_cloud + config.advisories(cfg) + images.advisories(cfg) + addons.version_advisories(cfg)
             + crds.advisories(cfg) + numbers.shm_advisories(cfg, config.pool_machines(cfg))
-            + upgrades.advisories(cfg))
+            + upgrades.advisories(cfg) + upgrades.health_advisories(cfg))
 
 
 def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: dict[str, Any]) -> list[Problem]:
