@@ -157,3 +157,75 @@ def test_spare_advisory_reaches_plan(tmp_path):
     from multinode import checks as mchecks
     assert any(a.path == "nodePools[0].nodeCount" and "no spare node" in a.message
                for a in mchecks.advisories(_one_service(2)))
+
+
+# ------------------------------------------------------------------ the release gate reads health (item 5)
+def _node(name, pool="gpu", taints=(), cordoned=False):
+    from multinode.release.health import NodeInfo
+    return NodeInfo(name, {"multinode.dev/node-pool": pool}, list(taints), cordoned)
+
+
+def _release(nodes, spare=1, pools=None):
+    from multinode.release import pipeline as p
+    from multinode.release.health import PoolHealthSpec
+    from tests import test_release as R
+
+    class Cluster(R.FakeCluster):
+        def list_nodes(self):
+            return list(nodes)
+
+    base = R.cluster_with(50, 40, True)
+    cluster = Cluster(base.configmaps, base.pods)
+    calls: list[tuple] = []
+    ws = R.Workspace(calls, prod=R.FakeStack("prod", calls))
+    pools = [PoolHealthSpec("gpu", {"multinode.dev/node-pool": "gpu"}, spare, 4)] if pools is None else pools
+    clock = R.FakeClock()
+    waiter = R.bw.VerdictWaiter(parse=R.fake_parse, interval=5, clock=clock, sleep=clock.sleep)
+    opts = p.ReleaseOptions(stack="prod", policy_packs=["/repo/policy"], timeout=60, revision="abcdef1234567890")
+    report = p.run_release(opts, open_stack=ws, connect_cluster=lambda _kc: cluster, bandwidth_check=waiter,
+                           checks=[R.CHECK], pools=pools, now=lambda: R.NOW, clock=clock, log=lambda _m: None)
+    return report, ws.stacks["prod"]
+
+
+QUARANTINED = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
+def test_release_passes_with_bad_nodes_within_the_spares():
+    from multinode.release import pipeline as p
+    report, stack = _release([_node("a"), _node("b", taints=[QUARANTINED]), _node("c"), _node("d")], spare=1)
+    assert report.exit_code == p.EXIT_OK, report.message
+    assert [s["name"] for s in report.steps][-2:] == ["bandwidth-check", "health-gate"]
+    doc = report.to_json()
+    assert doc["health"]["pass"] is True and doc["health"]["pools"][0]["unhealthy"] == {"b": [
+        "node.kubernetes.io/unschedulable:NoSchedule"]}
+    assert stack.tags[p.TAG_KEY].startswith("pass ")
+
+
+def test_release_gate_blocks_on_a_tainted_pool():
+    from multinode.release import pipeline as p
+    nodes = [_node("a", taints=[QUARANTINED]), _node("b", cordoned=True),
+             _node("c", taints=[{"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"}]),
+             _node("d"), _node("x", pool="cpu", taints=[QUARANTINED])]       # another pool's node is not counted
+    report, stack = _release(nodes, spare=1)
+    assert report.exit_code == p.EXIT_HEALTH, report.message
+    doc = report.to_json()
+    assert doc["outcome"] == "nodes-unhealthy" and doc["health"]["pass"] is False
+    assert "pool gpu: 3 unhealthy of 4 node(s), more than its 1 spare" in report.message
+    assert report.steps[-1] == {**report.steps[-1], "name": "health-gate", "status": "failed"}
+    assert stack.tags[p.TAG_KEY].startswith("fail ")       # the verdict is recorded: promotion from it is refused
+
+
+def test_a_node_not_ready_counts_and_zero_spares_refuse_one_bad_node():
+    from multinode.release import pipeline as p
+    nodes = [_node("a", taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]), _node("b")]
+    assert _release(nodes, spare=0)[0].exit_code == p.EXIT_HEALTH
+    assert _release([_node("a"), _node("b", taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])],
+                    spare=0)[0].exit_code == p.EXIT_OK          # a GPU taint is not a health taint
+
+
+def test_pools_for_stack_reads_selectors_and_spares():
+    from multinode import pools as mpools
+    from multinode.release.health import pools_for_stack
+    specs = pools_for_stack("aws-dev")
+    assert specs and all(mpools.POOL_LABEL in s.selector or s.selector for s in specs)
+    assert all(0 <= s.spare_nodes <= s.node_count for s in specs)
