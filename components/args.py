@@ -81,12 +81,6 @@ class TopologyMode(enum.StrEnum):
     SOFT = "soft"
 
 
-class PreflightDcgmDiagLevel(enum.StrEnum):
-    "dcgmi diag run level: 1 quick (seconds), 2 medium (about two minutes). Used by Preflight.dcgmDiagLevel."
-    1 = "1"
-    2 = "2"
-
-
 class WorkloadKind(enum.StrEnum):
     ("What runs it: lws-inference, grove-inference, dynamo, volcano-training, indexed-job, trainjob, mpijob or "
      "nccl-test. Used by Workload.kind.")
@@ -464,8 +458,8 @@ class Preflight(typing.TypedDict, total=False):
      "(docs/preflight.md).")
     enabled: bool
     "Run the preflight init containers in every pod of the workload's multi-node gangs. Default: true."
-    dcgm_diag_level: PreflightDcgmDiagLevel
-    "dcgmi diag run level: 1 quick (seconds), 2 medium (about two minutes). One of: 1, 2. Default: 1."
+    dcgm_diag_level: int
+    "dcgmi diag run level: 1 quick (seconds), 2 medium (about two minutes). Default: 1."
     min_bus_bandwidth_gbps: float
     ("The NCCL all-reduce floor in Gbit/s; default: the catalog's fabric bandwidth of the pool's machine x "
      "busBandwidthEfficiency.")

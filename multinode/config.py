@@ -344,7 +344,7 @@ class Preflight(_Model):
     init containers: DCGM diagnostics (dcgmi diag -r <level>) and, where the gang's rendezvous host is known to init
     containers, an NCCL all-reduce among the gang's own pods, failing below a bandwidth floor from the catalog."""
     enabled: bool = True
-    dcgm_diag_level: Literal[1, 2] = 1
+    dcgm_diag_level: int = Field(default=1, ge=1, le=2)      # dcgmi diag -r 1 (quick) or 2 (medium)
     # the NCCL floor in Gbit/s (like nccl-test's minBusBandwidthGbps); default: catalog x busBandwidthEfficiency
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0, le=MAX_GBPS)
 

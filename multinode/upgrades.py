@@ -231,8 +231,8 @@ def services_without_spare(p: PoolPlan) -> list[GangOnPool]:
 def health_line(p: PoolPlan) -> str:
     """plan's line: how many bad nodes the pool's gangs survive (come back whole on spare nodes)."""
     return (f"health pool {p.pool}: {p.spare_nodes} spare node(s) at peak ({p.nodes_in_use} of {p.node_count} in "
-            f"use, every node counted healthy at plan time): a gang hit by a bad node comes back whole while the bad "
-            f"nodes number at most {p.spare_nodes}")
+            f"use, every node counted healthy at plan time): its gangs come back whole after up to {p.spare_nodes} "
+            f"bad node(s)")
 
 
 def health_advisories(cfg: StackConfig) -> list[Problem]:

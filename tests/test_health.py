@@ -1,8 +1,6 @@
 """Issue 34 part B: gangs avoid bad nodes (health taints), spare nodes, preflight, the release gate reads health."""
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from multinode import health, stackfile
@@ -77,7 +75,8 @@ def test_gang_tolerating_a_health_taint_is_refused(tol, role):
 def test_refused_through_the_pack_as_mandatory():
     bad = _tolerating([{"operator": "Exists"}])
     out = [v for v in evaluate([_rec(bad)]) if v["policy"] == rule.RULE]
-    assert [(v["enforcementLevel"], v["resource"]) for v in out] == [("mandatory", "LeaderWorkerSet research/byo-llama")]
+    assert [(v["enforcementLevel"], v["resource"]) for v in out] == [
+        ("mandatory", "LeaderWorkerSet research/byo-llama")]
     assert [v for v in evaluate([_rec(F.lws())]) if v["policy"] == rule.RULE] == []
 
 

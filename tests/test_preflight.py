@@ -55,7 +55,8 @@ def test_floor_comes_from_the_catalog_per_machine():
             p = pf.plan(cfg, w)
             assert p is not None and p.nccl
             assert p.floor_gbytes == round(gbits / 8 * w.bus_bandwidth_efficiency, 2)
-            assert p.floor_source == f"catalog {cfg.node_pools[0].machine} {gbits} Gbit/s x {w.bus_bandwidth_efficiency}"
+            machine = cfg.node_pools[0].machine
+            assert p.floor_source == f"catalog {machine} {gbits} Gbit/s x {w.bus_bandwidth_efficiency}"
     floors = {cfg.node_pools[0].machine: _env(_inits(cfg, "llama-405b")[0][1])["PREFLIGHT_FLOOR_GBPS"]
               for cfg in (big, small)}
     assert floors == {"p5.48xlarge": "240", "p4d.24xlarge": "30"}
@@ -189,3 +190,27 @@ def test_dcgm_script_fails_the_init_container_on_a_failed_diag(tmp_path, diag_rc
 def test_nccl_program_compiles_and_reads_its_floor():
     compile(pf.NCCL_PROGRAM, "preflight_nccl.py", "exec")
     assert "PREFLIGHT_FLOOR_GBPS" in pf.NCCL_PROGRAM and "2 * (n - 1) / n" in pf.NCCL_PROGRAM
+
+
+def test_fabric_sidecars_start_before_the_all_reduce():
+    """GCP TCPX: the fabric's native sidecar (the RxDM daemon) is placed before the preflight, so the all-reduce
+    runs with it up; the fabric policy's upsert by name then replaces it in place."""
+    raw, secrets = example_raw("gcp-dev")
+    raw["nodePools"] = [dict(raw["nodePools"][0], machine="a3-highgpu-8g")]
+    raw["workloads"] = [dict(w, nodePool=raw["nodePools"][0]["name"]) for w in raw["workloads"]
+                        if w["kind"] == "lws-inference"]
+    for w in raw["workloads"]:
+        w.pop("image", None)
+    cfg = mconfig.load(raw, secrets)
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert profile.init_containers, "a3-highgpu-8g's TCPX profile has a sidecar"
+    p = pf.plan(cfg, cfg.workloads[0])
+    assert p is not None and p.nccl and p.floor_gbytes == 75.0           # 1000 Gbit/s / 8 x 0.6
+    sidecar = profile.init_containers[0]["name"]
+    for spec in (s for o in wm.build(cfg, cfg.workloads[0]).objects for s in pf.fabric_pod_specs(o)):
+        names = [c["name"] for c in spec["initContainers"]]
+        assert names.index(sidecar) < names.index(pf.NCCL_NAME), names
+        vols = {v["name"] for v in spec["volumes"]}
+        assert {v["name"] for v in profile.volumes} <= vols
+        nccl = next(c for c in spec["initContainers"] if c["name"] == pf.NCCL_NAME)
+        assert {m["name"] for m in nccl.get("volumeMounts", [])} <= vols

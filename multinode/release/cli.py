@@ -87,9 +87,7 @@ def main(argv: list[str] | None = None, prog: str = USAGE_PROG) -> int:
     # ---- preflight: everything that can be known before touching the stack
     parse = None
     from ..errors import ConfigError
-    from . import bandwidth
-
-    from . import health
+    from . import bandwidth, health
 
     try:
         checks = bandwidth.checks_for_stack(args.stack)

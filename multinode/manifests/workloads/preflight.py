@@ -167,7 +167,7 @@ def nccl_script(p: Plan) -> str:
             f"--rdzv_conf=join_timeout={JOIN_TIMEOUT_S} --max_restarts=0 /tmp/multinode_preflight_nccl.py\n")
 
 
-NODE_NAME_ENV = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+NODE_NAME_ENV: dict[str, Any] = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
 
 def _fabric_container(cont: dict[str, Any], profile: fabric.FabricProfile, gpus: int) -> dict[str, Any]:
@@ -191,8 +191,8 @@ def init_containers(cfg: StackConfig, w: Workload, p: Plan) -> list[dict[str, An
     out = [dcgm]
     if p.nccl:
         profile = fabric.profile_for(cfg, cfg.pool(w.node_pool))
-        env = [NODE_NAME_ENV, {"name": "PREFLIGHT_FLOOR_GBPS", "value": f"{p.floor_gbytes:g}"},
-               {"name": "PREFLIGHT_MESSAGE_BYTES", "value": str(MESSAGE_BYTES)}]
+        env: list[dict[str, Any]] = [NODE_NAME_ENV, {"name": "PREFLIGHT_FLOOR_GBPS", "value": f"{p.floor_gbytes:g}"},
+                                     {"name": "PREFLIGHT_MESSAGE_BYTES", "value": str(MESSAGE_BYTES)}]
         nccl = c.container(NCCL_NAME, c.image(cfg, w), command=c.shell(nccl_script(p)), env=env, gpus=gpus,
                            mounts=[{"name": c.SHM_VOLUME, "mountPath": "/dev/shm"}])
         out.append(_fabric_container(nccl, profile, gpus))
@@ -212,13 +212,14 @@ def fabric_pod_specs(obj: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
         return
     if isinstance(obj, dict):
         spec, meta = obj.get("spec"), obj.get("metadata")
-        if _gpu_spec(spec) and isinstance(meta, dict):
+        if isinstance(spec, dict) and _gpu_spec(spec) and isinstance(meta, dict):
             if pools.asks_for_fabric(meta.get("labels"), meta.get("annotations")):
                 yield spec
             return
-        if isinstance(spec, dict) and _gpu_spec(spec.get("podSpec")):
+        pod_spec = spec.get("podSpec") if isinstance(spec, dict) else None
+        if isinstance(pod_spec, dict) and _gpu_spec(pod_spec):
             if pools.asks_for_fabric(obj.get("labels"), obj.get("annotations")):
-                yield spec["podSpec"]
+                yield pod_spec
             return
         for v in obj.values():
             yield from fabric_pod_specs(v, depth + 1)
