@@ -122,6 +122,15 @@ def test_multi_node_gangs_get_both_checks_with_the_fabric():
             assert "--nnodes=2 --nproc_per_node=8" in nccl["command"][-1]
 
 
+def test_lws_workers_start_with_the_leader_so_the_gang_can_meet():
+    """With startupPolicy LeaderReady the workers would wait for a leader whose preflight waits for them."""
+    cfg = _cfg()
+    w = next(x for x in cfg.workloads if x.kind == "lws-inference")
+    lws = next(o for o in wm.build(cfg, w).objects if o.get("kind") == "LeaderWorkerSet")
+    assert lws["spec"]["startupPolicy"] == "LeaderCreated"
+    assert "$LWS_LEADER_ADDRESS:29510" in _inits(cfg, w.name)[0][1]["command"][-1]
+
+
 def test_volcano_service_publishes_not_ready_pods_for_the_rendezvous():
     cfg = _cfg()
     w = next(x for x in cfg.workloads if x.kind == "volcano-training")
