@@ -459,6 +459,18 @@ class Autoscaling(typing.TypedDict, total=False):
     "The HPA's scale-down stabilization window in seconds."
 
 
+class Preflight(typing.TypedDict, total=False):
+    ("Multi-node gangs: DCGM diagnostics and an NCCL all-reduce in init containers before the workload starts "
+     "(docs/preflight.md).")
+    enabled: bool
+    "Run the preflight init containers in every pod of the workload's multi-node gangs. Default: true."
+    dcgm_diag_level: int
+    "dcgmi diag run level: 1 quick (seconds), 2 medium (about two minutes). Default: 1."
+    min_bus_bandwidth_gbps: float
+    ("The NCCL all-reduce floor in Gbit/s; default: the catalog's fabric bandwidth of the pool's machine x "
+     "busBandwidthEfficiency.")
+
+
 class Workload(typing.TypedDict, total=False):
     "A multi-node inference or training workload placed on one node pool."
     name: typing.Required[str]
@@ -545,7 +557,10 @@ class Workload(typing.TypedDict, total=False):
     min_bus_bandwidth_gbps: float
     "nccl-test: the bus bandwidth threshold in Gbit/s."
     bus_bandwidth_efficiency: float
-    "nccl-test: the threshold as a share of the catalog bandwidth. Default: 0.6."
+    "nccl-test and preflight: the threshold as a share of the catalog bandwidth. Default: 0.6."
+    preflight: Preflight
+    ("Preflight checks of a multi-node gang's pods (on by default; `enabled: false` opts out). Default: "
+     "{\"dcgmDiagLevel\": 1, \"enabled\": true}.")
 
 
 class PlatformArgs(typing.TypedDict, total=False):

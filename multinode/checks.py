@@ -46,9 +46,10 @@ def advisories(cfg: StackConfig) -> list[Problem]:
     cloud = clouds.module(cfg.cloud)
     from_cloud: list[Problem] = cloud.advisories(cfg)     # every cloud module's advisories(cfg) -> List[Problem]
     from .manifests import addons, crds  # here: manifests import config, which checks imports first
+    from .manifests.workloads import preflight
     return (from_cloud + config.advisories(cfg) + images.advisories(cfg) + addons.version_advisories(cfg)
             + crds.advisories(cfg) + numbers.shm_advisories(cfg, config.pool_machines(cfg))
-            + upgrades.advisories(cfg))
+            + upgrades.advisories(cfg) + upgrades.health_advisories(cfg) + preflight.advisories(cfg))
 
 
 def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: dict[str, Any]) -> list[Problem]:

@@ -348,6 +348,16 @@ class Disaggregated(_Model):
     decode: Role
 
 
+class Preflight(_Model):
+    """workloads[].preflight (issue 34): checks every pod of a multi-node gang runs before the workload starts, in
+    init containers: DCGM diagnostics (dcgmi diag -r <level>) and, where the gang's rendezvous host is known to init
+    containers, an NCCL all-reduce among the gang's own pods, failing below a bandwidth floor from the catalog."""
+    enabled: bool = True
+    dcgm_diag_level: int = Field(default=1, ge=1, le=2)      # dcgmi diag -r 1 (quick) or 2 (medium)
+    # the NCCL floor in Gbit/s (like nccl-test's minBusBandwidthGbps); default: catalog x busBandwidthEfficiency
+    min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0, le=MAX_GBPS)
+
+
 class Workload(_Model):
     name: str
     kind: WorkloadKind
@@ -395,6 +405,8 @@ class Workload(_Model):
     # nccl-test: threshold = minBusBandwidthGbps / 8 GB/s, else catalog Gbit/s / 8 x busBandwidthEfficiency
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0, le=MAX_GBPS)
     bus_bandwidth_efficiency: float = Field(default=0.6, gt=0, le=1)
+    # issue 34: preflight checks in every pod of a multi-node gang (multinode/manifests/workloads/preflight.py)
+    preflight: Preflight = Preflight()
 
 
 class StackConfig(_Model):

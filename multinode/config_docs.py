@@ -29,6 +29,8 @@ MODELS: dict[str, str] = {
     "PriorityClassSpec": "A PriorityClass the stack creates; workloads name it in priorityClassName.",
     "GroupPlacement": "lws-inference: keep each LWS group (or subgroup) inside one topology domain.",
     "NimProbes": "NIM on lws-inference: which of the NIM chart's probes the leader gets.",
+    "Preflight": "Multi-node gangs: DCGM diagnostics and an NCCL all-reduce in init containers before the workload "
+                 "starts (docs/preflight.md).",
     "Autoscaling": "lws-inference: an HPA scaling the LeaderWorkerSet's groups (the NIM chart's autoscaling).",
     "Dataset": "Training kinds: an existing PersistentVolumeClaim with the training data, mounted in every rank.",
     # not a config model: the args of the standalone GpuNodePool component (POOL_KEYS of StackConfig + a pool)
@@ -237,5 +239,11 @@ FIELDS: dict[str, str] = {
     "NimProbes.startup": "The startup probe (startupTimeoutMinutes long).",
     "NimProbes.readiness": "The readiness probe at /v1/health/ready (required on a multi-node group).",
     "NimProbes.liveness": "The chart's liveness probe at /v1/health/live (needs the startup probe).",
-    "Workload.busBandwidthEfficiency": "nccl-test: the threshold as a share of the catalog bandwidth.",
+    "Workload.busBandwidthEfficiency": "nccl-test and preflight: the threshold as a share of the catalog "
+                                       "bandwidth.",
+    "Workload.preflight": "Preflight checks of a multi-node gang's pods (on by default; `enabled: false` opts out).",
+    "Preflight.enabled": "Run the preflight init containers in every pod of the workload's multi-node gangs.",
+    "Preflight.dcgmDiagLevel": "dcgmi diag run level: 1 quick (seconds), 2 medium (about two minutes).",
+    "Preflight.minBusBandwidthGbps": "The NCCL all-reduce floor in Gbit/s; default: the catalog's fabric bandwidth "
+                                     "of the pool's machine x busBandwidthEfficiency.",
 }

@@ -1070,6 +1070,9 @@ def as_json(res: Result) -> dict[str, Any]:
         usage = _usage(res.nodes, p.name)
         pools.append({
             "pool": p.name, "machine": p.machine.name, "nodes": p.node_count,
+            # issue 34: the nodes placed on are those the stack expects healthy: all of them at plan time (a node
+            # health-tainted later is skipped by the scheduler; upgrades.json says how many bad nodes a pool survives)
+            "healthyNodes": p.node_count,
             "allocatablePerNode": {"cpu": a.cpu_millis / 1000 if a.cpu_millis is not None else None,
                                    "memoryMiB": a.memory_mib, "source": a.source, "skipped": list(a.skipped)},
             "resources": {k: {"used": round(u, 3), "capacity": None if c is None else round(c, 3),

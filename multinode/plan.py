@@ -608,6 +608,8 @@ def summary(result: PlanResult) -> str:
     if result.placement is not None:
         lines += placement.table(result.placement)
     lines += upgrades.report(cfg)
+    from .manifests.workloads import preflight
+    lines += preflight.report(cfg)
     for a in result.advisories:
         lines.append(f"advisory: {a}")
     if result.policy_config is not None:

@@ -104,7 +104,10 @@ class PoolPlan:
                 "source": SOURCES.get(self.cloud, ""), "drainWait": DRAIN_WAIT.get(self.cloud, ""),
                 "gangs": [{"workload": g.workload, "kind": g.kind, "nodes": g.nodes, "groups": g.groups,
                            "service": g.service, "onUpgrade": gang_effect(self, g)} for g in self.gangs],
-                "notes": list(self.notes)}
+                "notes": list(self.notes),
+                # issue 34: every node counts as healthy at plan time; each spare node lets one gang hit by one bad
+                # node come back whole
+                "badNodesSurvived": self.spare_nodes}
 
 
 def _gangs(cfg: StackConfig, pool: NodePool, w: Workload) -> list[GangOnPool]:
@@ -215,6 +218,35 @@ def advisories(cfg: StackConfig) -> list[Problem]:
                                                   f"(nodeCount) or room for {p.surge} in its capacity, stop the "
                                                   f"batch jobs for the upgrade window, or use a blue-green pool "
                                                   f"(docs/day-two.md)"))
+    return out
+
+
+def services_without_spare(p: PoolPlan) -> list[GangOnPool]:
+    """Multi-node services (LWS/Grove/Dynamo inference) on a pool with no spare node: one bad node (quarantined by
+    NVSentinel, NotReady) takes a group down and it cannot come back whole until the node is repaired. Batch jobs
+    are not counted: they restart from a checkpoint and wait (issue 34)."""
+    return [g for g in p.gangs if g.service and g.nodes > 1] if p.spare_nodes < 1 else []
+
+
+def health_line(p: PoolPlan) -> str:
+    """plan's line: how many bad nodes the pool's gangs survive (come back whole on spare nodes)."""
+    return (f"health pool {p.pool}: {p.spare_nodes} spare node(s) at peak ({p.nodes_in_use} of {p.node_count} in "
+            f"use, every node counted healthy at plan time): its gangs come back whole after up to {p.spare_nodes} "
+            f"bad node(s)")
+
+
+def health_advisories(cfg: StackConfig) -> list[Problem]:
+    out: list[Problem] = []
+    for i, p in enumerate(plans(cfg)):
+        gangs = services_without_spare(p)
+        if not gangs:
+            continue
+        names = ", ".join(f"{g.workload} ({g.nodes} nodes x {g.groups})" for g in gangs)
+        out.append(Problem(f"nodePools[{i}].nodeCount",
+                           f"pool {p.pool} has no spare node for its multi-node service(s) {names}: {p.nodes_in_use} "
+                           f"of its {p.node_count} nodes are in use at peak, so one bad node (quarantined or NotReady)"
+                           f" leaves a group down until the node is repaired. Set nodeCount to {p.nodes_in_use + 1} "
+                           f"(one spare survives one bad node; docs/preflight.md)"))
     return out
 
 
@@ -332,6 +364,8 @@ def report(cfg: StackConfig) -> list[str]:
             if g.nodes > 1:
                 lines.append(f"    {g.workload} ({g.kind}, {g.nodes} nodes x {g.groups}): {gang_effect(p, g)}")
         lines += [f"    note: {n}" for n in p.notes]
+        if any(g.nodes > 1 for g in p.gangs):
+            lines.append(f"    {health_line(p)}")
     for r in rollouts(cfg):
         lines.append(f"rollout {r.workload} (LWS, {r.groups} group(s) x {r.group_size} nodes, maxSurge {r.max_surge}, "
                      f"maxUnavailable {r.max_unavailable}): an image or parallel-size change: {r.steps()}")

@@ -182,11 +182,12 @@ def test_multi_node_without_fabric_is_an_advisory():
 def test_azure_infiniband_advisories_peermem_and_topology():
     # Issue 14: the default (AKS driver + peermem loader + DOCA driver container) and the GPU Operator
     # path both run GPUDirect RDMA, and the topology ConfigMap is shipped: no advisory for either.
-    # (issue 36: azure-dev's 2-node LWS fills its 2-node pool, so the pool's no-room-to-surge advisory stays)
-    # (issue 34: NVSentinel's plan notes, addons.nvsentinel, are tested in tests/test_node_health.py)
+    # (issue 36: azure-dev's 2-node LWS fills its 2-node pool, so the pool's no-room-to-surge advisory stays; issue
+    # 34: so does its no-spare-node advisory; NVSentinel's plan notes, addons.nvsentinel, are tested in
+    # tests/test_node_health.py)
     def fabric_advice(cfg):
         return [p for p in checks.advisories(cfg) if "no room to surge" not in p.message
-                and p.path != "addons.nvsentinel"]
+                and "no spare node" not in p.message and p.path != "addons.nvsentinel"]
     raw, secrets = example_raw("azure-dev")
     assert fabric_advice(_load(raw, secrets)) == []
     raw.setdefault("addons", {})["gpuOperator"] = {"enabled": True}

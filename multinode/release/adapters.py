@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .bandwidth import ConfigMapReading, PodLog
+from .health import NodeInfo
 from .pipeline import Outcome, PolicyFinding, StackMissing, StepFailed
 
 ROOT = Path(__file__).resolve().parent.parent.parent          # the Pulumi project (Pulumi.yaml)
@@ -161,4 +162,16 @@ class KubernetesCluster:
                 continue          # a pod without a name has no log to read
             text = self._core.read_namespaced_pod_log(name=meta.name, namespace=namespace, tail_lines=500)
             out.append(PodLog(name=meta.name, phase=phase, text=text or "", created_at=meta.creation_timestamp))
+        return out
+
+    def list_nodes(self) -> list[NodeInfo]:
+        out = []
+        for node in self._core.list_node().items:
+            meta, spec = node.metadata, node.spec
+            if meta is None or not meta.name:
+                continue
+            taints = [{"key": t.key, "effect": t.effect, "value": t.value} for t in ((spec.taints if spec else None)
+                                                                                   or [])]
+            out.append(NodeInfo(name=meta.name, labels=dict(meta.labels or {}), taints=taints,
+                                unschedulable=bool(spec.unschedulable) if spec else False))
         return out

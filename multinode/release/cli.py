@@ -21,7 +21,7 @@ def _parser(prog: str = USAGE_PROG) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog=prog,
         description="Release a stack with the Pulumi Automation API: refresh, preview with the policy pack, up, "
-                    "NCCL bandwidth check, JSON report. Needs the Pulumi CLI and cloud credentials.")
+                    "NCCL bandwidth check, node health gate, JSON report. Needs the Pulumi CLI and cloud credentials.")
     ap.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
     ap.add_argument("--promote-from", metavar="STACK",
                     help="refuse unless STACK's last release passed (its multinode:release tag)")
@@ -87,10 +87,11 @@ def main(argv: list[str] | None = None, prog: str = USAGE_PROG) -> int:
     # ---- preflight: everything that can be known before touching the stack
     parse = None
     from ..errors import ConfigError
-    from . import bandwidth
+    from . import bandwidth, health
 
     try:
         checks = bandwidth.checks_for_stack(args.stack)
+        pools = health.pools_for_stack(args.stack)
     except ConfigError as e:
         return stop(p.EXIT_USAGE, str(e))
     if not args.dry_run:
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None, prog: str = USAGE_PROG) -> int:
     try:
         report = p.run_release(opts, open_stack=adapters.open_stack_factory(adapters.ROOT, out),
                                connect_cluster=adapters.KubernetesCluster, bandwidth_check=waiter,
-                               checks=checks, log=out)
+                               checks=checks, pools=pools, log=out)
     except FileNotFoundError:        # PulumiCommand runs `pulumi version` first
         return stop(p.EXIT_USAGE, missing_cli)
     except Exception as e:            # noqa: BLE001 - one line for the pipeline log, details on request

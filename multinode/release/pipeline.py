@@ -1,6 +1,7 @@
 """The release, step by step, against injected objects (no Pulumi or Kubernetes import here).
 
-    [promotion gate] -> select -> refresh -> preview + policy pack -> up -> kubeconfig -> NCCL check -> tag
+    [promotion gate] -> select -> refresh -> preview + policy pack -> up -> kubeconfig -> NCCL check
+    -> health gate (no pool with more health-tainted nodes than spares, release/health.py) -> tag
 
 Every step's duration, result and the reason a release stopped land in one JSON report. The verdict is
 recorded on the stack as the tag `multinode:release` (`pass|fail <UTC time> ...`); `--promote-from`
@@ -15,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .bandwidth import FAIL, PASS, UNIT, BandwidthCheck, CheckResult, CheckSpec, ClusterReader, check_resource_urns
+from .health import NodeReader, PoolHealth, PoolHealthSpec, judge
 
 REPORT_VERSION = 1
 TAG_KEY = "multinode:release"
@@ -28,6 +30,7 @@ EXIT_PROMOTION = 3          # --promote-from: the source stack's last release di
 EXIT_DEPLOY = 4             # refresh, preview or up failed; or the stack exports no kubeconfig
 EXIT_BANDWIDTH = 5          # the NCCL check measured less than its threshold
 EXIT_CHECK = 6              # the NCCL check gave no verdict in time, or an unusable one
+EXIT_HEALTH = 7             # a pool has more health-tainted (or cordoned) nodes than spare nodes (issue 34)
 
 # ops that change a resource in Pulumi's resource_changes (OpType); `same`/`read`/`refresh` do not, and a
 # replacement's own create-replacement/delete-replaced steps would count it twice
@@ -36,7 +39,7 @@ CHANGE_OPS = ("create", "update", "delete", "replace", "import")
 OUTCOMES = {
     EXIT_OK: "released", EXIT_POLICY: "policy-violation", EXIT_USAGE: "cannot-start",
     EXIT_PROMOTION: "promotion-refused", EXIT_DEPLOY: "deploy-failed", EXIT_BANDWIDTH: "bandwidth-below-threshold",
-    EXIT_CHECK: "bandwidth-check-failed",
+    EXIT_CHECK: "bandwidth-check-failed", EXIT_HEALTH: "nodes-unhealthy",
 }
 
 
@@ -91,7 +94,13 @@ class StepFailed(Exception):
 
 # open_stack(name, create) -> StackOps; create=False raises StackMissing for an unknown stack
 StackOpener = Callable[[str, bool], StackOps]
-ClusterConnector = Callable[[Any], ClusterReader]       # kubeconfig (str or dict) -> cluster reader
+
+
+class ReleaseCluster(ClusterReader, NodeReader, Protocol):
+    """The cluster as the release reads it: verdicts (bandwidth gate) and nodes (health gate)."""
+
+
+ClusterConnector = Callable[[Any], ReleaseCluster]       # kubeconfig (str or dict) -> cluster reader
 
 
 @dataclass
@@ -147,6 +156,7 @@ class Report:
     policy: list[PolicyFinding] = field(default_factory=list)
     policy_packs: list[str] = field(default_factory=list)
     checks: list[CheckResult] = field(default_factory=list)
+    health: list[PoolHealth] = field(default_factory=list)
     tag: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -186,6 +196,10 @@ class Report:
                 "pass": bool(self.checks) and all(c.passed for c in self.checks),
                 "checks": [c.to_json() for c in self.checks],
             },
+            "health": {
+                "pass": all(h.passed for h in self.health),
+                "pools": [h.to_json() for h in self.health],
+            },
             "promotion": self.promotion,
             "tag": self.tag,
             "warnings": self.warnings,
@@ -214,6 +228,7 @@ class _Stop(Exception):
 # ------------------------------------------------------------------ the pipeline
 def run_release(opts: ReleaseOptions, *, open_stack: StackOpener, connect_cluster: ClusterConnector,
                 bandwidth_check: BandwidthCheck, checks: Sequence[CheckSpec],
+                pools: Sequence[PoolHealthSpec] = (),
                 now: Callable[[], datetime] = lambda: datetime.now(UTC),
                 clock: Callable[[], float] = time.monotonic,
                 log: Callable[[str], None] = print) -> Report:
@@ -341,6 +356,16 @@ def run_release(opts: ReleaseOptions, *, open_stack: StackOpener, connect_cluste
             report.steps[-1]["status"] = "failed"
             code = EXIT_BANDWIDTH if all(r.status == FAIL for r in bad) else EXIT_CHECK
             raise _Stop(code, "; ".join(f"{r.name}: {r.status}: {r.message}" for r in bad))
+        if pools:
+            # issue 34: beside the bandwidth gate, after it (a check that found a bad node has had it quarantined)
+            health = step("health-gate", lambda: judge(cluster.list_nodes(), list(pools)),
+                          lambda hs: [h.to_json() for h in hs])
+            report.health = list(health)
+            sick = [h for h in health if not h.passed]
+            if sick:
+                report.steps[-1]["status"] = "failed"
+                raise _Stop(EXIT_HEALTH, "; ".join(h.message for h in sick) + ": repair or replace the nodes (or "
+                            "raise the pool's nodeCount) before promoting")
         report.message = "; ".join(f"{r.name}: {r.message}" for r in results)
     except _Stop as e:
         report.exit_code = e.code

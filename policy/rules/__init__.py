@@ -5,6 +5,7 @@ from . import (
          env,
          fleet,
          gangs,
+         health,
          kyverno_cel,
          placement,
          secrets,
@@ -15,6 +16,7 @@ from . import (
 )
 
 RULES = (workloads.RULES + env.RULES + dynamo.RULES + secrets.RULES + storage.RULES + stack.RULES + gangs.RULES
-         + placement.RULES + topology.RULES + fleet.RULES + kyverno_cel.RULES + disruption.RULES)
+         + placement.RULES + topology.RULES + fleet.RULES + kyverno_cel.RULES + disruption.RULES
+         + health.RULES)
 
 assert len({r.name for r in RULES}) == len(RULES), "rule names must be unique"

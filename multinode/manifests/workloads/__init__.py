@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ...config import StackConfig, Workload
 from ..jsonpatch import copy_doc
-from . import disruption, dynamo, grove, indexed_job, lws, mpijob, nccl_test, trainjob, volcano
+from . import disruption, dynamo, grove, indexed_job, lws, mpijob, nccl_test, preflight, trainjob, volcano
 from .common import SecretRef, WorkloadManifests
 from .nccl_test import parse_verdict
 
@@ -43,6 +43,8 @@ def build(cfg: StackConfig, w: Workload) -> WorkloadManifests:
     out = builder(cfg, w)
     # one PodDisruptionBudget per gang, so a node drain takes one pod of it at a time (disruption.py)
     out.objects = list(out.objects) + disruption.budgets(cfg, w)
+    # issue 34: DCGM diagnostics and an NCCL all-reduce before a multi-node gang starts (preflight.py)
+    out.objects = preflight.apply(cfg, w, out.objects)
     # independent copies: builders share small dicts (env lists, labels) between pod templates
     # (copy_doc: copy.deepcopy's result, faster on JSON-like data)
     out.objects = [copy_doc(o) for o in out.objects]

@@ -57,12 +57,16 @@ def threshold_gbytes(cfg: StackConfig, w: Workload) -> tuple[float, str]:
     """(threshold in GB/s, where it came from). Raises ThresholdUnknown."""
     if w.min_bus_bandwidth_gbps is not None:
         return round(w.min_bus_bandwidth_gbps / 8, 2), "minBusBandwidthGbps"
-    m = cfg.machine(cfg.pool(w.node_pool))
+    return catalog_threshold(cfg.machine(cfg.pool(w.node_pool)), w.bus_bandwidth_efficiency)
+
+
+def catalog_threshold(m: Machine, efficiency: float) -> tuple[float, str]:
+    """(GB/s, source): the catalog's per-node fabric bandwidth of the machine / 8 x efficiency. The one floor the
+    NCCL check and the preflight all-reduce (preflight.py) share. Raises ThresholdUnknown (not confirmed)."""
     gbps = m.bandwidth_gbps
     if gbps is None or not bandwidth_confirmed(m):
         raise ThresholdUnknown(m.name)
-    return (round(gbps / 8 * w.bus_bandwidth_efficiency, 2),
-            f"catalog {m.name} {gbps} Gbit/s x {w.bus_bandwidth_efficiency}")
+    return round(gbps / 8 * efficiency, 2), f"catalog {m.name} {gbps} Gbit/s x {efficiency}"
 
 
 def verdict_name(w: Workload) -> str:

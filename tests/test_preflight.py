@@ -1,0 +1,225 @@
+"""Issue 34 item 3: preflight init containers for multi-node gangs (multinode/manifests/workloads/preflight.py)."""
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from multinode import config as mconfig
+from multinode import fabric
+from multinode.manifests import workloads as wm
+from multinode.manifests.workloads import preflight as pf
+from tests.conftest import example_raw
+
+
+def _cfg(machine: str = "p5.48xlarge", preflight: dict | None = None, nodes: int = 2, pool_nodes: int = 4,
+         kinds: tuple[str, ...] = ("lws-inference", "volcano-training")) -> mconfig.StackConfig:
+    raw, _ = example_raw("aws-dev")
+    raw["nodePools"] = raw["nodePools"][:1]
+    raw["nodePools"][0].update({"machine": machine, "nodeCount": pool_nodes})
+    raw["workloads"] = [dict(w) for w in raw["workloads"] if w["kind"] in kinds]
+    for w in raw["workloads"]:
+        w["nodes"] = nodes
+        w.pop("image", None)               # the default image of the machine's fabric
+        if w["kind"] == "lws-inference":
+            w["model"] = "meta-llama/Llama-3.1-70B-Instruct"
+            w.pop("tensorParallel", None)
+            w.pop("pipelineParallel", None)
+        if preflight is not None:
+            w["preflight"] = preflight
+    return mconfig.load(raw, {k for k in raw if k in mconfig.SECRET_KEYS})
+
+
+def _inits(cfg: mconfig.StackConfig, name: str) -> list[list[dict]]:
+    """The initContainers of every fabric pod template the workload renders."""
+    w = next(x for x in cfg.workloads if x.name == name)
+    out = []
+    for obj in wm.build(cfg, w).objects:
+        out += [spec.get("initContainers", []) for spec in pf.fabric_pod_specs(obj)]
+    return out
+
+
+def _env(cont: dict) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in cont.get("env", [])}
+
+
+# ------------------------------------------------------------------ the floor: catalog per machine
+def test_floor_comes_from_the_catalog_per_machine():
+    big, small = _cfg("p5.48xlarge"), _cfg("p4d.24xlarge")
+    for cfg, gbits in ((big, 3200), (small, 400)):
+        for w in cfg.workloads:
+            p = pf.plan(cfg, w)
+            assert p is not None and p.nccl
+            assert p.floor_gbytes == round(gbits / 8 * w.bus_bandwidth_efficiency, 2)
+            machine = cfg.node_pools[0].machine
+            assert p.floor_source == f"catalog {machine} {gbits} Gbit/s x {w.bus_bandwidth_efficiency}"
+    floors = {cfg.node_pools[0].machine: _env(_inits(cfg, "llama-405b")[0][1])["PREFLIGHT_FLOOR_GBPS"]
+              for cfg in (big, small)}
+    assert floors == {"p5.48xlarge": "240", "p4d.24xlarge": "30"}
+
+
+def test_the_floor_is_the_nccl_checks_own():
+    from multinode.manifests.workloads import nccl_test
+    raw, _ = example_raw("aws-dev")
+    cfg = mconfig.load(raw, {k for k in raw if k in mconfig.SECRET_KEYS})
+    check = next(w for w in cfg.workloads if w.kind == "nccl-test")
+    gang = next(w for w in cfg.workloads if w.kind == "lws-inference")
+    assert nccl_test.threshold_gbytes(cfg, check)[0] == pf.plan(cfg, gang).floor_gbytes
+
+
+def test_override_and_efficiency():
+    cfg = _cfg(preflight={"minBusBandwidthGbps": 800})
+    p = pf.plan(cfg, cfg.workloads[0])
+    assert (p.floor_gbytes, p.floor_source) == (100.0, "preflight.minBusBandwidthGbps")
+
+
+def test_unconfirmed_bandwidth_runs_dcgm_only_and_advises():
+    from multinode import checks
+    cfg = _cfg("p6e-gb200.36xlarge", kinds=("volcano-training",))      # the catalog does not confirm its bandwidth
+    p = pf.plan(cfg, cfg.workloads[0])
+    assert p is not None and not p.nccl and "preflight.minBusBandwidthGbps" in p.why_no_nccl
+    assert [[c["name"] for c in ic] for ic in _inits(cfg, cfg.workloads[0].name)] == [[pf.DCGM_NAME]] * 2
+    adv = [a for a in checks.advisories(cfg) if a.path == "workloads[0].preflight.minBusBandwidthGbps"]
+    assert len(adv) == 1 and "no NCCL all-reduce" in adv[0].message
+    # the fix the advisory names works
+    fixed = _cfg("p6e-gb200.36xlarge", kinds=("volcano-training",), preflight={"minBusBandwidthGbps": 1600})
+    assert pf.plan(fixed, fixed.workloads[0]).nccl
+    assert not [a for a in checks.advisories(fixed) if "preflight" in a.path]
+
+
+def test_kinds_without_a_reachable_rendezvous_run_dcgm_only():
+    raw, secrets = example_raw("gcp-dev")
+    cfg = mconfig.load(raw, secrets)
+    grove = [w for w in cfg.workloads if w.kind == "grove-inference"]
+    assert grove
+    for w in grove:
+        p = pf.plan(cfg, w)
+        assert p is not None and not p.nccl and "rendezvous host" in p.why_no_nccl
+        inits = _inits(cfg, w.name)                  # the Grove cliques that span nodes get the DCGM check
+        assert inits and all([c["name"] for c in ic] == [pf.DCGM_NAME] for ic in inits)
+
+
+# ------------------------------------------------------------------ who gets it
+def test_multi_node_gangs_get_both_checks_with_the_fabric():
+    cfg = _cfg()
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    for name in ("llama-405b", "llama-finetune"):
+        inits = _inits(cfg, name)
+        assert len(inits) == 2                                  # leader + worker / master + worker templates
+        for ic in inits:
+            dcgm, nccl = ic[0], ic[1]
+            assert dcgm["name"] == pf.DCGM_NAME and dcgm["image"] == pf.DCGM_IMAGE
+            assert "dcgmi diag -r 1" in dcgm["command"][-1]
+            assert dcgm["resources"]["limits"]["nvidia.com/gpu"] == nccl["resources"]["limits"]["nvidia.com/gpu"]
+            env = _env(nccl)
+            assert env["NCCL_NET"] == profile.nccl_net                 # pinned to the fabric, as the policy does
+            assert {k: env[k] for k in profile.env} == profile.env
+            assert nccl["resources"]["limits"][profile.device_resource] == str(profile.devices_per_node)
+            assert "--nnodes=2 --nproc_per_node=8" in nccl["command"][-1]
+
+
+def test_lws_workers_start_with_the_leader_so_the_gang_can_meet():
+    """With startupPolicy LeaderReady the workers would wait for a leader whose preflight waits for them."""
+    cfg = _cfg()
+    w = next(x for x in cfg.workloads if x.kind == "lws-inference")
+    lws = next(o for o in wm.build(cfg, w).objects if o.get("kind") == "LeaderWorkerSet")
+    assert lws["spec"]["startupPolicy"] == "LeaderCreated"
+    assert "$LWS_LEADER_ADDRESS:29510" in _inits(cfg, w.name)[0][1]["command"][-1]
+
+
+def test_volcano_service_publishes_not_ready_pods_for_the_rendezvous():
+    cfg = _cfg()
+    w = next(x for x in cfg.workloads if x.kind == "volcano-training")
+    job = next(o for o in wm.build(cfg, w).objects if o.get("kind") == "Job")
+    assert "--publish-not-ready-addresses=true" in job["spec"]["plugins"]["svc"]
+    off = _cfg(preflight={"enabled": False})
+    w = next(x for x in off.workloads if x.kind == "volcano-training")
+    job = next(o for o in wm.build(off, w).objects if o.get("kind") == "Job")
+    assert job["spec"]["plugins"]["svc"] == []
+
+
+def test_opt_out_removes_it():
+    cfg = _cfg(preflight={"enabled": False})
+    assert all(pf.plan(cfg, w) is None for w in cfg.workloads)
+    assert all(not any(c["name"].startswith("preflight-") for c in ic)
+               for w in cfg.workloads for ic in _inits(cfg, w.name))
+
+
+def test_single_node_workloads_get_none():
+    cfg = _cfg(nodes=1, kinds=("lws-inference",))
+    assert pf.plan(cfg, cfg.workloads[0]) is None
+    objs = wm.build(cfg, cfg.workloads[0]).objects
+    assert "preflight-" not in str(objs)
+
+
+def test_nccl_check_gets_none():
+    raw, secrets = example_raw("aws-dev")
+    cfg = mconfig.load(raw, secrets)
+    check = next(w for w in cfg.workloads if w.kind == "nccl-test")
+    assert pf.plan(cfg, check) is None
+
+
+def test_dcgm_level_two():
+    cfg = _cfg(preflight={"dcgmDiagLevel": 2})
+    assert "dcgmi diag -r 2" in _inits(cfg, "llama-405b")[0][0]["command"][-1]
+
+
+def test_bad_preflight_keys_are_refused_with_the_key():
+    with pytest.raises(mconfig.ConfigError) as e:
+        _cfg(preflight={"dcgmDiagLevel": 3})
+    assert "preflight.dcgmDiagLevel" in str(e.value)
+    with pytest.raises(mconfig.ConfigError) as e:
+        _cfg(preflight={"ncclFloor": 3})
+    assert "ncclFloor" in str(e.value)
+
+
+# ------------------------------------------------------------------ the scripts run (with stub tools)
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    p = bin_dir / name
+    p.write_text("#!/bin/sh\n" + body + "\n")
+    p.chmod(p.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+@pytest.mark.parametrize("diag_rc,expect_rc,expect_pass", [(0, 0, "true"), (226, 1, "false")])
+def test_dcgm_script_fails_the_init_container_on_a_failed_diag(tmp_path, diag_rc, expect_rc, expect_pass):
+    _stub(tmp_path, "nv-hostengine", "sleep 0")
+    _stub(tmp_path, "dcgmi", f'[ "$1" = diag ] && exit {diag_rc}; exit 0')
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "NODE_NAME": "node-7"}
+    out = subprocess.run(["bash", "-c", pf.dcgm_script(1)], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == expect_rc, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith(pf.VERDICT_TAG))
+    assert f'"pass": {expect_pass}' in line and '"node": "node-7"' in line
+
+
+def test_nccl_program_compiles_and_reads_its_floor():
+    compile(pf.NCCL_PROGRAM, "preflight_nccl.py", "exec")
+    assert "PREFLIGHT_FLOOR_GBPS" in pf.NCCL_PROGRAM and "2 * (n - 1) / n" in pf.NCCL_PROGRAM
+
+
+def test_fabric_sidecars_start_before_the_all_reduce():
+    """GCP TCPX: the fabric's native sidecar (the RxDM daemon) is placed before the preflight, so the all-reduce
+    runs with it up; the fabric policy's upsert by name then replaces it in place."""
+    raw, secrets = example_raw("gcp-dev")
+    raw["nodePools"] = [dict(raw["nodePools"][0], machine="a3-highgpu-8g")]
+    raw["workloads"] = [dict(w, nodePool=raw["nodePools"][0]["name"]) for w in raw["workloads"]
+                        if w["kind"] == "lws-inference"]
+    for w in raw["workloads"]:
+        w.pop("image", None)
+    cfg = mconfig.load(raw, secrets)
+    profile = fabric.profile_for(cfg, cfg.node_pools[0])
+    assert profile.init_containers, "a3-highgpu-8g's TCPX profile has a sidecar"
+    p = pf.plan(cfg, cfg.workloads[0])
+    assert p is not None and p.nccl and p.floor_gbytes == 75.0           # 1000 Gbit/s / 8 x 0.6
+    sidecar = profile.init_containers[0]["name"]
+    for spec in (s for o in wm.build(cfg, cfg.workloads[0]).objects for s in pf.fabric_pod_specs(o)):
+        names = [c["name"] for c in spec["initContainers"]]
+        assert names.index(sidecar) < names.index(pf.NCCL_NAME), names
+        vols = {v["name"] for v in spec["volumes"]}
+        assert {v["name"] for v in profile.volumes} <= vols
+        nccl = next(c for c in spec["initContainers"] if c["name"] == pf.NCCL_NAME)
+        assert {m["name"] for m in nccl.get("volumeMounts", [])} <= vols
