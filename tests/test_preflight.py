@@ -223,3 +223,55 @@ def test_fabric_sidecars_start_before_the_all_reduce():
         assert {v["name"] for v in profile.volumes} <= vols
         nccl = next(c for c in spec["initContainers"] if c["name"] == pf.NCCL_NAME)
         assert {m["name"] for m in nccl.get("volumeMounts", [])} <= vols
+
+
+# ------------------------------------------------------------------ Dynamo: the operator renders the pods
+def _dynamo(decode: dict | None = None, preflight: dict | None = None) -> tuple[mconfig.StackConfig, dict]:
+    """dynamo-dev (prefill on 1 node, decode across 2) and its DynamoGraphDeployment's components by name."""
+    raw, secrets = example_raw("dynamo-dev")
+    w = raw["workloads"][0]
+    if decode is not None:
+        w["disaggregated"]["decode"] = decode
+    if preflight is not None:
+        w["preflight"] = preflight
+    cfg = mconfig.load(raw, secrets)
+    dgd = next(o for o in wm.build(cfg, cfg.workloads[0]).objects if o["kind"] == "DynamoGraphDeployment")
+    return cfg, {c["name"]: c for c in dgd["spec"]["components"]}
+
+
+def _names(comp: dict) -> list[str]:
+    return [c["name"] for c in comp["podTemplate"]["spec"].get("initContainers", [])]
+
+
+def test_dynamo_multi_node_worker_gets_dcgm_only():
+    """The operator merges podTemplate.spec, initContainers included, into the leader's and the workers' pod specs
+    (docs/preflight.md); its rendezvous is its own, so no NCCL part."""
+    cfg, comps = _dynamo()
+    decode = comps["decode"]
+    assert decode["multinode"] == {"nodeCount": 2}
+    assert _names(decode) == [pf.DCGM_NAME]                   # once: apply() does not add a second copy
+    dcgm = decode["podTemplate"]["spec"]["initContainers"][0]
+    assert dcgm["image"] == pf.DCGM_IMAGE and "dcgmi diag -r 1" in dcgm["command"][-1]
+    gpus = decode["podTemplate"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+    assert dcgm["resources"]["limits"]["nvidia.com/gpu"] == gpus == "8"
+    p = pf.plan(cfg, cfg.workloads[0])
+    assert p is not None and not p.nccl and "Dynamo operator" in p.why_no_nccl
+    # the one-node prefill (fabric-labelled: it moves the KV cache across nodes) and the frontend get none
+    assert comps["prefill"]["podTemplate"]["metadata"]["labels"].get("multinode.dev/fabric")
+    assert _names(comps["prefill"]) == [] and _names(comps["frontend"]) == []
+
+
+def test_dynamo_single_node_and_opt_out_get_none():
+    cfg, comps = _dynamo(decode={"nodes": 1, "tensorParallel": 8})
+    assert pf.plan(cfg, cfg.workloads[0]) is None
+    assert all(_names(c) == [] for c in comps.values())
+    assert pf.for_component(cfg, cfg.workloads[0], 2, 8) == []
+    cfg, comps = _dynamo(preflight={"enabled": False})
+    assert pf.plan(cfg, cfg.workloads[0]) is None
+    assert comps["decode"]["multinode"] == {"nodeCount": 2} and _names(comps["decode"]) == []
+    assert "preflight-" not in str(comps)
+
+
+def test_dynamo_dcgm_level_reaches_the_component():
+    _, comps = _dynamo(preflight={"dcgmDiagLevel": 2})
+    assert "dcgmi diag -r 2" in comps["decode"]["podTemplate"]["spec"]["initContainers"][0]["command"][-1]

@@ -18,7 +18,8 @@ Shape emitted (every field checked against the v1beta1 schema in the CRD):
         podTemplate:
           metadata: {labels: {multinode.dev/fabric: enabled, ...}}   # multi-node or disaggregated workers
           spec: {nodeSelector, tolerations, imagePullSecrets, volumes[RWX claim],
-                 containers: [{name: main, image, command, args, env, resources{nvidia.com/gpu}}]}
+                 containers: [{name: main, image, command, args, env, resources{nvidia.com/gpu}}],
+                 initContainers: [preflight-dcgm]}   # multi-node components only (preflight.py, issue 34)
 
 Rules kept here:
 - the tensor x pipeline parallel flags multiply to multinode.nodeCount x GPUs per node (the
@@ -38,6 +39,7 @@ from typing import Any
 from ... import images, pools
 from ...config import ADDON_VERSIONS, StackConfig, Workload
 from . import common as wc
+from . import preflight
 
 API_VERSION = "nvidia.com/v1beta1"
 KIND = "DynamoGraphDeployment"
@@ -328,8 +330,15 @@ def worker_component(cfg: StackConfig, workload: Workload, role: WorkerRole, ima
     if role.multinode:
         comp["multinode"] = {"nodeCount": role.nodes}
     comp["sharedMemorySize"] = f"{workload.shm_size_gi}Gi"
-    comp["podTemplate"] = {"metadata": {"labels": labels},
-                           "spec": _pod_spec(cfg, container, claim_name, refs, pools.node_selector(cfg, pool))}
+    spec = _pod_spec(cfg, container, claim_name, refs, pools.node_selector(cfg, pool))
+    if role.multinode:
+        # issue 34: DCGM diagnostics before a multi-node component starts. The operator merges podTemplate.spec
+        # (initContainers included) into the pod spec of the leader and of the workers, Grove or LWS
+        # (docs/preflight.md cites its source); the rendezvous is the operator's own, so no NCCL part.
+        inits = preflight.for_component(cfg, workload, role.nodes, role.gpus_per_node)
+        if inits:
+            spec["initContainers"] = inits
+    comp["podTemplate"] = {"metadata": {"labels": labels}, "spec": spec}
     return comp
 
 

@@ -25,6 +25,7 @@ happens next is the gang controller's (docs/preflight.md).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,7 +47,11 @@ RDZV_PORT = 29510                   # not the workloads' own rendezvous ports (2
 MESSAGE_BYTES = 1 << 30             # 1 GiB per all-reduce: on the bandwidth plateau of every catalog fabric
 JOIN_TIMEOUT_S = 600                # the whole gang must reach the rendezvous within 10 minutes
 NO_TORCH_ENGINES = ("nim", "mpirun")   # images not known to carry PyTorch's launcher
-SKIP_KINDS = ("nccl-test", "dynamo")   # nccl-test is the check itself; DGD pods are rendered by the operator
+SKIP_KINDS = ("nccl-test",)         # the check itself
+# The operator renders these pods from each component's podTemplate, whose initContainers reach every pod of a
+# multi-node component (leader and workers, Grove or LWS): docs/preflight.md cites the Dynamo operator's source.
+# dgd.py places the init containers per component (for_component below); apply() leaves these kinds alone.
+OPERATOR_RENDERED = ("dynamo",)
 
 
 def _rendezvous(w: Workload) -> tuple[str | None, str]:
@@ -62,6 +67,9 @@ def _rendezvous(w: Workload) -> tuple[str | None, str]:
         return volcano.master_host(w), ""
     if w.kind == "indexed-job":
         return f"{w.name}-0.{w.name}", ""        # subdomain + our headless Service (publishNotReadyAddresses)
+    if w.kind == "dynamo":
+        return None, ("kind dynamo: the Dynamo operator renders the pods and owns their rendezvous (the leader host "
+                      "it puts into the main container's command): DCGM diagnostics only")
     return None, (f"kind {w.kind}: its rendezvous host is not available to init containers (set by the operator "
                   f"into the main containers only, or no stable host name): DCGM diagnostics only")
 
@@ -199,6 +207,16 @@ def init_containers(cfg: StackConfig, w: Workload, p: Plan) -> list[dict[str, An
     return out
 
 
+def for_component(cfg: StackConfig, w: Workload, nodes: int, gpus_per_node: int) -> list[dict[str, Any]]:
+    """The preflight init containers of one component of an operator-rendered workload (a DGD component spanning
+    `nodes` nodes with `gpus_per_node` GPUs per pod): DCGM only; none for a one-node component or when the workload
+    gets no preflight."""
+    p = plan(cfg, w)
+    if p is None or nodes <= 1:
+        return []
+    return init_containers(cfg, w, dataclasses.replace(p, nodes=nodes, gpus_per_node=gpus_per_node))
+
+
 def _gpu_spec(spec: Any) -> bool:
     return isinstance(spec, dict) and isinstance(spec.get("containers"), list) and any(
         isinstance(x, dict) and "nvidia.com/gpu" in ((x.get("resources") or {}).get("limits") or {})
@@ -233,7 +251,7 @@ def apply(cfg: StackConfig, w: Workload, objects: list[dict[str, Any]]) -> list[
     the template's own init containers; the fabric's native sidecars, e.g. GCP's TCPXO daemon, go before them, so
     the all-reduce runs with the fabric up). Unchanged when the workload gets no preflight."""
     p = plan(cfg, w)
-    if p is None:
+    if p is None or w.kind in OPERATOR_RENDERED:      # operator-rendered: placed by its renderer (for_component)
         return objects
     profile = fabric.profile_for(cfg, cfg.pool(w.node_pool))
     for obj in objects:
