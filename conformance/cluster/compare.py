@@ -102,7 +102,8 @@ def exclusive_wait(lws: dict[str, Any] | None, pods: list[dict[str, Any]], group
         text += (f"; its PodGroups ask minMember {sorted({int(g['minMember']) for g in short})} and Volcano's gang "
                  "plugin holds a group with fewer pods than minMember (volcano.sh/volcano@v1.15.1 "
                  "pkg/scheduler/plugins/gang/gang.go:83-90): under Volcano the leader is never bound (with "
-                 "Volcano in the box the PodGroup's reason is among the findings; nim-lws: known_failures.json)")
+                 "Volcano in the box the PodGroup's reason is among the findings; multinode renders this placement as pod "
+                 "affinity under Volcano instead, and the pack's rule lws-exclusive-placement-gang refuses it)")
     return text
 
 
