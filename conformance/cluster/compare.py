@@ -48,9 +48,9 @@ RUN_BY_VOLCANO = {"batch.volcano.sh/Job"}
 VOLCANO_NOT_RUN = ("Volcano did not run in this box (conformance/volcano is not built: its README says why; "
                    "the box runs it when conformance/bin/vc-scheduler exists)")
 MPIJOB_KIND = "kubeflow.org/MPIJob"
-TRAINER_NOT_RUN = ("the Kubeflow Trainer controller (and the JobSet controller it creates pods through) does not run in "
-                   "the box: github.com/kubeflow/trainer/v2 v2.0.0 is served by the Go module proxy but was not added "
-                   "(time; conformance/cluster/README.md)")
+TRAINER_NOT_RUN = ("the Kubeflow Trainer controller (and the JobSet controller it creates pods through) does not run "
+                   "in the box: github.com/kubeflow/trainer/v2 v2.0.0 is served by the Go module proxy but was not "
+                   "added (time; conformance/cluster/README.md)")
 # Why a controller of a gang kind does not run in the box (compare's not-checked line names it).
 NOT_RUN_WHY = {
     "grove.io/PodCliqueSet": "the Grove operator (and KAI-Scheduler) is not served by the Go module proxy "
@@ -118,8 +118,8 @@ def exclusive_wait(lws: dict[str, Any] | None, pods: list[dict[str, Any]], group
         text += (f"; its PodGroups ask minMember {sorted({int(g['minMember']) for g in short})} and Volcano's gang "
                  "plugin holds a group with fewer pods than minMember (volcano.sh/volcano@v1.15.1 "
                  "pkg/scheduler/plugins/gang/gang.go:83-90): under Volcano the leader is never bound (with "
-                 "Volcano in the box the PodGroup's reason is among the findings; multinode renders this placement as pod "
-                 "affinity under Volcano instead, and the pack's rule lws-exclusive-placement-gang refuses it)")
+                 "Volcano in the box the PodGroup's reason is among the findings; multinode renders this placement "
+                 "as pod affinity under Volcano instead, and the pack's rule lws-exclusive-placement-gang refuses it)")
     return text
 
 

@@ -31,7 +31,8 @@ EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
 # The label LWS gives every pod of one group, one value per group (sigs.k8s.io/lws@v0.9.0
 # api/leaderworkerset/v1/leaderworkerset_types.go:57 GroupUniqueHashLabelKey; the leader's by LWS's pod webhook,
-# pkg/webhooks/pod_webhook.go:114-119, the workers' from the worker StatefulSet, pkg/controllers/pod_controller.go:402-411).
+# pkg/webhooks/pod_webhook.go:114-119, the workers' from the worker StatefulSet,
+# pkg/controllers/pod_controller.go:402-411).
 GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
 RAY_PORT = 6379
 SGLANG_DIST_PORT = 20000
@@ -196,8 +197,8 @@ def group_exclusive_affinity(lws_name: str, topology_key: str) -> dict[str, Any]
     workers to the leader's domain by node selector. Under Volcano, LWS has already created the group's PodGroup
     with minMember = size for startupPolicy LeaderCreated (pkg/schedulerprovider/volcano_provider.go:58-83), and
     Volcano's gang plugin binds no pod of a job with fewer pods than minMember (volcano.sh/volcano@v1.14.1
-    pkg/scheduler/plugins/gang/gang.go:83-91, "Not enough valid tasks for gang-scheduling"): the lone leader is never bound, the workers
-    never come. The cluster box saw it ("pod group is not ready, 1 Pending, 2 minAvailable").
+    pkg/scheduler/plugins/gang/gang.go:83-91, "Not enough valid tasks for gang-scheduling"): the lone leader is never
+    bound, the workers never come. The cluster box saw it ("pod group is not ready, 1 Pending, 2 minAvailable").
     LeaderReady (PodGroup minMember 1, volcano_provider.go:77-83) would start the leader alone and the workers
     only once the leader is Ready: no gang, and a NIM/vLLM leader is not Ready before its workers join.
 
