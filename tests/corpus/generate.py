@@ -63,11 +63,6 @@ CASES = {
                         [edit(F.lws(), lambda o: both(o, lambda t: t["spec"]["volumes"][0].__setitem__("emptyDir", {})))]),
     "lws-not-gang-scheduled": ("lws-gang-scheduled", "Volcano runs but the LWS uses the default scheduler",
                                [edit(F.lws(), lambda o: both(o, lambda t: t["spec"].pop("schedulerName")))]),
-    "lws-exclusive-under-volcano": ("lws-exclusive-placement-gang",
-                                    "LWS exclusive placement on a group Volcano gang-schedules (a deadlock)",
-                                    [edit(F.lws(), lambda o: o["metadata"].__setitem__(
-                                        "annotations", {"leaderworkerset.sigs.k8s.io/exclusive-topology":
-                                                        "topology.k8s.aws/network-node-layer-3"}))]),
     "lws-literal-token": ("no-literal-secrets-in-env", "HF_TOKEN as a literal value",
                           [edit(F.lws(), lambda o: both(o, lambda t: t["spec"]["containers"][0].__setitem__(
                               "env", [{"name": "HF_TOKEN", "value": "hf_abcdefghijklmnopqrstuvwxyz"}])))]),
