@@ -2,8 +2,9 @@
 conformance/bin/clusterbox, lws, vc-scheduler and vc-controller-manager; skips with the reason otherwise).
 
 The guide stack nim-lws (one LWS group of 2 pods, groupPlacement on topology.k8s.aws/network-node-layer-3, Volcano
-on) as `plan` renders it: group placement as pod affinity in both templates (multinode/manifests/workloads/lws.py
-group_exclusive_affinity); the box must bind the gang as placement.json says. The planted defect is the rendering
+on) as `plan` renders it (group placement as pod affinity in both templates: multinode/manifests/workloads/lws.py
+group_exclusive_affinity) is one of the stacks `make cluster-check` runs, and passes there (bound whole by
+Volcano, PodGroup minMember 2 Running); not run twice here (CI time). The planted defect is the rendering
 plan made before: LWS's exclusive-topology annotation and no affinity. LWS then creates only the leader (its
 workers wait for a bound leader) and Volcano's gang (minMember 2) never binds it: the check must fail with the
 PodGroup's reason. Kyverno is left out (faster; the fabric is not what is tested here)."""
@@ -62,14 +63,6 @@ def _box(tmp_path: Path, plant=None) -> tuple[int, dict]:
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     print(r.stdout[-4000:], r.stderr[-4000:])
     return r.returncode, json.loads((out / "cluster.json").read_text())
-
-
-def test_group_placement_as_affinity_is_bound_whole_by_volcano(tmp_path: Path) -> None:
-    code, result = _box(tmp_path)
-    assert code == 0, result["findings"]
-    (w,) = [w for w in result["workloads"] if w["owner"] == "LeaderWorkerSet multinode/llama-405b-nim"]
-    assert w["verdict"] == "ok" and len(w["pods"]) == 2 and all(p["node"] for p in w["pods"]), w
-    assert [(g["minMember"], g["phase"]) for g in w["podGroups"]] == [(2, "Running")], w["podGroups"]
 
 
 def test_the_old_rendering_deadlocks_under_volcano(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """The MPI operator in the box (needs conformance/bin/clusterbox, mpi-operator, vc-scheduler and
 vc-controller-manager; skips with the reason otherwise): a one-pool stack with one 2-worker MPIJob (launcher without
-GPUs), the operator run with --gang-scheduling=volcano. As planned, the operator's PodGroup (minMember 2) is
-admitted and the workers and the launcher are bound as placement.json says; with one node fewer than the workers
-(planted in the box's nodes) Volcano holds the gang back whole and the check fails with the PodGroup's reason."""
+GPUs), the operator run with --gang-scheduling=volcano: with one node fewer than the workers (planted in the box's
+nodes) Volcano holds the gang back whole and the check fails with the PodGroup's reason. The same stack unplanted
+passes (measured: PodGroup minMember 2 Running, launcher and workers bound as placement.json says); in
+`make cluster-check` that case is existing-dev's MPIJob (same shape), so it is not run twice here (CI time)."""
 from __future__ import annotations
 
 import json
@@ -71,16 +72,6 @@ def _box(tmp_path: Path, name: str, plant=None) -> tuple[int, dict]:
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     print(r.stdout[-4000:], r.stderr[-4000:])
     return r.returncode, json.loads((out / "cluster.json").read_text())
-
-
-def test_the_mpi_operator_and_volcano_bind_the_mpijob_as_planned(tmp_path: Path) -> None:
-    code, result = _box(tmp_path, "mpi-as-planned")
-    assert code == 0, result["findings"]
-    (w,) = [w for w in result["workloads"] if w["owner"] == OWNER]
-    assert w["verdict"] == "ok" and len(w["pods"]) == 3 and all(p["node"] for p in w["pods"]), w
-    assert [(g["minMember"], g["phase"]) for g in w["podGroups"]] == [(2, "Running")], w
-    assert result["versions"]["mpi-operator"].startswith("github.com/kubeflow/mpi-operator v")
-    assert not any("MPIJob" in n for n in result["notChecked"]), result["notChecked"]
 
 
 def test_one_node_short_the_mpijob_is_held_back_whole(tmp_path: Path) -> None:
