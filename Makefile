@@ -93,11 +93,13 @@ conformance-kyverno: go-check venv plan-all plan-guides
 ## (embedded etcd, kube-apiserver, controller-manager, scheduler; fake kubelet): the real scheduler's bindings
 ## against placement.json (conformance/cluster/README.md). Needs Go; writes build/<stack>/cluster.json.
 ## Kyverno's admission controller (conformance/kyverno's bin/kyverno) serves its webhooks in the box; Volcano's
-## scheduler and controller-manager (conformance/volcano) run in it when the Go module proxy lets them be built.
+## scheduler and controller-manager (conformance/volcano) run in it when the Go module proxy lets them be built;
+## the LWS controller (conformance/lws) and the MPI operator's controller (conformance/mpi-operator) too.
 cluster-check: go-check venv plan-all plan-guides
 	$(MAKE) -C conformance/kyverno build
 	$(MAKE) -C conformance/volcano build-if-served
 	$(MAKE) -C conformance/lws build
+	$(MAKE) -C conformance/mpi-operator build
 	$(MAKE) -C conformance/cluster check ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 
 clean:

@@ -370,9 +370,41 @@ def test_nim_lws_matches_the_chart_and_keeps_groups_in_one_domain(tmp_path_facto
         env = env_of(cont)
         assert env["NIM_NUM_COMPUTE_NODES"] == str(NIM_WORKERS) and env["NIM_SERVER_PORT"] == str(NIM_PORT)
         assert cont["resources"]["limits"]["nvidia.com/gpu"] == str(NIM_GPUS_PER_NODE)
+    # Volcano gangs the group here (addons.volcano on by default), so the exclusive placement is pod affinity in
+    # both templates, not LWS's annotation (with it LWS waits for a leader Volcano's gang never binds: lws.py
+    # group_exclusive_affinity). The cluster box binds this stack's gang as placement.json says.
+    assert "leaderworkerset.sigs.k8s.io/exclusive-topology" not in lws["metadata"]["annotations"]
+    key = "topology.k8s.aws/network-node-layer-3"
+    for role in ("leaderTemplate", "workerTemplate"):
+        assert lwt[role]["spec"]["schedulerName"] == "volcano"
+        aff = lwt[role]["spec"]["affinity"]
+        (near,) = aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        (far,) = aff["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert near == {"labelSelector": {"matchLabels": {"leaderworkerset.sigs.k8s.io/name": "llama-405b-nim"}},
+                        "matchLabelKeys": ["leaderworkerset.sigs.k8s.io/group-key"], "topologyKey": key}
+        assert far == {"labelSelector": {"matchExpressions": [{"key": "leaderworkerset.sigs.k8s.io/group-key",
+                                                               "operator": "Exists"}]},
+                       "mismatchLabelKeys": ["leaderworkerset.sigs.k8s.io/group-key"], "topologyKey": key}
+    assert "subGroupPolicy" not in lwt
+    assert validate_object(lws) == []
+
+
+def test_nim_lws_without_volcano_keeps_lws_exclusive_placement(tmp_path):
+    """Without a gang scheduler the LWS annotation works as LWS documents (the leader is bound alone, then its
+    workers follow it into its domain): it stays, and no affinity is rendered."""
+    import yaml
+    doc = yaml.safe_load((GUIDES / "Pulumi.nim-lws.yaml").read_text())
+    doc["config"]["multinode:addons"] = {"volcano": {"enabled": False}}
+    f = tmp_path / "Pulumi.novc.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    res = mplan.plan("novc", tmp_path / "out", f)
+    assert res.exit_code in (mplan.EXIT_OK, mplan.EXIT_POLICY), res.error
+    lws = find(res, "LeaderWorkerSet")
     assert lws["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"] == \
         "topology.k8s.aws/network-node-layer-3"
-    assert "subGroupPolicy" not in lwt
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    assert all("affinity" not in lwt[r]["spec"] and "schedulerName" not in lwt[r]["spec"]
+               for r in ("leaderTemplate", "workerTemplate"))
 
 
 def test_lws_subgroup_placement_and_its_errors(tmp_path):
@@ -388,6 +420,11 @@ def test_lws_subgroup_placement_and_its_errors(tmp_path):
     assert lws["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"] == \
         "example.com/rack"
     assert "leaderworkerset.sigs.k8s.io/exclusive-topology" not in lws["metadata"]["annotations"]
+    # subgroups: LWS's webhook gives every pod its subgroup affinity at creation, no waiting on the leader
+    # (sigs.k8s.io/lws@v0.9.0 pkg/controllers/pod_controller.go:161-166 checks only exclusive-topology): no
+    # affinity of ours
+    assert all("affinity" not in lws["spec"]["leaderWorkerTemplate"][r]["spec"]
+               for r in ("leaderTemplate", "workerTemplate"))
     assert lws["spec"]["leaderWorkerTemplate"]["subGroupPolicy"] == {"subGroupSize": 2}
     assert validate_object(lws) == []
     w["groupPlacement"] = {"topologyKey": "not a key!", "subGroupSize": 5}

@@ -170,6 +170,50 @@ def test_shm():
     assert len(bad) == 1 and "not memory-backed" in bad[0]["message"]
 
 
+# ------------------------------------------------------------------ LWS exclusive placement under Volcano's gang
+def _exclusive_lws(scheduler: str | None, startup: str = "LeaderCreated", size: int = 2):
+    obj = F.lws(size=size)
+    obj["metadata"]["annotations"] = {"leaderworkerset.sigs.k8s.io/exclusive-topology": "example.com/rack"}
+    obj["spec"]["startupPolicy"] = startup
+    for t in ("leaderTemplate", "workerTemplate"):
+        spec = obj["spec"]["leaderWorkerTemplate"][t]["spec"]
+        spec.pop("schedulerName", None)
+        if scheduler:
+            spec["schedulerName"] = scheduler
+    return obj
+
+
+def test_lws_exclusive_placement_gang_refuses_the_deadlock():
+    """The rendering plan made before (LWS's annotation + schedulerName volcano) is the planted defect: the box saw
+    its leader held forever by Volcano's gang ('pod group is not ready, 1 Pending, 2 minAvailable')."""
+    bad = run([_exclusive_lws("volcano")], "lws-exclusive-placement-gang")
+    assert len(bad) == 1 and bad[0]["enforcementLevel"] == "mandatory"
+    assert "never starts" in bad[0]["message"] and "matchLabelKeys" in bad[0]["message"]
+    # no gang scheduler, LeaderReady (PodGroup minMember 1), or a one-pod group: LWS's annotation works
+    assert run([_exclusive_lws(None)], "lws-exclusive-placement-gang") == []
+    assert run([_exclusive_lws("volcano", "LeaderReady")], "lws-exclusive-placement-gang") == []
+    assert run([_exclusive_lws("volcano", size=1)], "lws-exclusive-placement-gang") == []
+    assert run([F.lws()], "lws-exclusive-placement-gang") == []             # no annotation
+
+
+def test_lws_exclusive_placement_gang_passes_what_plan_renders(tmp_path):
+    """nim-lws as plan renders it now (pod affinity, no annotation) passes; the same object with the annotation put
+    back is refused."""
+    import copy
+    from pathlib import Path
+
+    from multinode import plan as mplan
+    guides = Path(__file__).resolve().parent / "guides"
+    res = mplan.plan("nim-lws", tmp_path, guides / "Pulumi.nim-lws.yaml")
+    assert res.exit_code == mplan.EXIT_OK, res.error
+    assert not [v for v in res.violations if v.get("policy") == "lws-exclusive-placement-gang"]
+    (lws,) = [o for o in res.k8s_objects if o.get("kind") == "LeaderWorkerSet"]
+    assert run([lws], "lws-exclusive-placement-gang") == []
+    lws = copy.deepcopy(lws)
+    lws["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"] = "topology.k8s.aws/x"
+    assert len(run([lws], "lws-exclusive-placement-gang")) == 1
+
+
 # ------------------------------------------------------------------ secrets
 def test_literal_secrets():
     assert only([F.lws()], "no-literal-secrets-in-env") == []

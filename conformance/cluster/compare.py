@@ -47,6 +47,22 @@ VOLCANO = "volcano"
 RUN_BY_VOLCANO = {"batch.volcano.sh/Job"}
 VOLCANO_NOT_RUN = ("Volcano did not run in this box (conformance/volcano is not built: its README says why; "
                    "the box runs it when conformance/bin/vc-scheduler exists)")
+MPIJOB_KIND = "kubeflow.org/MPIJob"
+TRAINER_NOT_RUN = ("the Kubeflow Trainer controller (and the JobSet controller it creates pods through) does not run "
+                   "in the box: github.com/kubeflow/trainer/v2 v2.0.0 is served by the Go module proxy but was not "
+                   "added (time; conformance/cluster/README.md)")
+# Why a controller of a gang kind does not run in the box (compare's not-checked line names it).
+NOT_RUN_WHY = {
+    "grove.io/PodCliqueSet": "the Grove operator (and KAI-Scheduler) is not served by the Go module proxy "
+                             "(403 on the version list and on exact versions), so the box cannot build it",
+    "nvidia.com/DynamoGraphDeployment": "the Dynamo operator runs on Grove, whose operator (and KAI-Scheduler) is "
+                                        "not served by the Go module proxy (403), so the box cannot build it",
+    "trainer.kubeflow.org/ClusterTrainingRuntime": TRAINER_NOT_RUN,
+    "trainer.kubeflow.org/TrainingRuntime": TRAINER_NOT_RUN,
+    "trainer.kubeflow.org/TrainJob": TRAINER_NOT_RUN,
+    MPIJOB_KIND: "conformance/mpi-operator is not built (make -C conformance/mpi-operator build); the box runs it "
+                 "when conformance/bin/mpi-operator exists",
+}
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"     # the PodGroup of a pod (Volcano, LWS, our Jobs)
 
 
@@ -102,7 +118,8 @@ def exclusive_wait(lws: dict[str, Any] | None, pods: list[dict[str, Any]], group
         text += (f"; its PodGroups ask minMember {sorted({int(g['minMember']) for g in short})} and Volcano's gang "
                  "plugin holds a group with fewer pods than minMember (volcano.sh/volcano@v1.15.1 "
                  "pkg/scheduler/plugins/gang/gang.go:83-90): under Volcano the leader is never bound (with "
-                 "Volcano in the box the PodGroup's reason is among the findings; nim-lws: known_failures.json)")
+                 "Volcano in the box the PodGroup's reason is among the findings; multinode renders this placement "
+                 "as pod affinity under Volcano instead, and the pack's rule lws-exclusive-placement-gang refuses it)")
     return text
 
 
@@ -126,6 +143,33 @@ def lws_podgroup_findings(owner: str, lws: dict[str, Any] | None, gangs: list[di
         if (g.get("queue") or None) != queue:
             out.append(f"{owner}: PodGroup {g['namespace']}/{g['name']} queue {g.get('queue')!r}, the "
                        f"LeaderWorkerSet names {queue!r}")
+    return out, [{"name": g["name"], "minMember": g.get("minMember"), "queue": g.get("queue"),
+                  "phase": g.get("phase")} for g in groups]
+
+
+def mpijob_podgroup_findings(owner: str, mpijob: dict[str, Any] | None,
+                             phase: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The PodGroup the MPI operator (--gang-scheduling=volcano) made for `owner` against the stack: one, minMember
+    runPolicy.schedulingPolicy.minAvailable (else workers + 1), spec.queue schedulingPolicy.queue (else the
+    scheduling.volcano.sh/queue-name annotation) (github.com/kubeflow/mpi-operator@v0.6.0
+    pkg/controller/podgroup.go:109-137 newPodGroup, :387-392 calculateMinAvailable)."""
+    groups = [g for g in phase.get("podGroups") or [] if g.get("owner") == owner]
+    spec = (mpijob or {}).get("spec") or {}
+    policy = (spec.get("runPolicy") or {}).get("schedulingPolicy") or {}
+    workers = int(((spec.get("mpiReplicaSpecs") or {}).get("Worker") or {}).get("replicas") or 0)
+    want_min = int(policy["minAvailable"]) if policy.get("minAvailable") is not None else workers + 1
+    want_queue = policy.get("queue") or ((mpijob or {}).get("metadata") or {}).get("annotations", {}).get(
+        LWS_QUEUE_ANNOTATION)
+    out = []
+    if len(groups) != 1:
+        out.append(f"{owner}: {len(groups)} PodGroups made by the MPI operator, want 1")
+    for g in groups:
+        if int(g.get("minMember") or 0) != want_min:
+            out.append(f"{owner}: PodGroup {g['namespace']}/{g['name']} minMember {g.get('minMember')}, the MPIJob "
+                       f"asks {want_min}")
+        if (g.get("queue") or None) != (want_queue or None):
+            out.append(f"{owner}: PodGroup {g['namespace']}/{g['name']} queue {g.get('queue')!r}, the MPIJob names "
+                       f"{want_queue!r}")
     return out, [{"name": g["name"], "minMember": g.get("minMember"), "queue": g.get("queue"),
                   "phase": g.get("phase")} for g in groups]
 
@@ -196,6 +240,9 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
     obs = json.loads((stack_dir / "engines" / "cluster" / "observed.json").read_text())
     lws_ran = "lws" in (obs.get("versions") or {})
     run_by = RUN_BY_KUBE_CONTROLLER_MANAGER | ({LWS_KIND} if lws_ran else set())
+    # the MPI operator (conformance/mpi-operator) when the box ran it: its launcher Job and worker pods are checked
+    mpi_ran = "mpi-operator" in (obs.get("versions") or {})
+    run_by |= {MPIJOB_KIND} if mpi_ran else set()
     placement = json.loads((stack_dir / "placement.json").read_text())
     crds = json.loads((stack_dir / "engines" / "cluster" / "crds.yaml").read_text())
     findings: list[str] = []
@@ -252,13 +299,16 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             if f"{group_of.get(owner, '?')}/{kind}" in run_by:
                 findings.append(f"{owner}: the box ran no phase {phase!r}")
             else:
-                not_checked.append(f"{owner}: not applied as such in the box (its pods come from another object)")
+                gk = f"{group_of.get(owner, '?')}/{kind}"
+                not_checked.append(f"{owner}: not applied as such in the box (its pods come from another object)"
+                                   + (f": {NOT_RUN_WHY[gk]}" if gk in NOT_RUN_WHY else ""))
                 w["verdict"] = "not checked"
             continue
         if not pods:
             gk = f"{group_of.get(owner, '?')}/{kind}"
             if gk not in run_by:
-                why = f"; {VOLCANO_NOT_RUN}" if gk in RUN_BY_VOLCANO else ""
+                why = f"; {VOLCANO_NOT_RUN}" if gk in RUN_BY_VOLCANO else (f": {NOT_RUN_WHY[gk]}" if gk in NOT_RUN_WHY
+                                                                             else "")
                 not_checked.append(f"{owner}: no pods in the box: the {gk} controller does not run in the box{why}")
                 w["verdict"] = "not checked"
                 continue
@@ -274,6 +324,10 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             continue
         other = sorted({s for p in pods if (s := p["pod"]["spec"].get("schedulerName", BOX_SCHEDULER))
                         not in schedulers})
+        if (mpi_ran and volcano_ran and f"{group_of.get(owner, '?')}/{kind}" == MPIJOB_KIND
+                and any(p["pod"]["spec"].get("schedulerName") == VOLCANO for p in pods)):
+            mpi_findings, w["podGroups"] = mpijob_podgroup_findings(owner, rendered_object(stack_dir, owner), ph)
+            findings.extend(mpi_findings)
         if lws_ran and f"{group_of.get(owner, '?')}/{kind}" == LWS_KIND:
             lws_findings, w["podGroups"] = lws_podgroup_findings(owner, rendered_object(stack_dir, owner), gangs, ph)
             findings.extend(lws_findings)

@@ -30,7 +30,7 @@ import (
 var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true, "kubeflow.org/MPIJob": true,
 	"kubeflow.org/PyTorchJob": true, "trainer.kubeflow.org/TrainJob": true}
 
-var kyvernoBin, volcanoDir, lwsBin string
+var kyvernoBin, volcanoDir, lwsBin, mpiBin string
 
 // the CSI driver of the box's stand-in PersistentVolumes (waitClaimsBound)
 const standInCSIDriver = "box.multinode.dev"
@@ -76,8 +76,9 @@ func main() {
 	kyverno := flag.String("kyverno", "", "Kyverno's admission controller binary (conformance/kyverno); empty: no Kyverno")
 	volcano := flag.String("volcano", "", "directory with vc-scheduler and vc-controller-manager (conformance/volcano); empty: no Volcano")
 	lws := flag.String("lws", "", "the LeaderWorkerSet controller manager binary (conformance/lws); empty: no LWS")
+	mpi := flag.String("mpi-operator", "", "the MPI operator's controller (conformance/mpi-operator), started for a stack with an MPIJob; empty: none")
 	flag.Parse()
-	kyvernoBin, volcanoDir, lwsBin = *kyverno, *volcano, *lws
+	kyvernoBin, volcanoDir, lwsBin, mpiBin = *kyverno, *volcano, *lws, *mpi
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
 		os.Exit(2)
@@ -283,6 +284,18 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			obs.Versions["volcano"] = volcanoDir
 		}
 	}
+	if mpiBin != "" && hasKind(objects, "kubeflow.org", "MPIJob") {
+		gang := ""
+		if volcanoDir != "" && obs.Versions["volcano"] != "" {
+			gang = "volcano" // the stacks' MPIJobs are for an operator run with --gang-scheduling=volcano
+		}
+		m, err := StartMPIOperator(ctx, box, mpiBin, gang, filepath.Join(boxIn, "mpi-operator.log"), logf)
+		if err != nil {
+			return err
+		}
+		defer m.Stop()
+		obs.Versions["mpi-operator"] = ModuleVersion(mpiBin, "github.com/kubeflow/mpi-operator")
+	}
 	lwsValues, lwsInstalled, err := ReadLWSValues(stackDir)
 	if err != nil {
 		return err
@@ -353,6 +366,17 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		obs.Phases = append(obs.Phases, ph)
 	}
 	return nil
+}
+
+// hasKind: does the stack hold an object of this group and kind (a controller is started only for its objects)
+func hasKind(objects []Object, group, kind string) bool {
+	for _, o := range objects {
+		gvk := o.U.GroupVersionKind()
+		if gvk.Group == group && gvk.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // waitClaimsBound waits until every PersistentVolumeClaim is Bound (the stacks bind static PVs by volumeName). A

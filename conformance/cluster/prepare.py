@@ -56,6 +56,12 @@ def _group(api_version: str) -> str:
     return api_version.split("/")[0] if "/" in api_version else ""
 
 
+def group_placement_keys(cfg: Any, pool: str) -> list[str]:
+    """The topology keys of the groupPlacement of the workloads on this pool (lws-inference)."""
+    return sorted({w.group_placement.topology_key for w in cfg.workloads
+                   if w.group_placement is not None and w.node_pool == pool})
+
+
 def node_objects(cfg: Any) -> list[dict[str, Any]]:
     pools = placement.pools_from_config(cfg)
     nodes, estimates = placement.build_nodes(pools)
@@ -87,6 +93,12 @@ def node_objects(cfg: Any) -> list[dict[str, Any]]:
         # every node of the pool gets the same value on each topology tier.
         for i, label in enumerate(volcano_topology.topology_labels(cfg, cfg_pools[n.pool])):
             labels[label] = f"{n.pool}-tier{i}"
+        # The label a workload's groupPlacement names (LWS exclusive placement, or the pod affinity rendered for it
+        # under Volcano), where the cloud module gives the pool none: the user's nodes carry it (a cloud's tier
+        # label, a rack label), and a pod whose required pod affinity names a topology key no node carries is
+        # unschedulable. Same rule: one domain per pool.
+        for key in group_placement_keys(cfg, n.pool):
+            labels.setdefault(key, f"{n.pool}-domain")
         out.append({"apiVersion": "v1", "kind": "Node",
                     "metadata": {"name": n.name, "labels": labels,
                                  "annotations": {"multinode.dev/box-allocatable-source":

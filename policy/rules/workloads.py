@@ -197,6 +197,38 @@ def check_gang_whole(res: Resource, ctx: Context) -> Iterator[str]:
                        f"{need} pods to run at all; set minAvailable {fix}")
 
 
+# ------------------------------------------------------------------ LWS exclusive placement under a gang
+LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+
+
+def check_lws_exclusive_gang(res: Resource, ctx: Context) -> Iterator[str]:
+    """A LeaderWorkerSet with LWS exclusive placement whose groups Volcano gang-schedules never starts.
+
+    With the annotation LWS creates a group's worker StatefulSet only once the leader is bound (sigs.k8s.io/lws@v0.9.0
+    pkg/controllers/pod_controller.go:161-166); LWS (gangSchedulingManagement volcano, as multinode's add-on sets
+    it) made the group's PodGroup with minMember = size for startupPolicy LeaderCreated
+    (pkg/schedulerprovider/volcano_provider.go:58-83), and Volcano's gang plugin binds no pod of a job with fewer
+    pods than minMember (volcano.sh/volcano@v1.14.1 pkg/scheduler/plugins/gang/gang.go:83-91). LeaderReady
+    (minMember 1) does not deadlock here."""
+    if not res.is_k8s or res.kind != ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"):
+        return
+    key = objects.text(objects.get(res.props, "metadata", "annotations", LWS_EXCLUSIVE))
+    if not key or objects.get(res.props, "spec", "startupPolicy") == "LeaderReady":
+        return
+    for g in objects.gangs(res.props, res.name):
+        if g.kind != "LeaderWorkerSet" or sum(r.pods for r in g.roles) < 2:
+            continue
+        if not any(r.scheduler == "volcano" for r in g.roles):
+            continue
+        yield (f"{g.name}: {LWS_EXCLUSIVE}: {key} with schedulerName: volcano never starts: LWS creates a group's "
+               f"workers only once its leader is bound, and Volcano's gang (the PodGroup LWS makes, minMember = "
+               f"{sum(r.pods for r in g.roles)}) never binds the leader alone; remove the annotation and give the "
+               f"leader and worker templates required podAffinity (labelSelector leaderworkerset.sigs.k8s.io/name, "
+               f"matchLabelKeys [leaderworkerset.sigs.k8s.io/group-key]) and podAntiAffinity (group-key Exists, "
+               f"mismatchLabelKeys [leaderworkerset.sigs.k8s.io/group-key]) on topologyKey {key}, as multinode "
+               f"renders groupPlacement under Volcano (docs/workloads.md)")
+
+
 # ------------------------------------------------------------------ fabric label and /dev/shm
 def _multi_node_roles(res: Resource) -> Iterator[tuple[Gang, Role]]:
     for g in objects.gangs(res.props, res.name) if res.is_k8s else []:
@@ -262,6 +294,10 @@ RULES = [
          "Gangs are whole: Volcano minAvailable equals the sum of task replicas; a multi-node Grove clique never "
          "has minAvailable below its replicas; MPIJob/PyTorchJob minAvailable covers every worker.",
          MANDATORY, check_gang_whole),
+    Rule("lws-exclusive-placement-gang",
+         "A LeaderWorkerSet with LWS exclusive placement (leaderworkerset.sigs.k8s.io/exclusive-topology) is not "
+         "gang-scheduled by Volcano: LWS waits for a bound leader, Volcano's gang for the workers (a deadlock).",
+         MANDATORY, check_lws_exclusive_gang),
     Rule("multinode-pod-fabric-label",
          f"Multi-node pods carry {pools.FABRIC_POD_LABEL}={pools.FABRIC_POD_LABEL_VALUE} (or NeMo's annotation "
          f"{pools.NEMO_ANNOTATION}=true) so the fabric policy injects their devices, env and volumes.",

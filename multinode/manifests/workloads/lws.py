@@ -29,6 +29,11 @@ VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 # placement, done by LWS with pod affinity to its leader's domain and anti-affinity to other groups'.
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
+# The label LWS gives every pod of one group, one value per group (sigs.k8s.io/lws@v0.9.0
+# api/leaderworkerset/v1/leaderworkerset_types.go:57 GroupUniqueHashLabelKey; the leader's by LWS's pod webhook,
+# pkg/webhooks/pod_webhook.go:114-119, the workers' from the worker StatefulSet,
+# pkg/controllers/pod_controller.go:402-411).
+GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
 RAY_PORT = 6379
 SGLANG_DIST_PORT = 20000
 
@@ -128,6 +133,10 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     secrets = c.model_secrets(cfg, w, want_hf=w.engine != "nim", want_ngc=w.engine == "nim")
     volcano = cfg.addons.volcano.enabled
     img = c.image(cfg, w)
+    gp = w.group_placement
+    # Under Volcano the whole-group placement is rendered as pod affinity, not LWS's annotation: see
+    # group_exclusive_affinity for why (LWS would wait for a leader Volcano's gang never binds).
+    whole_group_by_affinity = volcano and gp is not None and gp.sub_group_size is None
 
     def template(role: str) -> dict[str, Any]:
         leader = role == "leader"
@@ -137,17 +146,18 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
         cont = c.container(w.engine or "engine", img, command=e["command"], env=env, gpus=gpn,
                            mounts=c.volume_mounts(cfg), ports=ports, probes=e["probes"])
         spec = c.pod_spec(cfg, w, [cont], secrets=secrets, scheduler_name="volcano" if volcano else None)
+        if whole_group_by_affinity:
+            spec["affinity"] = group_exclusive_affinity(w.name, gp.topology_key)   # type: ignore[union-attr]
         return {"metadata": {"labels": c.fabric_labels(w, role)}, "spec": spec}
 
     meta = c.metadata(w)
     annotations: dict[str, str] = {}
     if volcano:
         annotations[VOLCANO_QUEUE_ANNOTATION] = c.volcano_queue(cfg, w)
-    gp = w.group_placement
-    if gp is not None and gp.sub_group_size is None:
-        annotations[EXCLUSIVE_TOPOLOGY_ANNOTATION] = gp.topology_key
-    elif gp is not None:
+    if gp is not None and gp.sub_group_size is not None:
         annotations[SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION] = gp.topology_key
+    elif gp is not None and not whole_group_by_affinity:
+        annotations[EXCLUSIVE_TOPOLOGY_ANNOTATION] = gp.topology_key
     if annotations:
         meta["annotations"] = annotations
     lwt: dict[str, Any] = {
@@ -176,6 +186,46 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     hpa = autoscaler(w)
     return c.WorkloadManifests(w.name, w.kind, w.namespace, [lws, svc] + ([hpa] if hpa else []), secrets,
                                hpa_scaled=[w.name] if hpa else [])
+
+
+def group_exclusive_affinity(lws_name: str, topology_key: str) -> dict[str, Any]:
+    """LWS exclusive placement (one group per domain of `topology_key`, a domain holds no other group) for groups
+    Volcano gang-schedules, as pod affinity rendered into both templates instead of LWS's annotation.
+
+    Why not the annotation: with `exclusive-topology`, LWS creates a group's worker StatefulSet only once the
+    leader pod is bound (sigs.k8s.io/lws@v0.9.0 pkg/controllers/pod_controller.go:161-166), and then pins the
+    workers to the leader's domain by node selector. Under Volcano, LWS has already created the group's PodGroup
+    with minMember = size for startupPolicy LeaderCreated (pkg/schedulerprovider/volcano_provider.go:58-83), and
+    Volcano's gang plugin binds no pod of a job with fewer pods than minMember (volcano.sh/volcano@v1.14.1
+    pkg/scheduler/plugins/gang/gang.go:83-91, "Not enough valid tasks for gang-scheduling"): the lone leader is never
+    bound, the workers never come. The cluster box saw it ("pod group is not ready, 1 Pending, 2 minAvailable").
+    LeaderReady (PodGroup minMember 1, volcano_provider.go:77-83) would start the leader alone and the workers
+    only once the leader is Ready: no gang, and a NIM/vLLM leader is not Ready before its workers join.
+
+    What is rendered: the terms LWS's pod webhook gives an exclusive leader (pkg/webhooks/pod_webhook.go:185-227
+    SetExclusiveAffinities: required affinity to its own group's pods, required anti-affinity to pods of any
+    other group, both on `topology_key`), on leader AND workers, with the group's value taken from the pod's
+    own group-key label by `matchLabelKeys` / `mismatchLabelKeys`: the API server merges them into the selector
+    when it creates the pod (k8s.io/kubernetes@v1.33.13 pkg/registry/core/pod/strategy.go:87-99 PrepareForCreate
+    -> mutatePodAffinity :875-893; feature MatchLabelKeysInPodAffinity beta and on by default since 1.31, GA in
+    1.33: pkg/features/kube_features.go:1496-1500), after the mutating webhooks that set the label. All `size`
+    pods then exist at once and Volcano places the gang whole; its predicates plugin counts the pods it has
+    already allocated in the session for inter-pod affinity (volcano.sh/volcano@v1.14.1
+    pkg/scheduler/plugins/predicates/predicates.go:205-243 AllocateFunc adds each to its node info).
+    The group-key label may not also be in a selector that names it in matchLabelKeys (API validation,
+    pkg/apis/core/validation/validation.go:8142-8171): the affinity selects by the set's name label instead."""
+    return {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {LWS_NAME_LABEL: lws_name}},
+            "matchLabelKeys": [GROUP_KEY_LABEL],
+            "topologyKey": topology_key,
+        }]},
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchExpressions": [{"key": GROUP_KEY_LABEL, "operator": "Exists"}]},
+            "mismatchLabelKeys": [GROUP_KEY_LABEL],
+            "topologyKey": topology_key,
+        }]},
+    }
 
 
 def autoscaler(w: Workload) -> dict[str, Any] | None:
