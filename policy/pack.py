@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from . import objects
+from . import objects, wire
 from .config import DISABLED, PolicyConfig
 from .engine import ADVISORY, MANDATORY, Context, Resource, Rule, Violation, build_context, plain
 from .rules import RULES
@@ -131,6 +131,20 @@ def _crd_props(props: Any) -> dict[str, Any]:
 
 
 def _resource_from_args(args: Any) -> Resource:
+    """The Resource the rules read for one pulumi_policy args/PolicyResource. Under the analyzer (policy/wire.py
+    installed) once per request per resource: every policy of a request gets the same props proxy, so the rules
+    share one Resource per resource, as they do offline (evaluate)."""
+    memo = wire.request_memo()
+    if memo is None:
+        return _convert(args)
+    opts = getattr(args, "opts", None)
+    res: Resource = wire.once(memo, "resource", args.props, lambda: _convert(args), args.resource_type,
+                              getattr(args, "name", ""), getattr(args, "urn", ""),
+                              bool(getattr(opts, "protect", False)))
+    return res
+
+
+def _convert(args: Any) -> Resource:
     opts = getattr(args, "opts", None)
     props: Any = None
     if args.resource_type == CRD_TYPE:
