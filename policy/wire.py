@@ -30,9 +30,11 @@ tests/test_pack_wire.py compares every response with and without it over example
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from google.protobuf import json_format
@@ -111,14 +113,41 @@ def _prefill(memo: dict[Any, Any], resources: Any) -> None:
                 memo[("dict", id(props))] = (props, json_format.MessageToDict(short))
 
 
+_gc_lock = threading.Lock()
+_gc_paused = [0, False]          # requests being served, whether the first of them turned the collector off
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while requests are served (process-wide: a counter for the gRPC
+    server's concurrent threads), back on after the last. A request allocates its objects (dicts, lists, proxies)
+    and keeps them to its end; with the collector on, each collection of the oldest generation walks every live
+    object, the request's own included, so the cost of one AnalyzeStack grew faster than its resources (measured:
+    ~half of AnalyzeStack's CPU at 975 resources, docs/deploy-speed.md). Nothing is leaked: what a request frees is
+    freed by reference counting as before, and objects in cycles wait for the next collection after it."""
+    with _gc_lock:
+        if _gc_paused[0] == 0:
+            _gc_paused[1] = gc.isenabled()
+            gc.disable()
+        _gc_paused[0] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_paused[0] -= 1
+            if _gc_paused[0] == 0 and _gc_paused[1]:
+                gc.enable()
+
+
 def _scoped(method: Callable[..., Any], stack: bool) -> Callable[..., Any]:
     @functools.wraps(method)
     def serve(self: Any, request: Any, context: Any) -> Any:
         outer = request_memo()
         _state.memo = {}
         try:
-            _prefill(_state.memo, request.resources if stack else [request])
-            return method(self, request, context)
+            with gc_paused():
+                _prefill(_state.memo, request.resources if stack else [request])
+                return method(self, request, context)
         finally:
             _state.memo = outer
     setattr(serve, "_multinode_scoped", True)  # noqa: B010 - marks the wrapper (install twice: no-op)
