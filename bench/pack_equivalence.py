@@ -17,6 +17,14 @@ What it compares:
 
     python bench/pack_equivalence.py [--families stacks,guides,negative,corpus,hostile,crd] [--hostile 150]
 exit 0 when every answer is identical, 1 otherwise (the differences printed).
+
+Across versions of the code (e.g. the rules before and after a speed change): `--tree DIR --dump FILE` writes the
+answers of the pack in DIR (its multinode, policy, bench/pack_bench.py and tests; its policy/wire.py installed, as
+its policy/__main__.py runs the pack) for the same families, and `--compare A B` compares two such files:
+
+    python bench/pack_equivalence.py --tree /tmp/old --dump old.pkl
+    python bench/pack_equivalence.py --tree . --dump new.pkl
+    python bench/pack_equivalence.py --compare old.pkl new.pkl
 """
 from __future__ import annotations
 
@@ -81,15 +89,15 @@ def differences(name: str, per: list[Any], whole: Any) -> tuple[list[str], int]:
     return out, sum(len(w.diagnostics) for w in want) + len(want_stack.diagnostics)
 
 
-def stack_files(families: list[str]) -> list[tuple[str, str, Path]]:
-    """(family, stack name, file) for every stack file of these families."""
-    where = {"stacks": ROOT / "stacks", "guides": ROOT / "tests" / "guides", "negative": ROOT / "tests" / "negative"}
+def stack_files(families: list[str], root: Path = ROOT) -> list[tuple[str, str, Path]]:
+    """(family, stack name, file) for every stack file of these families in the tree `root`."""
+    where = {"stacks": root / "stacks", "guides": root / "tests" / "guides", "negative": root / "tests" / "negative"}
     out: list[tuple[str, str, Path]] = []
     for fam in families:
         if fam in where:
             out += [(fam, p.name.split(".")[1], p) for p in sorted(where[fam].glob("Pulumi.*.yaml"))]
         elif fam == "corpus":
-            out += [(fam, p.stem, p) for p in sorted((ROOT / "tests" / "corpus").glob("*.yaml"))]
+            out += [(fam, p.stem, p) for p in sorted((root / "tests" / "corpus").glob("*.yaml"))]
     return out
 
 
@@ -184,14 +192,70 @@ def crd_edge_requests() -> tuple[list[Any], Any]:
     return _batch(pairs)
 
 
+def dump(tree: Path, out: Path, families: list[str], hostile: int, seed: int) -> int:
+    """The answers of the pack of `tree` (wire installed) per case: {case: ([Analyze bytes], AnalyzeStack bytes)}."""
+    import os
+    import pickle
+    tree = tree.resolve()
+    for mod in [m for m in sys.modules if m.split(".")[0] in ("multinode", "policy", "tests", "pack_bench",
+                                                              "plan_bench")]:
+        del sys.modules[mod]
+    sys.path[:0] = [str(tree), str(tree / "bench")]
+    os.chdir(tree)
+    import pack_bench
+
+    import multinode
+    import policy
+    from policy.wire import install
+    assert Path(multinode.__file__).is_relative_to(tree) and Path(policy.__file__).is_relative_to(tree)
+    install()
+    answers: dict[str, tuple[list[bytes], bytes]] = {}
+    for fam, name, f in stack_files(families, tree):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            per, whole = pack_bench.requests(name, f)
+        answers[f"{fam}/{name}"] = _served(per, whole)
+    if "hostile" in families:
+        answers["hostile"] = _served(*hostile_requests(hostile, seed))
+    if "crd" in families:
+        answers["crd"] = _served(*crd_edge_requests())
+    out.write_bytes(pickle.dumps(answers))
+    print(f"{len(answers)} cases, {sum(len(a) for a, _ in answers.values())} Analyze requests -> {out}")
+    return 0
+
+
+def _served(per: list[Any], whole: Any) -> tuple[list[bytes], bytes]:
+    sv = servicer()
+    return ([sv.Analyze(r, None).SerializeToString(deterministic=True) for r in per],
+            sv.AnalyzeStack(whole, None).SerializeToString(deterministic=True))
+
+
+def compare(a: Path, b: Path) -> int:
+    import pickle
+
+    from pulumi.runtime.proto import analyzer_pb2 as pb
+    old, new = pickle.loads(a.read_bytes()), pickle.loads(b.read_bytes())
+    bad = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    diags = sum(len(pb.AnalyzeResponse.FromString(x).diagnostics) for per, st in old.values() for x in [*per, st])
+    print(f"{len(old)} cases, {sum(len(p) for p, _ in old.values())} Analyze requests and {len(old)} AnalyzeStack, "
+          f"{diags} diagnostics; different: {bad or 'none'}")
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--families", default="stacks,guides,negative,corpus,hostile,crd")
     ap.add_argument("--hostile", type=int, default=150, help="hostile objects (tests/fuzz_hostile.py)")
     ap.add_argument("--seed", type=int, default=35)
+    ap.add_argument("--tree", type=Path, help="with --dump: the source tree whose pack answers")
+    ap.add_argument("--dump", type=Path, help="write the answers of --tree's pack to this file")
+    ap.add_argument("--compare", type=Path, nargs=2, metavar=("OLD", "NEW"), help="compare two --dump files")
     args = ap.parse_args(argv)
-    import pack_bench
     families = [f for f in args.families.split(",") if f]
+    if args.compare:
+        return compare(*args.compare)
+    if args.dump:
+        return dump(args.tree or ROOT, args.dump, families, args.hostile, args.seed)
+    import pack_bench
     problems: list[str] = []
     totals: dict[str, list[int]] = {}
     t0 = time.perf_counter()

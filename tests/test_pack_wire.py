@@ -189,3 +189,13 @@ def test_the_mutation_check_catches_a_rule_that_writes():
                   lambda r, ctx: r.props.setdefault("metadata", {}).update(name="changed") or [])
     res = [Resource(type="kubernetes:core/v1:ConfigMap", name="c", props={"kind": "ConfigMap", "metadata": {}})]
     assert _changed_by_rules(res, [*pack.all_rules()[:2], sneaky], Context()) == ["sneaky"]
+
+
+def test_compare_of_two_dumps_names_the_case_that_differs(tmp_path, capsys):
+    import pickle
+    same = pb.AnalyzeResponse().SerializeToString()
+    one = pb.AnalyzeResponse(diagnostics=[pb.AnalyzeDiagnostic(policyName="p", message="m")]).SerializeToString()
+    (tmp_path / "a").write_bytes(pickle.dumps({"stacks/x": ([same], same), "crd": ([same], same)}))
+    (tmp_path / "b").write_bytes(pickle.dumps({"stacks/x": ([same], same), "crd": ([one], same)}))
+    assert eq.compare(tmp_path / "a", tmp_path / "a") == 0
+    assert eq.compare(tmp_path / "a", tmp_path / "b") == 1 and "['crd']" in capsys.readouterr().out
