@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from . import objects
+from . import objects, wire
 from .config import DISABLED, PolicyConfig
 from .engine import ADVISORY, MANDATORY, Context, Resource, Rule, Violation, build_context, plain
 from .rules import RULES
@@ -131,6 +131,20 @@ def _crd_props(props: Any) -> dict[str, Any]:
 
 
 def _resource_from_args(args: Any) -> Resource:
+    """The Resource the rules read for one pulumi_policy args/PolicyResource. Under the analyzer (policy/wire.py
+    installed) once per request per resource: every policy of a request gets the same props proxy, so the rules
+    share one Resource per resource, as they do offline (evaluate)."""
+    memo = wire.request_memo()
+    if memo is None:
+        return _convert(args)
+    opts = getattr(args, "opts", None)
+    res: Resource = wire.once(memo, "resource", args.props, lambda: _convert(args), args.resource_type,
+                              getattr(args, "name", ""), getattr(args, "urn", ""),
+                              bool(getattr(opts, "protect", False)))
+    return res
+
+
+def _convert(args: Any) -> Resource:
     opts = getattr(args, "opts", None)
     props: Any = None
     if args.resource_type == CRD_TYPE:
@@ -161,10 +175,30 @@ def resource_validator(rule: Rule) -> Callable[[Any, Callable[..., None]], None]
     return validate
 
 
+def _stack_view(args: Any) -> tuple[list[Resource], Context]:
+    """The stack's Resources and the context the stack rules read (node pools and Volcano derived from the
+    resources; no settings). Under the analyzer (policy/wire.py) once per request: every stack policy of one
+    AnalyzeStack gets the same resources (the same props proxies, in the same order), so it is keyed on those
+    proxies and each rule gets its own copy of the list and a fresh Context around the shared pools."""
+    memo = wire.request_memo()
+    if memo is None:
+        resources = [_resource_from_args(r) for r in args.resources]
+        return resources, build_context(None, resources)
+    props = tuple(r.props for r in args.resources)
+    key = ("stack", tuple(map(id, props)))        # the memo keeps `props` alive: the ids name the same objects
+    hit = memo.get(key)
+    if hit is None:
+        resources = [_resource_from_args(r) for r in args.resources]
+        hit = memo[key] = (props, (resources, build_context(None, resources)))
+    view: tuple[list[Resource], Context] = hit[1]
+    return view
+
+
 def stack_validator(rule: Rule) -> Callable[[Any, Callable[..., None]], None]:
     def validate(args: Any, report_violation: Callable[..., None]) -> None:
-        resources = [_resource_from_args(r) for r in args.resources]
-        ctx = build_context(None, resources, _settings_from(rule, args))
+        shared, base = _stack_view(args)
+        resources = list(shared)
+        ctx = Context(None, list(base.pools), base.volcano, _settings_from(rule, args))
         for r, msg in stack_findings(rule, resources, ctx):
             report_violation(msg, r.urn if r is not None and r.urn else None)
     return validate

@@ -1,52 +1,211 @@
-"""Once per resource, not once per policy: the properties' protobuf -> dict step of pulumi_policy's servicer.
+"""Once per resource and request, not once per policy: pulumi_policy's conversion of a resource's properties.
 
-pulumi_policy 1.21.0's `_PolicyAnalyzerServicer.Analyze` / `AnalyzeStack` (pulumi_policy/policy.py:997, 1049) call
-`json_format.MessageToDict(request.properties)` inside their loop over policies, so a resource's properties are
-converted from protobuf once per policy (14 resource policies, 15 stack policies): measured with cProfile on
-existing-dev about a third of the pack's time under the analyzer protocol (bench/pack_bench.py). `install()`
-gives that module a json_format whose MessageToDict keeps its last results keyed by the message's type and its
-serialized bytes (the same content gives the same dict), everything else being google.protobuf.json_format.
-Safe to share: the servicer only reads the dict (deserialize_properties builds new dicts and lists from it, and
-each policy still gets its own deserialized copy and proxy). Used by policy/__main__.py only (the offline plan
-never goes through pulumi_policy's servicer).
+pulumi_policy 1.21.0's `_PolicyAnalyzerServicer.Analyze` / `AnalyzeStack` (pulumi_policy/policy.py:971, 1031) convert
+a resource's properties inside their loop over policies: `json_format.MessageToDict(request.properties)`, then
+`deserialize_properties(...)`, then `unknown_checking_proxy(...)` (a proxy per dict and list, each copying its
+path), for every policy again. With 14 resource policies and 15 stack policies that was ~85% of the pack's CPU
+under the analyzer protocol (cProfile, bench/pack_bench.py --profile, existing-dev; docs/deploy-speed.md).
+
+`install()` makes each of the three steps answer once per request for the same input object:
+* the servicer's `Analyze` and `AnalyzeStack` run with a memo of their own (thread-local: the gRPC server runs
+  requests on a pool of threads; the memo lives exactly as long as one request, so nothing leaks between
+  requests or stacks);
+* inside a request, `MessageToDict(m)`, `deserialize_properties(d)` and `unknown_checking_proxy(d)` are keyed on
+  the identity of their argument (the memo holds the argument, so its id is not reused while the memo lives):
+  the same protobuf message gives the same dict, that dict the same deserialized dict, that the same proxy. A
+  request is not modified while it is served, and the servicer builds new objects from these without changing
+  them, so the result is the one the uncached call gives;
+* outside those two calls (`Configure` reads its config with MessageToDict; `Remediate` deserializes with
+  `proxy_secrets`) everything is pulumi_policy's own code.
+
+What this shares: every policy of one request gets the same proxy object as `args.props`. Our validators
+(policy/pack.py) only read it (through `plain()`, which builds new dicts and lists), and policy/pack.py memoizes
+its own `Resource` per proxy the same way (`request_memo()`): the rules then share one Resource per resource, as
+they already do in the offline `plan` (pack.evaluate runs every rule over the same list). A rule must not
+modify the resources it reads (tests/test_pack_wire.py checks every rule on the example stacks).
+
+Used by policy/__main__.py only (the offline plan never goes through pulumi_policy's servicer). If pulumi_policy
+ever lacks one of the attributes, install() changes nothing and returns False: the pack is then only slower.
+tests/test_pack_wire.py compares every response with and without it over example, guide and corpus stacks.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+import contextlib
+import functools
+import gc
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from google.protobuf import json_format
 
-_KEEP = 256      # results kept: more than the resources one AnalyzeStack call sends for the example stacks
+_state = threading.local()
+_PATCHED = ("json_format", "deserialize_properties", "unknown_checking_proxy")
+_originals: dict[str, Any] = {}
 
 
-class _CachingJsonFormat:
-    def __init__(self) -> None:
-        self._memo: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+def request_memo() -> dict[Any, Any] | None:
+    """The memo of the analyzer request this thread is serving, or None (offline plan, tests, other calls)."""
+    return getattr(_state, "memo", None)
+
+
+def once(memo: dict[Any, Any], kind: str, arg: Any, compute: Callable[[], Any], *extra: Any) -> Any:
+    """compute() once per (kind, the object `arg`, extra) in this memo. The memo keeps `arg` alive, so an id in
+    it always names the same object."""
+    key = (kind, id(arg), *extra)
+    hit = memo.get(key)
+    if hit is not None and hit[0] is arg:
+        return hit[1]
+    value = compute()
+    memo[key] = (arg, value)
+    return value
+
+
+CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+
+
+def _unknown(value: Any) -> bool:
+    """A protobuf Value that pulumi_policy's proxy would raise UnknownValueError on (an unknown sentinel)."""
+    from pulumi_policy.proxy import _is_unknown
+    return value.WhichOneof("kind") == "string_value" and bool(_is_unknown(value.string_value))
+
+
+def without_crd_schemas(props: Any) -> Any:
+    """A copy of a CRD's properties (a protobuf Struct) without its versions' OpenAPI schemas, or None when
+    policy/pack.py `_crd_props` would not drop them the same way. No rule reads a CRD's schema: _crd_props drops
+    them before the rules see the CRD (tests/test_policy_rules.py, every rule with and without them), so dropping
+    them before the conversion gives the rules the same object, without converting ~6,000 values of each LWS or
+    Grove CRD three times. None (the whole conversion then runs) whenever _crd_props would take its fallback, the
+    whole props: an unknown value at the top, in spec, in spec.versions or a version's field; or a spec / versions
+    / version that is not a map / list / map."""
+    fields = props.fields
+    if "spec" not in fields or any(_unknown(v) for v in fields.values()):
+        return None
+    spec = fields["spec"]
+    if spec.WhichOneof("kind") != "struct_value" or "versions" not in spec.struct_value.fields or \
+            any(_unknown(v) for v in spec.struct_value.fields.values()):
+        return None
+    versions = spec.struct_value.fields["versions"]
+    if versions.WhichOneof("kind") != "list_value":
+        return None
+    for v in versions.list_value.values:
+        if v.WhichOneof("kind") != "struct_value" or \
+                any(_unknown(x) for k, x in v.struct_value.fields.items() if k != "schema"):
+            return None
+    out = type(props)()
+    out.CopyFrom(props)
+    changed = False
+    for v in out.fields["spec"].struct_value.fields["versions"].list_value.values:
+        if "schema" in v.struct_value.fields:
+            del v.struct_value.fields["schema"]
+            changed = True
+    return out if changed else None
+
+
+def _prefill(memo: dict[Any, Any], resources: Any) -> None:
+    """The dict of each CRD's properties, without their schemas (without_crd_schemas), put where MessageToDict's
+    memo finds it."""
+    for r in resources:
+        if r.type == CRD_TYPE:
+            props = r.properties
+            short = without_crd_schemas(props)
+            if short is not None:
+                memo[("dict", id(props))] = (props, json_format.MessageToDict(short))
+
+
+_gc_lock = threading.Lock()
+_gc_paused = [0, False]          # requests being served, whether the first of them turned the collector off
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while requests are served (process-wide: a counter for the gRPC
+    server's concurrent threads), back on after the last. A request allocates its objects (dicts, lists, proxies)
+    and keeps them to its end; with the collector on, each collection of the oldest generation walks every live
+    object, the request's own included, so the cost of one AnalyzeStack grew faster than its resources (measured:
+    ~half of AnalyzeStack's CPU at 975 resources, docs/deploy-speed.md). Nothing is leaked: what a request frees is
+    freed by reference counting as before, and objects in cycles wait for the next collection after it."""
+    with _gc_lock:
+        if _gc_paused[0] == 0:
+            _gc_paused[1] = gc.isenabled()
+            gc.disable()
+        _gc_paused[0] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_paused[0] -= 1
+            if _gc_paused[0] == 0 and _gc_paused[1]:
+                gc.enable()
+
+
+def _scoped(method: Callable[..., Any], stack: bool) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def serve(self: Any, request: Any, context: Any) -> Any:
+        outer = request_memo()
+        _state.memo = {}
+        try:
+            with gc_paused():
+                _prefill(_state.memo, request.resources if stack else [request])
+                return method(self, request, context)
+        finally:
+            _state.memo = outer
+    setattr(serve, "_multinode_scoped", True)  # noqa: B010 - marks the wrapper (install twice: no-op)
+    return serve
+
+
+class _MemoJsonFormat:
+    """google.protobuf.json_format, except MessageToDict(message) once per message object within a request."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(json_format, name)
 
     def MessageToDict(self, message: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 - json_format's name
-        try:
-            key = (message.DESCRIPTOR.full_name, message.SerializeToString(deterministic=True), args,
-                   tuple(sorted(kwargs.items())))
-        except Exception:  # noqa: BLE001 - anything unusual: the plain call
+        memo = request_memo()
+        if memo is None or args or kwargs:
             return json_format.MessageToDict(message, *args, **kwargs)
-        hit = self._memo.get(key)
-        if hit is not None:
-            self._memo.move_to_end(key)
-            return hit
-        value = self._memo[key] = json_format.MessageToDict(message, *args, **kwargs)
-        if len(self._memo) > _KEEP:
-            self._memo.popitem(last=False)
-        return value
+        return once(memo, "dict", message, lambda: json_format.MessageToDict(message))
 
 
 def install() -> bool:
-    """Put the caching json_format into pulumi_policy.policy (if it has the attribute it reads); True if done."""
+    """Memoize the three steps in pulumi_policy.policy for the servicer's Analyze/AnalyzeStack; True if done now
+    (False: already installed, or pulumi_policy is not the version whose attributes this knows)."""
     from pulumi_policy import policy as pp
-    if getattr(pp, "json_format", None) is not json_format:
+    servicer = getattr(pp, "_PolicyAnalyzerServicer", None)
+    if servicer is None or any(not hasattr(pp, name) for name in _PATCHED) or \
+            getattr(servicer.Analyze, "_multinode_scoped", False):
         return False
-    setattr(pp, "json_format", _CachingJsonFormat())  # noqa: B010 - a module attribute of pulumi_policy
+    _originals.update({name: getattr(pp, name) for name in _PATCHED})
+    _originals["Analyze"], _originals["AnalyzeStack"] = servicer.Analyze, servicer.AnalyzeStack
+    deserialize, proxy = _originals["deserialize_properties"], _originals["unknown_checking_proxy"]
+
+    def deserialize_properties(props: Any, proxy_secrets: bool = False) -> Any:
+        memo = request_memo()
+        if memo is None or proxy_secrets:
+            return deserialize(props, proxy_secrets)
+        return once(memo, "deserialized", props, lambda: deserialize(props))
+
+    def unknown_checking_proxy(props: Any) -> Any:
+        memo = request_memo()
+        if memo is None:
+            return proxy(props)
+        return once(memo, "proxy", props, lambda: proxy(props))
+
+    setattr(pp, "json_format", _MemoJsonFormat())  # noqa: B010 - module attributes of pulumi_policy
+    setattr(pp, "deserialize_properties", deserialize_properties)  # noqa: B010
+    setattr(pp, "unknown_checking_proxy", unknown_checking_proxy)  # noqa: B010
+    servicer.Analyze = _scoped(servicer.Analyze, stack=False)
+    servicer.AnalyzeStack = _scoped(servicer.AnalyzeStack, stack=True)
     return True
+
+
+def uninstall() -> None:
+    """Undo install() (tests compare the servicer with and without it)."""
+    if not _originals:
+        return
+    from pulumi_policy import policy as pp
+    for name in _PATCHED:
+        setattr(pp, name, _originals[name])
+    setattr(pp._PolicyAnalyzerServicer, "Analyze", _originals["Analyze"])  # noqa: B010 - see install()
+    setattr(pp._PolicyAnalyzerServicer, "AnalyzeStack", _originals["AnalyzeStack"])  # noqa: B010
+    _originals.clear()

@@ -27,9 +27,10 @@ runmemo.install()
 # hands out whole files in collection order: the long files start first and the many short ones fill in at
 # the end, so both workers finish together. xdist's own order (files with the most tests first) left the
 # 24 s property test, a single test, to start last on one worker while the other sat idle.
-COSTLIEST_FIRST = ["test_policy_stacks.py", "test_plan.py", "test_addons.py", "test_properties.py",
-                   "test_clouds_gcp.py", "test_fleet.py", "test_clouds_retention.py", "test_hostile_input.py",
-                   "test_package.py", "test_clouds_aws.py"]
+# test_pack_wire.py (~30 s, issue 35: six plans, each compared with and without policy/wire.py) added 2026-11-26.
+COSTLIEST_FIRST = ["test_policy_stacks.py", "test_plan.py", "test_pack_wire.py", "test_addons.py",
+                   "test_properties.py", "test_clouds_gcp.py", "test_fleet.py", "test_clouds_retention.py",
+                   "test_hostile_input.py", "test_package.py", "test_clouds_aws.py"]
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

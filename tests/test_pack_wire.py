@@ -1,22 +1,34 @@
-"""Issue 35: policy/wire.py (MessageToDict once per resource, not once per policy) changes no answer of the pack's
-servicer: the same AnalyzeResponse for every resource and for the stack, violations included."""
+"""Issue 35: policy/wire.py (pulumi_policy's conversion of a resource's properties once per request, not once per
+policy; CRD schemas not converted) changes no answer of the pack's servicer. bench/pack_equivalence.py compares the
+AnalyzeResponses with and without it; here on the example stacks that carry the big CRDs, a fleet stack, the CRD
+edge cases and hostile objects (every family of it with MULTINODE_LONG_TESTS=1), and the comparison is shown to
+catch a wrong memo."""
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
+import pytest
 from google.protobuf import json_format, struct_pb2
+from pulumi.runtime import rpc
 from pulumi.runtime.proto import analyzer_pb2 as pb
-from pulumi_policy import EnforcementLevel
+from pulumi_policy import deserialize, proxy
 from pulumi_policy import policy as pp
+
+from tests.conftest import LONG_TESTS, sized
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
+import pack_equivalence as eq  # noqa: E402
 
-def _servicer():
-    from policy.pack import policies
-    return pp._PolicyAnalyzerServicer("multinode", "0.0.1", policies(), EnforcementLevel.MANDATORY, None, "d",
-                                      None, None, None, None, None)
+
+@pytest.fixture(autouse=True)
+def _wire_off_afterwards():
+    """Every test leaves pulumi_policy as it found it (no test of another file sees the wrapped servicer)."""
+    from policy import wire
+    yield
+    wire.uninstall()
 
 
 def _literal_token_job() -> pb.AnalyzeRequest:
@@ -28,27 +40,162 @@ def _literal_token_job() -> pb.AnalyzeRequest:
     return pb.AnalyzeRequest(type="kubernetes:batch/v1:Job", properties=props, urn="urn:job", name="leaky")
 
 
-def test_the_caching_json_format_gives_the_same_responses(monkeypatch):
+def _stack(name: str) -> tuple[list[pb.AnalyzeRequest], pb.AnalyzeStackRequest]:
     import pack_bench
-
-    from policy import wire
-    per, whole = pack_bench.requests("existing-dev")
+    per, whole = pack_bench.requests(name)
     per.append(_literal_token_job())
     whole.resources.append(pb.AnalyzerResource(type=per[-1].type, properties=per[-1].properties, urn="urn:job",
                                                name="leaky"))
-    plain_sv = _servicer()
-    want = [plain_sv.Analyze(r, None) for r in per]
-    want_stack = plain_sv.AnalyzeStack(whole, None)
-    assert any(len(w.diagnostics) for w in want), "a violation is among the compared answers"
-    monkeypatch.setattr(pp, "json_format", json_format)
-    assert wire.install() and pp.json_format is not json_format
-    sv = _servicer()
-    calls = []
-    real = json_format.MessageToDict
-    monkeypatch.setattr(json_format, "MessageToDict", lambda *a, **k: calls.append(1) or real(*a, **k))
-    got = [sv.Analyze(r, None) for r in per]
-    got_stack = sv.AnalyzeStack(whole, None)
-    assert got == want and got_stack == want_stack
-    # the point of it: the real conversion ran about once per distinct resource, not once per policy
-    assert len(calls) <= 2 * len(per) + len(whole.resources)
-    assert wire.install() is False                               # installing twice is a no-op
+    return per, whole
+
+
+@pytest.mark.parametrize("stack", ["existing-dev", "dynamo-dev", "fleet-dev"])
+def test_the_same_answers_with_and_without_wire(stack):
+    per, whole = _stack(stack)
+    diffs, diagnostics = eq.differences(stack, per, whole)
+    assert diffs == []
+    assert diagnostics >= 1, "a violation (the literal token) is among the compared answers"
+
+
+def test_the_same_answers_on_crd_edge_cases_and_hostile_objects():
+    for name, (per, whole) in {"crd": eq.crd_edge_requests(),
+                               "hostile": eq.hostile_requests(sized(40, 150), seed=35)}.items():
+        diffs, diagnostics = eq.differences(name, per, whole)
+        assert diffs == [] and diagnostics >= 1, name
+
+
+@pytest.mark.skipif(not LONG_TESTS, reason="every stack file of the tests (~5 min): MULTINODE_LONG_TESTS=1 or "
+                    "python bench/pack_equivalence.py")
+def test_the_same_answers_on_every_stack_file_of_the_tests(capsys):
+    assert eq.main([]) == 0, capsys.readouterr().out
+
+
+def test_the_comparison_catches_a_memo_that_mixes_up_resources(monkeypatch):
+    """Planted defect: a memo keyed on the step alone hands every resource of a request the first one's properties.
+    The corpus stack has a stack rule's finding (checkpoint-storage-rwx), which the defect loses."""
+    import pack_bench
+
+    from policy import wire
+
+    def careless(memo, kind, arg, compute, *extra):
+        if kind not in memo:
+            memo[kind] = (arg, compute())
+        return memo[kind][1]
+    per, whole = pack_bench.requests("pvc-rwo-mounted-by-gang", eq.ROOT / "tests/corpus/pvc-rwo-mounted-by-gang.yaml")
+    assert eq.differences("as is", per, whole) == ([], 1)
+    monkeypatch.setattr(wire, "once", careless)
+    diffs, _ = eq.differences("planted", per, whole)
+    assert any("AnalyzeStack" in d for d in diffs)
+
+
+def test_each_conversion_runs_once_per_resource_and_request(monkeypatch):
+    from policy import wire
+    per, whole = _stack("existing-dev")
+    calls = {"dict": 0, "deserialize": 0, "proxy": 0}
+    real_dict, real_des, real_proxy = (json_format.MessageToDict, deserialize.deserialize_properties,
+                                       proxy.unknown_checking_proxy)
+    monkeypatch.setattr(json_format, "MessageToDict",
+                        lambda *a, **k: calls.__setitem__("dict", calls["dict"] + 1) or real_dict(*a, **k))
+    monkeypatch.setattr(pp, "deserialize_properties",
+                        lambda *a, **k: calls.__setitem__("deserialize", calls["deserialize"] + 1) or real_des(*a, **k))
+    monkeypatch.setattr(pp, "unknown_checking_proxy",
+                        lambda *a: calls.__setitem__("proxy", calls["proxy"] + 1) or real_proxy(*a))
+    assert wire.install()
+    assert wire.install() is False                              # installing twice is a no-op
+    sv = eq.servicer()
+    sv.AnalyzeStack(whole, None)
+    n = len(whole.resources)
+    # MessageToDict: a resource's properties and its provider's (pulumi_policy converts both), CRDs in _prefill
+    assert calls["dict"] <= 2 * n and calls["deserialize"] <= 2 * n and calls["proxy"] <= 2 * n, calls
+    for r in per:
+        sv.Analyze(r, None)
+    assert calls["proxy"] <= 4 * n, calls                     # not 14 resource policies x resources
+    wire.uninstall()
+    assert pp.json_format is json_format and pp._PolicyAnalyzerServicer.Analyze.__name__ == "Analyze"
+
+
+def _crd_struct(spec_edit=None, **top) -> struct_pb2.Struct:
+    schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object"}}}}
+    doc = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "things.example.com"},
+           "spec": {"group": "example.com", "names": {"kind": "Thing"}, "scope": "Namespaced",
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema}]}}
+    if spec_edit:
+        spec_edit(doc["spec"])
+    doc.update(top)
+    s = struct_pb2.Struct()
+    s.update(doc)
+    return s
+
+
+def test_a_crd_loses_only_its_schemas_and_only_where_pack_drops_them_too():
+    from policy import wire
+    full = _crd_struct()
+    before = full.SerializeToString()
+    short = wire.without_crd_schemas(full)
+    assert full.SerializeToString() == before                   # the request is not modified
+    got = json_format.MessageToDict(short)
+    want = json_format.MessageToDict(full)
+    del want["spec"]["versions"][0]["schema"]
+    assert got == want
+    # where policy/pack.py _crd_props would fall back to the whole object, the whole object is converted
+    unknown = rpc.UNKNOWN
+    for edit, top in [(None, {"status": unknown}), (lambda s: s.update(scope=unknown), {}),
+                      (lambda s: s.update(versions=unknown), {}), (lambda s: s["versions"].append(unknown), {}),
+                      (lambda s: s["versions"][0].update(served=unknown), {}),
+                      (lambda s: s.update(versions={"v1": {}}), {}), (lambda s: s["versions"].append("v2"), {}),
+                      (lambda s: s["versions"][0].pop("schema"), {}), (None, {"spec": [1]})]:
+        assert wire.without_crd_schemas(_crd_struct(edit, **top)) is None, (edit, top)
+    # an unknown schema is still a schema: dropped like any other
+    assert wire.without_crd_schemas(_crd_struct(lambda s: s["versions"][0].update(schema=unknown))) is not None
+
+
+def test_no_rule_changes_the_resources_it_reads():
+    """Under the analyzer the rules of one request share one Resource per resource (policy/pack.py, as offline):
+    a rule that modified one would change what the next rule sees. Every rule on the example stacks' resources,
+    each resource compared with a copy taken before."""
+    import pack_bench
+
+    from policy import pack
+    from policy.engine import Resource, build_context
+    for stack in ("existing-dev", "dynamo-dev", "fleet-dev", "gcp-dev"):
+        _, whole = pack_bench.requests(stack)
+        resources = [Resource(type=r.type, name=r.name, urn=r.urn, props=json_format.MessageToDict(r.properties))
+                     for r in whole.resources]
+        assert _changed_by_rules(resources, pack.all_rules(), build_context(None, resources)) == [], stack
+
+
+def _changed_by_rules(resources, rules, ctx):
+    from policy import pack
+    before = copy.deepcopy([r.props for r in resources])
+    changed = []
+    for rule in rules:
+        if rule.scope == "resource":
+            for r in resources:
+                pack.resource_findings(rule, r, ctx)
+        else:
+            pack.stack_findings(rule, resources, ctx)
+        now = [r.props for r in resources]
+        if now != before:
+            changed.append(rule.name)
+            before = copy.deepcopy(now)
+    return changed
+
+
+def test_the_mutation_check_catches_a_rule_that_writes():
+    from policy import pack
+    from policy.engine import Context, Resource, Rule
+    sneaky = Rule("sneaky", "writes into what it reads", "mandatory",
+                  lambda r, ctx: r.props.setdefault("metadata", {}).update(name="changed") or [])
+    res = [Resource(type="kubernetes:core/v1:ConfigMap", name="c", props={"kind": "ConfigMap", "metadata": {}})]
+    assert _changed_by_rules(res, [*pack.all_rules()[:2], sneaky], Context()) == ["sneaky"]
+
+
+def test_compare_of_two_dumps_names_the_case_that_differs(tmp_path, capsys):
+    import pickle
+    same = pb.AnalyzeResponse().SerializeToString()
+    one = pb.AnalyzeResponse(diagnostics=[pb.AnalyzeDiagnostic(policyName="p", message="m")]).SerializeToString()
+    (tmp_path / "a").write_bytes(pickle.dumps({"stacks/x": ([same], same), "crd": ([same], same)}))
+    (tmp_path / "b").write_bytes(pickle.dumps({"stacks/x": ([same], same), "crd": ([one], same)}))
+    assert eq.compare(tmp_path / "a", tmp_path / "a") == 0
+    assert eq.compare(tmp_path / "a", tmp_path / "b") == 1 and "['crd']" in capsys.readouterr().out

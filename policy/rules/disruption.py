@@ -86,17 +86,62 @@ def pods_to_cover(r: Resource, resources: list[Resource]) -> list[tuple[str, dic
     return out
 
 
+class Budgets:
+    """A namespace's budget selectors, indexed so that a pod is tried only against the selectors that can select
+    it: `covers(labels)` == any(selects(sel, labels) for sel in the selectors, in order), without trying every
+    budget for every gang (one budget per gang made that gangs x budgets: quadratic in the stack's size).
+
+    A selector whose matchLabels has a pair (k, v) selects only pods with str(labels[k]) == str(v): it is filed under
+    its first pair and tried for pods carrying that pair; the others (no matchLabels) are always tried; one that is
+    not a dict never selects (selects()). A namespace with a selector selects() could raise on (matchExpressions, or
+    an expression's values, a number or true: not iterable) is answered by the plain scan in order instead, so even a
+    malformed budget gives the same answer or the same error as before the index (the rule reports the error)."""
+
+    def __init__(self) -> None:
+        self.selectors: list[Any] = []
+        self.by_pair: dict[tuple[Any, str], list[dict[str, Any]]] = {}
+        self.always: list[dict[str, Any]] = []
+        self.regular = True
+
+    def add(self, selector: Any) -> None:
+        self.selectors.append(selector)
+        if not isinstance(selector, dict):
+            return
+        if not _iterable(selector.get("matchExpressions")) or any(
+                isinstance(e, dict) and not _iterable(e.get("values")) for e in selector.get("matchExpressions") or []):
+            self.regular = False
+        pairs = objects.mapping(selector.get("matchLabels"))
+        if pairs:
+            k, v = next(iter(pairs.items()))
+            self.by_pair.setdefault((k, str(v)), []).append(selector)
+        else:
+            self.always.append(selector)
+
+    def covers(self, labels: dict[str, Any]) -> bool:
+        if not self.regular:
+            return any(selects(sel, labels) for sel in self.selectors)
+        if any(selects(sel, labels) for sel in self.always):
+            return True
+        return any(selects(sel, labels) for k, v in labels.items() for sel in self.by_pair.get((k, str(v)), ()))
+
+
+def _iterable(value: Any) -> bool:
+    """What `for x in value or []` walks without raising, for values read from JSON."""
+    return not value or isinstance(value, (list, dict, str))
+
+
 def check_gang_budgets(resources: list[Resource], ctx: Context) -> Iterator[tuple[Resource | None, str]]:
-    budgets: dict[str, list[Any]] = {}
+    budgets: dict[str, Budgets] = {}
     for r in resources:
         if r.is_k8s and r.kind == PDB:
-            budgets.setdefault(_ns(r.props), []).append(objects.get(r.props, "spec", "selector"))
+            budgets.setdefault(_ns(r.props), Budgets()).add(objects.get(r.props, "spec", "selector"))
+    none = Budgets()
     for r in resources:
         if not r.is_k8s:
             continue
         ns = _ns(r.props)
         for what, labels in pods_to_cover(r, resources):
-            if not any(selects(sel, labels) for sel in budgets.get(ns, [])):
+            if not budgets.get(ns, none).covers(labels):
                 yield r, (f"{r.label}: the pods of {what} are in no PodDisruptionBudget of namespace {ns}: a node "
                           f"drain evicts them with nothing holding the next eviction while the gang restarts. Add "
                           f"a policy/v1 PodDisruptionBudget per gang (maxUnavailable 1; for a LeaderWorkerSet "
