@@ -44,6 +44,7 @@ RUN_BY_KUBE_CONTROLLER_MANAGER = {"batch/Job", "apps/Deployment", "apps/DaemonSe
 
 BOX_SCHEDULER = "default-scheduler"
 VOLCANO = "volcano"
+POOL_ANNOTATION = "box.multinode.dev/pool"   # set on every node by prepare.py (the same name there)
 RUN_BY_VOLCANO = {"batch.volcano.sh/Job"}
 VOLCANO_NOT_RUN = ("Volcano did not run in this box (conformance/volcano is not built: its README says why; "
                    "the box runs it when conformance/bin/vc-scheduler exists)")
@@ -254,7 +255,11 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
     run_by |= RUN_BY_VOLCANO if volcano_ran else set()
     nodes_pool = {}
     for n in yaml.safe_load((stack_dir / "engines" / "cluster" / "nodes.yaml").read_text())["items"]:
-        nodes_pool[n["metadata"]["name"]] = n["metadata"]["labels"].get("multinode.dev/node-pool", "?")
+        md = n["metadata"]
+        # prepare.py names each node's pool in an annotation (an existing cluster's pools carry the user's labels,
+        # not multinode.dev/node-pool); the label is the fallback for older box inputs
+        nodes_pool[md["name"]] = ((md.get("annotations") or {}).get(POOL_ANNOTATION)
+                                  or (md.get("labels") or {}).get("multinode.dev/node-pool") or "?")
     for p in obs.get("phases") or []:
         p["pods"], p["events"], p["applied"] = p.get("pods") or [], p.get("events") or [], p.get("applied") or []
     phases = {p["name"]: p for p in obs.get("phases") or []}
@@ -366,6 +371,10 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
         if len(pods) != want_count:
             findings.append(f"{owner}: {len(pods)} pods in the box, placement.json counts {want_count}")
         got_pools = sorted({nodes_pool.get(p["node"], "?") for p in bound})
+        if "?" in got_pools:
+            findings.append(f"{owner}: bound on node(s) of no known pool "
+                            f"{sorted(p['node'] for p in bound if nodes_pool.get(p['node'], '?') == '?')}: the "
+                            "pool comparison cannot be made")
         want_pools = sorted({nodes_pool.get(n, n.rsplit("-", 1)[0]) for n in want_nodes.values()})
         if bound and got_pools != want_pools:
             findings.append(f"{owner}: bound on pools {got_pools}, placement.json: {want_pools}")

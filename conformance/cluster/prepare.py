@@ -52,6 +52,9 @@ UNCONSTRAINED = {"cpu": "4096", "memory": "64Ti"}
 EPHEMERAL = "100Ti"      # plan does not model ephemeral storage; nor does the box constrain it
 
 
+POOL_ANNOTATION = "box.multinode.dev/pool"   # read by compare.py (the same name there)
+
+
 def _group(api_version: str) -> str:
     return api_version.split("/")[0] if "/" in api_version else ""
 
@@ -102,7 +105,10 @@ def node_objects(cfg: Any) -> list[dict[str, Any]]:
         out.append({"apiVersion": "v1", "kind": "Node",
                     "metadata": {"name": n.name, "labels": labels,
                                  "annotations": {"multinode.dev/box-allocatable-source":
-                                                 estimates[n.pool].source[:200]}},
+                                                 estimates[n.pool].source[:200],
+                                                 # the pool of the node for compare.py: a pool of an existing
+                                                 # cluster carries the user's labels, not multinode.dev/node-pool
+                                                 POOL_ANNOTATION: n.pool}},
                     "spec": {"taints": [dict(t) for t in n.taints]},
                     "status": {"capacity": cap, "allocatable": alloc}})
     return out

@@ -248,3 +248,26 @@ def test_lws_gangs_held_back_by_volcano_are_findings_with_the_podgroups_reason(t
     held = [f for f in r["findings"] if "Pending under Volcano" in f]
     assert len(held) == 1 and "4 of 4 pods" in held[0] and held[0].count("NotEnoughResources") == 2, r["findings"]
     assert not any("half-bound" in f for f in r["findings"])
+
+
+def test_pool_from_the_box_annotation_when_nodes_lack_the_pool_label(tmp_path: Path) -> None:
+    # an existing cluster's pools carry the user's labels, not multinode.dev/node-pool: the pool comes from
+    # prepare.py's annotation, and a pod on another pool is still a finding
+    stack = _stack(tmp_path, _observed())
+    nodes = stack / "engines" / "cluster" / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump({"items": [
+        {"metadata": {"name": n, "labels": {}, "annotations": {compare.POOL_ANNOTATION: p}}} for n, p in
+        (("gpu-0", "gpu"), ("gpu-1", "gpu"), ("cpu-0", "cpu"))]}))
+    assert compare.compare(stack, kyverno=True)["findings"] == []
+    obs = _observed()
+    obs["phases"][1]["pods"][1]["node"] = "cpu-0"
+    (stack / "engines" / "cluster" / "observed.json").write_text(json.dumps(obs))
+    assert any("bound on pools ['cpu', 'gpu']" in f for f in compare.compare(stack, kyverno=True)["findings"])
+
+
+def test_node_of_no_known_pool_is_a_finding(tmp_path: Path) -> None:
+    stack = _stack(tmp_path, _observed())
+    (stack / "engines" / "cluster" / "nodes.yaml").write_text(yaml.safe_dump({"items": [
+        {"metadata": {"name": n, "labels": {}}} for n in ("gpu-0", "gpu-1", "cpu-0")]}))
+    r = compare.compare(stack, kyverno=True)
+    assert any("of no known pool" in f for f in r["findings"]) and not r["pass"]
