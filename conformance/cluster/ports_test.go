@@ -39,3 +39,22 @@ func TestBindFailure(t *testing.T) {
 		t.Fatal("other errors are not bind failures")
 	}
 }
+
+// The HyperNode repair keeps, for a member claimed twice, the parent whose name sorts first.
+func TestDuplicateParents(t *testing.T) {
+	hn := func(name string, members ...string) map[string]any {
+		var ms []any
+		for _, m := range members {
+			ms = append(ms, map[string]any{"type": "HyperNode", "selector": map[string]any{
+				"exactMatch": map[string]any{"name": m}}})
+		}
+		return map[string]any{"metadata": map[string]any{"name": name}, "spec": map[string]any{"members": ms}}
+	}
+	items := []map[string]any{hn("t2-b", "t1-x"), hn("t2-a", "t1-x"), hn("t1-x"), hn("t2-c", "t1-y")}
+	if got := duplicateParents(items); len(got) != 1 || got[0] != "t2-b" {
+		t.Fatalf("duplicateParents = %v, want [t2-b]", got)
+	}
+	if got := duplicateParents([]map[string]any{hn("t2-a", "t1-x"), hn("t2-c", "t1-y")}); len(got) != 0 {
+		t.Fatalf("a consistent tree needs no repair, got %v", got)
+	}
+}

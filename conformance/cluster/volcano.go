@@ -9,10 +9,8 @@ package main
 // default, options.go): nothing listens. The controller-manager reads its HyperNode discovery config from the
 // ConfigMap the chart would make (pkg/controllers/hypernode/configmap_handler.go:34-45), created here from
 // engines/cluster/volcano.json (prepare.py --volcano, volcano_inputs.py).
-//
-// NOT RUN YET: conformance/volcano cannot be built here (its README: the Go module proxy does not serve
-// volcano.sh/apis v1.15.1), so this file has never started a Volcano process. The box calls it only when
-// --volcano names a directory holding both binaries.
+// The box calls it only when --volcano names a directory holding both binaries (conformance/volcano builds them:
+// v1.14.1 with volcano.sh/apis v1.14.0, its README says why).
 
 import (
 	"context"
@@ -35,7 +33,10 @@ import (
 )
 
 // The PodGroups of every phase are listed by lws.go's Applier.PodGroups (compare.py reads their conditions).
-var queueGVR = schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "queues"}
+var (
+	queueGVR     = schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "queues"}
+	hyperNodeGVR = schema.GroupVersionResource{Group: "topology.volcano.sh", Version: "v1alpha1", Resource: "hypernodes"}
+)
 
 // VolcanoInputs is engines/cluster/volcano.json (volcano_inputs.py).
 type VolcanoInputs struct {
@@ -130,6 +131,10 @@ func StartVolcano(ctx context.Context, b *Box, binDir, boxIn string, logf func(s
 				boxSchedulers["volcano"] = true // Settle now waits for the pods Volcano schedules too
 				logf("volcano: ready (queue default Open; scheduler conf from %s; chart %s)", in.SchedulerConfSource,
 					in.ChartVersion)
+				if err := settleHyperNodes(ctx, dyn, logf); err != nil {
+					v.Stop()
+					return nil, err
+				}
 				return v, nil
 			}
 		}
@@ -217,4 +222,102 @@ func (v *Volcano) Stop() {
 		}
 		_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
 	}
+}
+
+// settleHyperNodes waits until the HyperNodes Volcano's label discovery makes from the nodes' topology labels stop
+// changing, and repairs one race of that discovery. It names a HyperNode from its informer's cache: an existing
+// HyperNode with the same label value is reused, else a new random name is drawn (volcano v1.14.1
+// pkg/controllers/hypernode/discovery/label/label.go:423-460). Every node add queues a discovery round
+// (label.go:295-300), so when the controller starts with the nodes already there a second round can run before the
+// cache holds the first round's HyperNodes, and it creates a second HyperNode for the same domain; the scheduler then
+// refuses the member's second parent ("already has a parent ... cannot set another parent", seen in CI on aws-dev)
+// and a job with a hard networkTopology stays Pending. A real cluster can hit the same race when its controller
+// starts (or many nodes join at once); the box keeps, for each member claimed twice, the parent whose name sorts
+// first (the one the discoverer reuses: label.go:435-443) and deletes the others, which queues a fresh discovery
+// round (label.go:320-336), then waits again. Each repair is printed.
+func settleHyperNodes(ctx context.Context, dyn dynamic.Interface, logf func(string, ...any)) error {
+	const quiet, limit = 5 * time.Second, 45 * time.Second
+	for round := 1; round <= 4; round++ {
+		var items []map[string]any
+		last, since, deadline := "", time.Now(), time.Now().Add(limit)
+		for {
+			list, err := dyn.Resource(hyperNodeGVR).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return fmt.Errorf("volcano: list HyperNodes: %w", err)
+			}
+			items = items[:0]
+			var keys []string
+			for _, it := range list.Items {
+				items = append(items, it.Object)
+				keys = append(keys, it.GetName()+"@"+it.GetResourceVersion())
+			}
+			sort.Strings(keys)
+			if k := fmt.Sprint(keys); k != last {
+				last, since = k, time.Now()
+			} else if time.Since(since) >= quiet {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("volcano: the HyperNodes kept changing for %s", limit)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		extra := duplicateParents(items)
+		if len(extra) == 0 {
+			if len(items) > 0 {
+				logf("volcano: %d HyperNodes discovered from the nodes' labels, each member in one parent", len(items))
+			}
+			return nil
+		}
+		logf("volcano: HyperNode discovery made a second parent for the same members (its naming race, volcano "+
+			"v1.14.1 discovery/label/label.go:423-460); deleting %v, Volcano discovers again (round %d)", extra, round)
+		for _, name := range extra {
+			if err := dyn.Resource(hyperNodeGVR).Delete(ctx, name, metav1.DeleteOptions{}); err != nil &&
+				!apierrors.IsNotFound(err) {
+				return fmt.Errorf("volcano: delete HyperNode %s: %w", name, err)
+			}
+		}
+	}
+	return fmt.Errorf("volcano: HyperNodes still name a member twice after 4 repairs")
+}
+
+// duplicateParents returns the HyperNodes to delete so that no member (a node or a HyperNode, by exact name) is
+// claimed by two HyperNodes: for each member claimed more than once, every claimant but the first by name.
+func duplicateParents(items []map[string]any) []string {
+	parents := map[string][]string{}
+	for _, it := range items {
+		md, _ := it["metadata"].(map[string]any)
+		name, _ := md["name"].(string)
+		spec, _ := it["spec"].(map[string]any)
+		members, _ := spec["members"].([]any)
+		for _, m := range members {
+			mm, _ := m.(map[string]any)
+			typ, _ := mm["type"].(string)
+			sel, _ := mm["selector"].(map[string]any)
+			exact, _ := sel["exactMatch"].(map[string]any)
+			if member, ok := exact["name"].(string); ok && member != "" {
+				parents[typ+"/"+member] = append(parents[typ+"/"+member], name)
+			}
+		}
+	}
+	drop := map[string]bool{}
+	for _, ps := range parents {
+		if len(ps) < 2 {
+			continue
+		}
+		sort.Strings(ps)
+		for _, p := range ps[1:] {
+			drop[p] = true
+		}
+	}
+	out := make([]string, 0, len(drop))
+	for p := range drop {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
 }
