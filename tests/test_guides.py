@@ -126,7 +126,9 @@ def test_nim_mpijob_fabric_and_service(tmp_path_factory):
     assert "bash -c '. /tmp/multinode-rank-env.sh; exec \"$@\"' rank" in script(launcher)
     assert script(specs["Worker"]["template"]["spec"]["containers"][0]).startswith(
         "export -p | grep -E '^declare -x (NCCL_|FI_|")
-    svc = find(res, "Service", "llama-405b-nim")
+    # not the MPIJob's name: the operator's own worker Service has it (mpijob.nim_service_name)
+    assert not [o for o in res.k8s_objects if o["kind"] == "Service" and o["metadata"]["name"] == "llama-405b-nim"]
+    svc = find(res, "Service", "llama-405b-nim-api")
     assert svc["spec"]["selector"] == {"training.kubeflow.org/job-name": "llama-405b-nim",
                                        "training.kubeflow.org/replica-type": "worker",
                                        "training.kubeflow.org/replica-index": "0"}

@@ -51,6 +51,11 @@ NIM_FORWARDED = ("NIM_CACHE_PATH", "NGC_API_KEY", "NIM_SERVER_PORT", "NIM_NUM_CO
 NIM_MULTI_NODE_EXEC = "/opt/nim/start-mpi-cluster.sh"
 
 
+
+def nim_service_name(w: Workload) -> str:
+    """The Service of a NIM MPIJob's OpenAI endpoint (workload names are at most 40 characters: 44 here)."""
+    return f"{w.name}-api"
+
 def forward_env_snippet(extra_names: list[str]) -> str:
     """Bash that builds MPI_FORWARD="-x NAME ..." from the current env (prefix match) + extra names: for a
     launcher that is itself a fabric pod (nccl_test.py's Volcano mpi job)."""
@@ -180,8 +185,11 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
     job = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": c.metadata(w), "spec": job_spec}
     objects: list[dict[str, Any]] = [job]
     if nim:
-        # rank 0 (the OpenAI server) runs on worker 0: -map-by slot fills the first host's slots first
-        objects.append(c.service(w, w.name, {JOB_NAME_LABEL: w.name, REPLICA_TYPE_LABEL: "worker",
+        # rank 0 (the OpenAI server) runs on worker 0: -map-by slot fills the first host's slots first. Not named
+        # after the MPIJob: the operator names its own Service for the workers so (kubeflow/mpi-operator@v0.8.0
+        # pkg/controller/mpi_job_controller.go:1384-1390) and stops the job, creating no pod, when a Service of
+        # that name is not its own (:907-918, ErrResourceExists; found by the cluster box on nim-mpijob).
+        objects.append(c.service(w, nim_service_name(w), {JOB_NAME_LABEL: w.name, REPLICA_TYPE_LABEL: "worker",
                                              REPLICA_INDEX_LABEL: "0"},
                                  [{"name": "http", "port": w.port, "targetPort": w.port}]))
     return c.WorkloadManifests(w.name, w.kind, w.namespace, objects, secrets)
