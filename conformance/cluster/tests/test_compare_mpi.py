@@ -93,3 +93,33 @@ def test_without_the_operator_the_mpijob_is_not_checked_and_says_why(tmp_path: P
 def test_grove_and_dynamo_are_not_checked_because_the_proxy_does_not_serve_them() -> None:
     for gk in ("grove.io/PodCliqueSet", "nvidia.com/DynamoGraphDeployment"):
         assert "not served by the Go module proxy" in compare.NOT_RUN_WHY[gk]
+
+
+def _gpu(p: dict[str, Any]) -> dict[str, Any]:
+    p["pod"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "8"}}
+    return p
+
+
+def _launcher_elsewhere(tmp_path: Path, worker_1_node: str) -> dict[str, Any]:
+    # placement.json packs the launcher beside worker 0; the scheduler put it on an emptier node of the same pool
+    placement = {"services": [], "batchEachBesideServices": [
+        {"gang": "mpi", "owner": OWNER, "pods": 3, "whole": True, "placed": True, "pools": ["gpu"],
+         "nodes": {"mpi-launcher-0": "gpu-0", "mpi-worker-0": "gpu-0", "mpi-worker-1": "gpu-1"}}]}
+    obs = _observed()
+    obs["phases"][1]["pods"] = [_pod("mpi-launcher-x7k2p", "gpu-2"), _gpu(_pod("mpi-worker-0", "gpu-0")),
+                                _gpu(_pod("mpi-worker-1", worker_1_node))]
+    stack = _stack(tmp_path, obs)
+    (stack / "placement.json").write_text(json.dumps(placement))
+    (stack / "engines" / "cluster" / "nodes.yaml").write_text(yaml.safe_dump({"items": [
+        {"metadata": {"name": n, "labels": {"multinode.dev/node-pool": "gpu"}}} for n in ("gpu-0", "gpu-1", "gpu-2")]}))
+    return compare.compare(stack, kyverno=False)
+
+
+def test_a_launcher_without_gpus_on_another_node_of_the_pool_is_no_finding(tmp_path: Path) -> None:
+    r = _launcher_elsewhere(tmp_path, "gpu-1")
+    assert r["findings"] == [], r["findings"]
+
+
+def test_gpu_workers_on_one_node_are_still_a_finding(tmp_path: Path) -> None:
+    r = _launcher_elsewhere(tmp_path, "gpu-0")
+    assert any("pods per node [2]" in f for f in r["findings"]), r["findings"]
