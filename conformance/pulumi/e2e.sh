@@ -20,7 +20,7 @@ else
   "$py" conformance/pulumi/e2e.py derive "$root/stacks/Pulumi.$name.yaml" "$stack"
   kyverno="$root/conformance/kyverno/bin/kyverno"
   test -x "$kyverno" || { echo "e2e $name: $kyverno is missing: make -C conformance/kyverno build" >&2; exit 2; }
-  prep="--kyverno-crds $(cd conformance/kyverno && go list -m -f '{{.Dir}}' github.com/kyverno/kyverno)/config/crds"
+  prep="--kyverno-crds $(conformance/moddir.sh conformance/kyverno github.com/kyverno/kyverno)/config/crds"
 fi
 "$root/.venv/bin/multinode" plan --file "$stack" --out "$build" >/dev/null || true   # exit 1: a finding, still a plan
 test -d "$build/$name/k8s" || { echo "e2e $name: multinode plan wrote no $build/$name/k8s" >&2; exit 2; }
