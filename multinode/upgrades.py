@@ -39,6 +39,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import budgets
 from .config import INFERENCE_KINDS, NodePool, StackConfig, Workload
 from .errors import Problem
 
@@ -73,6 +74,8 @@ class GangOnPool:
     nodes: int            # nodes of one gang (one pod per node)
     groups: int           # gangs of this shape that run at once (LWS replicas)
     service: bool         # long-running (counted all at once) or a batch job (the largest counted)
+    budget: str = ""      # the form of the budget multinode renders for one gang (multinode/budgets.form_for)
+    drains_allowed: int = 1   # what the disruption controller allows that budget, the gang whole (issue 40)
 
 
 @dataclass(frozen=True)
@@ -103,11 +106,23 @@ class PoolPlan:
                 "roomToSurge": self.room_to_surge, "whyNoRoom": self.why_no_room, "settings": self.settings,
                 "source": SOURCES.get(self.cloud, ""), "drainWait": DRAIN_WAIT.get(self.cloud, ""),
                 "gangs": [{"workload": g.workload, "kind": g.kind, "nodes": g.nodes, "groups": g.groups,
-                           "service": g.service, "onUpgrade": gang_effect(self, g)} for g in self.gangs],
+                           "service": g.service, "budget": g.budget, "disruptionsAllowed": g.drains_allowed,
+                           "onUpgrade": gang_effect(self, g)} for g in self.gangs],
                 "notes": list(self.notes),
                 # issue 34: every node counts as healthy at plan time; each spare node lets one gang hit by one bad
                 # node come back whole
                 "badNodesSurvived": self.spare_nodes}
+
+
+def gang_budget(kind: str, nodes: int, groups: int) -> tuple[str, int]:
+    """(the rendered budget's form, the disruptions the disruption controller allows it with the gang whole) for
+    one gang of `nodes` pods: the same form_for the manifests render (manifests/workloads/disruption.py), judged by
+    the same arithmetic as the pack (budgets.allowed_when_whole)."""
+    if nodes <= 1:
+        return "", 1
+    spec = budgets.spec_of(budgets.form_for(kind, nodes))
+    allowed, _ = budgets.allowed_when_whole(spec, budgets.owner_sets(kind, nodes, groups))
+    return ", ".join(f"{k} {v}" for k, v in spec.items()), allowed
 
 
 def _gangs(cfg: StackConfig, pool: NodePool, w: Workload) -> list[GangOnPool]:
@@ -116,8 +131,10 @@ def _gangs(cfg: StackConfig, pool: NodePool, w: Workload) -> list[GangOnPool]:
     rw = cfg.resolved(w)
     service = w.kind in INFERENCE_KINDS
     if w.kind == "grove-inference":       # one PodCliqueSet replica is one gang over every role
-        return [GangOnPool(w.name, w.kind, sum(g.nodes for g in rw.serving_gangs()), w.replicas, True)]
-    return [GangOnPool(w.name, w.kind, g.nodes, g.replicas if service else 1, service) for g in rw.serving_gangs()]
+        nodes = sum(g.nodes for g in rw.serving_gangs())
+        return [GangOnPool(w.name, w.kind, nodes, w.replicas, True, *gang_budget(w.kind, nodes, w.replicas))]
+    return [GangOnPool(w.name, w.kind, g.nodes, g.replicas if service else 1, service,
+                       *gang_budget(w.kind, g.nodes, g.replicas if service else 1)) for g in rw.serving_gangs()]
 
 
 def gangs_on(cfg: StackConfig, pool: NodePool) -> list[GangOnPool]:
@@ -196,12 +213,16 @@ def gang_effect(plan: PoolPlan, g: GangOnPool) -> str:
     where = (f"on {plan.surge} new node(s)" if plan.cloud in ("aws", "azure", "gcp") else "on other Ready nodes")
     if g.nodes <= 1:
         return "single-node pods: moved one at a time by the drain"
+    if g.drains_allowed < 1:
+        return (f"its budget ({g.budget}) allows no disruption while the gang is whole: every drain of its nodes is "
+                f"refused ({DRAIN_WAIT.get(plan.cloud, '')})")
     if g.service:
         return (f"each of its {g.groups} group(s) restarts whole once when the drain reaches one of its {g.nodes} "
-                f"nodes (its budget lets one pod go; LWS / the operator recreates the group) and comes back {where}; "
-                f"a group not Ready yet is evicted without waiting (unhealthyPodEvictionPolicy AlwaysAllow)")
-    return (f"evicted once when the drain reaches one of its {g.nodes} nodes: the job restarts whole from its last "
-            f"checkpoint and needs {g.nodes} free nodes, spare or {where}")
+                f"nodes (its budget, {g.budget}, lets one pod go; LWS / the operator recreates the group) and comes "
+                f"back {where}; a group not Ready yet is evicted without waiting (unhealthyPodEvictionPolicy "
+                f"AlwaysAllow)")
+    return (f"evicted once when the drain reaches one of its {g.nodes} nodes (its budget, {g.budget}, lets one pod "
+            f"go): the job restarts whole from its last checkpoint and needs {g.nodes} free nodes, spare or {where}")
 
 
 def plans(cfg: StackConfig) -> list[PoolPlan]:

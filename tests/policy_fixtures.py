@@ -267,8 +267,21 @@ def budgets(objs: list[Any]) -> list[dict[str, Any]]:
             seen.add(key)
             out.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                         "metadata": {"name": f"{r.name}-budget-{len(out)}", "namespace": ns},
-                        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": sel}}})
+                        "spec": {**_drainable_form(sel, ns, res), "selector": {"matchLabels": sel}}})
     return out
+
+
+def _drainable_form(sel: dict[str, str], ns: str, res: list[Any]) -> dict[str, Any]:
+    """maxUnavailable 1 where the disruption controller allows it one disruption of the pods it selects, else the
+    integer minAvailable = those pods - 1 (issue 40: Job-owned pods, an LWS's groups under one selector)."""
+    from multinode.budgets import allowed_when_whole
+    from policy.rules import disruption
+    sets = [ps for r in res if str(r.props["metadata"].get("namespace") or "default") == ns
+            for gp in disruption.gang_pods(r, res) for labels, ps, _ in gp.sets
+            if disruption.selects({"matchLabels": sel}, labels)]
+    if allowed_when_whole({"maxUnavailable": 1}, sets)[0] >= 1:
+        return {"maxUnavailable": 1}
+    return {"minAvailable": max(0, sum(ps.pods for ps in sets) - 1)}
 
 
 def with_budgets(objs: list[Any]) -> list[Any]:

@@ -127,7 +127,9 @@ def _objects(stack: str) -> tuple[mconfig.StackConfig, list[dict[str, Any]]]:
 
 def _findings(objs: list[dict[str, Any]]) -> list[str]:
     res = [Resource(type="kubernetes:x:y", name=f"o{i}", props=o) for i, o in enumerate(objs)]
-    return [m for _, m in pdb_rule.check_gang_budgets(res, Context())]
+    # services (mandatory) and batch gangs (advisory since issue 40): both report a gang without a budget
+    return ([m for _, m in pdb_rule.check_gang_budgets(res, Context())]
+            + [m for _, m in pdb_rule.check_batch_gang_budgets(res, Context())])
 
 
 def test_lws_budgets_are_one_per_group_on_the_lws_labels():
@@ -140,8 +142,9 @@ def test_lws_budgets_are_one_per_group_on_the_lws_labels():
     assert [b["spec"]["selector"]["matchLabels"] for b in got] == [
         {"leaderworkerset.sigs.k8s.io/name": lws.name, "leaderworkerset.sigs.k8s.io/group-index": str(i)}
         for i in range(2)]
-    assert all(b["spec"]["maxUnavailable"] == 1 and b["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
-               for b in got)
+    # issue 40: the integer form (size - 1); maxUnavailable 1 allowed 0 disruptions from two groups on
+    assert all(b["spec"]["minAvailable"] == lws.nodes - 1 and "maxUnavailable" not in b["spec"]
+               and b["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow" for b in got)
     objs: list[dict[str, Any]] = []
     for w in cfg.workloads:
         objs += wm.build(cfg, w).objects

@@ -67,9 +67,10 @@ def test_training_guide_indexed_job_refused_without_the_team_config(tmp_path):
     f.write_text(GUIDE_JOB.read_text())
     res = mplan.plan("torchrun-guide-indexed-job", tmp_path / "build", f)
     assert res.exit_code == mplan.EXIT_POLICY
-    # the guide has no PodDisruptionBudget either (issue 36's rule, also a team choice)
-    assert sorted(v["policy"] for v in mandatory(res)) == ["indexed-job-gang-scheduled",
-                                                           "multi-node-gang-has-disruption-budget"], res.violations
+    # the guide has no PodDisruptionBudget either: advisory for a batch gang since issue 40 (it was mandatory)
+    assert sorted(v["policy"] for v in mandatory(res)) == ["indexed-job-gang-scheduled"], res.violations
+    assert ("multi-node-batch-gang-has-disruption-budget", "advisory") in {
+        (v["policy"], v["enforcementLevel"]) for v in res.violations}, res.violations
 
 
 def test_training_guide_indexed_job_clean_with_the_default_config_next_to_the_stack(tmp_path):
@@ -77,7 +78,7 @@ def test_training_guide_indexed_job_clean_with_the_default_config_next_to_the_st
     assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
     found = [(v["policy"], v["enforcementLevel"]) for v in res.violations]
     assert sorted(found) == [("indexed-job-gang-scheduled", "advisory"),
-                             ("multi-node-gang-has-disruption-budget", "advisory")]
+                             ("multi-node-batch-gang-has-disruption-budget", "advisory")]
     assert "indexed-job-gang-scheduled mandatory -> advisory" in mplan.summary(res)
 
 
@@ -90,7 +91,8 @@ def test_plan_policy_config_option_names_the_file(tmp_path, capsys):
     assert mplan.main(["--file", str(f), "--out", str(tmp_path / "b"), "--policy-config", str(cfg)]) == mplan.EXIT_OK
     assert f"policy config {cfg}" in capsys.readouterr().out
     # `disabled` is a team's choice for this rule: no finding at all
-    cfg.write_text('{"indexed-job-gang-scheduled": "disabled", "multi-node-gang-has-disruption-budget": "disabled"}')
+    cfg.write_text('{"indexed-job-gang-scheduled": "disabled", "multi-node-gang-has-disruption-budget": "disabled",'
+                   ' "multi-node-batch-gang-has-disruption-budget": "disabled"}')
     res = mplan.plan("g", tmp_path / "b2", f, cfg)
     assert res.exit_code == mplan.EXIT_OK and res.violations == []
 

@@ -8,7 +8,12 @@ Findings (one line each, exit 1 if any):
   - a gang bound on other pools than placement.json names, or with another count of its pods per node
     (node names may differ: the scheduler picks among equal nodes);
   - with Kyverno in the box: a fabric pod as admitted that differs from effective/ in a field effective/ sets
-    (the API server adds defaults; those fields are not compared).
+    (the API server adds defaults; those fields are not compared);
+  - a PodDisruptionBudget whose selected pods are all bound and Ready but whose status.disruptionsAllowed, as the
+    real disruption controller wrote it, is below 1 (the drain of any of its nodes would be refused), or for which
+    the controller wrote no status within the box's bounded wait; the finding carries the controller's
+    DisruptionAllowed condition (reason SyncFailed and its message where it could not count the pods' owners).
+    A budget whose pods were never all bound in a phase is listed under notChecked (issue 40).
 What the box could not check (a controller it does not run, a kind without a CRD) is listed under
 notChecked and printed, never counted as a pass.
 
@@ -253,6 +258,48 @@ def expected_gangs(placement: dict[str, Any]) -> list[tuple[str, dict[str, Any]]
     return out
 
 
+def _conditions(b: dict[str, Any]) -> str:
+    return "; ".join(f"{c.get('type')}={c.get('status')} reason {c.get('reason')}: {c.get('message')}"
+                     for c in b.get("conditions") or []) or "no condition written"
+
+
+def budget_findings(phases: list[dict[str, Any]]) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """Every PodDisruptionBudget as the disruption controller left it in each phase (observed.json `budgets`,
+    conformance/cluster/budgets.go): (findings, not checked, one summary per budget). Judged in the phases where
+    every pod it selects is bound (the gang is bound) and Ready: status.disruptionsAllowed must be >= 1, written by
+    the controller for those pods (settled). A gang that is whole and allows no disruption blocks every drain."""
+    findings: list[str] = []
+    summary: dict[str, dict[str, Any]] = {}
+    for ph in phases:
+        for b in ph.get("budgets") or []:
+            key = f"{b['namespace']}/{b['name']}"
+            s = summary.setdefault(key, {"budget": key, "spec": b.get("spec"), "judged": [], "verdict": "not checked"})
+            if not b.get("selected") or b.get("bound") != b.get("selected") or b.get("ready") != b.get("selected"):
+                continue
+            judged = {"phase": ph["name"], "pods": b["selected"], "disruptionsAllowed": b.get("disruptionsAllowed"),
+                      "currentHealthy": b.get("currentHealthy"), "desiredHealthy": b.get("desiredHealthy"),
+                      "expectedPods": b.get("expectedPods"), "conditions": _conditions(b)}
+            s["judged"].append(judged)
+            if not b.get("settled"):
+                findings.append(f"PodDisruptionBudget {key} (phase {ph['name']}): the disruption controller wrote no "
+                                f"status for its {b['selected']} bound pods within the box's wait ({_conditions(b)})")
+                s["verdict"] = "differs"
+            elif (b.get("disruptionsAllowed") or 0) < 1:
+                spec = ", ".join(f"{k} {v}" for k, v in (b.get("spec") or {}).items())
+                findings.append(f"PodDisruptionBudget {key} ({spec}; phase {ph['name']}): status.disruptionsAllowed "
+                                f"{b.get('disruptionsAllowed') or 0} with all {b['selected']} of its pods bound and "
+                                f"Ready: every drain of their nodes is refused (currentHealthy "
+                                f"{b.get('currentHealthy')}, desiredHealthy {b.get('desiredHealthy')}, expectedPods "
+                                f"{b.get('expectedPods')}; {_conditions(b)})")
+                s["verdict"] = "differs"
+            elif s["verdict"] != "differs":
+                s["verdict"] = "ok"
+    not_checked = [f"PodDisruptionBudget {k}: its pods were never all bound and Ready in the box (their controller "
+                   f"or scheduler does not run here, or the gang was held back): disruptionsAllowed not judged"
+                   for k, s in summary.items() if not s["judged"]]
+    return findings, not_checked, list(summary.values())
+
+
 def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
     obs = json.loads((stack_dir / "engines" / "cluster" / "observed.json").read_text())
     lws_ran = "lws" in (obs.get("versions") or {})
@@ -448,8 +495,11 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             findings += [f"effective/{f.name}: pod {cands[0]['namespace']}/{cands[0]['name']}: {d}" for d in out]
     admitted = {f"{p['namespace']}/{p['name']}": p["pod"]
                 for ph in (obs.get("phases") or []) for p in ph.get("pods", [])}
+    b_findings, b_not_checked, budgets = budget_findings(obs.get("phases") or [])
+    findings += b_findings
+    not_checked += b_not_checked
     return {"stack": stack_dir.name, "pass": not findings, "findings": findings, "notChecked": not_checked,
-            "workloads": workloads, "effective": effective, "versions": obs.get("versions"),
+            "workloads": workloads, "effective": effective, "budgets": budgets, "versions": obs.get("versions"),
             "seconds": obs.get("seconds"), "admittedPods": admitted}
 
 

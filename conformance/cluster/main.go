@@ -54,6 +54,8 @@ type Phase struct {
 	Applied []Applied   `json:"applied"`
 	// Volcano PodGroups as the box holds them (LWS creates one per group; lws.go PodGroups)
 	PodGroups []map[string]any `json:"podGroups,omitempty"`
+	// PodDisruptionBudgets with the disruption controller's status once the phase's pods are bound (budgets.go)
+	Budgets []BudgetView `json:"budgets,omitempty"`
 }
 
 type Observed struct {
@@ -344,6 +346,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		ph.Pods, ph.Events, err = ap.Snapshot(ctx, box)
 		if err == nil {
 			ph.PodGroups = ap.PodGroups(ctx)
+			// the disruption controller recounts a budget on every pod change: wait (bounded) until it has
+			// written a status for the bound pods and nothing changed for 3 s (budgets.go WaitBudgets)
+			ph.Budgets, err = WaitBudgets(ctx, box, 3*time.Second, 30*time.Second)
 		}
 		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
 		return err

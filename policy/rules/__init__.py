@@ -7,6 +7,7 @@ from . import (
          gangs,
          health,
          kyverno_cel,
+         names,
          placement,
          secrets,
          stack,
@@ -17,6 +18,6 @@ from . import (
 
 RULES = (workloads.RULES + env.RULES + dynamo.RULES + secrets.RULES + storage.RULES + stack.RULES + gangs.RULES
          + placement.RULES + topology.RULES + fleet.RULES + kyverno_cel.RULES + disruption.RULES
-         + health.RULES)
+         + health.RULES + names.RULES)
 
 assert len({r.name for r in RULES}) == len(RULES), "rule names must be unique"

@@ -42,7 +42,7 @@ def build(cfg: StackConfig, w: Workload) -> WorkloadManifests:
         raise ValueError(f"workload kind {w.kind!r} has no builder (known: {', '.join(BUILDERS)})")
     out = builder(cfg, w)
     # one PodDisruptionBudget per gang, so a node drain takes one pod of it at a time (disruption.py)
-    out.objects = list(out.objects) + disruption.budgets(cfg, w)
+    out.objects = list(out.objects) + disruption.budgets(cfg, w, list(out.objects))
     # issue 34: DCGM diagnostics and an NCCL all-reduce before a multi-node gang starts (preflight.py)
     out.objects = preflight.apply(cfg, w, out.objects)
     # independent copies: builders share small dicts (env lists, labels) between pod templates

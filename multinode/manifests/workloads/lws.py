@@ -181,11 +181,23 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
             "leaderWorkerTemplate": lwt,
         },
     }
-    svc = c.service(w, w.name, {LWS_NAME_LABEL: w.name, c.ROLE_LABEL: "leader"},
+    svc = c.service(w, leader_service_name(w), {LWS_NAME_LABEL: w.name, c.ROLE_LABEL: "leader"},
                     [{"name": "http", "port": w.port, "targetPort": w.port}])
     hpa = autoscaler(w)
     return c.WorkloadManifests(w.name, w.kind, w.namespace, [lws, svc] + ([hpa] if hpa else []), secrets,
                                hpa_scaled=[w.name] if hpa else [])
+
+
+def leader_service_name(w: Workload) -> str:
+    """The client Service on the leaders: `<name>-leader`, as LWS's own examples name theirs
+    (sigs.k8s.io/lws@v0.10.0 docs/examples/vllm/GPU/lws.yaml:81, sglang/lws.yaml:94). Never the set's own name: LWS
+    names its headless Service after the set (pkg/controllers/leaderworkerset_controller.go:214-215, the leader
+    StatefulSet's serviceName :848, so the pods' subdomain) and creates it only when no Service has that name
+    (pkg/utils/controller/controller_utils.go:33-65 CreateHeadlessServiceIfNotExists: a Get, and a Create only on
+    NotFound). A ClusterIP Service of ours there publishes no per-pod DNS record, so LWS_LEADER_ADDRESS
+    (`<set>-<group>.<subdomain>.<namespace>`, pkg/utils/pod/pod_utils.go:143-146) never resolves: Ray workers and
+    the NCCL preflight wait for ever. Workload names are at most 40 characters: 47 here."""
+    return f"{w.name}-leader"
 
 
 def group_exclusive_affinity(lws_name: str, topology_key: str) -> dict[str, Any]:
