@@ -104,9 +104,13 @@ def allowed_when_whole(spec: dict[str, Any], sets: list[PodSet]) -> tuple[int, s
 
 
 def working_form(sets: list[PodSet]) -> str:
-    """The budget form that allows exactly one disruption of these pods, whole, for their owners."""
+    """The budget form that allows exactly one disruption of these pods, whole, for their owners: the integer
+    minAvailable always does; maxUnavailable 1 is named too where every owner has a scale and the budget selects all
+    of its pods, except StatefulSets (an LWS group's leader StatefulSet holds every group's leader: a set scaled to
+    two groups would leave maxUnavailable 1 no disruption)."""
     pods = sum(s.pods for s in sets)
+    integer = f"the integer minAvailable: {pods - 1} (its {pods} pods - 1)"
     whole = sum({s.owner: s.scale or 0 for s in sets}.values()) == pods
-    if all(s.owner_kind in SCALE_OWNERS for s in sets) and whole:
-        return f"maxUnavailable: 1 (or the integer minAvailable: {pods - 1})"
-    return f"the integer minAvailable: {pods - 1} (its {pods} pods - 1)"
+    if whole and all(s.owner_kind in SCALE_OWNERS and s.owner_kind != "apps/StatefulSet" for s in sets):
+        return f"maxUnavailable: 1 (or {integer})"
+    return integer

@@ -101,6 +101,7 @@ class GangPods:
     what: str
     batch: bool
     sets: list[tuple[dict[str, Any], PodSet, bool]] = field(default_factory=list)
+    roles: list[str] = field(default_factory=list)       # the role of each entry of `sets`
 
     @property
     def pod_sets(self) -> list[PodSet]:
@@ -119,8 +120,9 @@ def gang_pods(r: Resource, resources: list[Resource]) -> list[GangPods]:
             if nodes > 1:
                 runtime = str(g.extra.get("runtime") or "")
                 gp = GangPods(f"{g.name} (runtime {runtime})", True)
-                gp.sets = [(labels, PodSet(nodes, "batch/Job", f"{g.name} {job}"), True)
-                           for job, labels in _runtime_labels(runtime, resources)]
+                found = _runtime_labels(runtime, resources)
+                gp.sets = [(labels, PodSet(nodes, "batch/Job", f"{g.name} {job}"), True) for job, labels in found]
+                gp.roles = [job for job, _ in found]
                 if gp.sets:
                     out.append(gp)
             continue
@@ -137,13 +139,17 @@ def gang_pods(r: Resource, resources: list[Resource]) -> list[GangPods]:
                     gp.sets.append(({**role.labels, LWS_NAME_LABEL: set_name, LWS_GROUP_INDEX_LABEL: str(i)},
                                     PodSet(role.pods, "apps/StatefulSet", owner, groups if leader else role.pods),
                                     role.gpus > 0))
+                    gp.roles.append(role.name)
                 out.append(gp)
         elif g.kind == "PodCliqueSet":
-            for copy in range(max(1, g.copies)):
-                gp = GangPods(g.name if g.copies <= 1 else f"{g.name} replica {copy}", False)
-                gp.sets = [(role.labels, PodSet(role.pods, "grove.io/PodClique", f"{g.name}/{copy}/{role.name}",
-                                                role.pods), role.gpus > 0) for role in g.roles]
-                out.append(gp)
+            # one PodClique per replica and clique, each of scale role.pods: the replicas' cliques as one owner of
+            # their summed scale (a budget selects a clique's pods in every replica alike: same labels)
+            copies = max(1, g.copies)
+            gp = GangPods(g.name, False)
+            gp.sets = [(role.labels, PodSet(role.pods * copies, "grove.io/PodClique", f"{g.name}/{role.name}",
+                                            role.pods * copies), role.gpus > 0) for role in g.roles]
+            gp.roles = [role.name for role in g.roles]
+            out.append(gp)
         else:
             gp = GangPods(g.name, g.kind in BATCH_GANGS)
             workers = next((role.pods for role in g.roles if role.name == "Worker"), None)
@@ -155,18 +161,18 @@ def gang_pods(r: Resource, resources: list[Resource]) -> list[GangPods]:
                     ps = PodSet(role.pods, OWNER_KIND.get(g.kind, g.kind), g.name,
                                 workers if g.kind == "PyTorchJob" else None)
                 gp.sets.append((role.labels, ps, role.gpus > 0))
+                gp.roles.append(role.name)
             out.append(gp)
     return out
 
 
 def pods_to_cover(r: Resource, resources: list[Resource]) -> list[tuple[str, dict[str, Any]]]:
     """(which pods, their labels) of every multi-node gang the object runs; [] for anything else."""
-    return [(f"{gp.what} {labels_name}", labels) for gp in gang_pods(r, resources)
-            for labels_name, labels in _gpu_sets(gp)]
+    return [(f"{gp.what} {role}", labels) for gp in gang_pods(r, resources) for role, labels in _gpu_sets(gp)]
 
 
 def _gpu_sets(gp: GangPods) -> list[tuple[str, dict[str, Any]]]:
-    return [(ps.owner_kind.rpartition("/")[2].lower(), labels) for labels, ps, gpus in gp.sets if gpus]
+    return [(role, labels) for role, (labels, _, gpus) in zip(gp.roles, gp.sets) if gpus]
 
 
 class Budgets:
