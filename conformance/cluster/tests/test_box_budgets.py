@@ -1,9 +1,10 @@
-"""Budgets in the box (issue 40; needs conformance/bin/clusterbox, vc-scheduler and vc-controller-manager; skips
-with the reason otherwise): a 2-node Volcano training job whose budget is planted back to the form rendered before
-issue 40, `maxUnavailable: 1`. The real disruption controller cannot count a Volcano Job's scale (no scale
-subresource), fails the sync and writes disruptionsAllowed 0, reason SyncFailed: the check must fail, naming the
-budget and the reason. The rendered form (`minAvailable: 1`) passes the same check in `make cluster-check` on the
-Volcano stacks (aws-dev's llama-finetune, the volcano-llm-training guide), so it is not run twice here (CI time)."""
+"""Budgets in the box (issue 40; needs conformance/bin/clusterbox, and vc-scheduler + vc-controller-manager for the
+Volcano case; each skips with the reason otherwise). A 2-node training job whose budget is planted back to the form
+rendered before issue 40, `maxUnavailable: 1`: the real disruption controller cannot count a batch Job's or a Volcano
+Job's scale (neither has a scale subresource), fails the sync and writes disruptionsAllowed 0, reason SyncFailed
+("jobs.batch does not implement the scale subresource"): the check must fail with that budget as its only finding.
+The rendered form (`minAvailable: 1`) passes for the Indexed Job here (measured: disruptionsAllowed 1,
+SufficientPods, 50 s) and for the Volcano stacks in `make cluster-check` (aws-dev, volcano-llm-training)."""
 from __future__ import annotations
 
 import json
@@ -18,26 +19,25 @@ import yaml
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent.parent
 BIN_DIR = ROOT / "conformance" / "bin"
-NEEDED = [BIN_DIR / n for n in ("clusterbox", "vc-scheduler", "vc-controller-manager")]
-pytestmark = pytest.mark.skipif(not all(p.exists() for p in NEEDED),
-                                reason=f"not built: {[str(p) for p in NEEDED if not p.exists()]} "
-                                       "(make -C conformance/cluster build; make -C conformance/volcano build)")
+BOX = BIN_DIR / "clusterbox"
+VOLCANO = [BIN_DIR / n for n in ("vc-scheduler", "vc-controller-manager")]
+pytestmark = pytest.mark.skipif(not BOX.exists(), reason=f"{BOX} not built (make -C conformance/cluster build)")
 BUDGET = "multinode/train-gang"
 STACK = """\
 config:
   multinode:cloud: aws
-  multinode:cluster: {name: box, region: us-east-1}
+  multinode:cluster: {{name: box, region: us-east-1}}
   multinode:nodePools:
     - name: gpu
       machine: p5.48xlarge
       nodeCount: 2
       zone: us-east-1a
       subnetId: subnet-0a1b2c3d4e5f60718
-  multinode:storage: {kind: fsx-lustre, sizeGib: 2400, throughput: 250}
-  multinode:addons: {lws: {enabled: false}}
+  multinode:storage: {{kind: fsx-lustre, sizeGib: 2400, throughput: 250}}
+  multinode:addons: {{lws: {{enabled: false}}}}
   multinode:workloads:
     - name: train
-      kind: volcano-training
+      kind: {kind}
       engine: torchrun
       image: public.ecr.aws/deep-learning-containers/pytorch-training:2.8.0-gpu-py312-cu129-ubuntu22.04-ec2
       nodePool: gpu
@@ -51,10 +51,22 @@ def _volcano_module() -> str:
                           text=True, check=True, cwd=ROOT / "conformance" / "volcano").stdout.strip()
 
 
-def test_a_maxunavailable_budget_on_a_volcano_job_gang_fails_the_box(tmp_path: Path) -> None:
-    name = "budget-planted"
+def _default_scheduler(out: Path) -> None:
+    """The Indexed Job's pods to kube-scheduler (the stack gives them to Volcano: tests/test_box.py does the same)."""
+    job = next((out / "k8s").glob("*-Job-train.yaml"))
+    doc = yaml.safe_load(job.read_text())
+    doc["spec"]["template"]["spec"].pop("schedulerName", None)
+    job.write_text(yaml.safe_dump(doc))
+    for f in (out / "effective").glob("*.yaml"):
+        eff = yaml.safe_load(f.read_text())
+        eff["spec"].pop("schedulerName", None)
+        f.write_text(yaml.safe_dump(eff))
+
+
+def _box(tmp_path: Path, kind: str, plant: bool) -> tuple[int, dict]:
+    name = f"budget-{kind}-{'planted' if plant else 'rendered'}"
     f = tmp_path / f"Pulumi.{name}.yaml"
-    f.write_text(STACK)
+    f.write_text(STACK.format(kind=kind))
     py = sys.executable
     subprocess.run([str(Path(py).parent / "multinode"), "plan", "--file", str(f), "--out", str(tmp_path)],
                    capture_output=True, text=True, cwd=ROOT)
@@ -62,19 +74,46 @@ def test_a_maxunavailable_budget_on_a_volcano_job_gang_fails_the_box(tmp_path: P
     assert (out / "placement.json").exists(), f"plan wrote no {out}/placement.json"
     budget_file = next((out / "k8s").glob("*-PodDisruptionBudget-train-gang.yaml"))
     budget = yaml.safe_load(budget_file.read_text())
-    assert budget["spec"].pop("minAvailable") == 1                # what plan renders for a 2-pod Volcano Job
-    budget["spec"]["maxUnavailable"] = 1                          # planted: the rendering before issue 40
-    budget_file.write_text(yaml.safe_dump(budget))
-    subprocess.run([py, str(HERE / "prepare.py"), str(out), str(f), "--volcano", _volcano_module()], check=True,
-                   cwd=ROOT)
-    r = subprocess.run([str(BIN_DIR / "clusterbox"), "--stack-dir", str(out), "--timeout", "5m", "--settle", "60s",
-                        "--volcano", str(BIN_DIR), "--compare", f"{py} {HERE / 'compare.py'} {out}"],
+    assert budget["spec"]["minAvailable"] == 1                    # what plan renders for a 2-pod job
+    if plant:
+        del budget["spec"]["minAvailable"]
+        budget["spec"]["maxUnavailable"] = 1                      # planted: the rendering before issue 40
+        budget_file.write_text(yaml.safe_dump(budget))
+    volcano = kind == "volcano-training"
+    subprocess.run([py, str(HERE / "prepare.py"), str(out), str(f)]
+                   + (["--volcano", _volcano_module()] if volcano else []), check=True, cwd=ROOT)
+    if not volcano:
+        _default_scheduler(out)
+    r = subprocess.run([str(BOX), "--stack-dir", str(out), "--timeout", "5m", "--settle", "60s",
+                        *(["--volcano", str(BIN_DIR)] if volcano else []),
+                        "--compare", f"{py} {HERE / 'compare.py'} {out}"],
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     print(r.stdout[-4000:], r.stderr[-4000:])
-    result = json.loads((out / "cluster.json").read_text())
-    assert r.returncode == 1, result["findings"]
+    return r.returncode, json.loads((out / "cluster.json").read_text())
+
+
+def _assert_refused(code: int, result: dict, scale_error: str) -> None:
+    assert code == 1, result["findings"]
     mine = [x for x in result["findings"] if x.startswith(f"PodDisruptionBudget {BUDGET}")]
     assert len(mine) == 1, result["findings"]
-    assert "disruptionsAllowed 0" in mine[0] and "SyncFailed" in mine[0], mine
-    # the gang itself was bound as placement.json says: the budget is the only finding
-    assert result["findings"] == mine, result["findings"]
+    assert "maxUnavailable 1" in mine[0] and "disruptionsAllowed 0" in mine[0] and "SyncFailed" in mine[0], mine
+    assert scale_error in mine[0], mine
+    assert result["findings"] == mine, result["findings"]      # the gang itself was bound as placement.json says
+
+
+def test_a_maxunavailable_budget_on_an_indexed_job_gang_fails_the_box(tmp_path: Path) -> None:
+    _assert_refused(*_box(tmp_path, "indexed-job", plant=True), "jobs.batch does not implement the scale subresource")
+
+
+def test_the_rendered_budget_of_an_indexed_job_gang_allows_one_disruption(tmp_path: Path) -> None:
+    code, result = _box(tmp_path, "indexed-job", plant=False)
+    assert code == 0, result["findings"]
+    (b,) = [b for b in result["budgets"] if b["budget"] == BUDGET]
+    assert b["verdict"] == "ok" and b["judged"][0]["disruptionsAllowed"] == 1, b
+
+
+@pytest.mark.skipif(not all(p.exists() for p in VOLCANO),
+                    reason=f"not built: {[str(p) for p in VOLCANO if not p.exists()]} "
+                           "(make -C conformance/volcano build)")
+def test_a_maxunavailable_budget_on_a_volcano_job_gang_fails_the_box(tmp_path: Path) -> None:
+    _assert_refused(*_box(tmp_path, "volcano-training", plant=True), "does not implement the scale subresource")
