@@ -145,3 +145,29 @@ func WaitBudgets(ctx context.Context, b *Box, quiet, limit time.Duration) ([]Bud
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// ServiceView is one Service as the box holds it: who owns it tells ours (applied) from a controller's (LWS's
+// headless Service, the MPI operator's worker Service).
+type ServiceView struct {
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	ClusterIP string   `json:"clusterIP"`
+	Owners    []string `json:"owners,omitempty"` // Kind/name of each owner reference
+}
+
+func serviceViews(ctx context.Context, b *Box) ([]ServiceView, error) {
+	svcs, err := b.Client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []ServiceView
+	for _, s := range svcs.Items {
+		v := ServiceView{Namespace: s.Namespace, Name: s.Name, ClusterIP: s.Spec.ClusterIP}
+		for _, o := range s.OwnerReferences {
+			v.Owners = append(v.Owners, o.Kind+"/"+o.Name)
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
+	return out, nil
+}

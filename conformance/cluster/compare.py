@@ -13,7 +13,10 @@ Findings (one line each, exit 1 if any):
     real disruption controller wrote it, is below 1 (the drain of any of its nodes would be refused), or for which
     the controller wrote no status within the box's bounded wait; the finding carries the controller's
     DisruptionAllowed condition (reason SyncFailed and its message where it could not count the pods' owners).
-    A budget whose pods were never all bound in a phase is listed under notChecked (issue 40).
+    A budget whose pods were never all bound in a phase is listed under notChecked (issue 40);
+  - with LWS in the box: a LeaderWorkerSet without LWS's own headless Service (named after the set, owned by it,
+    clusterIP None) after the services phase: a Service of the stack under the set's name keeps it out and
+    LWS_LEADER_ADDRESS never resolves (issue 40).
 What the box could not check (a controller it does not run, a kind without a CRD) is listed under
 notChecked and printed, never counted as a pass.
 
@@ -300,6 +303,32 @@ def budget_findings(phases: list[dict[str, Any]]) -> tuple[list[str], list[str],
     return findings, not_checked, list(summary.values())
 
 
+def lws_service_findings(stack_dir: Path, phases: list[dict[str, Any]]) -> list[str]:
+    """Every LeaderWorkerSet of the stack has LWS's own headless Service, named after the set and owned by it (the
+    pods' subdomain, so LWS_LEADER_ADDRESS resolves): LWS creates it only when no Service has that name
+    (sigs.k8s.io/lws@v0.9.0 and v0.10.0 pkg/utils/controller/controller_utils.go:33-65
+    CreateHeadlessServiceIfNotExists). A Service of ours under the set's name (the rendering before issue 40)
+    keeps it out. Judged on the services phase, with LWS in the box."""
+    services = {(s["namespace"], s["name"]): s for ph in phases if ph.get("name") == "services"
+                for s in ph.get("services") or []}
+    if not any(ph.get("name") == "services" and "services" in ph for ph in phases):
+        return []                               # an observation of a box that did not record Services
+    out: list[str] = []
+    for f in sorted((stack_dir / "k8s").glob("*-LeaderWorkerSet-*.yaml")):
+        lws = yaml.safe_load(f.read_text()) or {}
+        md = lws.get("metadata") or {}
+        ns, name = md.get("namespace") or "default", md.get("name")
+        svc = services.get((ns, name))
+        if svc is None:
+            out.append(f"LeaderWorkerSet {ns}/{name}: LWS made no headless Service {name} (the pods' subdomain): "
+                       "LWS_LEADER_ADDRESS has no DNS record")
+        elif f"LeaderWorkerSet/{name}" not in (svc.get("owners") or []) or svc.get("clusterIP") != "None":
+            out.append(f"LeaderWorkerSet {ns}/{name}: the Service {name} is not LWS's headless Service (owners "
+                       f"{svc.get('owners') or 'none'}, clusterIP {svc.get('clusterIP')}): a Service of the stack "
+                       "takes the set's name, so LWS never creates its own and LWS_LEADER_ADDRESS has no DNS record")
+    return out
+
+
 def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
     obs = json.loads((stack_dir / "engines" / "cluster" / "observed.json").read_text())
     lws_ran = "lws" in (obs.get("versions") or {})
@@ -497,6 +526,8 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
                 for ph in (obs.get("phases") or []) for p in ph.get("pods", [])}
     b_findings, b_not_checked, budgets = budget_findings(obs.get("phases") or [])
     findings += b_findings
+    if lws_ran:
+        findings += lws_service_findings(stack_dir, obs.get("phases") or [])
     not_checked += b_not_checked
     return {"stack": stack_dir.name, "pass": not findings, "findings": findings, "notChecked": not_checked,
             "workloads": workloads, "effective": effective, "budgets": budgets, "versions": obs.get("versions"),

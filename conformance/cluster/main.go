@@ -56,6 +56,8 @@ type Phase struct {
 	PodGroups []map[string]any `json:"podGroups,omitempty"`
 	// PodDisruptionBudgets with the disruption controller's status once the phase's pods are bound (budgets.go)
 	Budgets []BudgetView `json:"budgets,omitempty"`
+	// Services with their owners (LWS's headless Service per set, budgets.go serviceViews)
+	Services []ServiceView `json:"services,omitempty"`
 }
 
 type Observed struct {
@@ -349,6 +351,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			// the disruption controller recounts a budget on every pod change: wait (bounded) until it has
 			// written a status for the bound pods and nothing changed for 3 s (budgets.go WaitBudgets)
 			ph.Budgets, err = WaitBudgets(ctx, box, 3*time.Second, 30*time.Second)
+		}
+		if err == nil {
+			ph.Services, err = serviceViews(ctx, box)
 		}
 		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
 		return err

@@ -52,3 +52,34 @@ def test_a_gang_never_bound_is_not_checked_never_passed() -> None:
     findings, not_checked, summary = compare.budget_findings(_phases(_budget(0, bound=2, ready=2)))
     assert findings == [] and len(not_checked) == 1 and "never all bound" in not_checked[0]
     assert summary[0]["verdict"] == "not checked"
+
+
+# ---------------------------------------------------------------- LWS's own headless Service (issue 40)
+LWS = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+       "metadata": {"name": "llama", "namespace": "multinode"}, "spec": {}}
+
+
+def _lws_stack(tmp_path: Path) -> Path:
+    import yaml
+    (tmp_path / "k8s").mkdir(parents=True)
+    (tmp_path / "k8s" / "011-LeaderWorkerSet-llama.yaml").write_text(yaml.safe_dump(LWS))
+    return tmp_path
+
+
+def _services(*svcs: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": "services", "services": list(svcs)}]
+
+
+def test_lws_made_its_headless_service_beside_ours(tmp_path: Path) -> None:
+    own = {"namespace": "multinode", "name": "llama", "clusterIP": "None", "owners": ["LeaderWorkerSet/llama"]}
+    ours = {"namespace": "multinode", "name": "llama-leader", "clusterIP": "10.0.0.9"}
+    assert compare.lws_service_findings(_lws_stack(tmp_path), _services(own, ours)) == []
+
+
+def test_a_service_of_the_stack_under_the_set_name_is_a_finding(tmp_path: Path) -> None:
+    """The rendering before issue 40: our ClusterIP Service named like the set, LWS's never made."""
+    ours = {"namespace": "multinode", "name": "llama", "clusterIP": "10.0.0.9"}
+    found = compare.lws_service_findings(_lws_stack(tmp_path), _services(ours))
+    assert len(found) == 1 and "not LWS's headless Service" in found[0] and "LWS_LEADER_ADDRESS" in found[0]
+    found = compare.lws_service_findings(_lws_stack(tmp_path / "b"), _services())
+    assert len(found) == 1 and "made no headless Service" in found[0]
