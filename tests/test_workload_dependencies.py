@@ -65,7 +65,7 @@ def test_a_workload_depends_on_its_pool_storage_addons_and_fabric_policy_only(ru
                # (issue 17): one URN, whose CRD resources the engine waits for
                next(r.urn for r in regs if r.name == "addons-crds-lws" and r.type == "kubernetes:yaml/v2:ConfigGroup"),
                # its passive objects (issue 35: they wait for their namespace only; the pods name them)
-               urn["llama-405b-secret-llama-405b-hf-token"], urn["llama-405b-service-llama-405b"],
+               urn["llama-405b-secret-llama-405b-hf-token"], urn["llama-405b-service-llama-405b-leader"],
                # its group's PodDisruptionBudget (issue 36), passive too: in place before the first pod
                urn["llama-405b-poddisruptionbudget-llama-405b-group-0"]})
     assert _custom_descendants(regs, "gpu", "multinode:index:GpuNodePool")      # the pool has resources
