@@ -81,6 +81,16 @@ class TopologyMode(enum.StrEnum):
     SOFT = "soft"
 
 
+class PreflightDcgm(enum.StrEnum):
+    ("Where dcgmi diag runs: auto (the node's own DCGM host engine where this stack installs the GPU Operator, "
+     "else no DCGM part), hostEngine (dcgmHostEngine), embedded (an unprivileged nv-hostengine in the init "
+     "container, opt-in), off (docs/preflight.md). Used by Preflight.dcgm.")
+    AUTO = "auto"
+    HOST_ENGINE = "hostEngine"
+    EMBEDDED = "embedded"
+    OFF = "off"
+
+
 class WorkloadKind(enum.StrEnum):
     ("What runs it: lws-inference, grove-inference, dynamo, volcano-training, indexed-job, trainjob, mpijob or "
      "nccl-test. Used by Workload.kind.")
@@ -464,6 +474,13 @@ class Preflight(typing.TypedDict, total=False):
      "(docs/preflight.md).")
     enabled: bool
     "Run the preflight init containers in every pod of the workload's multi-node gangs. Default: true."
+    dcgm: PreflightDcgm
+    ("Where dcgmi diag runs: auto (the node's own DCGM host engine where this stack installs the GPU Operator, "
+     "else no DCGM part), hostEngine (dcgmHostEngine), embedded (an unprivileged nv-hostengine in the init "
+     "container, opt-in), off (docs/preflight.md). One of: auto, hostEngine, embedded, off. Default: \"auto\".")
+    dcgm_host_engine: str
+    ("host:port of the node-local DCGM host engine for dcgm hostEngine; default nvidia-dcgm.<gpuOperator "
+     "namespace>.svc:5555, the GPU Operator's Service.")
     dcgm_diag_level: int
     "dcgmi diag run level: 1 quick (seconds), 2 medium (about two minutes). Default: 1."
     min_bus_bandwidth_gbps: float
@@ -559,8 +576,8 @@ class Workload(typing.TypedDict, total=False):
     bus_bandwidth_efficiency: float
     "nccl-test and preflight: the threshold as a share of the catalog bandwidth. Default: 0.6."
     preflight: Preflight
-    ("Preflight checks of a multi-node gang's pods (on by default; `enabled: false` opts out). Default: "
-     "{\"dcgmDiagLevel\": 1, \"enabled\": true}.")
+    ("Preflight checks of a multi-node gang's pods (on by default; `enabled: false` opts out). Default: {\"dcgm\": "
+     "\"auto\", \"dcgmDiagLevel\": 1, \"enabled\": true}.")
 
 
 class PlatformArgs(typing.TypedDict, total=False):

@@ -353,6 +353,14 @@ class Preflight(_Model):
     init containers: DCGM diagnostics (dcgmi diag -r <level>) and, where the gang's rendezvous host is known to init
     containers, an NCCL all-reduce among the gang's own pods, failing below a bandwidth floor from the catalog."""
     enabled: bool = True
+    # issue 40: where `dcgmi diag` runs (docs/preflight.md). auto: against the node's own privileged host engine
+    # where this stack runs one (the GPU Operator's standalone DCGM Service), else no DCGM part; hostEngine: against
+    # dcgmHostEngine (default the GPU Operator's Service); embedded: an unprivileged `nv-hostengine -n` started in the
+    # init container (no upstream runs DCGM this way: opt-in only); off: no DCGM part.
+    dcgm: Literal["auto", "hostEngine", "embedded", "off"] = "auto"
+    # "<host>:<port>" of the node-local DCGM host engine; default nvidia-dcgm.<addons.gpuOperator namespace>.svc:5555
+    dcgm_host_engine: str | None = Field(default=None, min_length=1, max_length=253,
+                                         pattern=r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
     dcgm_diag_level: int = Field(default=1, ge=1, le=2)      # dcgmi diag -r 1 (quick) or 2 (medium)
     # the NCCL floor in Gbit/s (like nccl-test's minBusBandwidthGbps); default: catalog x busBandwidthEfficiency
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0, le=MAX_GBPS)

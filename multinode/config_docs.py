@@ -243,6 +243,11 @@ FIELDS: dict[str, str] = {
                                        "bandwidth.",
     "Workload.preflight": "Preflight checks of a multi-node gang's pods (on by default; `enabled: false` opts out).",
     "Preflight.enabled": "Run the preflight init containers in every pod of the workload's multi-node gangs.",
+    "Preflight.dcgm": "Where dcgmi diag runs: auto (the node's own DCGM host engine where this stack installs the GPU "
+                      "Operator, else no DCGM part), hostEngine (dcgmHostEngine), embedded (an unprivileged "
+                      "nv-hostengine in the init container, opt-in), off (docs/preflight.md).",
+    "Preflight.dcgmHostEngine": "host:port of the node-local DCGM host engine for dcgm hostEngine; default "
+                                "nvidia-dcgm.<gpuOperator namespace>.svc:5555, the GPU Operator's Service.",
     "Preflight.dcgmDiagLevel": "dcgmi diag run level: 1 quick (seconds), 2 medium (about two minutes).",
     "Preflight.minBusBandwidthGbps": "The NCCL all-reduce floor in Gbit/s; default: the catalog's fabric bandwidth "
                                      "of the pool's machine x busBandwidthEfficiency.",
