@@ -64,8 +64,8 @@ def test_floor_comes_from_the_catalog_per_machine():
             assert p.floor_gbytes == round(gbits / 8 * w.bus_bandwidth_efficiency, 2)
             machine = cfg.node_pools[0].machine
             assert p.floor_source == f"catalog {machine} {gbits} Gbit/s x {w.bus_bandwidth_efficiency}"
-    floors = {cfg.node_pools[0].machine: _env(_named(_inits(cfg, "llama-405b")[0], pf.NCCL_NAME))["PREFLIGHT_FLOOR_GBPS"]
-              for cfg in (big, small)}
+    floors = {cfg.node_pools[0].machine:
+              _env(_named(_inits(cfg, "llama-405b")[0], pf.NCCL_NAME))["PREFLIGHT_FLOOR_GBPS"] for cfg in (big, small)}
     assert floors == {"p5.48xlarge": "240", "p4d.24xlarge": "30"}
 
 

@@ -204,7 +204,8 @@ for i in $(seq 1 30); do dcgmi discovery --host "$H" -l >/tmp/dcgm-gpus.txt 2>&1
 UUIDS=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | tr -d ' ' | paste -sd, -)
 IDS=$(awk -F'|' -v want="$UUIDS" 'BEGIN {{ n = split(want, u, ","); for (i = 1; i <= n; i++) w[u[i]] = 1 }}
   {{ g = $2; gsub(/ /, "", g); if (g ~ /^[0-9]+$/) id = g
-     if (match($3, /GPU-[0-9a-fA-F-]+/)) {{ x = substr($3, RSTART, RLENGTH); if (x in w) o = o (o == "" ? "" : ",") id }} }}
+     if (match($3, /GPU-[0-9a-fA-F-]+/)) {{
+       x = substr($3, RSTART, RLENGTH); if (x in w) o = o (o == "" ? "" : ",") id }} }}
   END {{ print o }}' /tmp/dcgm-gpus.txt)
 if [ -z "$UUIDS" ] || [ -z "$IDS" ]; then
   RC=2; WHY="the pod's GPUs ($UUIDS) were not found on the DCGM host engine $H"; cat /tmp/dcgm-gpus.txt
@@ -375,7 +376,8 @@ def report(cfg: StackConfig) -> list[str]:
         nccl = (f"NCCL all-reduce among the gang's {p.nodes} pods x {p.gpus_per_node} GPUs, floor "
                 f"{p.floor_gbytes:g} GB/s ({p.floor_source})" if p.nccl else f"no NCCL part ({p.why_no_nccl})")
         if p.dcgm.mode == "hostEngine":
-            dcgm = f"dcgmi diag -r {p.dcgm_level} on each pod's GPUs against the node's host engine {p.dcgm.host_engine}"
+            dcgm = (f"dcgmi diag -r {p.dcgm_level} on each pod's GPUs against the node's host engine "
+                    f"{p.dcgm.host_engine}")
         elif p.dcgm.mode == "embedded":
             dcgm = f"dcgmi diag -r {p.dcgm_level} on each pod's GPUs, embedded host engine (opt-in)"
         else:
