@@ -32,7 +32,8 @@ class ReservationType(enum.StrEnum):
 
 
 class PoolUpgradeStrategy(enum.StrEnum):
-    ("surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen. Used by "
+    ("surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen (aws, azure: a "
+     "machine change creates the new pool first; refused on gcp, oci, existing and AWS capacity blocks). Used by "
      "PoolUpgrade.strategy.")
     SURGE = "surge"
     BLUE_GREEN = "blueGreen"
@@ -201,17 +202,18 @@ class CapacityReservation(typing.TypedDict, total=False):
 class PoolUpgrade(typing.TypedDict, total=False):
     "How the cloud replaces a pool's nodes on an upgrade, gang-aware (multinode/upgrades.py)."
     strategy: PoolUpgradeStrategy
-    ("surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen. One of: surge, "
-     "blueGreen. Default: \"surge\".")
+    ("surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen (aws, azure: a "
+     "machine change creates the new pool first; refused on gcp, oci, existing and AWS capacity blocks). One of: "
+     "surge, blueGreen. Default: \"surge\".")
     drain_timeout_minutes: int
-    ("How long a node drain may wait on disruption budgets (AKS drainTimeoutInMinutes; GKE blue-green node pool "
-     "soak). Default: 60.")
+    ("How long a node drain may wait on disruption budgets (AKS drainTimeoutInMinutes, 5-1440 on azure). Default: "
+     "60.")
     soak_minutes: int
-    ("Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, 0-30; GKE blue-green batch "
-     "soak). Default: 0.")
+    "Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, 0-30). Default: 0."
     surge: int
-    ("Nodes an upgrade adds at once (EKS maxUnavailable); default the largest gang on the pool (a standalone "
-     "GpuNodePool knows no workloads: set it there).")
+    ("Nodes an upgrade adds at once (EKS maxUnavailable, at most 100); default the largest gang on the pool, "
+     "capped at 100 on aws (a standalone GpuNodePool knows no workloads: set it there); not on an AWS capacity "
+     "block (upgraded at desired size 0).")
 
 
 class NodePool(typing.TypedDict, total=False):

@@ -38,6 +38,7 @@ def problems(cfg: StackConfig) -> list[Problem]:
     p.extend(local_nvme.config_problems(cfg))
     p.extend(_hard_topology_problems(cfg))
     p.extend(images.problems(cfg))
+    p.extend(upgrades.config_problems(cfg))      # issue 40: upgrade settings the clouds refuse
     return p
 
 

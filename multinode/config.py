@@ -168,8 +168,9 @@ class CapacityReservation(_Model):
 class PoolUpgrade(_Model):
     """How the cloud replaces this pool's nodes on a node-image / Kubernetes upgrade (multinode/upgrades.py)."""
     # surge: the cloud's rolling upgrade, surge sized to the largest gang, maxUnavailable 0 where allowed.
-    # blueGreen: GKE's blue-green node upgrade; on every cloud the pool's cloud name carries a digest of its
-    # machine, so a machine change creates the new pool before the old one is deleted (docs/day-two.md).
+    # blueGreen (aws, azure): the pool's cloud name carries a digest of its machine, so a machine change creates the
+    # new pool before the old one is deleted (docs/day-two.md). Refused where nothing renders it or the cloud
+    # refuses it (gcp: COMPACT placement; oci; existing; an AWS capacity block): upgrades.config_problems.
     strategy: Literal["surge", "blueGreen"] = "surge"
     drain_timeout_minutes: int = Field(default=60, ge=1, le=1440)   # AKS: 1-1440 (AgentPoolUpgradeSettings)
     soak_minutes: int = Field(default=0, ge=0, le=30)               # AKS nodeSoakDurationInMinutes: 0-30

@@ -85,13 +85,16 @@ FIELDS: dict[str, str] = {
     "NodePool.localNvme": "aws: `raid0` stripes the instance store at boot and puts kubelet / containerd on it.",
     "NodePool.upgrade": "How the cloud replaces the pool's nodes on an upgrade (gang-aware surge or blue-green).",
     # PoolUpgrade
-    "PoolUpgrade.strategy": "surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen.",
+    "PoolUpgrade.strategy": "surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen "
+                            "(aws, azure: a machine change creates the new pool first; refused on gcp, oci, "
+                            "existing and AWS capacity blocks).",
     "PoolUpgrade.drainTimeoutMinutes": "How long a node drain may wait on disruption budgets "
-                                       "(AKS drainTimeoutInMinutes; GKE blue-green node pool soak).",
-    "PoolUpgrade.soakMinutes": "Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, 0-30; "
-                               "GKE blue-green batch soak).",
-    "PoolUpgrade.surge": "Nodes an upgrade adds at once (EKS maxUnavailable); default the largest gang on the "
-                         "pool (a standalone GpuNodePool knows no workloads: set it there).",
+                                       "(AKS drainTimeoutInMinutes, 5-1440 on azure).",
+    "PoolUpgrade.soakMinutes": "Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, "
+                               "0-30).",
+    "PoolUpgrade.surge": "Nodes an upgrade adds at once (EKS maxUnavailable, at most 100); default the largest "
+                         "gang on the pool, capped at 100 on aws (a standalone GpuNodePool knows no workloads: set "
+                         "it there); not on an AWS capacity block (upgraded at desired size 0).",
     # MachineSpec
     "MachineSpec.name": "The machine type name as the cloud spells it.",
     "MachineSpec.gpus": "GPUs per node (1-64).",
