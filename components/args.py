@@ -288,7 +288,8 @@ class VolcanoAddon(typing.TypedDict, total=False):
     namespace: str
     "The namespace of the release."
     values: dict[str, typing.Any]
-    "Helm values merged over the project's (escape hatch). Default: {}."
+    ("Helm values merged over the project's (escape hatch); keys are checked against the chart's values.yaml in "
+     "schemas/ (docs/addons-fabric.md). Default: {}.")
     preemption: bool
     ("Add Volcano's preempt action: a job of a higher PriorityClass evicts lower ones in the same queue. Default: "
      "false.")
@@ -306,7 +307,8 @@ class Addon(typing.TypedDict, total=False):
     namespace: str
     "The namespace of the release."
     values: dict[str, typing.Any]
-    "Helm values merged over the project's (escape hatch). Default: {}."
+    ("Helm values merged over the project's (escape hatch); keys are checked against the chart's values.yaml in "
+     "schemas/ (docs/addons-fabric.md). Default: {}.")
 
 
 class Addons(typing.TypedDict, total=False):

@@ -915,6 +915,8 @@ def _manifest_quantity_problems(obj: dict[str, Any]) -> list[tuple[str, str]]:
         base = ("spec" if ref.where == "(object)" else ref.where
                 if ref.where.endswith((".spec.podSpec", ".extraPodSpec")) else f"{ref.where}.spec")
         out.extend((f"{base}.{where}", msg) for where, msg in quantity.pod_spec_problems(ref.spec))
+        # issue 40: memory / ephemeral-storage the API server admits only with a warning (quantity.py)
+        out.extend((f"{base}.{where}", msg) for where, msg in quantity.fractional_byte_problems(ref.spec))
     return out
 
 

@@ -143,7 +143,8 @@ FIELDS: dict[str, str] = {
                       "release, no CRDs). Needs enabled (the default); values are refused with it.",
     "Addon.version": "The chart version (default: the pinned release, see docs/addons-fabric.md).",
     "Addon.namespace": "The namespace of the release.",
-    "Addon.values": "Helm values merged over the project's (escape hatch).",
+    "Addon.values": "Helm values merged over the project's (escape hatch); keys are checked against the chart's "
+                    "values.yaml in schemas/ (docs/addons-fabric.md).",
     # Storage
     "Storage.kind": "fsx-lustre, efs (aws); azure-files, azure-lustre (azure); filestore, gcp-lustre (gcp); "
                     "oci-fss (oci); existing.",

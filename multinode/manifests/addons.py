@@ -4,7 +4,8 @@
 version, namespace, values); components/kubernetes wraps each in a `helm.v3.Release`. Values only
 use keys that exist in the chart's upstream values.yaml (tests check them with
 multinode/schema_check.py helm_values_unknown_keys); the stack's `addons.<name>.values` is merged over
-ours (deep merge, the stack wins).
+ours (deep merge, the stack wins), its keys checked against the same file when the stack loads (issue 40:
+checks.addon_values_findings, multinode/helm_values.py).
 
 Chart locations (checked with the code search tool; see docs/addons-fabric.md):
   volcano           https://volcano-sh.github.io/helm-charts           chart volcano
