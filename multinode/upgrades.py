@@ -99,7 +99,7 @@ def config_problems(cfg: StackConfig) -> list[Problem]:
                 out.append(Problem(f"{at}.strategy", "nothing renders blueGreen on cloud 'existing': this stack "
                                                      "creates no node pool; remove the key (the cluster's owner "
                                                      "upgrades its nodes)"))
-            elif cfg.cloud == "aws" and _capacity_block(pool):
+            elif cfg.cloud == "aws" and pool.capacity_reservation is not None and _capacity_block(pool):
                 out.append(Problem(f"{at}.strategy", f"a blue-green node group needs a second set of instances, and "
                                                      f"capacity block {pool.capacity_reservation.id} holds a fixed "
                                                      f"number; a Capacity Block node group is upgraded at desired "

@@ -346,6 +346,9 @@ def test_opt_ins_keep_working():
     assert pf.plan(cfg, cfg.workloads[0]).dcgm.host_engine == "nvidia-dcgm.gpu-operator.svc:5555"
     cfg = _cfg(preflight=EMBEDDED)
     assert "nv-hostengine -n" in _named(_inits(cfg, cfg.workloads[0].name)[0], pf.DCGM_NAME)["command"][-1]
+    adv = [a for a in pf.advisories(cfg) if a.path.endswith(".preflight.dcgm")]
+    assert len(adv) == len(cfg.workloads) and "no upstream does" in adv[0].message
+    assert not [a for a in pf.advisories(_cfg()) if a.path.endswith(".preflight.dcgm")]
     cfg = _azure(gpu_operator=True, preflight={"dcgm": "off"})
     assert not pf.plan(cfg, cfg.workloads[0]).has_dcgm
     with pytest.raises(mconfig.ConfigError) as e:

@@ -282,15 +282,15 @@ def _fabric_container(cont: dict[str, Any], profile: fabric.FabricProfile, gpus:
 
 def init_containers(cfg: StackConfig, w: Workload, p: Plan) -> list[dict[str, Any]]:
     gpus = p.gpus_per_node
-    out = []
+    out: list[dict[str, Any]] = []
     if p.has_dcgm:
-        env = [NODE_NAME_ENV]
+        dcgm_env: list[dict[str, Any]] = [NODE_NAME_ENV]
         if p.dcgm.mode == "hostEngine":
             # nvidia-smi names the pod's GPUs: the NVIDIA container toolkit mounts it with the `utility` capability
             # (NVIDIA/nvidia-container-toolkit docs "Driver Capabilities": utility = nvidia-smi, NVML)
-            env.append({"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"})
-        out.append(c.container(DCGM_NAME, DCGM_IMAGE,
-                               command=c.shell(dcgm_script(p.dcgm_level, p.dcgm.host_engine)), env=env, gpus=gpus))
+            dcgm_env.append({"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"})
+        out.append(c.container(DCGM_NAME, DCGM_IMAGE, command=c.shell(dcgm_script(p.dcgm_level, p.dcgm.host_engine)),
+                               env=dcgm_env, gpus=gpus))
     if p.nccl:
         profile = fabric.profile_for(cfg, cfg.pool(w.node_pool))
         env: list[dict[str, Any]] = [NODE_NAME_ENV, {"name": "PREFLIGHT_FLOOR_GBPS", "value": f"{p.floor_gbytes:g}"},
@@ -393,5 +393,11 @@ def advisories(cfg: StackConfig) -> list[Problem]:
         if p is not None and not p.nccl and "catalog does not confirm" in p.why_no_nccl:
             out.append(Problem(f"workloads[{i}].preflight.minBusBandwidthGbps",
                                f"workload {w.name}: the preflight runs no NCCL all-reduce: {p.why_no_nccl}"))
+        if p is not None and p.dcgm.mode == "embedded":
+            out.append(Problem(f"workloads[{i}].preflight.dcgm",
+                               f"workload {w.name}: embedded starts an unprivileged nv-hostengine in every gang pod, "
+                               f"which no upstream does (they run dcgmi diag against the node's privileged host "
+                               f"engine); if it cannot start on your nodes, no gang starts: verify it on one node "
+                               f"first, or use hostEngine (docs/preflight.md)"))
     return out
 
