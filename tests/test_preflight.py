@@ -96,7 +96,7 @@ def test_unconfirmed_bandwidth_runs_dcgm_only_and_advises():
     fixed = _cfg("p6e-gb200.36xlarge", kinds=("volcano-training",),
                  preflight={**EMBEDDED, "minBusBandwidthGbps": 1600})
     assert pf.plan(fixed, fixed.workloads[0]).nccl
-    assert not [a for a in checks.advisories(fixed) if "preflight" in a.path]
+    assert not [a for a in checks.advisories(fixed) if "preflight.minBusBandwidthGbps" in a.path]
 
 
 def test_kinds_without_a_reachable_rendezvous_run_dcgm_only():
