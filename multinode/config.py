@@ -959,6 +959,10 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
                                        f"characters), e.g. 'llama-405b'"))
     if not _DNS_LABEL.match(w.namespace):
         p.append(Problem(f"{at}.namespace", f"{w.namespace!r} is not a valid namespace name"))
+    if w.preflight.dcgm_host_engine and w.preflight.dcgm in ("embedded", "off"):
+        # issue 40: the address is read only where dcgmi diag runs against a host engine (preflight.py dcgm_setting)
+        p.append(Problem(f"{at}.preflight.dcgmHostEngine", f"is not used with preflight.dcgm {w.preflight.dcgm}; "
+                                                          f"remove it or set preflight.dcgm hostEngine"))
     if w.node_pool not in {pl.name for pl in cfg.node_pools}:
         known = ", ".join(pl.name for pl in cfg.node_pools)
         p.append(Problem(f"{at}.nodePool", f"no node pool named {w.node_pool!r}; use one of: {known}"))

@@ -357,6 +357,9 @@ def test_opt_ins_keep_working():
     with pytest.raises(mconfig.ConfigError) as e:
         _cfg(preflight={"dcgmHostEngine": "http://x:5555/"})
     assert "preflight.dcgmHostEngine" in str(e.value)
+    with pytest.raises(mconfig.ConfigError) as e:
+        _cfg(preflight={"dcgm": "embedded", "dcgmHostEngine": "dcgm.monitoring.svc:5555"})
+    assert "preflight.dcgmHostEngine" in str(e.value) and "not used with preflight.dcgm embedded" in str(e.value)
 
 
 _DISCOVERY = """4 GPUs found.
