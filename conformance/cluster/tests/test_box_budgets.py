@@ -117,3 +117,66 @@ def test_the_rendered_budget_of_an_indexed_job_gang_allows_one_disruption(tmp_pa
                            "(make -C conformance/volcano build)")
 def test_a_maxunavailable_budget_on_a_volcano_job_gang_fails_the_box(tmp_path: Path) -> None:
     _assert_refused(*_box(tmp_path, "volcano-training", plant=True), "does not implement the scale subresource")
+
+
+LWS_BIN = BIN_DIR / "lws"
+LWS_STACK = """\
+config:
+  multinode:cloud: aws
+  multinode:cluster: {name: box, region: us-east-1}
+  multinode:hfToken: {secure: v1:aGYtdG9rZW4tcGxhY2Vob2xkZXI=}
+  multinode:nodePools:
+    - name: gpu
+      machine: p5.48xlarge
+      nodeCount: 2
+      zone: us-east-1a
+      subnetId: subnet-0a1b2c3d4e5f60718
+  multinode:storage: {kind: fsx-lustre, sizeGib: 2400, throughput: 250}
+  multinode:workloads:
+    - name: llama
+      kind: lws-inference
+      engine: vllm
+      model: meta-llama/Llama-3.1-405B-Instruct
+      image: public.ecr.aws/deep-learning-containers/vllm:0.11.1-gpu-py312-ec2
+      nodePool: gpu
+      nodes: 2
+      tensorParallel: 8
+      pipelineParallel: 2
+"""
+
+
+def _lws_crds() -> str:
+    return subprocess.run(["make", "--no-print-directory", "-s", "-C", str(ROOT / "conformance" / "lws"), "crds"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.skipif(not LWS_BIN.exists(), reason=f"{LWS_BIN} not built (make -C conformance/lws build)")
+def test_a_client_service_named_like_the_set_keeps_lws_s_headless_service_out(tmp_path: Path) -> None:
+    """The client Service planted back to the set's name (the rendering before issue 40): the real LWS controller
+    makes no headless Service of its own and the box fails naming it (measured on aws-dev: LWS made `llama-405b`,
+    headless, owned by the set, beside our `llama-405b-leader`; with ours renamed back, none). No Volcano needed:
+    the Service is made when the set is reconciled, before any pod is scheduled."""
+    name = "lws-service-planted"
+    f = tmp_path / f"Pulumi.{name}.yaml"
+    f.write_text(LWS_STACK)
+    py = sys.executable
+    subprocess.run([str(Path(py).parent / "multinode"), "plan", "--file", str(f), "--out", str(tmp_path)],
+                   capture_output=True, text=True, cwd=ROOT)
+    out = tmp_path / name
+    svc_file = next((out / "k8s").glob("*-Service-llama-leader.yaml"))
+    svc = yaml.safe_load(svc_file.read_text())
+    svc["metadata"]["name"] = "llama"                             # planted: the set's own name
+    svc_file.write_text(yaml.safe_dump(svc))
+    subprocess.run([py, str(HERE / "prepare.py"), str(out), str(f), "--lws-crds", _lws_crds()], check=True, cwd=ROOT)
+    r = subprocess.run([str(BOX), "--stack-dir", str(out), "--timeout", "5m", "--settle", "40s", "--lws", str(LWS_BIN),
+                        "--compare", f"{py} {HERE / 'compare.py'} {out}"],
+                       capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    print(r.stdout[-4000:], r.stderr[-4000:])
+    result = json.loads((out / "cluster.json").read_text())
+    assert r.returncode == 1, result["findings"]
+    assert result["findings"] == [
+        "LeaderWorkerSet multinode/llama: the Service llama is not LWS's headless Service (owners none, clusterIP "
+        + next(s["clusterIP"] for ph in json.loads((out / "engines" / "cluster" / "observed.json").read_text())[
+            "phases"] for s in ph.get("services") or [] if s["name"] == "llama")
+        + "): a Service of the stack takes the set's name, so LWS never creates its own and LWS_LEADER_ADDRESS has "
+          "no DNS record"], result["findings"]
