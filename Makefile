@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver go-check cluster-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack
+.PHONY: venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -110,6 +110,14 @@ clean:
 ## stacks first; builds (cached) and tests the checker, then writes build/<stack>/engines/apiserver.txt.
 conformance-apiserver: go-check plan-all plan-guides
 	$(MAKE) -C conformance/apiserver check
+
+## chart-check: every Helm release of every stack (stacks/, the guide stacks) rendered by Helm's own library
+## (helm.sh/helm/v3, the version the kubernetes provider installs with; conformance/helm/README.md) against the
+## upstream chart folders in ../shared/charts (CHARTS=...): render errors, custom kinds whose CRD nobody installs,
+## values keys the chart never reads, then every rendered object through conformance/apiserver. A chart with no
+## folder is listed NOT CHECKED. Verdicts: build/<stack>/engines/helm.txt.
+chart-check: go-check plan-all plan-guides
+	$(MAKE) -C conformance/helm check $(if $(CHARTS),CHARTS=$(abspath $(CHARTS)))
 
 ## conformance: the engines' own code on every stack's output (issue 27): the API server's CREATE path and
 ## Kyverno's CLI. Needs Go (the version in conformance/*/go.mod or newer); the first build takes minutes and keeps
