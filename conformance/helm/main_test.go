@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -260,5 +261,97 @@ func TestLeavesAndSentinels(t *testing.T) {
 	}
 	if _, ok := sentinelFor(nil); ok {
 		t.Fatal("null has no sentinel: only removal judges it")
+	}
+}
+
+// Every rendered object goes through conformance/apiserver's apicheck (APICHECK: its binary; `make test` builds
+// it and sets it): a ConfigMap with a field the API server does not know is an `apiserver` finding.
+func TestRenderedObjectsThroughAPIServer(t *testing.T) {
+	bin := os.Getenv("APICHECK")
+	if bin == "" {
+		t.Skip("APICHECK (conformance/bin/apicheck) not set: make -C conformance/helm test sets it")
+	}
+	charts := t.TempDir()
+	ch := filepath.Join(charts, "tiny-0.1.0")
+	for p, b := range map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: tiny\nversion: 0.1.0\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n{{ .Values.field }}: {a: b}\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ch, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ch, p), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := t.TempDir()
+	check := func(field string) (string, stackCounts) {
+		stack := filepath.Join(root, field)
+		if err := os.MkdirAll(filepath.Join(stack, "helm"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		rel := "name: t\nnamespace: t\nchart: tiny\nversion: 0.1.0\nvalues:\n  field: " + field + "\n"
+		if err := os.WriteFile(filepath.Join(stack, "helm", "t.yaml"), []byte(rel), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		c := &checker{charts: newChartResolver(charts, filepath.Join(root, "scratch")), schemas: filepath.Join("..", "..", "schemas"),
+			apichk: bin, cache: map[string]*releaseResult{}, log: &log}
+		n, err := c.checkStack(stack)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(filepath.Join(stack, "engines", "helm.txt"))
+		return string(b), n
+	}
+	if v, n := check("data"); n.api != 0 || !strings.Contains(v, "API server check (conformance/apiserver apicheck)") {
+		t.Fatalf("control (a valid ConfigMap) is not clean or apicheck did not run:\n%s", v)
+	}
+	v, n := check("spec")
+	if got := findingLines(v, classAPI); n.api != 1 || len(got) != 1 || !strings.Contains(got[0], `unknown field "spec"`) {
+		t.Fatalf("want one apiserver finding for the unknown field, got:\n%s", v)
+	}
+}
+
+// A custom kind whose CRD comes from an add-on the stack marks `provided` (the cluster runs it) is not a
+// finding: its CRDs are taken from schemas/<addon>/. Without `provided` it is.
+func TestProvidedAddonCRDs(t *testing.T) {
+	charts := t.TempDir()
+	ch := filepath.Join(charts, "tiny-0.1.0")
+	for p, b := range map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: tiny\nversion: 0.1.0\n",
+		"templates/cp.yaml": "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata: {name: p}\nspec: {rules: []}\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ch, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ch, p), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, provided := range []bool{false, true} {
+		root := t.TempDir()
+		stack := filepath.Join(root, "build", "planted")
+		if err := os.MkdirAll(filepath.Join(stack, "helm"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(stack, "helm", "t.yaml"), []byte("name: t\nnamespace: t\nchart: tiny\nversion: 0.1.0\nvalues: {}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg := fmt.Sprintf("config:\n  multinode:addons:\n    kyverno: {provided: %v}\n", provided)
+		if err := os.WriteFile(filepath.Join(root, "Pulumi.planted.yaml"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		c := &checker{charts: newChartResolver(charts, filepath.Join(root, "scratch")), schemas: filepath.Join("..", "..", "schemas"),
+			configs: []string{root}, cache: map[string]*releaseResult{}, log: &log}
+		n, err := c.checkStack(stack)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 1, true: 0}[provided]; n.noCRD != want {
+			b, _ := os.ReadFile(filepath.Join(stack, "engines", "helm.txt"))
+			t.Fatalf("provided=%v: want %d kind(s) without a CRD, got %d:\n%s", provided, want, n.noCRD, b)
+		}
 	}
 }
