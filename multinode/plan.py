@@ -26,6 +26,7 @@ import importlib.util
 import json
 import re
 import shutil
+import stat
 import sys
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
@@ -370,14 +371,20 @@ class OutputFolder:
     def write(self, path: Path, text: str) -> Path:
         self.files.add(path)
         self.folder(path.parent)
+        data = text.encode("utf-8")
         try:
-            if path.read_text(encoding="utf-8") == text:
+            # compared only when it is a regular file of the same size: a FIFO or a device left in build/ is
+            # replaced, never read (issue 48: opening a FIFO for reading blocks until a writer comes)
+            st = path.lstat()
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path)
+            elif not stat.S_ISREG(st.st_mode):
+                path.unlink()
+            elif st.st_size == len(data) and path.read_bytes() == data:
                 return path
-        except IsADirectoryError:
-            shutil.rmtree(path)
-        except (OSError, UnicodeDecodeError):
+        except OSError:
             pass
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(data)
         return path
 
     def prune(self) -> None:
