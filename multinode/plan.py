@@ -38,7 +38,7 @@ import yaml
 
 from . import admission, checks, deploy_path, gcpolicy, placement, renames, stackfile, upgrades
 from . import config as mconfig
-from .errors import ConfigError
+from .errors import ConfigError, printable
 from .manifests import crds
 from .recording import CONFIG_GROUP, Registration, run_program
 
@@ -233,8 +233,12 @@ def run_policies(regs: list[Registration], cfg: mconfig.StackConfig | None,
         return []
     from policy import pack
     records = [r.as_dict() for r in regs]
-    return [v if isinstance(v, dict) else v.as_dict()
-            for v in pack.evaluate(records, cfg, placement=simulated, policy_config=policy_config)]
+    out = [v if isinstance(v, dict) else v.as_dict()
+           for v in pack.evaluate(records, cfg, placement=simulated, policy_config=policy_config)]
+    for v in out:      # issue 48: a message repeats object names and settings: escaped, bounded, no credentials
+        if isinstance(v.get("message"), str):
+            v["message"] = printable(v["message"])
+    return out
 
 
 def load_policy_config(src: Path | None, explicit: Path | None) -> Any:
@@ -586,7 +590,7 @@ def summary(result: PlanResult) -> str:
         lines = fleet_plan.summary(result).split("\n")
         if result.deploy_path is not None:     # before the closing "wrote ..." line, as for a cluster stack
             lines.insert(len(lines) - 1 if lines[-1].startswith("wrote ") else len(lines), result.deploy_path.line())
-        return "\n".join(lines)
+        return "\n".join(printable(line) for line in lines)
     cfg = result.config
     assert cfg is not None
     lines = [f"stack {result.stack}: cloud {cfg.cloud}, {len(result.registrations)} resources"]
@@ -636,7 +640,8 @@ def summary(result: PlanResult) -> str:
         lines.append(result.deploy_path.line())
     if result.out_dir:
         lines.append(f"wrote {len(result.k8s_objects)} Kubernetes objects and resources.json to {result.out_dir}")
-    return "\n".join(lines)
+    # issue 48: names and values from the stack reach these lines: each escaped, bounded and credential-free
+    return "\n".join(printable(line) for line in lines)
 
 
 def stack_name_from_file(path: Path) -> str | None:

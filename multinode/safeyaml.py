@@ -72,17 +72,17 @@ _FALSE = {"false", "False", "FALSE"}
 # yaml.v2's resolve table reads these as booleans; YAML 1.2 reads them as strings.
 _YAML11_BOOL = {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO",
                 "on", "On", "ON", "off", "Off", "OFF"}
-_INT = re.compile(r"^[-+]?(0|[1-9][0-9]*)$")
-_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")    # yaml.v2 yamlStyleFloat
-_NONFINITE = re.compile(r"^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$")
-_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
-_PREFIXED = re.compile(r"^[-+]?0[xXoObB][0-9a-fA-F_]+$")
-_UNDERSCORE_NUM = re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?$")
-_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?$")
+_INT = re.compile(r"^[-+]?(0|[1-9][0-9]*)\Z")
+_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?\Z")    # yaml.v2 yamlStyleFloat
+_NONFINITE = re.compile(r"^[-+]?\.(inf|Inf|INF)\Z|^\.(nan|NaN|NAN)\Z")
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+\Z")
+_PREFIXED = re.compile(r"^[-+]?0[xXoObB][0-9a-fA-F_]+\Z")
+_UNDERSCORE_NUM = re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?\Z")
+_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?\Z")
 # YAML 1.1 timestamp (what both PyYAML and yaml.v2 try first on a plain scalar starting with a digit)
 _TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}"
                         r"(([Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(\.[0-9]*)?"
-                        r"([ \t]*(Z|[-+][0-9]{1,2}(:[0-9]{2})?))?)?$")
+                        r"([ \t]*(Z|[-+][0-9]{1,2}(:[0-9]{2})?))?)?\Z")
 
 
 class _Refused(Exception):

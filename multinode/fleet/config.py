@@ -42,10 +42,10 @@ VOLCANO_MIN_FOR_VOLCANO_GLOBAL = (1, 10, 0)
 # Kinds a fleet submits to Karmada: one object that is the whole gang, so Karmada can place it whole.
 FLEET_KINDS = ("volcano-training", "lws-inference")
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_CONFIG_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_CONFIG_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
 # a stack name as the Pulumi CLI allows it (letters, digits, '-', '_', '.'): never a path
-_STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 
 
 class FleetHost(_Model):

@@ -12,7 +12,7 @@ from ..engine import MANDATORY, Context, Resource, Rule
 NAME = "no-literal-secrets-in-env"
 SECRET_WORDS = credentials.SECRET_WORDS      # one definition of "named like a credential" (multinode/credentials.py)
 # Values that are plainly not credentials: booleans, small numbers, paths.
-_HARMLESS = re.compile(r"^(true|false|yes|no|on|off|\d{1,6}|/.*)$", re.IGNORECASE)
+_HARMLESS = re.compile(r"^(true|false|yes|no|on|off|\d{1,6}|/.*)\Z", re.IGNORECASE)
 
 
 looks_secret = credentials.looks_secret
