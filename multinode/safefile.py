@@ -91,13 +91,20 @@ def decode(data: bytes, what: str, src: str, error: type[ConfigError] = ConfigEr
             raise error([Problem("", f"{what} is {name} text (it starts with that byte order mark); plan and the "
                                      f"Pulumi CLI read UTF-8: save it as UTF-8 (in most editors: Save with "
                                      f"Encoding, UTF-8)")], src)
+    # UTF-16 without a BOM decodes as "UTF-8" when the text is ASCII (every other byte NUL): no text file holds a
+    # NUL, so one is refused as what it most likely is
+    utf16 = len(data) >= 4 and (data[1:400:2].count(0) * 4 > len(data[1:400:2]) * 3
+                                or data[0:400:2].count(0) * 4 > len(data[0:400:2]) * 3)
+    guess = "; it looks like UTF-16 without a byte order mark (every other byte is zero)" if utf16 else ""
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        guess = ("; it looks like UTF-16 without a byte order mark (every other byte is zero)"
-                 if data[1:200:2].count(0) > 20 or data[0:200:2].count(0) > 20 else "")
         raise error([Problem("", f"{what} is not UTF-8 text (byte {e.start}: {e.reason}){guess}; save it as "
                                  f"UTF-8")], src) from None
+    if "\x00" in text:
+        raise error([Problem("", f"{what} is not UTF-8 text: it holds NUL bytes (byte {data.index(0)}){guess}; "
+                                 f"save it as UTF-8")], src)
+    return text
 
 
 # ------------------------------------------------------------------ JSON, bounded

@@ -146,7 +146,8 @@ def parse(data: Any, source: str, rules: list[Rule] | None = None) -> PolicyConf
 
     def level_of(key: str, value: Any) -> str | None:
         if not isinstance(value, str) or value not in LEVELS:
-            problems.append(Problem(key, f"{_shown(value)} is not an enforcement level; use one of {', '.join(LEVELS)}"))
+            problems.append(Problem(key, f"{_shown(value)} is not an enforcement level; use one of "
+                                         f"{', '.join(LEVELS)}"))
             return None
         return MANDATORY if value == REMEDIATE else value
 

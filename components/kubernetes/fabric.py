@@ -116,9 +116,9 @@ class FabricPolicies(pulumi.ComponentResource):
         """What a workload on `pool` waits for here: that pool's Kyverno fabric policy (itself after Kyverno
         and the fabric operator) with the stack-wide fabric plumbing its pods use (NicClusterPolicy, RDMA
         networks, fabric DaemonSets: a fixed few, not one per pool), and the Volcano Queues it names (Volcano
-        refuses a job whose queue does not exist; `default` is Volcano's own) and the PriorityClasses it names. A pool without a fabric needs
-        no policy: config validation keeps multi-node workloads off such pools when other pools have one
-        (multinode.fabric)."""
+        refuses a job whose queue does not exist; `default` is Volcano's own) and the PriorityClasses it names.
+        A pool without a fabric needs no policy: config validation keeps multi-node workloads off such pools
+        when other pools have one (multinode.fabric)."""
         out: list[pulumi.Resource] = []
         if pool in self.policy_by_pool:
             out += self.policy_by_pool[pool] + self.stack_policies + self.objects
