@@ -584,7 +584,7 @@ def parse_raw_value(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in "[{":
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):     # issue 48: nesting deep enough to exhaust the parser's stack
             return value
     return value
 

@@ -72,3 +72,6 @@ ARGS = 1024
 LIST_ITEMS = 256
 # Labels / node selectors on one pool (Kubernetes caps only their syntax): far above real use.
 LABELS = 256
+# Members of a fleet (multinode/fleet): each is a cluster whose own stack file plan reads and checks; Karmada sets
+# no limit, 100 clusters is far above a GPU fleet.
+FLEET_MEMBERS = 100
