@@ -673,9 +673,21 @@ def grove_without_kai(cfg: StackConfig) -> list[Problem]:
 
 
 def ignored_settings(cfg: StackConfig) -> list[Problem]:
-    """issue 48: a setting another key makes meaningless, named with that key (an advisory: nothing breaks, but the
-    stack does not do what the setting says)."""
+    """issue 48: a setting another key makes meaningless or partly meaningless, named with that key (an advisory:
+    the cloud or the program accepts it, but the stack does not do what the setting says)."""
     out: list[Problem] = []
+    for i, pool in enumerate(cfg.node_pools):
+        up, at = pool.upgrade, f"nodePools[{i}]"
+        if up.surge is not None and up.surge > pool.node_count:
+            # AWS takes surge as the node group's maxUnavailable (multinode/upgrades.py): every node may go down at
+            # once; AKS and GKE are asked for more new nodes than the pool has. The clouds accept it (EKS caps
+            # maxUnavailable at 100, tests/test_upgrade_limits.py), so an advisory, not a refusal.
+            out.append(Problem(f"{at}.upgrade.surge", f"{up.surge} is larger than the pool ({at}.nodeCount "
+                                                      f"{pool.node_count}): an upgrade replaces each node once, so "
+                                                      f"the surge beyond {pool.node_count} buys nothing, and on AWS "
+                                                      f"(maxUnavailable) every node may be drained at once; set "
+                                                      f"upgrade.surge to at most {pool.node_count}, or remove it (the "
+                                                      f"default is the largest gang on the pool)"))
     for i, w in enumerate(cfg.workloads):
         at = f"workloads[{i}]"
         set_here = [k for k in ("min_bus_bandwidth_gbps", "dcgm_diag_level") if k in w.preflight.model_fields_set]
@@ -768,14 +780,6 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
                                               f"use a {cloud} machine such as {others}"))
             continue
         machines[pool.name] = m
-        up = pool.upgrade
-        if up.surge is not None and up.surge > pool.node_count:
-            # issue 48: AWS takes surge as the node group's maxUnavailable (multinode/upgrades.py), so a surge above
-            # the pool's size would take every node down at once; elsewhere it asks for more new nodes than exist
-            p.append(Problem(f"{at}.upgrade.surge", f"{up.surge} is larger than the pool ({at}.nodeCount "
-                                                    f"{pool.node_count}): an upgrade replaces at most every node once; "
-                                                    f"set upgrade.surge to at most {pool.node_count} (or remove it: "
-                                                    f"the default is the largest gang on the pool)"))
         cr = pool.capacity_reservation
         if cr and cr.nodes is not None and pool.node_count > cr.nodes:
             p.append(Problem(f"{at}.nodeCount", f"{pool.node_count} nodes, but capacity reservation {cr.id} "
@@ -1168,10 +1172,11 @@ def _pool_key(cfg: StackConfig, pool: NodePool, field: str) -> str:
 
 
 def _contradictions(cfg: StackConfig, at: str, w: Workload, m: catalog.Machine, pool: NodePool) -> list[Problem]:
-    """issue 48: keys that cannot hold together, refused with both keys named. What was checked (docs/hostile-
-    input.md lists it too): a bandwidth floor above the machine's fabric bandwidth (preflight and nccl-test), the
-    /dev/shm size above the machine's memory, and the total of a workload's env and arguments above Linux's ARG_MAX
-    (the container's exec fails with E2BIG). Surge vs pool size is checked with the pools (semantic_problems)."""
+    """issue 48: keys that cannot hold together, refused with both keys named (docs/stack-files.md lists what was
+    checked): a bandwidth floor above the machine's fabric bandwidth (preflight and nccl-test), and the total of a
+    workload's env and arguments above Linux's ARG_MAX (the container's exec fails with E2BIG). Advised instead
+    (ignored_settings): a surge above the pool. /dev/shm above the node's memory is advised by the shm check (the
+    kubelet caps the volume)."""
     p: list[Problem] = []
     where = _pool_key(cfg, pool, "machineSpec.bandwidthGbps" if pool.machine_spec else "machine")
     ceiling = m.bandwidth_gbps
@@ -1181,10 +1186,6 @@ def _contradictions(cfg: StackConfig, at: str, w: Workload, m: catalog.Machine, 
             p.append(Problem(key, f"{floor:g} Gbit/s, above the {ceiling} Gbit/s of fabric bandwidth a {m.name} node "
                                   f"has ({where}; multinode/catalog.py): the check could never pass; set it at or "
                                   f"below {ceiling} (the default is {ceiling} x busBandwidthEfficiency)"))
-    if m.memory_gib and w.shm_size_gi > m.memory_gib:
-        p.append(Problem(f"{at}.shmSizeGi", f"{w.shm_size_gi} GiB of /dev/shm (memory-backed, counted as the pod's "
-                                            f"memory), above the {m.memory_gib} GiB of a {m.name} node "
-                                            f"({_pool_key(cfg, pool, 'machine')}); set at most {m.memory_gib // 2}"))
     size = (sum(len(k) + len(v) + 2 for k, v in w.env.items())
             + sum(len(a) + 1 for a in [*w.extra_args, *w.script_args, *(w.worker_command or [])]))
     if size > limits.ARG_MAX_BYTES:

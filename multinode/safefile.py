@@ -54,7 +54,7 @@ def read_text(path: Path | str, what: str, limit: int, error: type[ConfigError] 
     except IsADirectoryError:
         raise refuse(f"{what} is a directory, not a file; {fix}") from None
     except FileNotFoundError:
-        raise refuse(f"{what} does not exist; {fix}") from None
+        raise refuse(f"cannot read {what}: it does not exist; {fix}") from None
     except OSError as e:
         raise refuse(f"{what} cannot be opened ({e.strerror or type(e).__name__}); {fix}") from None
     try:

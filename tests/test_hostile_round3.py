@@ -222,14 +222,17 @@ def test_an_nccl_test_floor_above_the_machine_is_refused(tmp_path):
     assert code == 2 and "workloads[2].minBusBandwidthGbps: 4000 Gbit/s" in text, text[-1500:]
 
 
-def test_a_surge_larger_than_the_pool_names_both_keys(tmp_path):
+def test_a_surge_larger_than_the_pool_is_advised_with_both_keys(tmp_path):
     doc = _doc()
     doc["config"]["multinode:nodePools"][0]["upgrade"] = {"surge": 9}
     code, text = _plan(tmp_path, doc)
-    assert code == 2 and "nodePools[0].upgrade.surge: 9 is larger than the pool (nodePools[0].nodeCount 8)" in text
+    assert code in (0, 1), text[-1500:]
+    assert "advisory: nodePools[0].upgrade.surge: 9 is larger than the pool (nodePools[0].nodeCount 8)" in text
 
 
-def test_shm_above_the_node_memory_is_refused(tmp_path):
+def test_shm_above_the_node_memory_stays_an_advisory_naming_the_key(tmp_path):
+    """Checked and left to the existing shm advisory (the kubelet caps a memory-backed volume at the node's
+    allocatable): issue 48 found it handled."""
     doc = _doc()
     pool = doc["config"]["multinode:nodePools"][0]
     pool.pop("machine")
@@ -237,7 +240,7 @@ def test_shm_above_the_node_memory_is_refused(tmp_path):
                            "bandwidthGbps": 3200, "vcpus": 192, "memoryGib": 256}
     doc["config"]["multinode:workloads"][1]["shmSizeGi"] = 512
     code, text = _plan(tmp_path, doc)
-    assert code == 2 and "workloads[1].shmSizeGi: 512 GiB" in text and "256 GiB" in text, text[-1500:]
+    assert "advisory: workloads[1].shmSizeGi" in text, text[-1500:]
 
 
 def test_settings_another_key_turns_off_are_advised_with_both_keys(tmp_path):
