@@ -769,6 +769,10 @@ class Needs:
     groups: list[str] = field(default_factory=list)     # API groups of their kinds (CRDs, webhooks)
     addons: list[str] = field(default_factory=list)     # add-on keys: the scheduler their pods name, device plugin
     queues: list[str] = field(default_factory=list)     # Volcano Queues they name
+    # PriorityClasses their pods or jobs name (priorityClassName): the API server refuses a pod naming one that does
+    # not exist yet, so the workload waits for those, not for every PriorityClass of the stack (issue 48: waiting
+    # for all of them gave each workload a dependency per PriorityClass, workloads x classes edges)
+    priority_classes: list[str] = field(default_factory=list)
 
 
 def _scan(node: Any, seen: dict[str, set[str]], under: str = "") -> None:
@@ -780,6 +784,9 @@ def _scan(node: Any, seen: dict[str, set[str]], under: str = "") -> None:
             node.get("queue") if under == "spec" else None)
         if isinstance(queue, str):
             seen["queues"].add(queue)
+        priority = node.get("priorityClassName")
+        if isinstance(priority, str):
+            seen["priorityClasses"].add(priority)
         for key in ("limits", "requests"):
             res = node.get(key)
             if isinstance(res, dict) and GPU_RESOURCE in res:
@@ -799,9 +806,9 @@ def addons_needed(objects: list[dict[str, Any]]) -> Needs:
     groups select nothing), the scheduler add-on their pods name (volcano, kai), the GPU device plugin when a
     container requests nvidia.com/gpu, and the Volcano Queues they name (Volcano refuses a job whose queue
     does not exist). One walk over the objects."""
-    seen: dict[str, set[str]] = {"schedulers": set(), "addons": set(), "queues": set()}
+    seen: dict[str, set[str]] = {"schedulers": set(), "addons": set(), "queues": set(), "priorityClasses": set()}
     for o in objects:
         _scan(o, seen)
     keys = seen["addons"] | {SCHEDULER_ADDON[s] for s in seen["schedulers"] if s in SCHEDULER_ADDON}
     groups = {str(o.get("apiVersion", "")).rpartition("/")[0] for o in objects} - {""}
-    return Needs(sorted(groups), sorted(keys), sorted(seen["queues"]))
+    return Needs(sorted(groups), sorted(keys), sorted(seen["queues"]), sorted(seen["priorityClasses"]))
