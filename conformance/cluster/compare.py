@@ -451,6 +451,7 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             findings += [f"effective/{f.name}: pod {cands[0]['namespace']}/{cands[0]['name']}: {d}" for d in out]
     real_findings, real_report = real_node_findings(obs)
     findings += real_findings
+    not_checked += real_report.get("notChecked", [])
     admitted = {f"{p['namespace']}/{p['name']}": p["pod"]
                 for ph in (obs.get("phases") or []) for p in ph.get("pods", [])}
     return {"stack": stack_dir.name, "pass": not findings, "findings": findings, "notChecked": not_checked,

@@ -160,6 +160,8 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 	return skipped, tw.Close()
 }
 
+// standInLayer: standinDir/bin/* as /usr/local/bin/* (mode 0755), standinDir/python/** under Debian's
+// site directory for local modules, /usr/local/lib/python3.11/dist-packages (bookworm's python3 is 3.11).
 func standInLayer(dir string) ([]byte, error) {
 	var b strings.Builder
 	tw := tar.NewWriter(&b)
@@ -170,19 +172,41 @@ func standInLayer(dir string) ([]byte, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("no stand-in commands in %s/bin", dir)
 	}
-	sort.Strings(files)
-	for _, d := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
-		if err := tw.WriteHeader(&tar.Header{Name: d, Mode: 0o755, Typeflag: tar.TypeDir}); err != nil {
-			return nil, err
-		}
+	type entry struct{ src, dst string }
+	var entries []entry
+	for _, f := range files {
+		entries = append(entries, entry{f, "usr/local/bin/" + filepath.Base(f)})
 	}
-	for _, p := range files {
-		data, err := os.ReadFile(p)
+	pyRoot := filepath.Join(dir, "python")
+	_ = filepath.Walk(pyRoot, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			rel, _ := filepath.Rel(pyRoot, p)
+			entries = append(entries, entry{p, "usr/local/lib/python3.11/dist-packages/" + rel})
+		}
+		return nil
+	})
+	sort.Slice(entries, func(i, j int) bool { return entries[i].dst < entries[j].dst })
+	dirs := map[string]bool{}
+	for _, e := range entries {
+		parts := strings.Split(filepath.Dir(e.dst), "/")
+		for i := range parts {
+			d := strings.Join(parts[:i+1], "/") + "/"
+			if !dirs[d] {
+				dirs[d] = true
+				if err := tw.WriteHeader(&tar.Header{Name: d, Mode: 0o755, Typeflag: tar.TypeDir}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		data, err := os.ReadFile(e.src)
 		if err != nil {
 			return nil, err
 		}
-		if err := tw.WriteHeader(&tar.Header{Name: "usr/local/bin/" + filepath.Base(p), Mode: 0o755, Size: int64(len(data)),
-			Typeflag: tar.TypeReg}); err != nil {
+		mode := int64(0o644)
+		if strings.HasPrefix(e.dst, "usr/local/bin/") {
+			mode = 0o755
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: e.dst, Mode: mode, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
 			return nil, err
 		}
 		if _, err := tw.Write(data); err != nil {

@@ -307,7 +307,11 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			obs.ImagesSkipped = skipped
 			logf("stand-in image archive written in %.1fs (%d references skipped)", time.Since(t0).Seconds(), len(skipped))
 		}
-		rns, err := StartRealNodes(ctx, box, real, archive, boxIn, logf)
+		drivers := CSIDrivers(objects)
+		if err := EnsureCSIDrivers(ctx, box.Client, drivers); err != nil {
+			return err
+		}
+		rns, err := StartRealNodes(ctx, box, real, archive, boxIn, drivers, logf)
 		for _, rn := range rns {
 			defer rn.Stop()
 		}

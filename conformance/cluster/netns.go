@@ -83,7 +83,7 @@ var boxLinkPrefixes = []string{"lo", "boxnodes", "boxbr", "veth", "kube-ipvs0", 
 // ReadNetns describes the current network namespace. hostNS is the inode of the parent's namespace
 // (/proc/<ppid>/ns/net), so that a test can see the two differ.
 func ReadNetns() (NetnsView, error) {
-	var v NetnsView
+	v := NetnsView{Outside: []string{}}
 	v.Inode, _ = os.Readlink("/proc/self/ns/net")
 	v.HostInode, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/net", os.Getppid()))
 	out, err := exec.Command("ip", "-j", "-d", "link", "show").Output()

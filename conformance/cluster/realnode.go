@@ -78,7 +78,7 @@ const cniBinDir = "/usr/lib/cni" // Debian's containernetworking-plugins
 // StartRealNodes brings up the named nodes of nodes.yaml as real nodes. imageArchive is the stand-in image
 // archive (image.go) imported into each node's containerd. The Node objects are created here first (labels,
 // taints, as the fake kubelet would), the kubelet then takes over their status.
-func StartRealNodes(ctx context.Context, box *Box, nodes []corev1.Node, imageArchive, logDir string,
+func StartRealNodes(ctx context.Context, box *Box, nodes []corev1.Node, imageArchive, logDir string, csiDrivers []string,
 	logf func(string, ...any)) ([]*RealNode, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -100,7 +100,7 @@ func StartRealNodes(ctx context.Context, box *Box, nodes []corev1.Node, imageArc
 		rn.View = RealNodeView{Name: n.Name, IP: fmt.Sprintf("10.2.0.%d", i+1), PodCIDR: fmt.Sprintf("10.245.%d.0/24", i+1),
 			Bridge: fmt.Sprintf("boxbr%d", i+1), Dir: rn.dir, Devices: map[string]int{}, Machine: map[string]string{}}
 		out = append(out, rn)
-		if err := rn.start(ctx, box, self, n, imageArchive, logDir, logf); err != nil {
+		if err := rn.start(ctx, box, self, n, imageArchive, logDir, csiDrivers, logf); err != nil {
 			rn.View.Error = err.Error()
 			return out, fmt.Errorf("real node %s: %w", n.Name, err)
 		}
@@ -177,8 +177,9 @@ func extendedResources(n corev1.Node) map[string]int {
 }
 
 func (rn *RealNode) start(ctx context.Context, box *Box, self string, n corev1.Node, imageArchive, logDir string,
-	logf func(string, ...any)) error {
+	csiDrivers []string, logf func(string, ...any)) error {
 	d := rn.dir
+	d0 := d
 	for _, sub := range []string{"containerd/root", "containerd/state", "containerd/opt", "cni/conf", "cni/data",
 		"kubelet", "device-plugins", "pod-logs"} {
 		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
@@ -334,6 +335,14 @@ makeIPTablesUtilChains: false
 		return fmt.Errorf("kubelet: %w", err)
 	}
 	go func() { _ = rn.kubelet.Wait() }()
+	// the stand-in CSI node plugins (csiplugin.go), registered through the kubelet's plugin registry
+	for _, d := range csiDrivers {
+		p := &CSIPlugin{driver: d, node: n.Name, volumes: filepath.Join(box.Dir, "volumes"), logf: logf,
+			mountNSPid: func() int { return rn.containerd.Process.Pid }}
+		if err := p.Serve(ctx, filepath.Join(d0, "kubelet")); err != nil {
+			return fmt.Errorf("CSI stand-in %s: %w", d, err)
+		}
+	}
 	// our device plugin, one per extended resource, registering with this kubelet's device manager
 	names := make([]string, 0, len(rn.View.Devices))
 	for name := range rn.View.Devices {
