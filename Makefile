@@ -120,7 +120,8 @@ real-node-check: go-check venv
 	$(MAKE) -C conformance/lws build
 	$(MAKE) -C conformance/mpi-operator build
 	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
-	$(PY) -m pytest -q -p no:cacheprovider conformance/cluster/tests/test_realnode_check.py conformance/cluster/tests/test_box_realnode.py
+	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/cluster/tests/test_realnode_check.py \
+	  conformance/realnode/tests
 	$(MAKE) -C conformance/cluster realbox S=$(STACK) F=$(CURDIR)/$(REAL_STACK_FILE) ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 
 ## conformance-apiserver: every object of every stack (stacks/, the guide stacks, fleet-dev) through the API

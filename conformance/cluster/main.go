@@ -243,7 +243,9 @@ func run(stackDir string, timeout, settle, quiet time.Duration, keep bool, compa
 	cancel()
 	time.Sleep(2 * time.Second) // let the components see the cancelled context before etcd closes
 	if !keep || code == 0 {
+		t0 := time.Now()
 		os.RemoveAll(dir)
+		logf("run folder removed in %.1fs", time.Since(t0).Seconds())
 	}
 	logf("done in %.1fs, exit %d", time.Since(start).Seconds(), code)
 	return code
@@ -312,9 +314,11 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			return err
 		}
 		rns, err := StartRealNodes(ctx, box, real, archive, boxIn, drivers, logf)
-		for _, rn := range rns {
-			defer rn.Stop()
-		}
+		defer func() {
+			t0 := time.Now()
+			StopRealNodes(rns)
+			logf("real nodes stopped in %.1fs", time.Since(t0).Seconds())
+		}()
 		defer func() {
 			for _, rn := range rns {
 				obs.RealNodes = append(obs.RealNodes, rn.View)
@@ -454,8 +458,10 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		if err := ap.Delete(ctx, o); err != nil {
 			return fmt.Errorf("delete %s: %w", o.Key(), err)
 		}
+		t0 := time.Now()
 		gone := ap.WaitGone(ctx, box, o.Key(), 60*time.Second)
 		ph.Deleted = &gone
+		logf("%s deleted, its pods gone=%v after %.0fs", o.Key(), gone, time.Since(t0).Seconds())
 		obs.Phases = append(obs.Phases, ph)
 	}
 	return nil

@@ -52,6 +52,7 @@ type RealNode struct {
 	dir        string
 	containerd *exec.Cmd
 	kubelet    *exec.Cmd
+	done       map[*exec.Cmd]chan struct{} // closed when the process has exited (its Wait returned)
 	plugins    []*DevicePlugin
 	socket     string
 }
@@ -255,7 +256,7 @@ state = %q
 	if err := rn.containerd.Start(); err != nil {
 		return fmt.Errorf("containerd: %w", err)
 	}
-	go func() { _ = rn.containerd.Wait() }()
+	rn.watch(rn.containerd)
 	if err := waitSocket(rn.socket, 30*time.Second); err != nil {
 		return fmt.Errorf("containerd: %w (log %s)", err, clog.Name())
 	}
@@ -334,7 +335,7 @@ makeIPTablesUtilChains: false
 	if err := rn.kubelet.Start(); err != nil {
 		return fmt.Errorf("kubelet: %w", err)
 	}
-	go func() { _ = rn.kubelet.Wait() }()
+	rn.watch(rn.kubelet)
 	// the stand-in CSI node plugins (csiplugin.go), registered through the kubelet's plugin registry
 	for _, d := range csiDrivers {
 		p := &CSIPlugin{driver: d, node: n.Name, volumes: filepath.Join(box.Dir, "volumes"), logf: logf,
@@ -404,30 +405,63 @@ func containerEnvs(ctx context.Context, p corev1.Pod) (map[string]map[string]str
 	return envs, cmdlines
 }
 
+func (rn *RealNode) watch(c *exec.Cmd) {
+	if rn.done == nil {
+		rn.done = map[*exec.Cmd]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	rn.done[c] = ch
+	go func() { _ = c.Wait(); close(ch) }()
+}
+
+func (rn *RealNode) hasExited(c *exec.Cmd) bool {
+	select {
+	case <-rn.done[c]:
+		return true
+	default:
+		return false
+	}
+}
+
 // exited says why a node's process has stopped, "" while both run.
 func (rn *RealNode) exited() string {
 	for name, c := range map[string]*exec.Cmd{"containerd": rn.containerd, "kubelet": rn.kubelet} {
-		if c != nil && c.ProcessState != nil {
+		if c != nil && rn.done[c] != nil && rn.hasExited(c) {
 			return fmt.Sprintf("%s exited: %s", name, c.ProcessState)
 		}
 	}
 	return ""
 }
 
-func (rn *RealNode) Stop() {
-	for _, c := range []*exec.Cmd{rn.kubelet, rn.containerd} {
-		if c != nil && c.Process != nil && c.ProcessState == nil {
-			_ = c.Process.Signal(syscall.SIGTERM)
+// StopRealNodes stops every node's kubelet and containerd (SIGTERM, at most 5 s, then SIGKILL) and the
+// containers' shims, all nodes at once.
+func StopRealNodes(rns []*RealNode) {
+	type proc struct {
+		c    *exec.Cmd
+		done chan struct{}
+	}
+	var procs []proc
+	for _, rn := range rns {
+		for _, c := range []*exec.Cmd{rn.kubelet, rn.containerd} {
+			if c != nil && rn.done[c] != nil {
+				procs = append(procs, proc{c, rn.done[c]})
+				_ = c.Process.Signal(syscall.SIGTERM)
+			}
 		}
 	}
-	time.Sleep(2 * time.Second)
-	for _, c := range []*exec.Cmd{rn.kubelet, rn.containerd} {
-		if c != nil && c.Process != nil && c.ProcessState == nil {
-			_ = c.Process.Kill()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-time.After(time.Until(deadline)):
+			_ = p.c.Process.Kill()
+			<-p.done
 		}
 	}
 	// the containers' shims outlive containerd: end them (their cgroups and mounts go with them)
-	killShims(rn.dir)
+	for _, rn := range rns {
+		killShims(rn.dir)
+	}
 }
 
 // killShims ends the containerd-shim processes started for this node (their command line names its state dir).

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-HERE = Path(__file__).resolve().parent.parent
-ROOT = HERE.parent.parent
+ROOT = Path(__file__).resolve().parents[3]
+HERE = ROOT / "conformance" / "cluster"
 BIN = ROOT / "conformance" / "bin" / "clusterbox"
 REALNODE = ROOT / "conformance" / "realnode"
 CACHE = ROOT / ".cache" / "realnode"
