@@ -110,15 +110,14 @@ clean:
 ## kubelets (k8s.io/kubernetes, the box's version) with their own containerd, CNI bridge, our device plugin and a
 ## stand-in CSI plugin, the stack's images stood in for by a Debian rootfs (debootstrap, cached in .cache/realnode).
 ## Runs the planted-defect tests first. Fails on any finding (build/<stack>/cluster.json realNodes). Root only;
-## installs Debian packages with apt-get (conformance/realnode/install-deps.sh). conformance/realnode/README.md.
+## installs Debian packages with apt-get (conformance/realnode/install-deps.sh). Kyverno is built; LWS, Volcano and
+## the MPI operator run when cluster-check has built them (else their gangs are listed as not checked).
+## conformance/realnode/README.md.
 REAL_STACK_FILE = $(firstword $(wildcard stacks/Pulumi.$(STACK).yaml tests/guides/Pulumi.$(STACK).yaml))
 real-node-check: go-check venv
 	@test -n "$(REAL_STACK_FILE)" || { echo "real-node-check: no stacks/Pulumi.$(STACK).yaml or tests/guides/Pulumi.$(STACK).yaml" >&2; exit 2; }
 	$(VENV)/bin/multinode plan --file $(REAL_STACK_FILE) --out build >/dev/null
 	$(MAKE) -C conformance/kyverno build
-	$(MAKE) -C conformance/volcano build-if-served
-	$(MAKE) -C conformance/lws build
-	$(MAKE) -C conformance/mpi-operator build
 	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/cluster/tests/test_realnode_check.py \
 	  conformance/realnode/tests

@@ -95,6 +95,15 @@ func StartRealNodes(ctx context.Context, box *Box, nodes []corev1.Node, imageArc
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("ip_forward in the box's namespace: %w", err)
 	}
+	// The nodes' folders (containerd's content store and unpacked snapshots, ~0.5 GB a node with the stand-in) on
+	// a tmpfs of the run: unmounted at the end instead of a minute of file deletion on disk.
+	realNodesMount = filepath.Join(box.Dir, "nodes")
+	if err := os.MkdirAll(realNodesMount, 0o755); err != nil {
+		return nil, err
+	}
+	if err := syscall.Mount("box-nodes", realNodesMount, "tmpfs", 0, "size=8g,mode=0755"); err != nil {
+		return nil, fmt.Errorf("tmpfs for the real nodes: %w", err)
+	}
 	var out []*RealNode
 	for i, n := range nodes {
 		rn := &RealNode{dir: filepath.Join(box.Dir, "nodes", n.Name)}
@@ -462,7 +471,13 @@ func StopRealNodes(rns []*RealNode) {
 	for _, rn := range rns {
 		killShims(rn.dir)
 	}
+	if realNodesMount != "" {
+		_ = syscall.Unmount(realNodesMount, syscall.MNT_DETACH)
+		realNodesMount = ""
+	}
 }
+
+var realNodesMount string // the tmpfs of the nodes' folders, unmounted by StopRealNodes
 
 // killShims ends the containerd-shim processes started for this node (their command line names its state dir).
 func killShims(dir string) {
