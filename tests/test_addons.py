@@ -712,3 +712,19 @@ def test_kyverno_runs_v1_19_1_in_the_chart_and_in_conformance():
     required = {ln.split()[0]: ln.split()[1] for ln in gomod.splitlines()
                 if ln.startswith("\tgithub.com/kyverno/kyverno ")}
     assert required == {"github.com/kyverno/kyverno": KYVERNO_APP[ADDON_VERSIONS["kyverno"]]}
+
+
+def test_a_grove_or_kai_override_below_the_dynamo_floor_gets_a_note():
+    from multinode.config import ADDON_VERSIONS
+    base = {"dynamo": {"enabled": True}, "grove": {"enabled": True}, "kai": {"enabled": True}}
+    assert addons.dynamo_floor_advisories(load("dynamo-dev", addons=base)) == []
+    old = copy.deepcopy(base)
+    old["grove"]["version"] = "0.1.0-alpha.11"
+    old["kai"]["version"] = "v0.16.9"
+    notes = {p.path: p.message for p in addons.dynamo_floor_advisories(load("dynamo-dev", addons=old))}
+    assert set(notes) == {"addons.grove.version", "addons.kai.version"}
+    assert "below 0.1.0-alpha.13" in notes["addons.grove.version"]
+    rc = copy.deepcopy(base)
+    rc["grove"]["version"] = "v0.1.0-alpha.13-rc1"        # a release candidate is below its release
+    assert [p.path for p in addons.dynamo_floor_advisories(load("dynamo-dev", addons=rc))] == ["addons.grove.version"]
+    assert ADDON_VERSIONS["grove"] == "0.1.0-alpha.13"

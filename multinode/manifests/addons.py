@@ -196,7 +196,48 @@ def version_advisories(cfg: StackConfig) -> list[Problem]:
             out.append(Problem("addons.kai.version", f"{a.kai.version} is older than 0.15.2, which Grove needs for "
                                                      f"topology-aware scheduling of its PodGangs; remove the "
                                                      f"override (default {ADDON_VERSIONS['kai']}) or set >= 0.15.2"))
+    out += dynamo_floor_advisories(cfg)
     return out + nvsentinel_advisories(cfg)
+
+
+# The Grove and KAI releases each Dynamo platform line documents as its floor (ai-dynamo/dynamo
+# docs/kubernetes/installation-guide.md "Compatibility matrix"; 1.5.x set by ai-dynamo/dynamo PR #14553).
+DYNAMO_FLOORS: dict[tuple[int, ...], dict[str, str]] = {(1, 5): {"grove": "0.1.0-alpha.13", "kai": "0.17.0"}}
+
+
+def _grove_order(v: str) -> tuple[int, ...] | None:
+    """(0, 1, 0, 13) from "v0.1.0-alpha.13" (a release candidate counts as below its release); None otherwise."""
+    core, _, pre = v.lstrip("v").partition("-alpha.")
+    nums = _numeric_version(core)
+    num, _, rc = pre.partition("-")
+    if nums is None or not num.isdigit():
+        return None
+    return nums + (int(num), 0 if rc else 1)
+
+
+def dynamo_floor_advisories(cfg: StackConfig) -> list[Problem]:
+    """A Grove or KAI version below the floor of the Dynamo platform this stack installs (a stack override)."""
+    a = cfg.addons
+    if not installs(a.dynamo):
+        return []
+    dyn = _numeric_version(a.dynamo.version or ADDON_VERSIONS["dynamo"])
+    if dyn is None or dyn[:2] not in DYNAMO_FLOORS:
+        return []
+    line = ".".join(map(str, dyn[:2]))
+    out: list[Problem] = []
+    for key, floor in DYNAMO_FLOORS[dyn[:2]].items():
+        addon = getattr(a, key)
+        if not installs(addon):
+            continue
+        have = addon.version or ADDON_VERSIONS[key]
+        order = _grove_order if key == "grove" else _numeric_version
+        h, f = order(have), order(floor)
+        if h is not None and f is not None and h < f:
+            out.append(Problem(f"addons.{key}.version", f"{have} is below {floor}, the floor Dynamo {line} "
+                                                        f"documents for {key} (docs/dynamo.md); remove the "
+                                                        f"override (default "
+                                                        f"{ADDON_VERSIONS[key]}) or set >= {floor}"))
+    return out
 
 
 def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
