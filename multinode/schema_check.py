@@ -771,7 +771,8 @@ HELM_SUBCHARTS = {
 #: Sub-charts whose own values.yaml is stored as schemas/<chart>/charts/<sub-chart>/values.yaml: keys under
 #: that top-level name are checked against it (the parent's values.yaml does not list them).
 HELM_STORED_SUBCHARTS = {
-    "nvsentinel": frozenset({"gpu-health-monitor", "nic-health-monitor", "fault-quarantine", "labeler"}),
+    "nvsentinel": frozenset({"gpu-health-monitor", "nic-health-monitor", "fault-quarantine", "labeler",
+                             "metadata-collector"}),
 }
 
 _VALUES_CACHE: dict[str, Any] = {}

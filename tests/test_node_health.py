@@ -44,6 +44,12 @@ def test_unknown_nvsentinel_keys_are_caught_in_the_parent_and_in_the_stored_subc
     assert validation.helm_values_unknown_keys(
         "nvsentinel", {"nic-health-monitor": {"counterDetection": {"enabld": True}}}) == \
         ["nic-health-monitor.counterDetection.enabld"]
+    # issue 40: the labeler and metadata collector sub-charts we now set keys of (or tell users to)
+    assert validation.helm_values_unknown_keys(
+        "nvsentinel", {"labeler": {"assumeDriverInstaled": True}}) == ["labeler.assumeDriverInstaled"]
+    assert validation.helm_values_unknown_keys(
+        "nvsentinel", {"metadata-collector": {"runtimeClassName": "x", "runtimeClas": "x"}}) == \
+        ["metadata-collector.runtimeClas"]
     # a sub-chart that is not stored is not a key of the parent: reported
     assert validation.helm_values_unknown_keys("nvsentinel", {"node-drainer": {"x": 1}}) == ["node-drainer"]
 

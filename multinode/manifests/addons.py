@@ -439,9 +439,10 @@ def nvsentinel_advisories(cfg: StackConfig) -> list[Problem]:
     if nvsentinel_dcgm_mode(cfg) == "embedded-mode" and nvsentinel.runtime_class(cfg) is None:
         rc = nvsentinel.NVIDIA_RUNTIME_CLASS
         out.append(Problem("addons.nvsentinel", f"the GPU health monitor runs DCGM embedded and needs a "
-                                                f"RuntimeClass {rc!r} on the cluster (this stack creates none on "
-                                                f"{cfg.cloud}); set addons.nvsentinel.values.gpu-health-monitor."
-                                                f"runtimeClassName to yours (docs/node-health.md)"))
+                                                f"RuntimeClass {rc!r} on the cluster, as the metadata collector "
+                                                f"does (this stack creates none on {cfg.cloud}); set addons."
+                                                f"nvsentinel.values.gpu-health-monitor.runtimeClassName and "
+                                                f"metadata-collector.runtimeClassName to yours (docs/node-health.md)"))
     if nvsentinel_dcgm_mode(cfg) == "embedded-mode" and cfg.cloud == "existing":
         out.append(Problem("addons.nvsentinel", f"label every GPU node {nvsentinel.DCGM_VERSION_LABEL}="
                                                 f"{nvsentinel.DCGM_MAJOR} and nvidia.com/gpu.present=true: the GPU "
