@@ -344,7 +344,7 @@ def nvsentinel_dcgm_mode(cfg: StackConfig) -> str:
     return nvsentinel.dcgm_mode(cfg)
 
 
-# Chart switches that render a Prometheus Operator kind (monitoring.coreos.com), with their chart default. Only the
+# Chart switches that render a Prometheus Operator kind (monitoring.coreos.com). Only the
 # parent's PodMonitor is on by default (values.yaml:351-354 `podMonitor.enabled: true`; templates/podMonitor.yaml:14
 # renders it with no .Capabilities.APIVersions guard), so a cluster without the Prometheus Operator's CRDs fails the
 # atomic release ("no matches for kind PodMonitor"); NVSentinel's values.yaml comment: "Disable this if using standard
