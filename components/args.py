@@ -32,7 +32,8 @@ class ReservationType(enum.StrEnum):
 
 
 class PoolUpgradeStrategy(enum.StrEnum):
-    ("surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen. Used by "
+    ("surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen (aws, azure: a "
+     "machine change creates the new pool first; refused on gcp, oci, existing and AWS capacity blocks). Used by "
      "PoolUpgrade.strategy.")
     SURGE = "surge"
     BLUE_GREEN = "blueGreen"
@@ -79,6 +80,16 @@ class TopologyMode(enum.StrEnum):
     "hard (never cross the tier) or soft (prefer). Used by NetworkTopology.mode."
     HARD = "hard"
     SOFT = "soft"
+
+
+class PreflightDcgm(enum.StrEnum):
+    ("Where dcgmi diag runs: auto (the node's own DCGM host engine where this stack installs the GPU Operator, "
+     "else no DCGM part), hostEngine (dcgmHostEngine), embedded (an unprivileged nv-hostengine in the init "
+     "container, opt-in), off (docs/preflight.md). Used by Preflight.dcgm.")
+    AUTO = "auto"
+    HOST_ENGINE = "hostEngine"
+    EMBEDDED = "embedded"
+    OFF = "off"
 
 
 class WorkloadKind(enum.StrEnum):
@@ -191,17 +202,18 @@ class CapacityReservation(typing.TypedDict, total=False):
 class PoolUpgrade(typing.TypedDict, total=False):
     "How the cloud replaces a pool's nodes on an upgrade, gang-aware (multinode/upgrades.py)."
     strategy: PoolUpgradeStrategy
-    ("surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen. One of: surge, "
-     "blueGreen. Default: \"surge\".")
+    ("surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen (aws, azure: a "
+     "machine change creates the new pool first; refused on gcp, oci, existing and AWS capacity blocks). One of: "
+     "surge, blueGreen. Default: \"surge\".")
     drain_timeout_minutes: int
-    ("How long a node drain may wait on disruption budgets (AKS drainTimeoutInMinutes; GKE blue-green node pool "
-     "soak). Default: 60.")
+    ("How long a node drain may wait on disruption budgets (AKS drainTimeoutInMinutes, 5-1440 on azure). Default: "
+     "60.")
     soak_minutes: int
-    ("Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, 0-30; GKE blue-green batch "
-     "soak). Default: 0.")
+    "Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, 0-30). Default: 0."
     surge: int
-    ("Nodes an upgrade adds at once (EKS maxUnavailable); default the largest gang on the pool (a standalone "
-     "GpuNodePool knows no workloads: set it there).")
+    ("Nodes an upgrade adds at once (EKS maxUnavailable, at most 100); default the largest gang on the pool, "
+     "capped at 100 on aws (a standalone GpuNodePool knows no workloads: set it there); not on an AWS capacity "
+     "block (upgraded at desired size 0).")
 
 
 class NodePool(typing.TypedDict, total=False):
@@ -276,7 +288,8 @@ class VolcanoAddon(typing.TypedDict, total=False):
     namespace: str
     "The namespace of the release."
     values: dict[str, typing.Any]
-    "Helm values merged over the project's (escape hatch). Default: {}."
+    ("Helm values merged over the project's (escape hatch); keys are checked against the chart's values.yaml in "
+     "schemas/ (docs/addons-fabric.md). Default: {}.")
     preemption: bool
     ("Add Volcano's preempt action: a job of a higher PriorityClass evicts lower ones in the same queue. Default: "
      "false.")
@@ -294,7 +307,8 @@ class Addon(typing.TypedDict, total=False):
     namespace: str
     "The namespace of the release."
     values: dict[str, typing.Any]
-    "Helm values merged over the project's (escape hatch). Default: {}."
+    ("Helm values merged over the project's (escape hatch); keys are checked against the chart's values.yaml in "
+     "schemas/ (docs/addons-fabric.md). Default: {}.")
 
 
 class Addons(typing.TypedDict, total=False):
@@ -464,6 +478,13 @@ class Preflight(typing.TypedDict, total=False):
      "(docs/preflight.md).")
     enabled: bool
     "Run the preflight init containers in every pod of the workload's multi-node gangs. Default: true."
+    dcgm: PreflightDcgm
+    ("Where dcgmi diag runs: auto (the node's own DCGM host engine where this stack installs the GPU Operator, "
+     "else no DCGM part), hostEngine (dcgmHostEngine), embedded (an unprivileged nv-hostengine in the init "
+     "container, opt-in), off (docs/preflight.md). One of: auto, hostEngine, embedded, off. Default: \"auto\".")
+    dcgm_host_engine: str
+    ("host:port of the node-local DCGM host engine for dcgm hostEngine; default nvidia-dcgm.<gpuOperator "
+     "namespace>.svc:5555, the GPU Operator's Service.")
     dcgm_diag_level: int
     "dcgmi diag run level: 1 quick (seconds), 2 medium (about two minutes). Default: 1."
     min_bus_bandwidth_gbps: float
@@ -559,8 +580,8 @@ class Workload(typing.TypedDict, total=False):
     bus_bandwidth_efficiency: float
     "nccl-test and preflight: the threshold as a share of the catalog bandwidth. Default: 0.6."
     preflight: Preflight
-    ("Preflight checks of a multi-node gang's pods (on by default; `enabled: false` opts out). Default: "
-     "{\"dcgmDiagLevel\": 1, \"enabled\": true}.")
+    ("Preflight checks of a multi-node gang's pods (on by default; `enabled: false` opts out). Default: {\"dcgm\": "
+     "\"auto\", \"dcgmDiagLevel\": 1, \"enabled\": true}.")
 
 
 class PlatformArgs(typing.TypedDict, total=False):

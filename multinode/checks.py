@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import clouds, config, fabric, images, local_nvme, numbers, overrides, upgrades
+from . import clouds, config, fabric, images, local_nvme, numbers, overrides, quantity, upgrades
 from .config import StackConfig, to_snake
 from .errors import Problem
 from .manifests import volcano_topology
@@ -38,7 +38,63 @@ def problems(cfg: StackConfig) -> list[Problem]:
     p.extend(local_nvme.config_problems(cfg))
     p.extend(_hard_topology_problems(cfg))
     p.extend(images.problems(cfg))
+    p.extend(upgrades.config_problems(cfg))      # issue 40: upgrade settings the clouds refuse
+    p.extend(addon_values_findings(cfg)[0])      # issue 40: addons.<name>.values keys the chart does not have
     return p
+
+
+# addons.<key> -> the folder under schemas/ holding its chart's values.yaml (the ReleaseSpec's chart_folder;
+# tests/test_addon_values.py keeps the two in agreement). None: no values.yaml of that chart is stored.
+ADDON_VALUES_FILES: dict[str, str | None] = {
+    "volcano": "volcano", "lws": "lws", "grove": "grove", "kai": "kai-scheduler", "kyverno": "kyverno",
+    "networkOperator": "network-operator", "gpuOperator": "gpu-operator",
+    "efaDevicePlugin": "aws-efa-k8s-device-plugin", "dynamo": "dynamo", "nvsentinel": "nvsentinel",
+    "nvidiaDevicePlugin": None, "trainer": None,
+}
+
+
+def addon_values_findings(cfg: StackConfig) -> tuple[list[Problem], list[Problem]]:
+    """(refusals, advisories) for the keys of every installed add-on's `values` (issue 40; multinode/helm_values.py).
+    A key path the chart's values.yaml does not have is refused with the nearest valid keys: Helm would ignore it in
+    silence. Advisories instead where the check cannot be sure: below a sub-chart whose values are not stored, a
+    `version` other than the pinned one (its values.yaml may differ), a chart with no stored values.yaml."""
+    from . import helm_values
+    refused: list[Problem] = []
+    advised: list[Problem] = []
+    for field, info in config.Addons.model_fields.items():
+        addon = getattr(cfg.addons, field)
+        key = info.alias or field
+        if not addon.values or not config.installs(addon):
+            continue                     # provided + values: refused by config.provided_addon_problems
+        at = f"addons.{key}.values"
+        # a fractional byte count under any `resources` of the values (quantity.py, the API server's warning)
+        refused.extend(Problem(f"{at}.{where}", msg)
+                       for where, msg in quantity.resources_fractional_bytes(addon.values))
+        chart = ADDON_VALUES_FILES.get(key)
+        if chart is None:
+            advised.append(Problem(at, f"not checked: no values.yaml of the {key} chart is stored in schemas/; a "
+                                       f"misspelt key is ignored by Helm in silence"))
+            continue
+        pinned = config.ADDON_VERSIONS.get(key, "")
+        other = addon.version is not None and addon.version.lstrip("v") != pinned.lstrip("v")
+        for f in helm_values.findings(chart, addon.values):
+            near = (f"did you mean {' or '.join(f.nearest)}?" if f.nearest else
+                    (f"valid keys there: {', '.join(f.valid_here[:12])}{' ...' if len(f.valid_here) > 12 else ''}"
+                     if f.valid_here else "the chart has a value, not a map, at its parent"))
+            if f.subchart is not None:
+                advised.append(Problem(f"{at}.{f.path}", f"not in the {chart} chart's defaults for its sub-chart "
+                                                         f"{f.subchart}, whose own values.yaml is not stored: not "
+                                                         f"checked ({near})"))
+            elif other:
+                advised.append(Problem(f"{at}.{f.path}", f"not a key of the {chart} chart's values.yaml at the "
+                                                         f"pinned {pinned} (schemas/{chart}/values.yaml); "
+                                                         f"addons.{key}.version {addon.version} may have it "
+                                                         f"({near})"))
+            else:
+                refused.append(Problem(f"{at}.{f.path}", f"not a key of the {chart} chart's values.yaml ({pinned}, "
+                                                         f"schemas/{chart}/values.yaml): Helm would ignore it; "
+                                                         f"{near} Fix its spelling or remove it"))
+    return refused, advised
 
 
 def advisories(cfg: StackConfig) -> list[Problem]:
@@ -49,7 +105,8 @@ def advisories(cfg: StackConfig) -> list[Problem]:
     from .manifests.workloads import preflight
     return (from_cloud + config.advisories(cfg) + images.advisories(cfg) + addons.version_advisories(cfg)
             + crds.advisories(cfg) + numbers.shm_advisories(cfg, config.pool_machines(cfg))
-            + upgrades.advisories(cfg) + upgrades.health_advisories(cfg) + preflight.advisories(cfg))
+            + upgrades.advisories(cfg) + upgrades.health_advisories(cfg) + preflight.advisories(cfg)
+            + addon_values_findings(cfg)[1])
 
 
 def _common_cloud_problems(cfg: StackConfig, cloud: Any, machines: dict[str, Any]) -> list[Problem]:

@@ -178,8 +178,9 @@ class CapacityReservation(_Model):
 class PoolUpgrade(_Model):
     """How the cloud replaces this pool's nodes on a node-image / Kubernetes upgrade (multinode/upgrades.py)."""
     # surge: the cloud's rolling upgrade, surge sized to the largest gang, maxUnavailable 0 where allowed.
-    # blueGreen: GKE's blue-green node upgrade; on every cloud the pool's cloud name carries a digest of its
-    # machine, so a machine change creates the new pool before the old one is deleted (docs/day-two.md).
+    # blueGreen (aws, azure): the pool's cloud name carries a digest of its machine, so a machine change creates the
+    # new pool before the old one is deleted (docs/day-two.md). Refused where nothing renders it or the cloud
+    # refuses it (gcp: COMPACT placement; oci; existing; an AWS capacity block): upgrades.config_problems.
     strategy: Literal["surge", "blueGreen"] = "surge"
     drain_timeout_minutes: int = Field(default=60, ge=1, le=1440)   # AKS: 1-1440 (AgentPoolUpgradeSettings)
     soak_minutes: int = Field(default=0, ge=0, le=30)               # AKS nodeSoakDurationInMinutes: 0-30
@@ -363,6 +364,14 @@ class Preflight(_Model):
     init containers: DCGM diagnostics (dcgmi diag -r <level>) and, where the gang's rendezvous host is known to init
     containers, an NCCL all-reduce among the gang's own pods, failing below a bandwidth floor from the catalog."""
     enabled: bool = True
+    # issue 40: where `dcgmi diag` runs (docs/preflight.md). auto: against the node's own privileged host engine
+    # where this stack runs one (the GPU Operator's standalone DCGM Service), else no DCGM part; hostEngine: against
+    # dcgmHostEngine (default the GPU Operator's Service); embedded: an unprivileged `nv-hostengine -n` started in the
+    # init container (no upstream runs DCGM this way: opt-in only); off: no DCGM part.
+    dcgm: Literal["auto", "hostEngine", "embedded", "off"] = "auto"
+    # "<host>:<port>" of the node-local DCGM host engine; default nvidia-dcgm.<addons.gpuOperator namespace>.svc:5555
+    dcgm_host_engine: str | None = Field(default=None, min_length=1, max_length=253,
+                                         pattern=r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
     dcgm_diag_level: int = Field(default=1, ge=1, le=2)      # dcgmi diag -r 1 (quick) or 2 (medium)
     # the NCCL floor in Gbit/s (like nccl-test's minBusBandwidthGbps); default: catalog x busBandwidthEfficiency
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0, le=MAX_GBPS)
@@ -916,6 +925,8 @@ def _manifest_quantity_problems(obj: dict[str, Any]) -> list[tuple[str, str]]:
         base = ("spec" if ref.where == "(object)" else ref.where
                 if ref.where.endswith((".spec.podSpec", ".extraPodSpec")) else f"{ref.where}.spec")
         out.extend((f"{base}.{where}", msg) for where, msg in quantity.pod_spec_problems(ref.spec))
+        # issue 40: memory / ephemeral-storage the API server admits only with a warning (quantity.py)
+        out.extend((f"{base}.{where}", msg) for where, msg in quantity.fractional_byte_problems(ref.spec))
     return out
 
 
@@ -958,6 +969,10 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
                                        f"characters), e.g. 'llama-405b'"))
     if not _DNS_LABEL.match(w.namespace):
         p.append(Problem(f"{at}.namespace", f"{w.namespace!r} is not a valid namespace name"))
+    if w.preflight.dcgm_host_engine and w.preflight.dcgm in ("embedded", "off"):
+        # issue 40: the address is read only where dcgmi diag runs against a host engine (preflight.py dcgm_setting)
+        p.append(Problem(f"{at}.preflight.dcgmHostEngine", f"is not used with preflight.dcgm {w.preflight.dcgm}; "
+                                                          f"remove it or set preflight.dcgm hostEngine"))
     if w.node_pool not in {pl.name for pl in cfg.node_pools}:
         known = ", ".join(pl.name for pl in cfg.node_pools)
         p.append(Problem(f"{at}.nodePool", f"no node pool named {w.node_pool!r}; use one of: {known}"))

@@ -85,13 +85,16 @@ FIELDS: dict[str, str] = {
     "NodePool.localNvme": "aws: `raid0` stripes the instance store at boot and puts kubelet / containerd on it.",
     "NodePool.upgrade": "How the cloud replaces the pool's nodes on an upgrade (gang-aware surge or blue-green).",
     # PoolUpgrade
-    "PoolUpgrade.strategy": "surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen.",
+    "PoolUpgrade.strategy": "surge (surge = the largest gang, maxUnavailable 0 where the cloud allows) or blueGreen "
+                            "(aws, azure: a machine change creates the new pool first; refused on gcp, oci, "
+                            "existing and AWS capacity blocks).",
     "PoolUpgrade.drainTimeoutMinutes": "How long a node drain may wait on disruption budgets "
-                                       "(AKS drainTimeoutInMinutes; GKE blue-green node pool soak).",
-    "PoolUpgrade.soakMinutes": "Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, 0-30; "
-                               "GKE blue-green batch soak).",
-    "PoolUpgrade.surge": "Nodes an upgrade adds at once (EKS maxUnavailable); default the largest gang on the "
-                         "pool (a standalone GpuNodePool knows no workloads: set it there).",
+                                       "(AKS drainTimeoutInMinutes, 5-1440 on azure).",
+    "PoolUpgrade.soakMinutes": "Wait after each drained batch before the next (AKS nodeSoakDurationInMinutes, "
+                               "0-30).",
+    "PoolUpgrade.surge": "Nodes an upgrade adds at once (EKS maxUnavailable, at most 100); default the largest "
+                         "gang on the pool, capped at 100 on aws (a standalone GpuNodePool knows no workloads: set "
+                         "it there); not on an AWS capacity block (upgraded at desired size 0).",
     # MachineSpec
     "MachineSpec.name": "The machine type name as the cloud spells it.",
     "MachineSpec.gpus": "GPUs per node (1-64).",
@@ -140,7 +143,8 @@ FIELDS: dict[str, str] = {
                       "release, no CRDs). Needs enabled (the default); values are refused with it.",
     "Addon.version": "The chart version (default: the pinned release, see docs/addons-fabric.md).",
     "Addon.namespace": "The namespace of the release.",
-    "Addon.values": "Helm values merged over the project's (escape hatch).",
+    "Addon.values": "Helm values merged over the project's (escape hatch); keys are checked against the chart's "
+                    "values.yaml in schemas/ (docs/addons-fabric.md).",
     # Storage
     "Storage.kind": "fsx-lustre, efs (aws); azure-files, azure-lustre (azure); filestore, gcp-lustre (gcp); "
                     "oci-fss (oci); existing.",
@@ -243,6 +247,11 @@ FIELDS: dict[str, str] = {
                                        "bandwidth.",
     "Workload.preflight": "Preflight checks of a multi-node gang's pods (on by default; `enabled: false` opts out).",
     "Preflight.enabled": "Run the preflight init containers in every pod of the workload's multi-node gangs.",
+    "Preflight.dcgm": "Where dcgmi diag runs: auto (the node's own DCGM host engine where this stack installs the GPU "
+                      "Operator, else no DCGM part), hostEngine (dcgmHostEngine), embedded (an unprivileged "
+                      "nv-hostengine in the init container, opt-in), off (docs/preflight.md).",
+    "Preflight.dcgmHostEngine": "host:port of the node-local DCGM host engine for dcgm hostEngine; default "
+                                "nvidia-dcgm.<gpuOperator namespace>.svc:5555, the GPU Operator's Service.",
     "Preflight.dcgmDiagLevel": "dcgmi diag run level: 1 quick (seconds), 2 medium (about two minutes).",
     "Preflight.minBusBandwidthGbps": "The NCCL all-reduce floor in Gbit/s; default: the catalog's fabric bandwidth "
                                      "of the pool's machine x busBandwidthEfficiency.",

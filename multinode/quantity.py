@@ -260,3 +260,62 @@ def as_int64(text: str) -> int | None:
         return None
     out = value * 10 ** scale
     return out if -MAX - 1 <= out <= MAX else None
+
+
+# ------------------------------------------------------------------ issue 40: fractional byte counts
+# The API server admits a memory or ephemeral-storage quantity that is not a whole number of bytes ("1.5", "100m")
+# and returns only a warning, "fractional byte value %q is invalid, must be an integer", for each container's (init,
+# regular, ephemeral) resources.limits / requests and the pod's overhead: its test is MilliValue() % 1000 != 0
+# (k8s.io/kubernetes@v1.33.13 pkg/api/pod/warnings.go:214-218, 249-259). `pulumi up` shows no such warning as an
+# error, so plan refuses it (config.py, checks.py) with the fix.
+FRACTIONAL_BYTE_SOURCE = "k8s.io/kubernetes@v1.33.13 pkg/api/pod/warnings.go:214-218,249-259"
+BYTE_RESOURCES = ("memory", "ephemeral-storage")
+
+
+def fractional_bytes(value: Any) -> bool:
+    """True for a quantity the API server warns about as a fractional byte value (MilliValue rounds up)."""
+    q = parse_or_none(value)
+    if q is None:
+        return False
+    milli = (q * 1000).to_integral_value(rounding=ROUND_CEILING)
+    return milli % 1000 != 0
+
+
+def fractional_byte_message(value: Any) -> str:
+    q = parse_or_none(value)
+    whole = int(q.to_integral_value(rounding=ROUND_CEILING)) if q is not None else 0
+    return (f"{_show(value)} is a fractional number of bytes: the API server admits it only with the warning "
+            f"'fractional byte value ... is invalid, must be an integer' ({FRACTIONAL_BYTE_SOURCE}); write a whole "
+            f"number of bytes with a binary suffix, e.g. 1536Mi for 1.5Gi (this value rounded up: {whole})")
+
+
+def fractional_byte_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """(path, message) for the pod spec's quantities the API server warns about: BYTE_RESOURCES in the containers'
+    resources and in the pod's overhead (the API server's own set; pod-level resources and emptyDir sizeLimit are
+    not in it)."""
+    out = []
+    for path, v in pod_spec_quantities(spec):
+        if path.startswith(("resources.", "volumes[")):
+            continue
+        if path.rsplit(".", 1)[-1] in BYTE_RESOURCES and fractional_bytes(v):
+            out.append((path, fractional_byte_message(v)))
+    return out
+
+
+def resources_fractional_bytes(values: Any, path: str = "", depth: int = 0) -> list[tuple[str, str]]:
+    """(path, message) for every `resources: {limits|requests: {memory|ephemeral-storage: <fractional>}}` inside
+    arbitrary Helm values (charts pass `resources` to a container whole)."""
+    out: list[tuple[str, str]] = []
+    if not isinstance(values, dict) or depth > 32:
+        return out
+    for k, v in values.items():
+        p = f"{path}.{k}" if path else str(k)
+        if k == "resources" and isinstance(v, dict):
+            for section in ("limits", "requests"):
+                block = v.get(section)
+                if isinstance(block, dict):
+                    out.extend((f"{p}.{section}.{name}", fractional_byte_message(block[name]))
+                               for name in BYTE_RESOURCES if name in block and fractional_bytes(block[name]))
+        elif isinstance(v, dict):
+            out.extend(resources_fractional_bytes(v, p, depth + 1))
+    return out

@@ -47,7 +47,15 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .schemafiles import SCHEMA_DIR, crd_document, load_documents
+from .helm_values import (
+    FREE_FORM_KEYS,
+    FREE_FORM_SUFFIXES,
+    HELM_CHARTS,
+    HELM_STORED_SUBCHARTS,
+    HELM_SUBCHARTS,
+)
+from .helm_values import unknown_keys as helm_values_unknown_keys
+from .schemafiles import SCHEMA_DIR, crd_document
 
 __all__ = [
     "SCHEMA_DIR",
@@ -60,6 +68,9 @@ __all__ = [
     "validate_pod_template",
     "validate_pod_spec",
     "helm_values_unknown_keys",
+    "FREE_FORM_SUFFIXES",
+    "HELM_STORED_SUBCHARTS",
+    "HELM_SUBCHARTS",
     "kyverno_expressions",
     "kyverno_jmespath_errors",
 ]
@@ -747,98 +758,8 @@ def validate_pod_spec(spec: dict, k8s_version: str = "1.33") -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Helm values
 # --------------------------------------------------------------------------------------------
-HELM_CHARTS = ("volcano", "lws", "grove", "kai-scheduler", "kyverno", "network-operator", "dynamo",
-               "gpu-operator", "aws-efa-k8s-device-plugin", "karmada", "nvsentinel")
-
-#: Keys whose value is a Kubernetes object or a free-form map: anything below them is accepted.
-FREE_FORM_KEYS = frozenset({
-    "nodeSelector", "tolerations", "affinity", "nodeAffinity", "podAffinity", "podAntiAffinity",
-    "topologySpreadConstraints", "labels", "annotations", "podAnnotations", "podLabels",
-    "resources", "env", "extraEnv", "extraArgs", "securityContext", "podSecurityContext",
-    "containerSecurityContext", "startupProbe", "livenessProbe", "readinessProbe",
-    "matchLabels", "namespaceSelector", "objectSelector",
-})
-#: Key suffixes treated as free-form too (e.g. ``webhookAnnotations``, ``additionalPodLabels``).
-FREE_FORM_SUFFIXES = ("Annotations", "Labels", "NodeSelector", "SecurityContext", "Tolerations")
-
-#: Sub-chart aliases: their values live in the sub-chart's own values.yaml, not copied here.
-HELM_SUBCHARTS = {
-    "gpu-operator": frozenset({"node-feature-discovery"}),
-    "network-operator": frozenset({"node-feature-discovery", "sriov-network-operator",
-                                   "maintenance-operator-chart"}),
-}
-
-#: Sub-charts whose own values.yaml is stored as schemas/<chart>/charts/<sub-chart>/values.yaml: keys under
-#: that top-level name are checked against it (the parent's values.yaml does not list them).
-HELM_STORED_SUBCHARTS = {
-    "nvsentinel": frozenset({"gpu-health-monitor", "nic-health-monitor", "fault-quarantine", "labeler",
-                             "metadata-collector"}),
-}
-
-_VALUES_CACHE: dict[str, Any] = {}
-
-
-def _upstream_values(chart: str) -> Any:
-    if chart not in HELM_CHARTS:
-        raise ValueError(f"unknown chart {chart!r}; expected one of {', '.join(HELM_CHARTS)}")
-    with _LOCK:
-        if chart not in _VALUES_CACHE:
-            docs = load_documents(SCHEMA_DIR / chart / "values.yaml")
-            values = dict((docs[0] if docs else None) or {})
-            for sub in sorted(HELM_STORED_SUBCHARTS.get(chart, ())):
-                sub_docs = load_documents(SCHEMA_DIR / chart / "charts" / sub / "values.yaml")
-                values[sub] = (sub_docs[0] if sub_docs else None) or {}
-            _VALUES_CACHE[chart] = values
-        return _VALUES_CACHE[chart]
-
-
-def _is_free_form(key: Any, upstream_value: Any) -> bool:
-    if upstream_value is None or isinstance(upstream_value, list):
-        return True
-    if isinstance(upstream_value, dict) and not upstream_value:
-        return True
-    k = str(key)
-    return k in FREE_FORM_KEYS or k.endswith(FREE_FORM_SUFFIXES)
-
-
-def helm_values_unknown_keys(chart: str, values: dict) -> list[str]:
-    """Dotted key paths in ``values`` that the chart's upstream ``values.yaml`` does not have.
-
-    Rule: a key path exists when every segment is a mapping key at that place in the upstream
-    values.yaml (comments do not count: options that upstream only mentions in a comment are
-    reported). The walk stops, accepting anything below, where the upstream value is
-    - ``{}`` (an empty mapping), a list, or null;
-    - under a key in ``FREE_FORM_KEYS`` or ending in one of ``FREE_FORM_SUFFIXES`` (Kubernetes
-      objects and free-form maps: nodeSelector, tolerations, affinity, resources, labels,
-      annotations, env, extraArgs, securityContext, probes, ...);
-    - a sub-chart alias in ``HELM_SUBCHARTS`` (its values are in the sub-chart, not stored).
-    Sub-charts in ``HELM_STORED_SUBCHARTS`` are checked against their own stored values.yaml.
-    Where upstream has a scalar and ``values`` has a mapping, every key in that mapping is
-    reported. Key paths are joined with '.'; a key that itself contains a '.' is written ``[key]``.
-    """
-    upstream = _upstream_values(chart)
-    subcharts = HELM_SUBCHARTS.get(chart, frozenset())
-    unknown: list[str] = []
-
-    def seg(k: Any) -> str:
-        return f"[{k}]" if "." in str(k) else str(k)
-
-    def walk(mine: Any, theirs: Any, path: str, top: bool) -> None:
-        if not isinstance(mine, dict):
-            return
-        for k, v in mine.items():
-            p = f"{path}.{seg(k)}" if path else seg(k)
-            if not isinstance(theirs, dict) or k not in theirs:
-                unknown.append(p)
-                continue
-            u = theirs[k]
-            if (top and k in subcharts) or _is_free_form(k, u):
-                continue
-            if isinstance(v, dict):
-                walk(v, u, p, False)
-
-    walk(values or {}, upstream, "", True)
-    return unknown
+# The walk lives in multinode/helm_values.py (light: `plan` runs it on the stack's own add-on values, issue 40);
+# HELM_CHARTS, FREE_FORM_KEYS, helm_values_unknown_keys ... are re-exported from there (imports above).
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,9 +20,9 @@ Settings rendered per cloud (each SDK's args class checked in the .venv of uv.lo
          after a drain before reimaging; default 0). AKS drains as many nodes at once as it surged.
          (learn.microsoft.com/azure/aks/upgrade-aks-node-pools-rolling; pulumi-azure-native 3.29.0
          AgentPoolUpgradeSettingsArgs)
-  gcp    GKE node pool `upgrade_settings`: strategy SURGE with max_surge = largest gang and max_unavailable 0,
-         or strategy BLUE_GREEN with blue_green_settings.standard_rollout_policy.batch_node_count = largest gang,
-         batch_soak_duration and node_pool_soak_duration (cloud.google.com/kubernetes-engine/docs/reference/
+  gcp    GKE node pool `upgrade_settings`: strategy SURGE with max_surge = largest gang and max_unavailable 0
+         (BLUE_GREEN is refused beside the pools' COMPACT placement: config_problems below)
+         (cloud.google.com/kubernetes-engine/docs/reference/
          rest/v1/UpgradeSettings; concepts/node-pool-upgrade-strategies: surge waits up to 60 minutes for
          graceful termination; pulumi-gcp 10.2.0 NodePoolUpgradeSettingsArgs)
   oci    none: the pool is self-managed nodes in a ClusterNetwork (components/clouds/oci.py), not an OKE node
@@ -55,6 +55,68 @@ SOURCES = {
            "core.ClusterNetwork instance_pools[].instance_configuration_id is updatable in place)",
     "existing": "the cluster's owner upgrades its nodes",
 }
+# ------------------------------------------------------------------ the clouds' limits (issue 40)
+# EKS NodegroupUpdateConfig.maxUnavailable: "The maximum number is 100", minimum 1 (docs.aws.amazon.com/eks/latest/
+# APIReference/API_NodegroupUpdateConfig.html; the same text in AWS::EKS::Nodegroup UpdateConfig). The percentage
+# form says the cloud updates "up to 100 nodes at once", so a default above 100 is clamped to 100 (advisory), never
+# rendered above it; an explicit upgrade.surge is bounded at 100 by the config model.
+EKS_MAX_UNAVAILABLE = 100
+EKS_MAX_UNAVAILABLE_SOURCE = "docs.aws.amazon.com/eks/latest/APIReference/API_NodegroupUpdateConfig.html"
+# EKS managed node groups with Capacity Blocks for ML: "When upgrading a managed node group with Capacity Blocks,
+# make sure that you set the desired size of the node group to 0" (docs.aws.amazon.com/eks/latest/userguide/
+# capacity-blocks-mng.html, Considerations). The block holds a fixed number of instances: no surge node fits.
+CAPACITY_BLOCK_SOURCE = "docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html"
+# AKS: "Node drain timeout values can be a minimum of 5 minutes and a maximum of 24 hours" (MicrosoftDocs/
+# azure-aks-docs@32892028 articles/aks/upgrade-aks-node-pools-rolling.md, "Customize node drain timeout").
+AKS_MIN_DRAIN_MINUTES = 5
+AKS_DRAIN_SOURCE = "learn.microsoft.com/azure/aks/upgrade-aks-node-pools-rolling (Customize node drain timeout)"
+# GKE: every GPU node pool we create has placement_policy COMPACT (components/clouds/gcp.py), and compact placement
+# "is not supported with blue-green upgrades" (GoogleCloudPlatform/cluster-toolkit@10470803
+# modules/compute/gke-node-pool/main.tf:387-390 refuses that pair; GKE "Define compact placement for GKE nodes").
+GKE_COMPACT_SOURCE = "GoogleCloudPlatform/cluster-toolkit@10470803 modules/compute/gke-node-pool/main.tf:387-390"
+
+
+def _capacity_block(pool: NodePool) -> bool:
+    cr = pool.capacity_reservation
+    return cr is not None and cr.type == "capacityBlock"
+
+
+def config_problems(cfg: StackConfig) -> list[Problem]:
+    """Upgrade settings a cloud refuses or cannot render: one message per key, with the fix (exit 2 from plan)."""
+    out: list[Problem] = []
+    for i, pool in enumerate(cfg.node_pools):
+        up, at = pool.upgrade, f"nodePools[{i}].upgrade"
+        if up.strategy == "blueGreen":
+            if cfg.cloud == "gcp":
+                out.append(Problem(f"{at}.strategy", f"GKE does not run blue-green upgrades on node pools with "
+                                                     f"COMPACT placement, which every GPU pool of this stack has "
+                                                     f"({GKE_COMPACT_SOURCE}); use strategy surge"))
+            elif cfg.cloud == "oci":
+                out.append(Problem(f"{at}.strategy", "nothing renders blueGreen on oci: the pool is self-managed "
+                                                     "nodes in a ClusterNetwork, not an OKE node pool; use strategy "
+                                                     "surge and replace nodes with a second pool (docs/day-two.md)"))
+            elif cfg.cloud == "existing":
+                out.append(Problem(f"{at}.strategy", "nothing renders blueGreen on cloud 'existing': this stack "
+                                                     "creates no node pool; remove the key (the cluster's owner "
+                                                     "upgrades its nodes)"))
+            elif cfg.cloud == "aws" and pool.capacity_reservation is not None and _capacity_block(pool):
+                out.append(Problem(f"{at}.strategy", f"a blue-green node group needs a second set of instances, and "
+                                                     f"capacity block {pool.capacity_reservation.id} holds a fixed "
+                                                     f"number; a Capacity Block node group is upgraded at desired "
+                                                     f"size 0 ({CAPACITY_BLOCK_SOURCE}): use strategy surge "
+                                                     f"(docs/day-two.md)"))
+        if cfg.cloud == "aws" and _capacity_block(pool) and up.surge is not None:
+            out.append(Problem(f"{at}.surge", f"a Capacity Block node group is not surged: EKS upgrades it only at "
+                                              f"desired size 0 ({CAPACITY_BLOCK_SOURCE}); remove upgrade.surge "
+                                              f"(docs/day-two.md)"))
+        if cfg.cloud == "azure" and up.drain_timeout_minutes < AKS_MIN_DRAIN_MINUTES:
+            out.append(Problem(f"{at}.drainTimeoutMinutes", f"{up.drain_timeout_minutes} is below AKS's minimum "
+                                                            f"node drain timeout of {AKS_MIN_DRAIN_MINUTES} minutes "
+                                                            f"({AKS_DRAIN_SOURCE}); set {AKS_MIN_DRAIN_MINUTES} to "
+                                                            f"1440"))
+    return out
+
+
 # How long each cloud waits on a blocked drain before it gives up or forces (documented, not settable here
 # except AKS's drain timeout): plan's report and docs/day-two.md quote these.
 DRAIN_WAIT = {
@@ -143,10 +205,8 @@ def cloud_settings(cloud: str, strategy: str, surge: int, drain: int, soak: int)
         return {"upgrade_settings": {"max_surge": str(surge), "max_unavailable": "0",
                                      "drain_timeout_in_minutes": drain, "node_soak_duration_in_minutes": soak}}
     if cloud == "gcp":
-        if strategy == "blueGreen":
-            return {"upgrade_settings": {"strategy": "BLUE_GREEN", "blue_green_settings": {
-                "standard_rollout_policy": {"batch_node_count": surge, "batch_soak_duration": f"{soak * 60}s"},
-                "node_pool_soak_duration": f"{drain * 60}s"}}}
+        # BLUE_GREEN is never rendered: GKE refuses it beside the COMPACT placement of every pool we create
+        # (config_problems, GKE_COMPACT_SOURCE)
         return {"upgrade_settings": {"strategy": "SURGE", "max_surge": surge, "max_unavailable": 0}}
     return {}
 
@@ -158,13 +218,17 @@ def plan_pool(cfg: StackConfig, pool: NodePool) -> PoolPlan:
     spare = max(0, pool.node_count - used)
     up = pool.upgrade
     surge = up.surge or max(1, largest)
-    # GKE blue-green creates a whole second pool (node_count nodes) before it drains the first.
-    extra = pool.node_count if (cfg.cloud == "gcp" and up.strategy == "blueGreen") else surge
+    clamped = cfg.cloud == "aws" and surge > EKS_MAX_UNAVAILABLE
+    if clamped:
+        surge = EKS_MAX_UNAVAILABLE          # the default followed a gang above EKS's maximum (advisories)
+    block = cfg.cloud == "aws" and _capacity_block(pool)
+    extra = surge
     why = ""
     cr = pool.capacity_reservation
     if cr is not None and cr.type == "capacityBlock":
-        why = (f"its nodes come from capacity block {cr.id}, which holds a fixed number of instances: an upgrade's "
-               f"{extra} extra node(s) cannot be launched into it")
+        why = (f"its nodes come from capacity block {cr.id}, which holds a fixed number of instances: no surge node "
+               f"can be launched into it; EKS upgrades a Capacity Block node group only at desired size 0, so every "
+               f"gang on it stops for the upgrade ({CAPACITY_BLOCK_SOURCE})")
     elif cr is not None and cr.nodes is not None and cr.nodes < pool.node_count + extra:
         why = (f"capacity reservation {cr.id} holds {cr.nodes} nodes; the pool's {pool.node_count} plus the "
                f"upgrade's {extra} extra need {pool.node_count + extra}")
@@ -174,18 +238,24 @@ def plan_pool(cfg: StackConfig, pool: NodePool) -> PoolPlan:
         why = (f"{used} of its {pool.node_count} nodes are in use at peak ({spare} spare) and its largest gang spans "
                f"{largest} nodes: a drained gang {back}")
     notes: list[str] = []
-    if cfg.cloud == "aws":
+    if block:
+        notes.append("Capacity Block node group: no update_config is rendered (nothing is surged); upgrade it by "
+                     "scaling it to 0, updating, and scaling back (docs/day-two.md)")
+    elif cfg.cloud == "aws":
         notes.append("EKS has no maxUnavailable 0: it drains up to maxUnavailable (= the largest gang) old nodes at "
                      "once, after launching at least that many new ones")
+    if clamped:
+        notes.append(f"the largest gang spans {largest} nodes, above EKS's maximum maxUnavailable of "
+                     f"{EKS_MAX_UNAVAILABLE} ({EKS_MAX_UNAVAILABLE_SOURCE}): rendered {EKS_MAX_UNAVAILABLE}")
     if cfg.cloud == "oci":
         notes.append("no cloud-driven upgrade: a new image reaches new instances only; replace nodes with a "
                      "blue-green pool (docs/day-two.md)")
     if cfg.cloud == "existing":
         notes.append("the cluster's owner upgrades these nodes; the budgets below still apply to their drains")
-    if cfg.cloud == "gcp" and up.strategy == "blueGreen":
-        notes.append(f"blue-green: GKE creates {pool.node_count} green nodes, cordons every blue node, drains "
-                     f"{surge} at a time, and deletes the blue pool after the node pool soak; rollback until then")
-    settings = cloud_settings(cfg.cloud, up.strategy, surge, up.drain_timeout_minutes, up.soak_minutes)
+    settings = ({} if block else
+                cloud_settings(cfg.cloud, up.strategy, surge, up.drain_timeout_minutes, up.soak_minutes))
+    if block:
+        surge = 0
     max_unavailable = surge if cfg.cloud == "aws" else 0
     return PoolPlan(pool.name, cfg.cloud, up.strategy, pool.node_count, largest, used, spare, surge, max_unavailable,
                     up.drain_timeout_minutes, up.soak_minutes, not why, settings, tuple(gangs), why, tuple(notes))
@@ -194,6 +264,10 @@ def plan_pool(cfg: StackConfig, pool: NodePool) -> PoolPlan:
 def gang_effect(plan: PoolPlan, g: GangOnPool) -> str:
     """One line: what the upgrade does to this gang."""
     where = (f"on {plan.surge} new node(s)" if plan.cloud in ("aws", "azure", "gcp") else "on other Ready nodes")
+    if plan.cloud in MANAGED_UPGRADES and not plan.settings:
+        # a Capacity Block node group: upgraded at desired size 0 (CAPACITY_BLOCK_SOURCE)
+        return (f"stops with the node group scaled to 0 for the upgrade and starts again on its {g.nodes} upgraded "
+                f"node(s) when it is scaled back")
     if g.nodes <= 1:
         return "single-node pods: moved one at a time by the drain"
     if g.service:
@@ -211,13 +285,29 @@ def plans(cfg: StackConfig) -> list[PoolPlan]:
 def advisories(cfg: StackConfig) -> list[Problem]:
     out: list[Problem] = []
     for i, p in enumerate(plans(cfg)):
+        pool = cfg.node_pools[i]
+        if cfg.cloud == "aws" and _capacity_block(pool):
+            out.append(Problem(f"nodePools[{i}].capacityReservation", f"pool {p.pool}: {p.why_no_room}. Before a "
+                                                                      f"node group version update, scale it to 0 "
+                                                                      f"(the gangs on it stop), update, then scale "
+                                                                      f"back (docs/day-two.md)"))
+            continue
+        if cfg.cloud == "aws" and pool.upgrade.surge is None and p.largest_gang > EKS_MAX_UNAVAILABLE:
+            out.append(Problem(f"nodePools[{i}].upgrade.surge", f"pool {p.pool}: its largest gang spans "
+                                                                f"{p.largest_gang} nodes, above EKS's maximum "
+                                                                f"maxUnavailable of {EKS_MAX_UNAVAILABLE} "
+                                                                f"({EKS_MAX_UNAVAILABLE_SOURCE}): rendered "
+                                                                f"{EKS_MAX_UNAVAILABLE}, so an update may reach the "
+                                                                f"gang in more than one batch; set upgrade.surge "
+                                                                f"(1-{EKS_MAX_UNAVAILABLE}) to say so"))
         if not p.room_to_surge:
             out.append(Problem(f"nodePools[{i}]", f"pool {p.pool} has no room to surge: {p.why_no_room}. An upgrade "
                                                   f"then stalls or restarts gangs in place; add "
                                                   f"{max(1, p.largest_gang - p.spare_nodes)} node(s) to the pool "
                                                   f"(nodeCount) or room for {p.surge} in its capacity, stop the "
-                                                  f"batch jobs for the upgrade window, or use a blue-green pool "
-                                                  f"(docs/day-two.md)"))
+                                                  f"batch jobs for the upgrade window"
+                                                  + (", or use a blue-green pool" if cfg.cloud in ("aws", "azure")
+                                                     else "") + " (docs/day-two.md)"))
     return out
 
 

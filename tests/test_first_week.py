@@ -404,7 +404,7 @@ def test_fleet_with_two_candidates_renders_karmada_failover():
     from multinode.fleet.plan import failover_lines
     from multinode.schema_check import validate_object
     from tests.test_fleet import LAB, TRAIN, fleet_raw, load
-    failover = {"tolerationSeconds": 120, "purgeMode": "Immediately"}
+    failover = {"tolerationSeconds": 120, "purgeMode": "Directly"}
     raw = fleet_raw(members=[{"name": "aws-dev", "stack": "aws-dev", "region": "us-east-1"}, LAB],
                     workloads=[dict(TRAIN, failover=failover, images={"lab": "nvcr.io/nvidia/pytorch:25.01-py3"})])
     raw["labKubeconfig"] = "[secret]"
@@ -416,7 +416,7 @@ def test_fleet_with_two_candidates_renders_karmada_failover():
     pp = next(o for o in objs if o["kind"] == "PropagationPolicy" and o["metadata"]["name"] == w.name)
     assert pp["spec"]["placement"]["clusterAffinity"] == {"clusterNames": ["aws-dev", "lab"]}
     assert pp["spec"]["failover"] == {"application": {"decisionConditions": {"tolerationSeconds": 120},
-                                                      "purgeMode": "Immediately"}}
+                                                      "purgeMode": "Directly"}}
     assert validate_object(pp) == []                              # against Karmada v1.18.2's CRD
     (line,) = failover_lines(w, fit.members())
     assert "after 120s unhealthy Karmada moves it whole to one of the 1 other member" in line

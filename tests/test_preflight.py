@@ -43,6 +43,13 @@ def _inits(cfg: mconfig.StackConfig, name: str) -> list[list[dict]]:
     return out
 
 
+def _named(ic: list[dict], name: str) -> dict:
+    return next(c for c in ic if c["name"] == name)
+
+
+EMBEDDED = {"dcgm": "embedded"}
+
+
 def _env(cont: dict) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in cont.get("env", [])}
 
@@ -57,8 +64,8 @@ def test_floor_comes_from_the_catalog_per_machine():
             assert p.floor_gbytes == round(gbits / 8 * w.bus_bandwidth_efficiency, 2)
             machine = cfg.node_pools[0].machine
             assert p.floor_source == f"catalog {machine} {gbits} Gbit/s x {w.bus_bandwidth_efficiency}"
-    floors = {cfg.node_pools[0].machine: _env(_inits(cfg, "llama-405b")[0][1])["PREFLIGHT_FLOOR_GBPS"]
-              for cfg in (big, small)}
+    floors = {cfg.node_pools[0].machine:
+              _env(_named(_inits(cfg, "llama-405b")[0], pf.NCCL_NAME))["PREFLIGHT_FLOOR_GBPS"] for cfg in (big, small)}
     assert floors == {"p5.48xlarge": "240", "p4d.24xlarge": "30"}
 
 
@@ -79,20 +86,23 @@ def test_override_and_efficiency():
 
 def test_unconfirmed_bandwidth_runs_dcgm_only_and_advises():
     from multinode import checks
-    cfg = _cfg("p6e-gb200.36xlarge", kinds=("volcano-training",))      # the catalog does not confirm its bandwidth
+    cfg = _cfg("p6e-gb200.36xlarge", kinds=("volcano-training",), preflight=EMBEDDED)  # bandwidth unconfirmed
     p = pf.plan(cfg, cfg.workloads[0])
     assert p is not None and not p.nccl and "preflight.minBusBandwidthGbps" in p.why_no_nccl
     assert [[c["name"] for c in ic] for ic in _inits(cfg, cfg.workloads[0].name)] == [[pf.DCGM_NAME]] * 2
     adv = [a for a in checks.advisories(cfg) if a.path == "workloads[0].preflight.minBusBandwidthGbps"]
     assert len(adv) == 1 and "no NCCL all-reduce" in adv[0].message
     # the fix the advisory names works
-    fixed = _cfg("p6e-gb200.36xlarge", kinds=("volcano-training",), preflight={"minBusBandwidthGbps": 1600})
+    fixed = _cfg("p6e-gb200.36xlarge", kinds=("volcano-training",),
+                 preflight={**EMBEDDED, "minBusBandwidthGbps": 1600})
     assert pf.plan(fixed, fixed.workloads[0]).nccl
-    assert not [a for a in checks.advisories(fixed) if "preflight" in a.path]
+    assert not [a for a in checks.advisories(fixed) if "preflight.minBusBandwidthGbps" in a.path]
 
 
 def test_kinds_without_a_reachable_rendezvous_run_dcgm_only():
     raw, secrets = example_raw("gcp-dev")
+    for w in raw["workloads"]:
+        w["preflight"] = EMBEDDED
     cfg = mconfig.load(raw, secrets)
     grove = [w for w in cfg.workloads if w.kind == "grove-inference"]
     assert grove
@@ -105,7 +115,7 @@ def test_kinds_without_a_reachable_rendezvous_run_dcgm_only():
 
 # ------------------------------------------------------------------ who gets it
 def test_multi_node_gangs_get_both_checks_with_the_fabric():
-    cfg = _cfg()
+    cfg = _cfg(preflight=EMBEDDED)
     profile = fabric.profile_for(cfg, cfg.node_pools[0])
     for name in ("llama-405b", "llama-finetune"):
         inits = _inits(cfg, name)
@@ -128,7 +138,7 @@ def test_lws_workers_start_with_the_leader_so_the_gang_can_meet():
     w = next(x for x in cfg.workloads if x.kind == "lws-inference")
     lws = next(o for o in wm.build(cfg, w).objects if o.get("kind") == "LeaderWorkerSet")
     assert lws["spec"]["startupPolicy"] == "LeaderCreated"
-    assert "$LWS_LEADER_ADDRESS:29510" in _inits(cfg, w.name)[0][1]["command"][-1]
+    assert "$LWS_LEADER_ADDRESS:29510" in _named(_inits(cfg, w.name)[0], pf.NCCL_NAME)["command"][-1]
 
 
 def test_volcano_service_publishes_not_ready_pods_for_the_rendezvous():
@@ -164,7 +174,7 @@ def test_nccl_check_gets_none():
 
 
 def test_dcgm_level_two():
-    cfg = _cfg(preflight={"dcgmDiagLevel": 2})
+    cfg = _cfg(preflight={**EMBEDDED, "dcgmDiagLevel": 2})
     assert "dcgmi diag -r 2" in _inits(cfg, "llama-405b")[0][0]["command"][-1]
 
 
@@ -232,8 +242,7 @@ def _dynamo(decode: dict | None = None, preflight: dict | None = None) -> tuple[
     w = raw["workloads"][0]
     if decode is not None:
         w["disaggregated"]["decode"] = decode
-    if preflight is not None:
-        w["preflight"] = preflight
+    w["preflight"] = {**EMBEDDED, **(preflight or {})}
     cfg = mconfig.load(raw, secrets)
     dgd = next(o for o in wm.build(cfg, cfg.workloads[0]).objects if o["kind"] == "DynamoGraphDeployment")
     return cfg, {c["name"]: c for c in dgd["spec"]["components"]}
@@ -275,3 +284,155 @@ def test_dynamo_single_node_and_opt_out_get_none():
 def test_dynamo_dcgm_level_reaches_the_component():
     _, comps = _dynamo(preflight={"dcgmDiagLevel": 2})
     assert "dcgmi diag -r 2" in comps["decode"]["podTemplate"]["spec"]["initContainers"][0]["command"][-1]
+
+
+# ------------------------------------------------------------------ issue 40: DCGM as upstream runs it
+def _azure(gpu_operator: bool, preflight: dict | None = None, nvsentinel: bool = False) -> mconfig.StackConfig:
+    raw, secrets = example_raw("azure-dev")
+    addons = raw.setdefault("addons", {})
+    addons["gpuOperator"] = {"enabled": gpu_operator}
+    addons["nvsentinel"] = {"enabled": nvsentinel}
+    if preflight is not None:
+        for w in raw["workloads"]:
+            w["preflight"] = preflight
+    return mconfig.load(raw, secrets)
+
+
+def test_no_dcgm_part_by_default_where_the_stack_has_no_host_engine():
+    """aws-dev runs no GPU Operator: the default is no DCGM part (the NCCL part stays), said in plan's report. The
+    old default ran an unprivileged embedded nv-hostengine in every gang pod, as no upstream does."""
+    cfg = _cfg()
+    for name in ("llama-405b", "llama-finetune"):
+        p = pf.plan(cfg, next(w for w in cfg.workloads if w.name == name))
+        assert p is not None and p.nccl and not p.has_dcgm and "no DCGM host engine" in p.dcgm.why_none
+        for ic in _inits(cfg, name):
+            assert [c["name"] for c in ic if c["name"].startswith("preflight-")] == [pf.NCCL_NAME]
+    assert all("no DCGM part (no DCGM host engine" in line for line in pf.report(cfg))
+
+
+def test_dcgm_only_kinds_get_no_preflight_without_a_host_engine():
+    raw, secrets = example_raw("gcp-dev")
+    cfg = mconfig.load(raw, secrets)
+    for w in (x for x in cfg.workloads if x.kind == "grove-inference"):
+        assert pf.plan(cfg, w) is None and _inits(cfg, w.name) and all(
+            not any(c["name"].startswith("preflight-") for c in ic) for ic in _inits(cfg, w.name))
+
+
+def test_the_gpu_operators_node_local_host_engine_when_the_stack_installs_it():
+    from multinode.manifests import addons
+    cfg = _azure(gpu_operator=True)
+    w = next(x for x in cfg.workloads if x.kind == "lws-inference")
+    p = pf.plan(cfg, w)
+    assert p is not None and p.dcgm == pf.DcgmSetting("hostEngine", "nvidia-dcgm.gpu-operator.svc:5555")
+    dcgm = _named(_inits(cfg, w.name)[0], pf.DCGM_NAME)
+    script = dcgm["command"][-1]
+    assert "H=nvidia-dcgm.gpu-operator.svc:5555" in script and 'dcgmi diag --host "$H" -r 1 -i "$IDS"' in script
+    assert "nv-hostengine" not in script
+    assert _env(dcgm)["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+    # the operator's standalone DCGM is turned on for it, NVSentinel or not
+    gpu_op = next(r for r in addons.fabric_releases(cfg) if r.key == "gpuOperator")
+    assert gpu_op.values["dcgm"] == {"enabled": True}
+    # without the GPU Operator: no host engine, no DCGM part, and nothing turned on
+    off = _azure(gpu_operator=False)
+    assert not pf.plan(off, next(x for x in off.workloads if x.kind == "lws-inference")).has_dcgm
+
+
+def test_opt_ins_keep_working():
+    cfg = _cfg(preflight={"dcgm": "hostEngine", "dcgmHostEngine": "dcgm.monitoring.svc:5555"})
+    p = pf.plan(cfg, cfg.workloads[0])
+    assert p.dcgm == pf.DcgmSetting("hostEngine", "dcgm.monitoring.svc:5555")
+    assert "H=dcgm.monitoring.svc:5555" in _named(_inits(cfg, cfg.workloads[0].name)[0], pf.DCGM_NAME)["command"][-1]
+    cfg = _cfg(preflight={"dcgm": "hostEngine"})     # an existing cluster running the GPU Operator
+    assert pf.plan(cfg, cfg.workloads[0]).dcgm.host_engine == "nvidia-dcgm.gpu-operator.svc:5555"
+    cfg = _cfg(preflight=EMBEDDED)
+    assert "nv-hostengine -n" in _named(_inits(cfg, cfg.workloads[0].name)[0], pf.DCGM_NAME)["command"][-1]
+    adv = [a for a in pf.advisories(cfg) if a.path.endswith(".preflight.dcgm")]
+    assert len(adv) == len(cfg.workloads) and "no upstream does" in adv[0].message
+    assert not [a for a in pf.advisories(_cfg()) if a.path.endswith(".preflight.dcgm")]
+    cfg = _azure(gpu_operator=True, preflight={"dcgm": "off"})
+    assert not pf.plan(cfg, cfg.workloads[0]).has_dcgm
+    with pytest.raises(mconfig.ConfigError) as e:
+        _cfg(preflight={"dcgm": "privileged"})
+    assert "preflight.dcgm" in str(e.value)
+    with pytest.raises(mconfig.ConfigError) as e:
+        _cfg(preflight={"dcgmHostEngine": "http://x:5555/"})
+    assert "preflight.dcgmHostEngine" in str(e.value)
+    with pytest.raises(mconfig.ConfigError) as e:
+        _cfg(preflight={"dcgm": "embedded", "dcgmHostEngine": "dcgm.monitoring.svc:5555"})
+    assert "preflight.dcgmHostEngine" in str(e.value) and "not used with preflight.dcgm embedded" in str(e.value)
+
+
+_DISCOVERY = """4 GPUs found.
++--------+----------------------------------------------------------------------+
+| GPU ID | Device Information                                                   |
++--------+----------------------------------------------------------------------+
+| 0      | Name: NVIDIA H100 80GB HBM3                                          |
+|        | PCI Bus ID: 00000000:18:00.0                                         |
+|        | Device UUID: GPU-aaaa0000-0000-0000-0000-000000000000                |
++--------+----------------------------------------------------------------------+
+| 1      | Name: NVIDIA H100 80GB HBM3                                          |
+|        | Device UUID: GPU-bbbb0000-0000-0000-0000-000000000000                |
++--------+----------------------------------------------------------------------+
+| 2      | Name: NVIDIA H100 80GB HBM3                                          |
+|        | Device UUID: GPU-cccc0000-0000-0000-0000-000000000000                |
++--------+----------------------------------------------------------------------+
+| 3      | Name: NVIDIA H100 80GB HBM3                                          |
+|        | Device UUID: GPU-dddd0000-0000-0000-0000-000000000000                |
++--------+----------------------------------------------------------------------+
+"""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+@pytest.mark.parametrize("pod_uuids,diag_rc,busy_once,expect_rc,expect_ids", [
+    ("GPU-bbbb0000-0000-0000-0000-000000000000\nGPU-dddd0000-0000-0000-0000-000000000000", 0, False, 0, "1,3"),
+    ("GPU-bbbb0000-0000-0000-0000-000000000000", 0, True, 0, "1"),        # another pod's diag was running
+    ("GPU-cccc0000-0000-0000-0000-000000000000", 226, False, 1, "2"),     # the diag fails
+    ("GPU-eeee0000-0000-0000-0000-000000000000", 0, False, 1, None),      # the pod's GPU is not on that engine
+])
+def test_host_engine_script_diagnoses_only_the_pods_gpus(tmp_path, monkeypatch, pod_uuids, diag_rc, busy_once,
+                                                         expect_rc, expect_ids):
+    monkeypatch.setattr(pf, "BUSY_WAIT_S", 0)
+    (tmp_path / "discovery.txt").write_text(_DISCOVERY)
+    calls = tmp_path / "calls.txt"
+    busy = tmp_path / "busy"
+    if busy_once:
+        busy.write_text("1")
+    _stub(tmp_path, "nvidia-smi", f"printf '%s\\n' '{pod_uuids.splitlines()[0]}'"
+          + "".join(f"; printf '%s\\n' '{u}'" for u in pod_uuids.splitlines()[1:]))
+    _stub(tmp_path, "dcgmi", f'echo "$@" >> {calls}\n'
+          f'[ "$1" = discovery ] && cat {tmp_path}/discovery.txt && exit 0\n'
+          f'if [ -f {busy} ]; then rm {busy}; echo "Error: A diag instance is already running"; exit 255; fi\n'
+          f'exit {diag_rc}')
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "NODE_NAME": "node-3"}
+    out = subprocess.run(["bash", "-c", pf.dcgm_script(1, "nvidia-dcgm.gpu-operator.svc:5555")], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == expect_rc, out.stdout + out.stderr
+    diag = [ln for ln in calls.read_text().splitlines() if ln.startswith("diag")]
+    if expect_ids is None:
+        assert diag == []
+    else:
+        assert diag[-1] == f"diag --host nvidia-dcgm.gpu-operator.svc:5555 -r 1 -i {expect_ids}"
+        assert len(diag) == (2 if busy_once else 1)
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith(pf.VERDICT_TAG))
+    assert f'"pass": {"true" if expect_rc == 0 else "false"}' in line and '"node": "node-3"' in line
+
+
+def test_tcpxo_daemon_has_upstreams_startup_probe_so_the_all_reduce_waits_for_it():
+    """GKE's TCPXO guide: the RxDM writes HEALTH_CHECK_LOG_FILE once initialised; a startupProbe `cat`s it. A native
+    sidecar's startupProbe holds back the init containers after it: the NCCL preflight starts once the RxDM serves."""
+    from multinode.clouds import gcp
+    raw, secrets = example_raw("gcp-dev")
+    raw["workloads"] = [dict(w, preflight={"minBusBandwidthGbps": 1000}) for w in raw["workloads"]
+                        if w["kind"] == "lws-inference"]          # a3-megagpu-8g's bandwidth: not in the catalog
+    cfg = mconfig.load(raw, secrets)
+    profile = fabric.profile_for(cfg, cfg.pool(cfg.workloads[0].node_pool))
+    sidecar = next(s for s in profile.init_containers if s["name"] == "tcpxo-daemon")
+    assert sidecar["startupProbe"]["exec"]["command"] == ["cat", gcp.TCPXO_HEALTH_FILE]
+    assert {"name": "HEALTH_CHECK_LOG_FILE", "value": gcp.TCPXO_HEALTH_FILE} in sidecar["env"]
+    assert "_" not in gcp.TCPXO_HEALTH_FILE.rsplit("/", 1)[1]          # upstream: no "_" in the file name
+    specs = [s for o in wm.build(cfg, cfg.workloads[0]).objects for s in pf.fabric_pod_specs(o)]
+    assert specs
+    for spec in specs:
+        names = [c["name"] for c in spec["initContainers"]]
+        assert names.index("tcpxo-daemon") < names.index(pf.NCCL_NAME)
+        assert spec["initContainers"][names.index("tcpxo-daemon")]["startupProbe"] == gcp.TCPXO_STARTUP_PROBE

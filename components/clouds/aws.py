@@ -174,7 +174,8 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
                         "max_size": pool.node_count},
         # gang-aware: EKS surges at least the largest gang and drains that many old nodes at once
         # (multinode/upgrades.py, with its sources)
-        update_config=upgrades.plan_pool(cfg, pool).settings["update_config"],
+        # a Capacity Block node group has none (it is upgraded at desired size 0: upgrades.plan_pool)
+        update_config=upgrades.plan_pool(cfg, pool).settings.get("update_config"),
         # EKS node auto repair (issue 34; settings and sources in multinode/clouds/aws.py)
         node_repair_config=limits.node_repair_config(cfg),
         labels=labels,

@@ -462,6 +462,22 @@ _GKE_HOST_VOLUMES = [
 ]
 
 
+# issue 40: the RxDM serves no port and no HTTP path. With HEALTH_CHECK_LOG_FILE set it writes that file once its
+# buffer manager is initialised (about 30 s) and never on a failed start; GKE's TCPXO guide probes it with
+# `cat <file>` (GoogleCloudPlatform/container-engine-accelerators@992db812 gpudirect-tcpxo/best-practice.md:89-124,
+# "Setup Startup Probe for the TCPXO-daemon Sidecar"; the file name may not contain "_"; README.md:628). The kubelet
+# starts the init container after a native sidecar once the sidecar's `started` status is true, which with a
+# startupProbe means the probe has succeeded (kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/, "Sidecar
+# containers and Pod lifecycle"; k8s.io/api core/v1 ContainerStatus.Started), so the NCCL preflight after it starts
+# only once the RxDM serves, and a node whose RxDM cannot initialise fails the pod's start early. Timings as upstream's
+# example, with failureThreshold 12 (60 s after the first probe) instead of 6 for the ~30 s initialisation's spread.
+TCPXO_HEALTH_FILE = "/run/health-check"
+TCPXO_STARTUP_PROBE: dict[str, Any] = {
+    "exec": {"command": ["cat", TCPXO_HEALTH_FILE]},
+    "initialDelaySeconds": 1, "periodSeconds": 5, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 12,
+}
+
+
 def _tcpxo(pool: NodePool, machine: Machine, nics: int) -> dict[str, Any]:
     # hardware.md section 2 "GCP GKE A3 Mega (TCPXO)", source G3.
     networks = pools.gcp_network_names(pool, nics)
@@ -505,10 +521,12 @@ def _tcpxo(pool: NodePool, machine: Machine, nics: int) -> dict[str, Any]:
         "args": ["set -ex; chmod 755 /fts/entrypoint_rxdm_container.sh; "
                  "/fts/entrypoint_rxdm_container.sh --num_hops=2"],
         "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}},
-        "env": [{"name": "LD_LIBRARY_PATH", "value": lib}],
+        "env": [{"name": "LD_LIBRARY_PATH", "value": lib},
+                {"name": "HEALTH_CHECK_LOG_FILE", "value": TCPXO_HEALTH_FILE}],
         "volumeMounts": [{"name": "fabric-nvidia-lib", "mountPath": lib},
                          {"name": "fabric-sys", "mountPath": "/hostsysfs"},
                          {"name": "fabric-proc-sys", "mountPath": "/hostprocsysfs"}],
+        "startupProbe": TCPXO_STARTUP_PROBE,
     }
     return {
         "env": env,

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from .. import config as mconfig
 from ..config import NAMESPACE, SECRET_KEYS, FabricConfig, NodePool, Storage, Workload, _Model
@@ -100,12 +100,31 @@ class Failover(_Model):
     """fleet.workloads[].failover (issue 31): Karmada's application failover on the gang's PropagationPolicy
     (policy.karmada.io/v1alpha1 PropagationPolicy spec.failover.application, karmada-io/karmada v1.18.2 CRD in
     schemas/karmada): when the gang stays unhealthy for tolerationSeconds in its member, Karmada moves it whole to
-    another member that holds it. purgeMode: what happens to the failed copy; for a training gang Immediately
+    another member that holds it. purgeMode: what happens to the failed copy; for a training gang Directly
     (its GPUs are freed at once; the new copy resumes from the newest checkpoint only where that member's storage
-    has it, docs/multicluster.md)."""
+    has it, docs/multicluster.md).
+
+    issue 40: the values are the CRD's current ones. The v1.18.2 CRD's purgeMode enum is Directly, Gracefully, Never,
+    Immediately (deprecated), Graciously (deprecated), default Gracefully (its description says so); we offered only
+    Immediately, Graciously and Never, refusing the CRD's own default. The deprecated names are refused here with
+    their replacement (PURGE_MODE_RENAMED); tests/test_crd_enums.py walks every config enum against its CRD."""
     toleration_seconds: int = Field(default=300, ge=0, le=86400)
-    purge_mode: Literal["Immediately", "Graciously", "Never"] = "Immediately"
-    grace_period_seconds: int | None = Field(default=None, ge=1, le=86400)   # Graciously: keep the old copy so long
+    purge_mode: Literal["Directly", "Gracefully", "Never"] = "Directly"
+    grace_period_seconds: int | None = Field(default=None, ge=1, le=86400)   # Gracefully: keep the old copy so long
+
+    @field_validator("purge_mode", mode="before")
+    @classmethod
+    def _renamed(cls, v: Any) -> Any:
+        if isinstance(v, str) and v in PURGE_MODE_RENAMED:
+            raise ValueError(f"{v} is deprecated in Karmada's PropagationPolicy (v1.18.2 CRD description); use "
+                             f"{PURGE_MODE_RENAMED[v]}")
+        return v
+
+
+# Karmada renamed the purge modes (policy.karmada.io_propagationpolicies.yaml v1.18.2, purgeMode description:
+# "Immediately"(deprecated), "Graciously"(deprecated); pkg/apis/policy/v1alpha1 PurgeModeDirectly /
+# PurgeModeGracefully).
+PURGE_MODE_RENAMED = {"Immediately": "Directly", "Graciously": "Gracefully"}
 
 
 class FleetWorkload(Workload):
@@ -288,6 +307,18 @@ def contract_problems(fleet: Fleet, raw: Mapping[str, Any], secrets: set[str]) -
         if w.priority_class_name and w.priority_class_name not in pcs:
             p.append(Problem(f"{at}.priorityClassName", f"no priority class {w.priority_class_name!r}; define it "
                                                         f"under fleet.priorityClasses"))
+        f = w.failover
+        # Karmada's webhook validation of spec.failover.application (karmada-io/karmada@58fdc4fb, main, not read at
+        # the v1.18.2 tag: pkg/util/validation/validation.go, cases in validation_test.go "the gracePeriodSeconds is
+        # declared when purgeMode is not gracefully" / "... is empty when purgeMode is gracefully"): the grace
+        # period goes with Gracefully and only with it.
+        if f is not None and f.grace_period_seconds is not None and f.purge_mode != "Gracefully":
+            p.append(Problem(f"{at}.failover.gracePeriodSeconds", f"only takes effect with purgeMode Gracefully "
+                                                                  f"(Karmada refuses it with {f.purge_mode}); remove "
+                                                                  f"it or set purgeMode Gracefully"))
+        if f is not None and f.purge_mode == "Gracefully" and f.grace_period_seconds is None:
+            p.append(Problem(f"{at}.failover.gracePeriodSeconds", "required with purgeMode Gracefully (Karmada "
+                                                                  "refuses Gracefully without it); e.g. 600"))
     seen_q: set[str] = set()
     for i, q in enumerate(fleet.queues):
         if not _DNS_LABEL.match(q.name) or q.name in seen_q or q.name == "default":

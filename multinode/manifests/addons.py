@@ -4,7 +4,8 @@
 version, namespace, values); components/kubernetes wraps each in a `helm.v3.Release`. Values only
 use keys that exist in the chart's upstream values.yaml (tests check them with
 multinode/schema_check.py helm_values_unknown_keys); the stack's `addons.<name>.values` is merged over
-ours (deep merge, the stack wins).
+ours (deep merge, the stack wins), its keys checked against the same file when the stack loads (issue 40:
+checks.addon_values_findings, multinode/helm_values.py).
 
 Chart locations (checked with the code search tool; see docs/addons-fabric.md):
   volcano           https://volcano-sh.github.io/helm-charts           chart volcano
@@ -368,6 +369,23 @@ def _get(values: dict[str, Any], path: tuple[str, ...]) -> Any:
     return cur
 
 
+def default_namespace(key: str) -> str:
+    return _DEFAULT_NS[key]
+
+
+def gpu_operator_dcgm_here(cfg: StackConfig) -> bool:
+    """This stack installs the GPU Operator, whose standalone DCGM host engine (the `nvidia-dcgm` DaemonSet and
+    Service) fabric_releases then turns on: the node-local engine NVSentinel and the workloads' preflight use."""
+    return installs(cfg.addons.gpu_operator) and _gpu_operator_here(cfg) and bool(cfg.node_pools)
+
+
+def _preflight_uses_operator_dcgm(cfg: StackConfig) -> bool:
+    # workloads[].preflight.dcgm auto/hostEngine without an address of its own (manifests/workloads/preflight.py
+    # dcgm_setting): the GPU Operator's Service
+    return any(w.preflight.enabled and w.preflight.dcgm in ("auto", "hostEngine") and not w.preflight.dcgm_host_engine
+               for w in cfg.workloads)
+
+
 def nvsentinel_values(cfg: StackConfig) -> dict[str, Any]:
     """Our NVSentinel values; every key exists in schemas/nvsentinel/ (tests/test_node_health.py). Each choice is
     what makes a monitor the chart enables land on our GPU nodes (multinode/nvsentinel.py has the selectors and
@@ -495,9 +513,10 @@ def fabric_releases(cfg: StackConfig) -> list[ReleaseSpec]:
             "driver": {"rdma": {"enabled": True, "useHostMofed": _ofed_driver_version(cfg) is None}},
             "daemonsets": {"tolerations": _gpu_tolerations()},
         }
-        if installs(a.nvsentinel) and cfg.node_pools:
-            # NVSentinel's GPU health monitor reads DCGM from the operator's standalone hostengine Service
-            # (nvsentinel_values, operator-service mode); the chart keeps it off by default.
+        if (installs(a.nvsentinel) or _preflight_uses_operator_dcgm(cfg)) and cfg.node_pools:
+            # NVSentinel's GPU health monitor and the workloads' preflight (dcgmi diag --host) read DCGM from the
+            # operator's standalone hostengine Service (nvsentinel_values, operator-service mode; docs/preflight.md);
+            # the chart keeps it off by default.
             values["dcgm"] = {"enabled": True}
         if cfg.cloud == "azure" and "networkOperator" in {s.key for s in out}:
             # The Network Operator already runs NFD (nfd.enabled above); the same gpu-operator values file

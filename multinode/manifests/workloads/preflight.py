@@ -3,11 +3,13 @@ the workload starts. Pure.
 
 What every GPU pod of a multi-node gang gets (workloads[].preflight, on by default; `enabled: false` opts out;
 single-node workloads and the nccl-test check itself get none):
-  1. `preflight-dcgm`: DCGM diagnostics on the pod's own GPUs, `dcgmi diag -r <level>` against a host engine started
-     in the container (level 1 "quick deployment checks, normally lasting seconds", level 2 "medium validation,
-     normally lasting approximately two minutes": docs.nvidia.com/datacenter/dcgm/latest/reference/
-     command-line-reference/dcgmi/dcgmi-diag.html; DCGM's user guide calls level 1 the readiness metric:
-     .../user-guide/dcgm-diagnostics.html). Image: the DCGM the GPU Operator pins (DCGM_IMAGE below).
+  1. `preflight-dcgm`: DCGM diagnostics on the pod's own GPUs, `dcgmi diag -r <level>` (level 1 "quick deployment
+     checks, normally lasting seconds", level 2 "medium validation, normally lasting approximately two minutes":
+     docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html; DCGM's user guide
+     calls level 1 the readiness metric: .../user-guide/dcgm-diagnostics.html). Image: the DCGM the GPU Operator pins
+     (DCGM_IMAGE below). Issue 40: it runs as upstream runs it, against the node's own privileged host engine (the
+     GPU Operator's `nvidia-dcgm` Service), where the stack has one; elsewhere there is no DCGM part unless the
+     workload opts in (preflight.dcgm: hostEngine with an address, or embedded). dcgm_setting below.
   2. `preflight-nccl` (kinds whose rendezvous host an init container can reach, RENDEZVOUS below): an NCCL
      all-reduce among the gang's own pods, `python3 -m torch.distributed.run` with the c10d rendezvous on the gang's
      first pod, in the workload's own image, with the pool's fabric (the FabricProfile's env with the NCCL_NET pin,
@@ -34,6 +36,7 @@ from typing import Any
 from ... import fabric, pools
 from ...config import StackConfig, Workload
 from ...errors import Problem
+from .. import addons
 from . import common as c
 from . import nccl_test, volcano
 
@@ -52,6 +55,50 @@ SKIP_KINDS = ("nccl-test",)         # the check itself
 # multi-node component (leader and workers, Grove or LWS): docs/preflight.md cites the Dynamo operator's source.
 # dgd.py places the init containers per component (for_component below); apply() leaves these kinds alone.
 OPERATOR_RENDERED = ("dynamo",)
+
+
+# The node's own DCGM host engine, as every upstream runs `dcgmi diag` (issue 40): NVSentinel's preflight points its
+# dcgm-diag init container at the GPU Operator's Service (NVIDIA/NVSentinel@e002c5dc distros/kubernetes/nvsentinel/
+# charts/preflight/values.yaml:141-142 DCGM_HOSTENGINE_ADDR "nvidia-dcgm.gpu-operator.svc:5555"). That Service
+# (NVIDIA/gpu-operator assets/state-dcgm/0500_service.yaml) has `internalTrafficPolicy: Local`: a pod reaches the host
+# engine of its own node, whose DaemonSet runs privileged (assets/state-dcgm/0400_dcgm.yml, port 5555). dcgmi takes
+# the engine as `--host <host>:<port>` (NVIDIA/DCGM@72fa3fe dcgmi/CommandLineParser.cpp:64-65, 2007).
+HOST_ENGINE_PORT = addons.DCGM_PORT
+# DCGM runs one diagnostic at a time per host engine; a second pod of the same node gets "already running" and
+# waits (NVSentinel's dcgm-diag retries on DCGM_ST_DIAG_ALREADY_RUNNING the same way: preflight-checks/dcgm-diag/
+# dcgm_diag/diag.py get_dcgm_status_name).
+BUSY_RETRIES, BUSY_WAIT_S = 30, 10
+
+
+@dataclass(frozen=True)
+class DcgmSetting:
+    mode: str                       # "hostEngine", "embedded" or "" (no DCGM part)
+    host_engine: str | None         # "<host>:<port>" in hostEngine mode
+    why_none: str = ""
+
+
+def default_host_engine(cfg: StackConfig) -> str:
+    ns = cfg.addons.gpu_operator.namespace or addons.default_namespace("gpuOperator")
+    return f"{addons.GPU_OPERATOR_DCGM_SERVICE}.{ns}.svc:{HOST_ENGINE_PORT}"
+
+
+def dcgm_setting(cfg: StackConfig, w: Workload) -> DcgmSetting:
+    """Where the workload's DCGM diagnostics run. auto: the node's host engine where this stack installs the GPU
+    Operator (addons.gpu_operator_dcgm_here: its standalone DCGM is then turned on), else none, with the reason."""
+    pf = w.preflight
+    if pf.dcgm == "off":
+        return DcgmSetting("", None, "preflight.dcgm off")
+    if pf.dcgm == "embedded":
+        return DcgmSetting("embedded", None)
+    if pf.dcgm == "hostEngine":
+        return DcgmSetting("hostEngine", pf.dcgm_host_engine or default_host_engine(cfg))
+    if pf.dcgm_host_engine:
+        return DcgmSetting("hostEngine", pf.dcgm_host_engine)
+    if addons.gpu_operator_dcgm_here(cfg):
+        return DcgmSetting("hostEngine", default_host_engine(cfg))
+    return DcgmSetting("", None, "no DCGM host engine on this stack (the GPU Operator is not installed here): set "
+                                 "preflight.dcgm hostEngine with preflight.dcgmHostEngine to the node-local DCGM "
+                                 "your cluster runs, or embedded (docs/preflight.md)")
 
 
 def _rendezvous(w: Workload) -> tuple[str | None, str]:
@@ -85,10 +132,15 @@ class Plan:
     floor_gbytes: float | None      # GB/s
     floor_source: str
     why_no_nccl: str = ""
+    dcgm: DcgmSetting = DcgmSetting("embedded", None)
 
     @property
     def nccl(self) -> bool:
         return self.rendezvous is not None and self.floor_gbytes is not None
+
+    @property
+    def has_dcgm(self) -> bool:
+        return bool(self.dcgm.mode)
 
 
 def gang_nodes(cfg: StackConfig, w: Workload) -> int:
@@ -121,20 +173,56 @@ def plan(cfg: StackConfig, w: Workload) -> Plan | None:
             except nccl_test.ThresholdUnknown as e:
                 host, why = None, (f"the catalog does not confirm the bandwidth of {e}: set "
                                    f"preflight.minBusBandwidthGbps for the NCCL part")
-    return Plan(w.name, w.kind, nodes, cfg.gpus_per_node(w), w.preflight.dcgm_diag_level, host, floor, source, why)
+    p = Plan(w.name, w.kind, nodes, cfg.gpus_per_node(w), w.preflight.dcgm_diag_level, host, floor, source, why,
+             dcgm_setting(cfg, w))
+    return p if (p.nccl or p.has_dcgm) else None
 
 
 # ------------------------------------------------------------------ the containers
-def dcgm_script(level: int) -> str:
-    return f"""set -u
+def dcgm_script(level: int, host_engine: str | None = None) -> str:
+    """The DCGM check. host_engine None: the opt-in embedded engine (`nv-hostengine -n` in the container). Else the
+    node's own engine: the pod's GPUs (their UUIDs, nvidia-smi) are mapped to the engine's GPU ids (`dcgmi discovery
+    -l` prints "| <id> | ... Device UUID: GPU-..." rows: NVIDIA/DCGM@72fa3fe dcgmi/Query.cpp:44,54) and only those are
+    diagnosed (`-i`, dcgmi/CommandLineParser.cpp:2125-2130): another pod's GPUs on the same node are not touched."""
+    verdict = (f'echo "{VERDICT_TAG} {{\\"check\\": \\"dcgm-diag\\", \\"level\\": {level}, \\"node\\": '
+               f'\\"${{NODE_NAME:-}}\\", \\"pass\\": $PASS, \\"exit_code\\": $RC, \\"reason\\": \\"$WHY\\"}}"')
+    if host_engine is None:
+        return f"""set -u
+WHY=""
 nv-hostengine -n >/tmp/nv-hostengine.log 2>&1 &
 for i in $(seq 1 30); do dcgmi discovery -l >/dev/null 2>&1 && break; sleep 1; done
 dcgmi diag -r {level}
 RC=$?
-if [ "$RC" -eq 0 ]; then PASS=true; else PASS=false; fi
-echo "{VERDICT_TAG} {{\\"check\\": \\"dcgm-diag\\", \\"level\\": {level}, \\"node\\": \\"${{NODE_NAME:-}}\\", \\"pass\\": $PASS, \\"exit_code\\": $RC}}"
+if [ "$RC" -eq 0 ]; then PASS=true; else PASS=false; WHY="dcgmi diag failed"; fi
+{verdict}
 [ "$RC" -eq 0 ] || exit 1
-"""  # noqa: E501 - the rendered script's lines
+"""
+    return f"""set -u
+H={host_engine}
+WHY=""
+for i in $(seq 1 30); do dcgmi discovery --host "$H" -l >/tmp/dcgm-gpus.txt 2>&1 && break; sleep 2; done
+UUIDS=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | tr -d ' ' | paste -sd, -)
+IDS=$(awk -F'|' -v want="$UUIDS" 'BEGIN {{ n = split(want, u, ","); for (i = 1; i <= n; i++) w[u[i]] = 1 }}
+  {{ g = $2; gsub(/ /, "", g); if (g ~ /^[0-9]+$/) id = g
+     if (match($3, /GPU-[0-9a-fA-F-]+/)) {{
+       x = substr($3, RSTART, RLENGTH); if (x in w) o = o (o == "" ? "" : ",") id }} }}
+  END {{ print o }}' /tmp/dcgm-gpus.txt)
+if [ -z "$UUIDS" ] || [ -z "$IDS" ]; then
+  RC=2; WHY="the pod's GPUs ($UUIDS) were not found on the DCGM host engine $H"; cat /tmp/dcgm-gpus.txt
+else
+  for i in $(seq 1 {BUSY_RETRIES}); do
+    dcgmi diag --host "$H" -r {level} -i "$IDS" >/tmp/dcgm-diag.txt 2>&1
+    RC=$?
+    cat /tmp/dcgm-diag.txt
+    grep -qi "already running" /tmp/dcgm-diag.txt || break
+    sleep {BUSY_WAIT_S}
+  done
+  [ "$RC" -eq 0 ] || WHY="dcgmi diag failed on DCGM GPU ids $IDS"
+fi
+if [ "$RC" -eq 0 ]; then PASS=true; else PASS=false; fi
+{verdict}
+[ "$RC" -eq 0 ] || exit 1
+"""
 
 
 NCCL_PROGRAM = f'''import json, os, sys, time
@@ -194,9 +282,15 @@ def _fabric_container(cont: dict[str, Any], profile: fabric.FabricProfile, gpus:
 
 def init_containers(cfg: StackConfig, w: Workload, p: Plan) -> list[dict[str, Any]]:
     gpus = p.gpus_per_node
-    dcgm = c.container(DCGM_NAME, DCGM_IMAGE, command=c.shell(dcgm_script(p.dcgm_level)), env=[NODE_NAME_ENV],
-                       gpus=gpus)
-    out = [dcgm]
+    out: list[dict[str, Any]] = []
+    if p.has_dcgm:
+        dcgm_env: list[dict[str, Any]] = [NODE_NAME_ENV]
+        if p.dcgm.mode == "hostEngine":
+            # nvidia-smi names the pod's GPUs: the NVIDIA container toolkit mounts it with the `utility` capability
+            # (NVIDIA/nvidia-container-toolkit docs "Driver Capabilities": utility = nvidia-smi, NVML)
+            dcgm_env.append({"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"})
+        out.append(c.container(DCGM_NAME, DCGM_IMAGE, command=c.shell(dcgm_script(p.dcgm_level, p.dcgm.host_engine)),
+                               env=dcgm_env, gpus=gpus))
     if p.nccl:
         profile = fabric.profile_for(cfg, cfg.pool(w.node_pool))
         env: list[dict[str, Any]] = [NODE_NAME_ENV, {"name": "PREFLIGHT_FLOOR_GBPS", "value": f"{p.floor_gbytes:g}"},
@@ -281,7 +375,14 @@ def report(cfg: StackConfig) -> list[str]:
             continue
         nccl = (f"NCCL all-reduce among the gang's {p.nodes} pods x {p.gpus_per_node} GPUs, floor "
                 f"{p.floor_gbytes:g} GB/s ({p.floor_source})" if p.nccl else f"no NCCL part ({p.why_no_nccl})")
-        lines.append(f"preflight {w.name}: dcgmi diag -r {p.dcgm_level} on each pod's GPUs; {nccl}")
+        if p.dcgm.mode == "hostEngine":
+            dcgm = (f"dcgmi diag -r {p.dcgm_level} on each pod's GPUs against the node's host engine "
+                    f"{p.dcgm.host_engine}")
+        elif p.dcgm.mode == "embedded":
+            dcgm = f"dcgmi diag -r {p.dcgm_level} on each pod's GPUs, embedded host engine (opt-in)"
+        else:
+            dcgm = f"no DCGM part ({p.dcgm.why_none})"
+        lines.append(f"preflight {w.name}: {dcgm}; {nccl}")
     return lines
 
 
@@ -292,5 +393,11 @@ def advisories(cfg: StackConfig) -> list[Problem]:
         if p is not None and not p.nccl and "catalog does not confirm" in p.why_no_nccl:
             out.append(Problem(f"workloads[{i}].preflight.minBusBandwidthGbps",
                                f"workload {w.name}: the preflight runs no NCCL all-reduce: {p.why_no_nccl}"))
+        if p is not None and p.dcgm.mode == "embedded":
+            out.append(Problem(f"workloads[{i}].preflight.dcgm",
+                               f"workload {w.name}: embedded starts an unprivileged nv-hostengine in every gang pod, "
+                               f"which no upstream does (they run dcgmi diag against the node's privileged host "
+                               f"engine); if it cannot start on your nodes, no gang starts: verify it on one node "
+                               f"first, or use hostEngine (docs/preflight.md)"))
     return out
 
