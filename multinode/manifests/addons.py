@@ -376,7 +376,7 @@ def default_namespace(key: str) -> str:
 def gpu_operator_dcgm_here(cfg: StackConfig) -> bool:
     """This stack installs the GPU Operator, whose standalone DCGM host engine (the `nvidia-dcgm` DaemonSet and
     Service) fabric_releases then turns on: the node-local engine NVSentinel and the workloads' preflight use."""
-    return installs(cfg.addons.gpu_operator) and _gpu_operator_here(cfg) and bool(cfg.node_pools)
+    return nvsentinel.gpu_operator_here(cfg) and bool(cfg.node_pools)
 
 
 def _preflight_uses_operator_dcgm(cfg: StackConfig) -> bool:
