@@ -52,14 +52,24 @@ ADDON_VERSIONS = {
     # v0.10.0 (2026-08-11). v0.11.0 (2026-09-23: groupIdentity, scheduling) is released but no v0.11
     # CRD/values is stored, and we apply LWS's CRD from the stored file, so the pin stays at v0.10.0.
     "lws": "0.10.0",
-    # v0.1.0-alpha.11 (tag 2026-07-03), the newest Grove tag whose CRDs/values are stored (alpha.12-rc1
-    # carries identical files; alpha.12 and alpha.13 are released but not stored: alpha.13 changes the
-    # PodClique CRD, ai-dynamo/grove#809, so bumping needs its CRD files, see manifests/crds.py).
-    "grove": "0.1.0-alpha.11",
+    # v0.1.0-alpha.13, the floor Dynamo 1.5 documents (ai-dynamo/dynamo PR #14553 "bump dependency to
+    # v0.1.0-alpha.13": "document the Dynamo 1.5 compatibility floor as KAI Scheduler v0.17.0 and Grove
+    # v0.1.0-alpha.13"; docs/kubernetes/installation-guide.md compatibility matrix: dynamo-platform 1.5.x, kai-scheduler
+    # >= v0.17.0, Grove >= v0.1.0-alpha.13). NOT what our checks read: the Grove CRDs and values.yaml stored in
+    # schemas/grove/ are alpha.11's (tag 2026-07-03; alpha.12/alpha.13 are not in ../shared/schemas), so the CRD set
+    # applied and validated against records `read_at` alpha.11 and Grove's own CRD installer brings alpha.13's
+    # (manifests/crds.py); the plan says so on every Grove stack. Upgrading from alpha.11: docs/dynamo.md.
+    "grove": "0.1.0-alpha.13",
     # v0.17.0 (tag 2026-08-03), chart now at oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler;
     # Grove needs >= 0.15.2 for topology-aware scheduling (its README "Supported Schedulers").
     "kai": "0.17.0",
-    "kyverno": "3.9.0",            # chart kyverno-chart-3.9.0 = Kyverno v1.19.0 (tag 2026-08-20)
+    # chart 3.9.1 = Kyverno v1.19.1 (security fixes over v1.19.0): kyverno/kyverno@v1.19.1 charts/kyverno/Chart.yaml
+    # `version: 3.9.1`, `appVersion: v1.19.1` (read from the module zip the Go proxy serves). Values are checked against
+    # 3.9.0's values.yaml (schemas/kyverno, = the stored chart ../shared/charts/kyverno-3.9.0): 3.9.1's differs from
+    # it in comment lines only (diff of the two files, non-comment lines: none). The MutatingPolicy and
+    # ValidatingPolicy CRDs we validate against (schemas/kyverno, v1.19.0) are byte-identical to v1.19.1's
+    # config/crds/policies.kyverno.io files; v1.19.1's ClusterPolicy CRD differs (it marks kyverno.io/v1 deprecated).
+    "kyverno": "3.9.1",
     "networkOperator": "26.4.1",   # v26.4.1 (tag 2026-07-24); v26.7.0 is only at rc in the stored snapshot
     "gpuOperator": "v26.7.0",      # v26.7.0 (tag 2026-08-20)
     "efaDevicePlugin": "v0.5.30",  # chart version in aws/eks-charts v0.0.242 (2026-08-03; appVersion v0.5.20)
