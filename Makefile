@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: go-download venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver go-check cluster-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack
+.PHONY: go-download venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -105,11 +105,37 @@ cluster-check: go-check venv plan-all plan-guides
 clean:
 	rm -rf build .pytest_cache
 
+## real-node-check: one stack (STACK=aws-dev, or a guide stack of tests/guides) in the box with real nodes (issue 42):
+## the box in a network namespace of its own (only loopback), whole pools (at most REAL_MAX=4 nodes) run by real
+## kubelets (k8s.io/kubernetes, the box's version) with their own containerd, CNI bridge, our device plugin and a
+## stand-in CSI plugin, the stack's images stood in for by a Debian rootfs (debootstrap, cached in .cache/realnode).
+## Runs the planted-defect tests first. Fails on any finding (build/<stack>/cluster.json realNodes). Root only;
+## installs Debian packages with apt-get (conformance/realnode/install-deps.sh). Kyverno is built; LWS, Volcano and
+## the MPI operator run when cluster-check has built them (else their gangs are listed as not checked).
+## conformance/realnode/README.md.
+REAL_STACK_FILE = $(firstword $(wildcard stacks/Pulumi.$(STACK).yaml tests/guides/Pulumi.$(STACK).yaml))
+real-node-check: go-check venv
+	@test -n "$(REAL_STACK_FILE)" || { echo "real-node-check: no stacks/Pulumi.$(STACK).yaml or tests/guides/Pulumi.$(STACK).yaml" >&2; exit 2; }
+	$(VENV)/bin/multinode plan --file $(REAL_STACK_FILE) --out build >/dev/null
+	$(MAKE) -C conformance/kyverno build
+	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
+	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/cluster/tests/test_realnode_check.py \
+	  conformance/realnode/tests
+	$(MAKE) -C conformance/cluster realbox S=$(STACK) F=$(CURDIR)/$(REAL_STACK_FILE) ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
+
 ## conformance-apiserver: every object of every stack (stacks/, the guide stacks, fleet-dev) through the API
 ## server's own CREATE path, k8s.io/kubernetes as a Go library (conformance/apiserver/README.md). Plans the
 ## stacks first; builds (cached) and tests the checker, then writes build/<stack>/engines/apiserver.txt.
 conformance-apiserver: go-check plan-all plan-guides
 	$(MAKE) -C conformance/apiserver check
+
+## chart-check: every Helm release of every stack (stacks/, the guide stacks) rendered by Helm's own library
+## (helm.sh/helm/v3, the version the kubernetes provider installs with; conformance/helm/README.md) against the
+## upstream chart folders in ../shared/charts (CHARTS=...): render errors, custom kinds whose CRD nobody installs,
+## values keys the chart never reads, then every rendered object through conformance/apiserver. A chart with no
+## folder is listed NOT CHECKED. Verdicts: build/<stack>/engines/helm.txt.
+chart-check: go-check plan-all plan-guides
+	$(MAKE) -C conformance/helm check $(if $(CHARTS),CHARTS=$(abspath $(CHARTS)))
 
 ## conformance: the engines' own code on every stack's output (issue 27): the API server's CREATE path and
 ## Kyverno's CLI. Needs Go (the version in conformance/*/go.mod or newer); the first build takes minutes and keeps

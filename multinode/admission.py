@@ -56,7 +56,7 @@ def parse_quantity(value: Any) -> Decimal | None:
 # pkg/apis/core/helper/helpers.go: the names these predicates test.
 _STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 _QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
 
 
 def is_hugepages(name: str) -> bool:

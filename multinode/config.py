@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
-from . import catalog, credentials, models, topology
+from . import catalog, credentials, limits, models, topology
 from .errors import ConfigError, Problem
 from .manifests import CORE_API_GROUPS
 from .resolved import ResolvedWorkload, nccl_test_nodes, resolve_workload
@@ -52,14 +52,24 @@ ADDON_VERSIONS = {
     # v0.10.0 (2026-08-11). v0.11.0 (2026-09-23: groupIdentity, scheduling) is released but no v0.11
     # CRD/values is stored, and we apply LWS's CRD from the stored file, so the pin stays at v0.10.0.
     "lws": "0.10.0",
-    # v0.1.0-alpha.11 (tag 2026-07-03), the newest Grove tag whose CRDs/values are stored (alpha.12-rc1
-    # carries identical files; alpha.12 and alpha.13 are released but not stored: alpha.13 changes the
-    # PodClique CRD, ai-dynamo/grove#809, so bumping needs its CRD files, see manifests/crds.py).
-    "grove": "0.1.0-alpha.11",
+    # v0.1.0-alpha.13, the floor Dynamo 1.5 documents (ai-dynamo/dynamo PR #14553 "bump dependency to
+    # v0.1.0-alpha.13": "document the Dynamo 1.5 compatibility floor as KAI Scheduler v0.17.0 and Grove
+    # v0.1.0-alpha.13"; docs/kubernetes/installation-guide.md compatibility matrix: dynamo-platform 1.5.x, kai-scheduler
+    # >= v0.17.0, Grove >= v0.1.0-alpha.13). NOT what our checks read: the Grove CRDs and values.yaml stored in
+    # schemas/grove/ are alpha.11's (tag 2026-07-03; alpha.12/alpha.13 are not in ../shared/schemas), so the CRD set
+    # applied and validated against records `read_at` alpha.11 and Grove's own CRD installer brings alpha.13's
+    # (manifests/crds.py); the plan says so on every Grove stack. Upgrading from alpha.11: docs/dynamo.md.
+    "grove": "0.1.0-alpha.13",
     # v0.17.0 (tag 2026-08-03), chart now at oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler;
     # Grove needs >= 0.15.2 for topology-aware scheduling (its README "Supported Schedulers").
     "kai": "0.17.0",
-    "kyverno": "3.9.0",            # chart kyverno-chart-3.9.0 = Kyverno v1.19.0 (tag 2026-08-20)
+    # chart 3.9.1 = Kyverno v1.19.1 (security fixes over v1.19.0): kyverno/kyverno@v1.19.1 charts/kyverno/Chart.yaml
+    # `version: 3.9.1`, `appVersion: v1.19.1` (read from the module zip the Go proxy serves). Values are checked against
+    # 3.9.0's values.yaml (schemas/kyverno, = the stored chart ../shared/charts/kyverno-3.9.0): 3.9.1's differs from
+    # it in comment lines only (diff of the two files, non-comment lines: none). The MutatingPolicy and
+    # ValidatingPolicy CRDs we validate against (schemas/kyverno, v1.19.0) are byte-identical to v1.19.1's
+    # config/crds/policies.kyverno.io files; v1.19.1's ClusterPolicy CRD differs (it marks kyverno.io/v1 deprecated).
+    "kyverno": "3.9.1",
     "networkOperator": "26.4.1",   # v26.4.1 (tag 2026-07-24); v26.7.0 is only at rc in the stored snapshot
     "gpuOperator": "v26.7.0",      # v26.7.0 (tag 2026-08-20)
     "efaDevicePlugin": "v0.5.30",  # chart version in aws/eks-charts v0.0.242 (2026-08-03; appVersion v0.5.20)
@@ -82,7 +92,13 @@ ADDON_VERSIONS = {
 # Keys whose values are credentials: they must be Pulumi secrets and never appear in output.
 SECRET_KEYS = ("kubeconfig", "hfToken", "ngcApiKey", "imagePullSecret")
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+
+
+def _is_dns_label(name: str) -> bool:
+    """RFC 1123 label as the API server checks it (k8s.io/apimachinery pkg/util/validation IsDNS1123Label): at most
+    63 characters, whole text (\\Z: a trailing newline is not allowed, as `$` would let it pass)."""
+    return len(name) <= limits.DNS_LABEL_CHARS and bool(_DNS_LABEL.match(name))
 
 CloudName = Literal["aws", "azure", "gcp", "oci", "existing"]
 WorkloadKind = Literal["lws-inference", "grove-inference", "volcano-training", "indexed-job", "mpijob",
@@ -123,8 +139,10 @@ MAX_PARAMS_B = 10 ** 6                 # a million billion parameters
 
 
 class _Model(BaseModel):
+    # issue 48: every text value is bounded (limits.TEXT_CHARS: Linux's MAX_ARG_STRLEN, the longest legitimate
+    # text being an env value or an argument); lists and maps carry their own bound below (limits.py: the sources)
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False,
-                              validate_default=True)
+                              validate_default=True, str_max_length=limits.TEXT_CHARS)
 
 
 class ClusterRef(_Model):
@@ -186,8 +204,8 @@ class NodePool(_Model):
     subnet_id: str | None = None                   # aws: the one subnet (AZ) of the pool
     capacity_reservation: CapacityReservation | None = None
     disk_size_gb: int = Field(default=500, ge=100, le=16384)
-    labels: dict[str, str] = {}
-    node_selector: dict[str, str] = {}                # existing: labels that select these nodes
+    labels: dict[str, str] = Field(default={}, max_length=limits.LABELS)
+    node_selector: dict[str, str] = Field(default={}, max_length=limits.LABELS)   # existing: labels selecting the nodes
     image_id: str | None = None                    # oci: the GPU image OCID
     bootstrap: Literal["oke-package", "oke-install"] | None = None  # oci: how a node joins (clouds/oci.py)
     gpu_network_cidr: str | None = None            # gcp: IPv4 range (/20 or larger) the GPU subnets are cut from
@@ -331,7 +349,7 @@ class Autoscaling(_Model):
     maxReplicas on `metrics` (autoscaling/v2 MetricSpec objects, as the chart passes them through)."""
     min_replicas: int = Field(default=1, ge=1, le=64)
     max_replicas: int = Field(ge=1, le=64)
-    metrics: list[dict[str, Any]] = []
+    metrics: list[dict[str, Any]] = Field(default=[], max_length=limits.LIST_ITEMS)
     scale_down_stabilization_secs: int | None = Field(default=None, ge=0, le=3600)
 
 
@@ -386,12 +404,12 @@ class Workload(_Model):
     startup_timeout_minutes: int = Field(default=60, ge=1, le=1440)
     shm_size_gi: int = Field(default=64, ge=1, le=1024)
     queue: str | None = None
-    env: dict[str, str] = {}
-    extra_args: list[str] = []
+    env: dict[str, str] = Field(default={}, max_length=limits.ENV_ENTRIES)
+    extra_args: list[str] = Field(default=[], max_length=limits.ARGS)
     disaggregated: Disaggregated | None = None           # grove-inference, dynamo
     # training
     script: str | None = None
-    script_args: list[str] = []
+    script_args: list[str] = Field(default=[], max_length=limits.ARGS)
     max_retry: int = Field(default=3, ge=0, le=100)
     network_topology: NetworkTopology | None = None
     deepspeed_config: dict[str, Any] | None = None
@@ -408,8 +426,10 @@ class Workload(_Model):
     # --- issue 18b: the NIM chart's options (NVIDIA/nim-deploy helm/nim-llm values.yaml, commit bb84c40)
     probes: NimProbes | None = None             # lws-inference nim: the leader's probes, each may be turned off
     ngc_api_secret: str | None = None           # engine nim: existing Secret, key NGC_API_KEY (model.ngcAPISecret)
-    image_pull_secrets: list[str] = []          # existing pull Secrets by name (imagePullSecrets), none created
-    worker_command: list[str] | None = None     # lws-inference nim: the worker pods' command (leader unchanged)
+    # existing pull Secrets by name (imagePullSecrets), none created
+    image_pull_secrets: list[str] = Field(default=[], max_length=limits.LIST_ITEMS)
+    # lws-inference nim: the worker pods' command (leader unchanged)
+    worker_command: list[str] | None = Field(default=None, max_length=limits.ARGS)
     autoscaling: Autoscaling | None = None      # issue 31, lws-inference: the chart's HPA on the LeaderWorkerSet
     # nccl-test: threshold = minBusBandwidthGbps / 8 GB/s, else catalog Gbit/s / 8 x busBandwidthEfficiency
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0, le=MAX_GBPS)
@@ -425,16 +445,17 @@ class StackConfig(_Model):
     hf_token: str | None = None             # secret: Hugging Face token for model downloads
     ngc_api_key: str | None = None          # secret: NGC key for NIM images and models
     image_pull_secret: str | None = None    # secret: a .dockerconfigjson document
-    node_pools: list[NodePool] = Field(min_length=1)
+    node_pools: list[NodePool] = Field(min_length=1, max_length=limits.NODE_POOLS)
     fabric: FabricConfig = FabricConfig()
     addons: Addons = Addons()
     storage: Storage | None = None
-    queues: list[Queue] = []
-    priority_classes: list[PriorityClassSpec] = []     # issue 18: rendered as PriorityClass objects
-    workloads: list[Workload] = []
+    queues: list[Queue] = Field(default=[], max_length=limits.QUEUES)
+    # issue 18: rendered as PriorityClass objects
+    priority_classes: list[PriorityClassSpec] = Field(default=[], max_length=limits.PRIORITY_CLASSES)
+    workloads: list[Workload] = Field(default=[], max_length=limits.WORKLOADS)
     # Bring your own objects: raw Kubernetes objects applied as-is under the cluster provider (the policy
     # pack checks them like ours).
-    manifests: list[dict[str, Any]] = []
+    manifests: list[dict[str, Any]] = Field(default=[], max_length=limits.MANIFESTS)
 
     # --- resolved facts, filled by load() ---
     def machine(self, pool: NodePool) -> catalog.Machine:
@@ -556,6 +577,14 @@ def _problem_from_pydantic(err: ErrorDetails, secrets: set[str], root: type[Base
         return Problem(path, f"unknown key {str(loc[-1])!r}; {hint}")
     if typ == "missing":
         return Problem(path, "required key is missing; add it")
+    if typ in ("too_long", "string_too_long"):
+        # issue 48: a bound of multinode/limits.py; the value itself (100,000 entries, a megabyte) is not repeated
+        most = err.get("ctx", {}).get("max_length")
+        size = len(err["input"]) if isinstance(err["input"], (str, list, dict)) else "?"
+        what = "characters" if typ == "string_too_long" else "entries"
+        return Problem(path, f"{size} {what}, over the {most} a stack may give here (multinode/limits.py says "
+                             f"why: Kubernetes' or the cloud's own limit, or the size plan is built for); "
+                             f"shorten it")
     if typ == "literal_error":
         allowed = err.get("ctx", {}).get("expected", "")
         return Problem(path, f"{_show(err['input'], secret)} is not allowed; use one of {allowed}")
@@ -574,7 +603,7 @@ def parse_raw_value(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in "[{":
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):     # issue 48: nesting deep enough to exhaust the parser's stack
             return value
     return value
 
@@ -653,9 +682,41 @@ def grove_without_kai(cfg: StackConfig) -> list[Problem]:
                                           f"true for all-or-nothing placement")]
 
 
+def ignored_settings(cfg: StackConfig) -> list[Problem]:
+    """issue 48: a setting another key makes meaningless or partly meaningless, named with that key (an advisory:
+    the cloud or the program accepts it, but the stack does not do what the setting says)."""
+    out: list[Problem] = []
+    for i, pool in enumerate(cfg.node_pools):
+        up, at = pool.upgrade, f"nodePools[{i}]"
+        if up.surge is not None and up.surge > pool.node_count:
+            # AWS takes surge as the node group's maxUnavailable (multinode/upgrades.py): every node may go down at
+            # once; AKS and GKE are asked for more new nodes than the pool has. The clouds accept it (EKS caps
+            # maxUnavailable at 100, tests/test_upgrade_limits.py), so an advisory, not a refusal.
+            out.append(Problem(f"{at}.upgrade.surge", f"{up.surge} is larger than the pool ({at}.nodeCount "
+                                                      f"{pool.node_count}): an upgrade replaces each node once, so "
+                                                      f"the surge beyond {pool.node_count} buys nothing, and on AWS "
+                                                      f"(maxUnavailable) every node may be drained at once; set "
+                                                      f"upgrade.surge to at most {pool.node_count}, or remove it (the "
+                                                      f"default is the largest gang on the pool)"))
+    for i, w in enumerate(cfg.workloads):
+        at = f"workloads[{i}]"
+        set_here = [k for k in ("min_bus_bandwidth_gbps", "dcgm_diag_level") if k in w.preflight.model_fields_set]
+        if not w.preflight.enabled and set_here:
+            keys = ", ".join(f"{at}.preflight.{to_camel(k)}" for k in set_here)
+            out.append(Problem(f"{at}.preflight.enabled", f"false, so {keys} is ignored: no preflight runs; remove "
+                                                          f"it or turn preflight on"))
+        floor_key = "minBusBandwidthGbps" if w.kind == "nccl-test" else "preflight.minBusBandwidthGbps"
+        floor = w.min_bus_bandwidth_gbps if w.kind == "nccl-test" else w.preflight.min_bus_bandwidth_gbps
+        if "bus_bandwidth_efficiency" in w.model_fields_set and floor is not None:
+            out.append(Problem(f"{at}.busBandwidthEfficiency", f"is ignored: {at}.{floor_key} gives the floor "
+                                                               f"itself (the efficiency only scales the catalog's "
+                                                               f"bandwidth when no floor is given); remove one"))
+    return out
+
+
 def advisories(cfg: StackConfig) -> list[Problem]:
     """Non-fatal findings of the cloud-independent contract (checks.advisories adds the cloud's)."""
-    out: list[Problem] = grove_without_kai(cfg)
+    out: list[Problem] = grove_without_kai(cfg) + ignored_settings(cfg)
     for i, w in enumerate(cfg.workloads):
         try:
             m = cfg.machine(cfg.pool(w.node_pool))
@@ -707,7 +768,7 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
     machines: dict[str, catalog.Machine] = {}
     for i, pool in enumerate(cfg.node_pools):
         at = f"nodePools[{i}]"
-        if not _DNS_LABEL.match(pool.name) or len(pool.name) > 40:
+        if not _is_dns_label(pool.name) or len(pool.name) > 40:
             p.append(Problem(f"{at}.name", f"{pool.name!r} must be lowercase letters, digits and '-' "
                                            f"(at most 40 characters), e.g. 'gpu-a'"))
         if pool.name in names:
@@ -762,7 +823,7 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
                                                       "existingStorageClass for kind 'existing'"))
         if s.kind != "existing" and s.size_gib is None:
             p.append(Problem("storage.sizeGib", f"set the size of the {s.kind} file system in GiB"))
-        if not _DNS_LABEL.match(s.namespace):
+        if not _is_dns_label(s.namespace):
             p.append(Problem("storage.namespace", f"{s.namespace!r} is not a valid namespace name"))
         if not s.mount_path.startswith("/"):
             p.append(Problem("storage.mountPath", f"{s.mount_path!r} must be an absolute path like /checkpoints"))
@@ -771,14 +832,14 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
             # named otherwise, and an empty name cannot name a Pulumi resource (issue 32's rename family found it)
             p.append(Problem("storage.name", f"{s.name[:80]!r} must be a DNS subdomain (lower-case letters, digits, "
                                              f"'-', '.'), e.g. 'checkpoints'"))
-        if s.resource_name is not None and (not _DNS_LABEL.match(s.resource_name) or len(s.resource_name) > 63):
+        if s.resource_name is not None and (not _is_dns_label(s.resource_name) or len(s.resource_name) > 63):
             p.append(Problem("storage.resourceName", f"{s.resource_name!r} must be a DNS label (lower-case letters, "
                                                      f"digits, '-', at most 63), e.g. the storage's previous name"))
 
     # queues
     qnames = set()
     for i, q in enumerate(cfg.queues):
-        if not _DNS_LABEL.match(q.name):
+        if not _is_dns_label(q.name):
             p.append(Problem(f"queues[{i}].name", f"{q.name!r} must be a DNS label, e.g. 'research'"))
         if q.name in qnames:
             p.append(Problem(f"queues[{i}].name", f"queue {q.name!r} is defined twice"))
@@ -787,7 +848,7 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
     # issue 18: priority classes (DNS subdomain names; system- is reserved by Kubernetes)
     pcnames: set[str] = set()
     for i, pc in enumerate(cfg.priority_classes):
-        if not _DNS_LABEL.match(pc.name) or pc.name.startswith("system-"):
+        if not _is_dns_label(pc.name) or pc.name.startswith("system-"):
             p.append(Problem(f"priorityClasses[{i}].name", f"{pc.name!r} must be a DNS label not starting with "
                                                            f"'system-' (reserved), e.g. 'training-high'"))
         if pc.name in pcnames:
@@ -803,7 +864,7 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
         if not name:
             missing.append("metadata.name")
         namespace = obj["metadata"].get("namespace") if isinstance(obj.get("metadata"), dict) else None
-        if namespace is not None and (not isinstance(namespace, str) or not _DNS_LABEL.match(namespace)):
+        if namespace is not None and (not isinstance(namespace, str) or not _is_dns_label(namespace)):
             p.append(Problem(f"manifests[{i}].metadata.namespace", "a namespace is a DNS label (text), e.g. "
                                                                    "'default' or 'inference'"))
             continue
@@ -857,8 +918,8 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
     return p
 
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 # metadata.name rules of the API server (k8s.io/kubernetes@v1.33.13): Service NameIsDNS1035Label (pkg/apis/core/
 # validation ValidateServiceName), Namespace and StatefulSet NameIsDNSLabel (ValidateNamespaceName, apps/validation
 # ValidateStatefulSetName), everything else NameIsDNSSubdomain, custom resources included (k8s.io/
@@ -920,7 +981,7 @@ def _manifest_quantity_problems(obj: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?\Z")
 
 
 def _label_problem(key: str, value: str) -> str | None:
@@ -954,11 +1015,18 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
                        queues: set[str]) -> list[Problem]:
     at = f"workloads[{i}]"
     p: list[Problem] = []
-    if not _DNS_LABEL.match(w.name) or len(w.name) > 40:
+    if not _is_dns_label(w.name) or len(w.name) > 40:
         p.append(Problem(f"{at}.name", f"{w.name!r} must be lowercase letters, digits and '-' (at most 40 "
                                        f"characters), e.g. 'llama-405b'"))
-    if not _DNS_LABEL.match(w.namespace):
+    if not _is_dns_label(w.namespace):
         p.append(Problem(f"{at}.namespace", f"{w.namespace!r} is not a valid namespace name"))
+    if w.image is not None and image_has_credentials(w.image):
+        # never repeated: the part before '@' is a registry user and password (or token)
+        p.append(Problem(f"{at}.image", "holds registry credentials (user:password@registry/...), which would be "
+                                        "written into every pod and the stack's state, and is no image reference "
+                                        "Kubernetes pulls; give the plain reference (registry/repository:tag) and "
+                                        "the credentials as a pull Secret (imagePullSecret, or imagePullSecrets "
+                                        "naming an existing one)"))
     if w.preflight.dcgm_host_engine and w.preflight.dcgm in ("embedded", "off"):
         # issue 40: the address is read only where dcgmi diag runs against a host engine (preflight.py dcgm_setting)
         p.append(Problem(f"{at}.preflight.dcgmHostEngine", f"is not used with preflight.dcgm {w.preflight.dcgm}; "
@@ -982,6 +1050,7 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
         p.append(Problem(f"{at}.script", f"{w.kind} needs the training script {starter} starts, e.g. "
                                          f"/workspace/train.py"))
     p.extend(_workload_runtime_problems(cfg, at, w, m, pool))
+    p.extend(_contradictions(cfg, at, w, m, pool))
     if w.queue and cfg.queues and w.queue not in queues and w.queue != "default":
         p.append(Problem(f"{at}.queue", f"no queue named {w.queue!r}; define it under queues or use one of "
                                         f"{', '.join(sorted(queues))}"))
@@ -1053,7 +1122,7 @@ def _workload_problems(cfg: StackConfig, i: int, w: Workload, machines: dict[str
 
 # --- issue 18: Volcano Job options ---------------------------------------------------------------------
 # Go's time.ParseDuration units (metav1.Duration); Volcano's policy `timeout` is one.
-_GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
+_GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+\Z")
 
 
 def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list[Problem]:
@@ -1097,6 +1166,43 @@ def _volcano_job_option_problems(cfg: StackConfig, at: str, w: Workload) -> list
                              f"that divides {w.nodes} or {w.nodes - 1} (size or size - 1, the leader's subgroup "
                              f"may be one larger); use one of {', '.join(map(str, fits))}, or remove it to keep "
                              f"the whole group in one domain"))
+    return p
+
+
+def image_has_credentials(image: str) -> bool:
+    """`user:pass@registry/repo:tag` (userinfo before the registry). A digest (`repo@sha256:...`,
+    `registry/repo@sha256:...`) has its '@' after the last '/', or no '/' at all."""
+    head, slash, _ = image.partition("/")
+    return bool(slash) and "@" in head
+
+
+def _pool_key(cfg: StackConfig, pool: NodePool, field: str) -> str:
+    i = next(i for i, p in enumerate(cfg.node_pools) if p is pool)
+    return f"nodePools[{i}].{field}"
+
+
+def _contradictions(cfg: StackConfig, at: str, w: Workload, m: catalog.Machine, pool: NodePool) -> list[Problem]:
+    """issue 48: keys that cannot hold together, refused with both keys named (docs/stack-files.md lists what was
+    checked): a bandwidth floor above the machine's fabric bandwidth (preflight and nccl-test), and the total of a
+    workload's env and arguments above Linux's ARG_MAX (the container's exec fails with E2BIG). Advised instead
+    (ignored_settings): a surge above the pool. /dev/shm above the node's memory is advised by the shm check (the
+    kubelet caps the volume)."""
+    p: list[Problem] = []
+    where = _pool_key(cfg, pool, "machineSpec.bandwidthGbps" if pool.machine_spec else "machine")
+    ceiling = m.bandwidth_gbps
+    for key, floor in ((f"{at}.preflight.minBusBandwidthGbps", w.preflight.min_bus_bandwidth_gbps),
+                       (f"{at}.minBusBandwidthGbps", w.min_bus_bandwidth_gbps)):
+        if floor is not None and ceiling and floor > ceiling:
+            p.append(Problem(key, f"{floor:g} Gbit/s, above the {ceiling} Gbit/s of fabric bandwidth a {m.name} node "
+                                  f"has ({where}; multinode/catalog.py): the check could never pass; set it at or "
+                                  f"below {ceiling} (the default is {ceiling} x busBandwidthEfficiency)"))
+    size = (sum(len(k) + len(v) + 2 for k, v in w.env.items())
+            + sum(len(a) + 1 for a in [*w.extra_args, *w.script_args, *(w.worker_command or [])]))
+    if size > limits.ARG_MAX_BYTES:
+        p.append(Problem(f"{at}.env", f"env, extraArgs and scriptArgs add up to {size} bytes, over Linux's ARG_MAX "
+                                      f"({limits.ARG_MAX_BYTES} bytes for every argument and env string of one "
+                                      f"exec): the container would fail to start (E2BIG); move data to a "
+                                      f"ConfigMap or a file"))
     return p
 
 

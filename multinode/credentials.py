@@ -16,7 +16,7 @@ from typing import Any
 # Words that make an env / ConfigMap key name a credential (HF_TOKEN, NGC_API_KEY, DB_PASSWORD...).
 SECRET_WORDS = {"TOKEN", "KEY", "APIKEY", "PASSWORD", "PASSWD", "SECRET", "CREDENTIALS", "CREDENTIAL"}
 # ...except names where KEY/TOKEN mean something else (a cache key, a max-token count).
-_NOT_SECRET = re.compile(r"(^|_)(MAX|NUM|N)_?(NEW_)?TOKENS?$|TOKENIZER|(^|_)KEY_?(PREFIX|NAME|ID|PATH|FILE)$"
+_NOT_SECRET = re.compile(r"(^|_)(MAX|NUM|N)_?(NEW_)?TOKENS?\Z|TOKENIZER|(^|_)KEY_?(PREFIX|NAME|ID|PATH|FILE)\Z"
                          r"|(^|_)(PUBLIC|PUB)_KEY", re.IGNORECASE)
 
 
@@ -41,7 +41,7 @@ PROVIDER_CREDENTIALS = {
     "oci": ("privateKey", "privateKeyPassword"),
     "kubernetes": ("kubeconfig",),
 }
-_PATH_LIKE = re.compile(r"^[~A-Za-z0-9_./\\:-]+$")
+_PATH_LIKE = re.compile(r"^[~A-Za-z0-9_./\\:-]+\Z")
 
 PROVIDER_FIX = {
     "aws": "let the provider take short-lived credentials (an OIDC role via Pulumi ESC `environment:`, "

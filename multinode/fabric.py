@@ -216,7 +216,7 @@ def _pool_kind(cfg: StackConfig, pool: NodePool) -> str | None:
 
 
 # Linux interface names: at most 15 characters (IFNAMSIZ 16 with the NUL), no '/', ',' or whitespace.
-_IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}\Z")
 
 
 def socket_interfaces(value: str | None) -> list[str] | None:

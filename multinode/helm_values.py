@@ -53,7 +53,10 @@ HELM_SUBCHARTS = {
 #: Sub-charts whose own values.yaml is stored as schemas/<chart>/charts/<sub-chart>/values.yaml: keys under
 #: that top-level name are checked against it (the parent's values.yaml does not list them).
 HELM_STORED_SUBCHARTS = {
-    "nvsentinel": frozenset({"gpu-health-monitor", "nic-health-monitor", "fault-quarantine"}),
+    # labeler, metadata-collector: issue 40 (we set labeler.assumeDriverInstalled; the plan note names
+    # metadata-collector.runtimeClassName)
+    "nvsentinel": frozenset({"gpu-health-monitor", "nic-health-monitor", "fault-quarantine", "labeler",
+                             "metadata-collector"}),
 }
 
 #: Every dependency (name, or alias) of the pinned charts, from their Chart.yaml `dependencies`:

@@ -26,6 +26,7 @@ import importlib.util
 import json
 import re
 import shutil
+import stat
 import sys
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ import yaml
 
 from . import admission, checks, deploy_path, gcpolicy, placement, renames, stackfile, upgrades
 from . import config as mconfig
-from .errors import ConfigError
+from .errors import ConfigError, printable
 from .manifests import crds
 from .recording import CONFIG_GROUP, Registration, run_program
 
@@ -232,8 +233,12 @@ def run_policies(regs: list[Registration], cfg: mconfig.StackConfig | None,
         return []
     from policy import pack
     records = [r.as_dict() for r in regs]
-    return [v if isinstance(v, dict) else v.as_dict()
-            for v in pack.evaluate(records, cfg, placement=simulated, policy_config=policy_config)]
+    out = [v if isinstance(v, dict) else v.as_dict()
+           for v in pack.evaluate(records, cfg, placement=simulated, policy_config=policy_config)]
+    for v in out:      # issue 48: a message repeats object names and settings: escaped, bounded, no credentials
+        if isinstance(v.get("message"), str):
+            v["message"] = printable(v["message"])
+    return out
 
 
 def load_policy_config(src: Path | None, explicit: Path | None) -> Any:
@@ -370,14 +375,20 @@ class OutputFolder:
     def write(self, path: Path, text: str) -> Path:
         self.files.add(path)
         self.folder(path.parent)
+        data = text.encode("utf-8")
         try:
-            if path.read_text(encoding="utf-8") == text:
+            # compared only when it is a regular file of the same size: a FIFO or a device left in build/ is
+            # replaced, never read (issue 48: opening a FIFO for reading blocks until a writer comes)
+            st = path.lstat()
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path)
+            elif not stat.S_ISREG(st.st_mode):
+                path.unlink()
+            elif st.st_size == len(data) and path.read_bytes() == data:
                 return path
-        except IsADirectoryError:
-            shutil.rmtree(path)
-        except (OSError, UnicodeDecodeError):
+        except OSError:
             pass
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(data)
         return path
 
     def prune(self) -> None:
@@ -579,7 +590,7 @@ def summary(result: PlanResult) -> str:
         lines = fleet_plan.summary(result).split("\n")
         if result.deploy_path is not None:     # before the closing "wrote ..." line, as for a cluster stack
             lines.insert(len(lines) - 1 if lines[-1].startswith("wrote ") else len(lines), result.deploy_path.line())
-        return "\n".join(lines)
+        return "\n".join(printable(line) for line in lines)
     cfg = result.config
     assert cfg is not None
     lines = [f"stack {result.stack}: cloud {cfg.cloud}, {len(result.registrations)} resources"]
@@ -629,7 +640,8 @@ def summary(result: PlanResult) -> str:
         lines.append(result.deploy_path.line())
     if result.out_dir:
         lines.append(f"wrote {len(result.k8s_objects)} Kubernetes objects and resources.json to {result.out_dir}")
-    return "\n".join(lines)
+    # issue 48: names and values from the stack reach these lines: each escaped, bounded and credential-free
+    return "\n".join(printable(line) for line in lines)
 
 
 def stack_name_from_file(path: Path) -> str | None:

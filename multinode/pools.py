@@ -3,6 +3,7 @@ names of the per-pool networks. The cloud components create nodes with these; th
 fabric policies and policy pack select nodes by them."""
 from __future__ import annotations
 
+from . import nvsentinel
 from .catalog import Machine
 from .config import NodePool, StackConfig
 
@@ -45,6 +46,9 @@ def node_labels(cfg: StackConfig, pool: NodePool, machine: Machine) -> dict[str,
     }
     if machine.fabric == "efa":
         labels[EFA_PRESENT_LABEL] = "true"
+    # issue 40: the DCGM major version NVSentinel's GPU health monitor is selected by in embedded-mode (nothing
+    # else writes it there: multinode/nvsentinel.py)
+    labels.update(nvsentinel.node_labels(cfg))
     labels.update(pool.labels)
     return labels
 

@@ -18,9 +18,12 @@ Pure: reads nothing but what it is given.
 """
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Any
+
+from . import limits, safefile
+from .errors import ConfigError
 
 # The inputs a resource is created under (its own name in the cloud, or where it lives): a change replaces it.
 _NAME_INPUTS = ("name", "shareName", "accountName", "instanceId", "filesystem", "fileShares", "path",
@@ -29,16 +32,17 @@ _K8S_NAME_INPUTS = (("metadata", "name"), ("metadata", "namespace"), ("spec", "c
                     ("spec", "volumeName"), ("spec", "storageClassName"))
 _STORAGE = "multinode:index:CheckpointStorage"
 _ADDON = "aws:eks/addon:Addon"
-MAX_BYTES = 256 * 2 ** 20       # a previous resources.json larger than this is not read (ours are < 5 MB)
+MAX_BYTES = limits.PREVIOUS_RECORDS_BYTES    # a previous resources.json larger than this is not read
 
 
 def previous_records(path: Path) -> list[dict[str, Any]] | None:
     """The records of a previous resources.json; None when there is none or it is not ours (unreadable)."""
-    try:
-        if not path.is_file() or path.stat().st_size > MAX_BYTES:
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if not os.path.lexists(path):
+        return None
+    try:      # issue 48: read as any file plan reads (a regular file, bounded, bounded JSON); a bad one is not ours
+        data = safefile.load_json(safefile.read_text(path, "the previous resources.json", MAX_BYTES),
+                                  "the previous resources.json", str(path))
+    except ConfigError:
         return None
     if not isinstance(data, list):
         return None

@@ -46,6 +46,7 @@ from typing import Any
 import yaml
 from yaml import events as ev
 
+from . import limits
 from .errors import ConfigError, Problem
 
 # libyaml's event parser when PyYAML has it (the wheels do), ~10x faster on a long stack file than the
@@ -56,8 +57,8 @@ from .errors import ConfigError, Problem
 # Pulumi CLI's reader, a port of libyaml -- reads as part of the value (the key's own check then judges it).
 _EVENTS = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-MAX_DEPTH = 64                 # Kubernetes objects in `manifests` nest ~15 deep; DeepSpeed configs ~5
-MAX_BYTES = 4 * 1024 * 1024    # the example stacks are ~2 KB; a stack with many manifests ~100 KB
+MAX_DEPTH = limits.MAX_DEPTH             # Kubernetes objects in `manifests` nest ~15 deep; DeepSpeed configs ~5
+MAX_BYTES = limits.STACK_FILE_BYTES      # the example stacks are ~2 KB; a stack with many manifests ~100 KB
 MAX_NODES = 100_000           # values in the document once aliases are expanded (the examples hold ~100)
 MAX_PROBLEMS = 30
 MAX_SAFE_INT = 2 ** 53         # JSON numbers Pulumi carries exactly (protobuf Value is a double)
@@ -71,17 +72,17 @@ _FALSE = {"false", "False", "FALSE"}
 # yaml.v2's resolve table reads these as booleans; YAML 1.2 reads them as strings.
 _YAML11_BOOL = {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO",
                 "on", "On", "ON", "off", "Off", "OFF"}
-_INT = re.compile(r"^[-+]?(0|[1-9][0-9]*)$")
-_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")    # yaml.v2 yamlStyleFloat
-_NONFINITE = re.compile(r"^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$")
-_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
-_PREFIXED = re.compile(r"^[-+]?0[xXoObB][0-9a-fA-F_]+$")
-_UNDERSCORE_NUM = re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?$")
-_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?$")
+_INT = re.compile(r"^[-+]?(0|[1-9][0-9]*)\Z")
+_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?\Z")    # yaml.v2 yamlStyleFloat
+_NONFINITE = re.compile(r"^[-+]?\.(inf|Inf|INF)\Z|^\.(nan|NaN|NAN)\Z")
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+\Z")
+_PREFIXED = re.compile(r"^[-+]?0[xXoObB][0-9a-fA-F_]+\Z")
+_UNDERSCORE_NUM = re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?\Z")
+_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?\Z")
 # YAML 1.1 timestamp (what both PyYAML and yaml.v2 try first on a plain scalar starting with a digit)
 _TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}"
                         r"(([Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(\.[0-9]*)?"
-                        r"([ \t]*(Z|[-+][0-9]{1,2}(:[0-9]{2})?))?)?$")
+                        r"([ \t]*(Z|[-+][0-9]{1,2}(:[0-9]{2})?))?)?\Z")
 
 
 class _Refused(Exception):
@@ -110,12 +111,16 @@ def resolve_plain(text: str) -> Any:
         raise _Refused(f"a number with a leading zero is octal to YAML 1.1 and the Pulumi CLI, decimal to "
                        f"YAML 1.2; write it without the leading zero, or {_quote_hint(text)}")
     if _INT.match(text):
-        n = int(text)
+        # issue 48: int() of over 4,300 digits raises ValueError (Python's int_max_str_digits): the length first
+        n = int(text) if len(text) <= limits.NUMBER_CHARS else MAX_SAFE_INT + 1
         if abs(n) > MAX_SAFE_INT:
             raise _Refused(f"an integer beyond +-2**53 changes value on its way through Pulumi (numbers travel "
                            f"as doubles); {_quote_hint(text)}")
         return n
     if _FLOAT.match(text):
+        if len(text) > limits.NUMBER_CHARS:
+            raise _Refused(f"a number written with {len(text)} characters; no setting needs that many digits: "
+                           f"write it shorter, or {_quote_hint(text)}")
         f = float(text)
         if not math.isfinite(f):
             raise _Refused("is too large to be a finite number; write a smaller number or " + _quote_hint(text))

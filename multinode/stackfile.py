@@ -8,11 +8,12 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from . import credentials, safeyaml
+from . import credentials, limits, safefile, safeyaml
 from .config import NAMESPACE, PROVIDER_NAMESPACES, SECRET_KEYS, SECRET_PLACEHOLDER
 from .errors import ConfigError, Problem
 
@@ -89,14 +90,12 @@ _READ_KEEP = 4
 def read_stack_file(path: Path) -> tuple[dict[str, Any], set[str], dict[str, str]]:
     """(multinode keys -> value, secret keys, all config as Pulumi passes it: key -> string)."""
     src = str(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         known = ", ".join(list_stacks()) or "none"
         raise ConfigError([Problem("", f"no stack file {path}; known stacks: {known}")], src)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError([Problem("", f"not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8")],
-                          src) from None
+    # a regular file, size-checked before it is read, UTF-8 (issue 48: a FIFO, a folder, /dev/zero, UTF-16)
+    text = safefile.read_text(path, "the stack file", limits.STACK_FILE_BYTES,
+                              fix="give --file the path of a Pulumi.<stack>.yaml stack file (UTF-8 YAML)")
     key = (src, text)
     if key not in _READ:
         _READ[key] = _read_stack_text(text, src)

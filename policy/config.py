@@ -24,11 +24,13 @@ Stricter than the CLI, on purpose, because plan is where a team finds its mistak
 """
 from __future__ import annotations
 
-import json
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from multinode import limits, safefile
 from multinode.errors import ConfigError, Problem
 
 from .engine import ADVISORY, MANDATORY, Rule
@@ -43,9 +45,7 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "boolean": (bool,)
 
 class PolicyConfigError(ConfigError):
     def render(self) -> str:
-        n = len(self.problems)
-        head = f"{self.source}: {n} problem{'s' if n != 1 else ''} in the policy config (CrossGuard's format)"
-        return "\n".join([head] + [f"  - {p}" for p in self.problems])
+        return "\n".join([self.head() + " in the policy config (CrossGuard's format)"] + self.lines())
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,46 @@ def _type_ok(value: Any, schema: dict[str, Any]) -> bool:
     return isinstance(value, _JSON_TYPES[want])
 
 
+def _shown(value: Any) -> str:
+    """A value from the file as a message repeats it: short (a 1 MB string is cut), control characters escaped
+    when the problem is rendered (multinode.errors.printable)."""
+    text = repr(value) if isinstance(value, (str, int, float, bool)) or value is None else type(value).__name__
+    return text if len(text) <= 60 else text[:50] + f"... ({len(text)} characters)"
+
+
+def _schema_problems(value: Any, schema: dict[str, Any], key: str) -> list[Problem]:
+    """The JSON-schema keywords the pack's rule settings use, checked as the Pulumi CLI checks them
+    (validatePolicyPackConfig with gojsonschema): type, items, maxItems, maxLength, pattern. A wrong item type
+    (`allowedNames: [[1]]`) is one config error naming the key (issue 48), not a rule that fails on every object."""
+    if not _type_ok(value, schema):
+        return [Problem(key, f"{_shown(value)} is not of type {schema.get('type')}")]
+    out: list[Problem] = []
+    if isinstance(value, str):
+        most = schema.get("maxLength")
+        if isinstance(most, int) and len(value) > most:
+            out.append(Problem(key, f"{_shown(value)} is longer than {most} characters"))
+        pattern = schema.get("pattern")
+        # Go's regexp (the CLI's) reads a final `$` as the end of the text; Python's also matches before a final
+        # newline: read it as \Z here, so "64Gi\n" is refused as the CLI refuses it
+        if not out and isinstance(pattern, str):
+            go = pattern[:-1] + "\\Z" if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
+            if not re.search(go, value):
+                out.append(Problem(key, f"{_shown(value)} does not match the setting's pattern {pattern} "
+                                        f"({schema.get('description', 'see docs/policy-pack.md')})"))
+    elif isinstance(value, list):
+        most = schema.get("maxItems")
+        if isinstance(most, int) and len(value) > most:
+            out.append(Problem(key, f"{len(value)} items, over the {most} this setting takes"))
+            return out
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for i, item in enumerate(value):
+                out += _schema_problems(item, items, f"{key}[{i}]")
+                if len(out) >= 10:
+                    break
+    return out
+
+
 def parse(data: Any, source: str, rules: list[Rule] | None = None) -> PolicyConfig:
     """The file's decoded JSON -> PolicyConfig; every problem in one PolicyConfigError naming its key."""
     by_name = {r.name: r for r in _rules(rules)}
@@ -106,7 +146,8 @@ def parse(data: Any, source: str, rules: list[Rule] | None = None) -> PolicyConf
 
     def level_of(key: str, value: Any) -> str | None:
         if not isinstance(value, str) or value not in LEVELS:
-            problems.append(Problem(key, f"{value!r} is not an enforcement level; use one of {', '.join(LEVELS)}"))
+            problems.append(Problem(key, f"{_shown(value)} is not an enforcement level; use one of "
+                                         f"{', '.join(LEVELS)}"))
             return None
         return MANDATORY if value == REMEDIATE else value
 
@@ -124,7 +165,7 @@ def parse(data: Any, source: str, rules: list[Rule] | None = None) -> PolicyConf
         key = f"{prefix}{name}"
         rule = by_name.get(name)
         if rule is None:
-            problems.append(Problem(key, f"the pack has no policy {name!r}; the policy names are in "
+            problems.append(Problem(key, f"the pack has no policy {_shown(name)}; the policy names are in "
                                          f"docs/policy-pack.md (e.g. {', '.join(team[:2])})"))
             continue
         if isinstance(value, str):
@@ -149,9 +190,9 @@ def parse(data: Any, source: str, rules: list[Rule] | None = None) -> PolicyConf
             schema = rule.config.get(k)
             if schema is None:
                 declared = ", ".join(sorted(rule.config)) or "none"
-                problems.append(Problem(f"{key}.{k}", f"{name} has no setting {k!r} (its settings: {declared})"))
-            elif not _type_ok(v, schema):
-                problems.append(Problem(f"{key}.{k}", f"{v!r} is not of type {schema.get('type')}"))
+                problems.append(Problem(f"{key}.{k}", f"{name} has no setting {_shown(k)} (its settings: {declared})"))
+            else:
+                problems += _schema_problems(v, schema, f"{key}.{k}")
         if props:
             settings[name] = props
     if problems:
@@ -160,18 +201,14 @@ def parse(data: Any, source: str, rules: list[Rule] | None = None) -> PolicyConf
 
 
 def load(path: Path, rules: list[Rule] | None = None) -> PolicyConfig:
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise PolicyConfigError([Problem("", f"cannot read the policy config ({e.strerror or type(e).__name__}); "
-                                             f"give an existing JSON file")], str(path)) from None
+    # issue 48: a regular file, size-checked before it is read, UTF-8 (a UTF-16 BOM is named), JSON with bounded
+    # nesting and numbers; each refusal one PolicyConfigError naming the path and the fix (plan exits 2)
+    text = safefile.read_text(path, "the policy config", limits.POLICY_CONFIG_BYTES, PolicyConfigError,
+                              fix=f"give a JSON file in CrossGuard's --policy-pack-config format (or remove "
+                                  f"{FILE_NAME} from the stack's folder)")
     if not text.strip():
         return PolicyConfig(str(path))                  # the CLI accepts an empty file as no config
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise PolicyConfigError([Problem(f"line {e.lineno}", f"not JSON ({e.msg}); the Pulumi CLI reads this file "
-                                                             f"as JSON, so write it as JSON")], str(path)) from None
+    data = safefile.load_json(text, "the policy config", str(path), PolicyConfigError)
     return parse(data, str(path), rules)
 
 
@@ -185,7 +222,9 @@ def for_stack(stack_file: Path | None, explicit: Path | None = None,
     """The config plan applies: `explicit` (must exist), else the default file next to the stack file, else None."""
     if explicit is not None:
         return load(explicit, rules)
-    if stack_file is not None and default_path(stack_file).is_file():
+    # picked up by name whatever it is: a folder, a FIFO or a dangling link named policy-config.json is refused
+    # (loudly: the team meant a config), not skipped
+    if stack_file is not None and os.path.lexists(default_path(stack_file)):
         return load(default_path(stack_file), rules)
     return None
 

@@ -23,7 +23,23 @@ Issue 32 adds four families (`--round2 N`: N cases of each):
 * renames: a stack planned, then planned again in the same build folder with storage.name changed (with or
   without storage.resourceName, or storage removed): the case's `before` text is planned first.
 
-    python -m tests.fuzz_hostile --stacks 300 --objects 150 --seed 16 [--round2 50] [--out report.json]
+Issue 48 adds six families (`--round3 N`: N cases of each; all on stacks/Pulumi.existing-dev.yaml, which imports no
+cloud SDK):
+* file: the stack file or the policy config next to it is a FIFO, a folder, /dev/zero, a dangling link, UTF-16/32
+  (with or without a BOM), Latin-1, over its size bound, nested past the depth bound, or holds a very long number;
+* count: priority classes, queues, env, workloads, pools, labels, args, pull secrets, manifests, long text, at and
+  far past their bound in multinode/limits.py, and env + args over ARG_MAX;
+* name: a name or label value Kubernetes refuses (a trailing newline, CR, ESC, U+202E, NUL, too long...) at each key
+  that names something;
+* contra: keys that cannot hold together (a bandwidth floor above the machine's, surge above the pool, /dev/shm
+  above the node's memory, env + args above ARG_MAX);
+* text: credentials in an image reference, control characters in keys and values, a multi-megabyte policy value;
+* policy: a typed mistake in the policy config.
+Beyond the common checks (exit 0/1/2, no traceback, no leak, < 60 s, < 1 GiB), a round-three case fails when its
+output holds an unescaped control or format character or is over OUTPUT_CHARS, when a policy config mistake shows
+as unreadable objects, or when a case that must be refused is not (`expect`).
+
+    python -m tests.fuzz_hostile --stacks 300 --objects 150 --seed 16 [--round2 50] [--round3 170] [--out report.json]
 """
 from __future__ import annotations
 
@@ -49,6 +65,7 @@ STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
 CORPUS = sorted((ROOT / "tests" / "corpus").glob("*.yaml"))
 CASE_SECONDS = 60
 CASE_RSS_MIB = 1024
+OUTPUT_CHARS = 256 * 1024     # issue 48: what one plan may print (the largest example stack prints ~10 KB)
 
 # ------------------------------------------------------------------ values
 UNICODE = ["gp\u00fc", "\u202egpu", "\u2603" * 40, "\U0001F680", "a\u0000b", "x\u200by", "\ufeffname", "\u00e9" * 300]
@@ -363,6 +380,271 @@ def generate_round2(n_each: int, seed: int, light: bool = False) -> list[dict[st
     return cases
 
 
+# ------------------------------------------------------------------ issue 48 families
+# Each case may carry, beside `text` (the stack file): `file` (how the stack file is made: fifo, dir, devzero,
+# dangling, or raw bytes in `file_b64`), `policy` (a policy-config.json next to the stack file: {kind, b64}) and
+# `checks` (what else the case must satisfy: "text" = no control character and no credential in the output,
+# "readable" = no "could not read this object" finding, both = every round-three case).
+import base64  # noqa: E402
+
+SECRET_MARK = "SECRETVALUE"
+ROUND3_FAMILIES = ("file", "count", "name", "contra", "text", "policy")
+
+
+def _existing() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "stacks" / "Pulumi.existing-dev.yaml").read_text())
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def file_case(rng: random.Random) -> dict[str, Any]:
+    """A stack file or a policy config plan should refuse without reading it whole, or decode as UTF-8 or not at all:
+    a FIFO, a folder, /dev/zero, a dangling link, UTF-16 (with and without a BOM), Latin-1, a huge file, deep
+    nesting, a very long number."""
+    text = (ROOT / "stacks" / "Pulumi.existing-dev.yaml").read_text()
+    where = rng.choice(["stack", "policy"])
+    kind = rng.choice(["fifo", "dir", "devzero", "dangling", "utf16", "utf16-nobom", "utf32", "latin1", "huge",
+                       "deep", "longnum", "longfloat", "bom8", "empty"])
+    if kind in ("fifo", "dir", "devzero", "dangling"):
+        data = None
+    else:
+        base = text if where == "stack" else json.dumps({"multinode-pod-shm": {"sizeHint": "32Gi"}})
+        if kind == "deep":
+            base = (text + "  multinode:x: " + deep(rng.choice([65, 5000, 100000])) + "\n" if where == "stack"
+                    else '{"multinode-pod-shm": ' + "[" * rng.choice([65, 5000, 100000]) + "]" * 3 + "}")
+        elif kind in ("longnum", "longfloat"):
+            digits = "9" * rng.choice([41, 4301, 100000]) + (".5" if kind == "longfloat" else "")
+            base = (text + f"  multinode:x: {digits}\n" if where == "stack"
+                    else '{"multinode-pod-shm": {"sizeHint": ' + digits + "}}")
+        elif kind == "huge":
+            base = base + ("#" * 1023 + "\n") * (5 * 1024 if where == "stack" else 1100) if where == "stack" else \
+                base[:-1] + ', "x": "' + "y" * (1100 * 1024) + '"}'
+        elif kind == "empty":
+            base = ""
+        data = {"utf16": base.encode("utf-16"), "utf16-nobom": base.encode("utf-16-le"), "utf32": base.encode("utf-32"),
+                "latin1": (base + "# caf\u00e9\n").encode("latin-1") if where == "stack" else
+                base.replace("32Gi", "caf\u00e9").encode("latin-1"),
+                "bom8": b"\xef\xbb\xbf" + base.encode()}.get(kind, base.encode())
+    made = {"kind": kind if data is None else "bytes", **({"b64": _b64(data)} if data is not None else {})}
+    case: dict[str, Any] = {"text": text, "what": f"{where} file: {kind}", "checks": ["text"]}
+    if where == "stack":
+        case["file"] = made
+    else:
+        case["policy"] = made
+    return case
+
+
+# counts: (key, list/map maker, sizes), each around its bound in multinode/limits.py and far beyond
+def count_case(rng: random.Random) -> dict[str, Any]:
+    from multinode import limits
+    doc = _existing()
+    c = doc["config"]
+    w0 = c["multinode:workloads"][0]
+    what = rng.choice(["priorityClasses", "queues", "env", "workloads", "nodePools", "labels", "extraArgs",
+                       "manifests", "longText", "argMax", "imagePullSecrets"])
+    if what == "priorityClasses":
+        n = rng.choice([10, limits.PRIORITY_CLASSES, limits.PRIORITY_CLASSES + 1, 20_000, 100_000])
+        c["multinode:priorityClasses"] = [{"name": f"pc-{i}", "value": i} for i in range(n)]
+    elif what == "queues":
+        n = rng.choice([10, limits.QUEUES, limits.QUEUES + 1, 20_000, 100_000])
+        c["multinode:queues"] = [{"name": f"q-{i}"} for i in range(n)]
+    elif what == "env":
+        n = rng.choice([100, limits.ENV_ENTRIES, limits.ENV_ENTRIES + 1, 100_000])
+        w0["env"] = {f"E{i}": "x" for i in range(n)}
+    elif what == "workloads":
+        n = rng.choice([20, limits.WORKLOADS + 1, 5000])
+        w = c["multinode:workloads"][1]
+        c["multinode:workloads"] = [dict(w, name=f"w-{i}") for i in range(n)]
+    elif what == "nodePools":
+        n = rng.choice([limits.NODE_POOLS + 1, 5000])
+        pool = c["multinode:nodePools"][0]
+        c["multinode:nodePools"] = [dict(pool, name=f"p-{i}") for i in range(n)]
+    elif what == "labels":
+        n = rng.choice([limits.LABELS + 1, 50_000])
+        c["multinode:nodePools"][0]["labels"] = {f"k{i}": "v" for i in range(n)}
+    elif what == "extraArgs":
+        n = rng.choice([limits.ARGS + 1, 100_000])
+        w0["extraArgs"] = [f"--a{i}" for i in range(n)]
+    elif what == "imagePullSecrets":
+        n = rng.choice([limits.LIST_ITEMS + 1, 10_000])
+        w0["imagePullSecrets"] = [f"s-{i}" for i in range(n)]
+    elif what == "manifests":
+        n = rng.choice([limits.MANIFESTS + 1, 3000])
+        c["multinode:manifests"] = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c-{i}"}}
+                                    for i in range(n)]
+    elif what == "longText":
+        n = rng.choice([limits.TEXT_CHARS + 1, 3 * 1024 * 1024])
+        key = rng.choice(["model", "script", "image", "namespace"])
+        w0[key] = "a" * n
+        what = f"longText {key}"
+    else:    # argMax: env of 20 values of 120 KiB: each under MAX_ARG_STRLEN, together over ARG_MAX
+        n = 20
+        w0["env"] = {f"E{i}": "v" * (120 * 1024) for i in range(n)}
+    return {"text": _dump(doc), "what": f"count {what} {n}", "checks": ["text"]}
+
+
+HOSTILE_NAMES = ["gpu\n", "gpu\n\n", "gpu\r", "g\x1b[31mpu", "\u202egpu", "gpu\x00", "gp\tu", "a" * 64, "a" * 254,
+                 "gpu\u200b", "-gpu", "gpu-", "Gpu", "g_pu", "g.pu", "\ufeffgpu", "gpu\x85", "gpu\u2028"]
+
+
+def name_case(rng: random.Random) -> dict[str, Any]:
+    """A name or a label value Kubernetes refuses, at every key that names an object (a trailing newline first)."""
+    doc = _existing()
+    c = doc["config"]
+    bad = rng.choice(HOSTILE_NAMES)
+    where = rng.choice(["pool", "workload", "namespace", "queue", "priorityClass", "storage", "label", "labelKey",
+                        "selector", "manifest", "manifestLabel", "datasetClaim", "pullSecret"])
+    w0 = c["multinode:workloads"][1]
+    if where == "pool":
+        c["multinode:nodePools"][0]["name"] = bad
+    elif where == "workload":
+        w0["name"] = bad
+    elif where == "namespace":
+        w0["namespace"] = bad
+    elif where == "queue":
+        c["multinode:queues"] = [{"name": bad}]
+    elif where == "priorityClass":
+        c["multinode:priorityClasses"] = [{"name": bad, "value": 10}]
+    elif where == "storage":
+        c["multinode:storage"]["name"] = bad
+    elif where == "label":
+        c["multinode:nodePools"][0]["labels"] = {"team": bad}
+    elif where == "labelKey":
+        c["multinode:nodePools"][0]["labels"] = {bad: "x"}
+    elif where == "selector":
+        c["multinode:nodePools"][0]["nodeSelector"] = {"node.kubernetes.io/instance-type": bad}
+    elif where == "manifest":
+        c["multinode:manifests"] = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": bad}}]
+    elif where == "manifestLabel":
+        c["multinode:manifests"] = [{"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": "cm", "labels": {"team": bad}}}]
+    elif where == "datasetClaim":
+        w0["dataset"] = {"claim": bad}
+    else:
+        w0["imagePullSecrets"] = [bad]
+    case = {"text": _dump(doc), "what": f"name {where} {bad[:12]!r}", "checks": ["text"]}
+    if not k8s_accepts(NAME_RULE[where], bad):
+        case["expect"] = [2]
+    return case
+
+
+# What each key's name must be, judged here independently of multinode/config.py (re.fullmatch: the whole text, as
+# the API server's Go regexps match it; k8s.io/apimachinery pkg/util/validation/validation.go): pools and workloads
+# are DNS labels of at most 40 (the project's own, stricter bound: names derived from them get suffixes).
+NAME_RULE = {"pool": "label40", "workload": "label40", "namespace": "dns-label", "queue": "dns-label",
+             "priorityClass": "dns-label", "storage": "subdomain", "label": "label-value", "labelKey": "label-key",
+             "selector": "label-value", "manifest": "subdomain", "manifestLabel": "label-value",
+             "datasetClaim": "subdomain", "pullSecret": "subdomain"}
+
+
+def k8s_accepts(rule: str, name: str) -> bool:
+    import re
+    label = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+    qualified = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+    if rule in ("label40", "dns-label"):
+        return len(name) <= (40 if rule == "label40" else 63) and re.fullmatch(label, name) is not None
+    if rule == "subdomain":
+        return len(name) <= 253 and re.fullmatch(rf"{label}(\.{label})*", name) is not None
+    if rule == "label-value":
+        return len(name) <= 63 and re.fullmatch(f"({qualified})?", name) is not None
+    return len(name) <= 63 and re.fullmatch(qualified, name) is not None
+
+
+def contradiction_case(rng: random.Random) -> dict[str, Any]:
+    """Keys that cannot hold together: a bandwidth floor above the machine's, a surge above the pool, /dev/shm above
+    the node's memory, env + args above ARG_MAX."""
+    doc = _existing()
+    c = doc["config"]
+    w = c["multinode:workloads"]
+    what = rng.choice(["preflightFloor", "ncclFloor", "surge", "shm", "argMax"])
+    if what == "preflightFloor":
+        w[0]["preflight"] = {"minBusBandwidthGbps": rng.choice([3201, 10_000, 999_999])}
+    elif what == "ncclFloor":
+        w[2]["minBusBandwidthGbps"] = rng.choice([3201, 50_000])
+    elif what == "surge":
+        c["multinode:nodePools"][0]["upgrade"] = {"surge": rng.choice([9, 50, 100])}
+    elif what == "shm":     # every catalog machine has >= 768 GiB: a described machine with less
+        pool = c["multinode:nodePools"][0]
+        pool.pop("machine")
+        pool["machineSpec"] = {"name": "small-mem", "gpus": 8, "gpuMemoryGb": 80, "fabric": "efa", "fabricNics": 32,
+                               "bandwidthGbps": 3200, "vcpus": 192, "memoryGib": 256}
+        w[1]["shmSizeGi"] = rng.choice([257, 512, 1024])
+    else:
+        w[1]["scriptArgs"] = ["x" * (120 * 1024)] * 18
+    # refused: the floors and ARG_MAX; advised: surge above the pool, /dev/shm above the node (the kubelet caps it)
+    return {"text": _dump(doc), "what": f"contradiction {what}", "checks": ["text"],
+            **({"expect": [2]} if what in ("preflightFloor", "ncclFloor", "argMax") else {})}
+
+
+def text_case(rng: random.Random) -> dict[str, Any]:
+    """Hostile text that reaches messages: credentials in an image reference, control characters in keys and values,
+    a multi-megabyte value from the policy config."""
+    doc = _existing()
+    c = doc["config"]
+    w0 = c["multinode:workloads"][0]
+    what = rng.choice(["imageCreds", "keyControl", "envKeyControl", "valueControl", "policyHuge", "policyKeyControl",
+                       "unknownKeyHuge"])
+    case: dict[str, Any] = {"checks": ["text"]}
+    if what == "imageCreds":
+        w0["image"] = rng.choice([f"alice:{SECRET_MARK}-1@registry.example.com/vllm:1",
+                                  f"{SECRET_MARK}@ghcr.io/org/img:2", f"bob:{SECRET_MARK}@nvcr.io/nim/x:1"])
+        case["expect"] = [2]
+    elif what == "keyControl":
+        c[rng.choice(["multinode:x\x1b[2J", "multinode:\u202ecloud", "multinode:a\nb"])] = 1
+    elif what == "envKeyControl":
+        w0["env"] = {rng.choice(["A\x1b]0;pwned\x07", "B\u202e", "C\r\nD"]): "1"}
+    elif what == "valueControl":
+        w0["model"] = "meta-llama/\x1b[31m" + "x" * rng.choice([10, 100_000])
+    elif what == "unknownKeyHuge":
+        w0["k" * rng.choice([1000, 100_000])] = 1
+    else:
+        key = "x\x1b[31m\u202e" if what == "policyKeyControl" else "multinode-pod-shm"
+        value = {"sizeHint": "z" * rng.choice([100_000, 1_000_000])} if what == "policyHuge" else "advisory"
+        case["policy"] = {"kind": "bytes", "b64": _b64(json.dumps({key: value}).encode())}
+    case.update(text=_dump(doc), what=f"text {what}")
+    return case
+
+
+POLICY_MISTAKES: list[tuple[str, Any]] = [
+    ("no-literal-secrets-in-env", {"allowedNames": [[1]]}), ("no-literal-secrets-in-env", {"allowedNames": [{"a": 1}]}),
+    ("no-credentials-in-configmap", {"allowedNames": "HF_TOKEN"}), ("no-credentials-in-configmap",
+                                                                     {"allowedNames": [None, 7]}),
+    ("no-literal-secrets-in-env", {"allowedNames": ["x" * 300]}),
+    ("multinode-pod-shm", {"sizeHint": 64}), ("multinode-pod-shm", {"sizeHint": "64Gi\n"}),
+    ("multinode-pod-shm", {"sizeHint": ["64Gi"]}), ("multinode-pod-shm", {"sizeHint": "lots"}),
+    ("checkpoint-storage-retained", {"allowDelete": "yes"}), ("multinode-pod-shm", {"enforcementLevel": 3}),
+    ("multinode-pod-shm", 7), ("multinode-pod-shm", ["advisory"]), ("all", {"enforcementLevel": ["x"]}),
+    ("multinode-pod-shm", {"sizeHnt": "1Gi"}), ("no-such-policy", "advisory"),
+]
+
+
+def policy_case(rng: random.Random) -> dict[str, Any]:
+    """A typed mistake in the policy config: one config error naming the key, never a finding per object."""
+    name, value = rng.choice(POLICY_MISTAKES)
+    data = {name: value} if rng.random() < 0.7 else {"version": 2, "policies": {name: value}}
+    return {"text": (ROOT / "stacks" / "Pulumi.existing-dev.yaml").read_text(),
+            "what": f"policy {name}: {value!r}"[:90],
+            "policy": {"kind": "bytes", "b64": _b64(json.dumps(data).encode())}, "checks": ["text", "readable"],
+            "expect": [2]}
+
+
+ROUND3_MAKERS = {"file": file_case, "count": count_case, "name": name_case, "contra": contradiction_case,
+                 "text": text_case, "policy": policy_case}
+
+
+def generate_round3(n_each: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    cases: list[dict[str, Any]] = []
+    for i in range(n_each):
+        for family, make in ROUND3_MAKERS.items():
+            case = make(rng)
+            case["id"] = f"{family}-{i}"
+            cases.append(case)
+    return cases
+
+
 # ------------------------------------------------------------------ cases
 def generate(n_stacks: int, n_objects: int, seed: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
@@ -382,16 +664,49 @@ def generate(n_stacks: int, n_objects: int, seed: int) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ running
-def run_case_inprocess(text: str, workdir: Path, before: str | None = None) -> dict[str, Any]:
+def _remove(path: Path) -> None:
+    import shutil
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        path.unlink()
+
+
+def _make(path: Path, made: dict[str, Any]) -> None:
+    """The file a round-three case asks for (see file_case)."""
+    kind = made["kind"]
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dir":
+        path.mkdir()
+    elif kind == "devzero":
+        path.symlink_to("/dev/zero")
+    elif kind == "dangling":
+        path.symlink_to(path.parent / "no-such-file")
+    else:
+        path.write_bytes(base64.b64decode(made["b64"]))
+
+
+def run_case_inprocess(text: str, workdir: Path, before: str | None = None,
+                       case: dict[str, Any] | None = None) -> dict[str, Any]:
     """Plan one stack file as `python -m multinode plan fuzz --file F --out D` does; capture everything. `before`:
     a stack planned first into the same build folder (renames: the second plan compares with the first's
-    resources.json); its output counts too."""
+    resources.json); its output counts too. `case`: a round-three case's `file` / `policy` / `checks`."""
     import signal
 
     from multinode import plan as mplan
 
+    case = case or {}
     f = workdir / "Pulumi.fuzz.yaml"
+    policy = workdir / "policy-config.json"
+    _remove(f)
+    _remove(policy)
     f.write_bytes(text.encode("utf-8", "surrogatepass"))
+    if case.get("file"):
+        _remove(f)
+        _make(f, case["file"])
+    if case.get("policy"):
+        _make(policy, case["policy"])
     out, err = io.StringIO(), io.StringIO()
 
     def on_alarm(signum: int, frame: Any) -> None:
@@ -424,9 +739,28 @@ def run_case_inprocess(text: str, workdir: Path, before: str | None = None) -> d
     files = ""
     if build.exists():
         files = "".join(p.read_text(errors="replace") for p in build.rglob("*") if p.is_file())
-    return {"exit": code, "traceback": "Traceback" in text_out, "seconds": round(seconds, 3),
-            "maxrss_mib": _peak_rss_mib(),
-            "output": text_out[-3000:], "secret_leak": "SECRETVALUE" in text_out or "SECRETVALUE" in files}
+    res = {"exit": code, "traceback": "Traceback" in text_out, "seconds": round(seconds, 3),
+           "maxrss_mib": _peak_rss_mib(), "output_bytes": len(text_out.encode("utf-8", "surrogatepass")),
+           "output": text_out[-3000:], "secret_leak": "SECRETVALUE" in text_out or "SECRETVALUE" in files}
+    res["bad"] = round3_problems(case, code, text_out)
+    return res
+
+
+def round3_problems(case: dict[str, Any], code: int, text_out: str) -> list[str]:
+    """What a round-three case's output must not do beyond the common checks (`checks`, `expect`)."""
+    bad: list[str] = []
+    checks = case.get("checks") or ()
+    if "text" in checks:
+        shown = [ch for ch in text_out if not ch.isprintable() and ch != "\n"]
+        if shown:
+            bad.append(f"unescaped control/format characters in the output: {sorted(set(shown))[:5]!r}")
+        if len(text_out) > OUTPUT_CHARS:
+            bad.append(f"{len(text_out)} characters of output (over {OUTPUT_CHARS})")
+    if "readable" in checks and "could not read this object" in text_out:
+        bad.append("a policy config mistake reported as unreadable objects")
+    if case.get("expect") and code not in case["expect"] and code in (0, 1, 2):
+        bad.append(f"exit {code}, expected {case['expect']}")
+    return bad
 
 
 def _peak_rss_mib() -> float:
@@ -451,7 +785,7 @@ def worker() -> None:
     with tempfile.TemporaryDirectory(prefix="fuzz16-") as tmp:
         for line in sys.stdin:
             case = json.loads(line)
-            res = run_case_inprocess(case["text"], Path(tmp), case.get("before"))
+            res = run_case_inprocess(case["text"], Path(tmp), case.get("before"), case)
             res["id"] = case["id"]
             real_stdout.write(json.dumps(res) + "\n")
             real_stdout.flush()
@@ -474,7 +808,7 @@ def run_cases(cases: list[dict[str, Any]], log=None) -> list[dict[str, Any]]:
             proc.kill()
             proc = None
             res = {"id": case["id"], "exit": -3, "traceback": False, "seconds": None, "maxrss_mib": None,
-                   "output": "worker died", "secret_leak": False}
+                   "output": "worker died", "secret_leak": False, "bad": []}
         else:
             res = json.loads(line)
         res["what"] = case["what"]
@@ -494,7 +828,7 @@ def run_cases(cases: list[dict[str, Any]], log=None) -> list[dict[str, Any]]:
 def failures(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in results
             if r["exit"] not in (0, 1, 2) or r["traceback"] or r["secret_leak"]
-            or (r["seconds"] or 0) >= CASE_SECONDS or (r["maxrss_mib"] or 0) >= CASE_RSS_MIB]
+            or (r["seconds"] or 0) >= CASE_SECONDS or (r["maxrss_mib"] or 0) >= CASE_RSS_MIB or r.get("bad")]
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -503,6 +837,10 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     rss = [r["maxrss_mib"] for r in results if r["maxrss_mib"] is not None]
     return {"cases": len(results), "exit_codes": dict(Counter(r["exit"] for r in results)),
             "tracebacks": sum(r["traceback"] for r in results), "secret_leaks": sum(r["secret_leak"] for r in results),
+            "exit_3": sum(r["exit"] == 3 for r in results),
+            "over_60s": sum((r["seconds"] or 0) >= CASE_SECONDS or r["exit"] == -1 for r in results),
+            "other_problems": sum(bool(r.get("bad")) for r in results),
+            "max_output_bytes": max((r.get("output_bytes") or 0 for r in results), default=0),
             "max_seconds": max(secs, default=0), "max_rss_mib": max(rss, default=0),
             "failures": len(failures(results))}
 
@@ -514,13 +852,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--objects", type=int, default=150)
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--round2", type=int, default=0, help="issue 32: this many cases of each of its four families")
+    ap.add_argument("--round3", type=int, default=0,
+                    help="issue 48: this many cases of each of its six families (" + ", ".join(ROUND3_FAMILIES) + ")")
     ap.add_argument("--out", type=Path, help="write every result as JSON here")
     ap.add_argument("--keep", type=Path, help="write each failing case's stack file into this folder")
     args = ap.parse_args(argv)
     if args.worker:
         worker()
         return 0
-    cases = generate(args.stacks, args.objects, args.seed) + generate_round2(args.round2, args.seed)
+    cases = (generate(args.stacks, args.objects, args.seed) + generate_round2(args.round2, args.seed)
+             + generate_round3(args.round3, args.seed))
     by_id = {c["id"]: c for c in cases}
     t0 = time.time()
     results = run_cases(cases, log=lambda r: print(f"{r['id']:<11} exit {r['exit']:>2} {r['seconds']}s "

@@ -655,3 +655,76 @@ def test_tcpx_and_gib_pools_get_their_plugin_installer(machine, name, image):
     policy_host = {v["hostPath"]["path"] for v in profile.volumes if "hostPath" in v and "bin" in v["hostPath"]["path"]}
     assert policy_host and all(any(h == p or p.startswith(h + "/") for h in host) for p in policy_host), \
         (policy_host, host, mounts)
+
+
+# ---------------------------------------------------------------------------------------------------- issue 40
+def _alpha(v: str) -> tuple[int, ...]:
+    """(0, 1, 0, 13) from "0.1.0-alpha.13"."""
+    core, _, pre = v.lstrip("v").partition("-alpha.")
+    return tuple(int(x) for x in core.split(".")) + (int(pre.split("-")[0]),)
+
+
+def test_grove_and_kai_pins_meet_the_floor_dynamo_1_5_documents():
+    """ai-dynamo/dynamo PR #14553 / docs/kubernetes/installation-guide.md: dynamo-platform 1.5.x needs KAI >= v0.17.0
+    and Grove >= v0.1.0-alpha.13. On main Grove was pinned at alpha.11."""
+    from multinode.config import ADDON_VERSIONS
+    assert ADDON_VERSIONS["dynamo"].startswith("1.5.")
+    assert _alpha(ADDON_VERSIONS["grove"]) >= (0, 1, 0, 13)
+    assert addons._numeric_version(ADDON_VERSIONS["kai"]) >= (0, 17, 0)
+
+
+def test_the_grove_crds_say_which_release_they_were_read_at_and_the_plan_says_so():
+    """The pin is newer than the stored CRDs: the set records alpha.11, the CRDs we apply are annotated with it,
+    Grove's own CRD installer is on, and every Grove stack's plan names the gap (never a silent pass)."""
+    from multinode.manifests import crds
+    cfg = load("gcp-dev")
+    assert cfg.addons.grove.enabled
+    owned = crds.crd_set(cfg, "grove")
+    assert (owned.version, owned.files_version, owned.behind) == ("0.1.0-alpha.13", "0.1.0-alpha.11", True)
+    anns = {o["metadata"]["annotations"][crds.SOURCE_ANNOTATION] for o in crds.crd_objects(owned)}
+    assert anns == {"grove@0.1.0-alpha.11"}
+    grove = next(s for s in addons.addon_releases(cfg) if s.key == "grove")
+    assert grove.version == "v0.1.0-alpha.13" and grove.values == {"crdInstaller": {"enabled": True}}
+    assert not grove.skip_crds
+    assert validation.helm_values_unknown_keys("grove", grove.values) == []
+    (gap,) = [p for p in crds.advisories(cfg) if p.path == "addons.grove.version"]
+    assert "read at 0.1.0-alpha.11" in gap.message and "0.1.0-alpha.13" in gap.message
+    # a stack that pins the stored release has no gap and leaves the installer off (the chart default)
+    old = load("gcp-dev", addons={"grove": {"enabled": True, "version": "0.1.0-alpha.11"}})
+    assert not crds.crd_set(old, "grove").behind
+    assert next(s for s in addons.addon_releases(old) if s.key == "grove").values == {}
+    assert [p for p in crds.advisories(old) if p.path == "addons.grove.version"] == []
+
+
+# Kyverno chart -> the Kyverno release it deploys (kyverno/kyverno@v1.19.1 charts/kyverno/Chart.yaml: version 3.9.1,
+# appVersion v1.19.1; the stored 3.9.0 chart: appVersion v1.19.0).
+KYVERNO_APP = {"3.9.0": "v1.19.0", "3.9.1": "v1.19.1"}
+
+
+def test_kyverno_runs_v1_19_1_in_the_chart_and_in_conformance():
+    """v1.19.1 has security fixes over v1.19.0; on main the chart pin was 3.9.0 and conformance/kyverno built
+    v1.19.0."""
+    from pathlib import Path
+
+    from multinode.config import ADDON_VERSIONS
+    assert KYVERNO_APP[ADDON_VERSIONS["kyverno"]] == "v1.19.1"
+    gomod = (Path(__file__).resolve().parent.parent / "conformance" / "kyverno" / "go.mod").read_text()
+    required = {ln.split()[0]: ln.split()[1] for ln in gomod.splitlines()
+                if ln.startswith("\tgithub.com/kyverno/kyverno ")}
+    assert required == {"github.com/kyverno/kyverno": KYVERNO_APP[ADDON_VERSIONS["kyverno"]]}
+
+
+def test_a_grove_or_kai_override_below_the_dynamo_floor_gets_a_note():
+    from multinode.config import ADDON_VERSIONS
+    base = {"dynamo": {"enabled": True}, "grove": {"enabled": True}, "kai": {"enabled": True}}
+    assert addons.dynamo_floor_advisories(load("dynamo-dev", addons=base)) == []
+    old = copy.deepcopy(base)
+    old["grove"]["version"] = "0.1.0-alpha.11"
+    old["kai"]["version"] = "v0.16.9"
+    notes = {p.path: p.message for p in addons.dynamo_floor_advisories(load("dynamo-dev", addons=old))}
+    assert set(notes) == {"addons.grove.version", "addons.kai.version"}
+    assert "below 0.1.0-alpha.13" in notes["addons.grove.version"]
+    rc = copy.deepcopy(base)
+    rc["grove"]["version"] = "v0.1.0-alpha.13-rc1"        # a release candidate is below its release
+    assert [p.path for p in addons.dynamo_floor_advisories(load("dynamo-dev", addons=rc))] == ["addons.grove.version"]
+    assert ADDON_VERSIONS["grove"] == "0.1.0-alpha.13"

@@ -341,6 +341,32 @@ def test_node_groups_repair_themselves_and_the_node_monitoring_agent_is_installe
     assert parent_of(dev, agent).type == "multinode:index:ClusterAccess"
 
 
+def test_the_node_monitoring_agents_dcgm_server_tolerates_every_taint_of_our_gpu_node_groups(dev):
+    """Issue 40 item 4. On main the add-on had no configurationValues: its dcgm-server DaemonSet (no tolerations by
+    default, aws/containers-roadmap#2567) never ran on our tainted GPU nodes and node repair looped on DCGMError."""
+    import json
+    agent = addon_named(dev, "eks-node-monitoring-agent")
+    assert "configurationValues" in agent.inputs, "no configurationValues: dcgm-server tolerates nothing"
+    conf = json.loads(agent.inputs["configurationValues"])
+    assert set(conf) <= {"global", "nodeAgent", "dcgmAgent", "extraObjects"}  # the add-on schema's top level
+    tolerations = conf["dcgmAgent"]["tolerations"]
+    effect = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+    taints = [t for ng in of_type(dev, NG) for t in ng.inputs.get("taints") or []]
+    assert taints, "the GPU node groups carry the GPU taint"
+    for t in taints:   # Kubernetes' rule: an Exists toleration of the same key and effect tolerates the taint
+        assert any(tol["key"] == t["key"] and tol["operator"] == "Exists" and tol["effect"] == effect[t["effect"]]
+                   for tol in tolerations), t
+
+
+def test_the_runtime_class_nvsentinel_names_is_created_before_its_release(dev):
+    """Issue 40 item 5: EKS has no RuntimeClass object; the chart requires one in embedded-mode."""
+    (rc,) = of_type(dev, "kubernetes:node.k8s.io/v1:RuntimeClass")
+    assert rc.inputs["metadata"]["name"] == "nvidia" and rc.inputs["handler"] == "nvidia"
+    (release,) = [r for r in of_type(dev, "kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "nvsentinel"]
+    assert rc.urn in release.dependencies
+    assert release.inputs["values"]["gpu-health-monitor"]["runtimeClassName"] == "nvidia"
+
+
 def test_node_repair_off_turns_both_off(tmp_path):
     def edit(c):
         c["multinode:cluster"]["nodeRepair"] = False

@@ -423,10 +423,23 @@ def _subtree(regs: list[Registration], root_urn: str) -> list[Registration]:
 UPGRADE_INPUTS = ("updateConfig", "upgradeSettings")
 
 
+# The node label NVSentinel's GPU monitor is selected by in embedded-mode (multinode/nvsentinel.py): a Platform's
+# pools carry it when the Platform installs NVSentinel; a standalone GpuNodePool installs no add-on, so none.
+NVSENTINEL_LABEL = "nvsentinel.dgxc.nvidia.com/dcgm.version"
+
+
+def _without_nvsentinel_label(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _without_nvsentinel_label(x) for k, x in v.items() if k != NVSENTINEL_LABEL}
+    if isinstance(v, list):
+        return [_without_nvsentinel_label(x) for x in v]
+    return v
+
+
 def _pool_shape(r: Registration, pool_urn: str) -> tuple:
     # the standalone pool looks its cluster up itself (child "<pool>-cluster"); inputs that come from the
     # cluster lookup are the same mock answers in both runs
-    inputs = {k: v for k, v in r.inputs.items() if k not in UPGRADE_INPUTS}
+    inputs = _without_nvsentinel_label({k: v for k, v in r.inputs.items() if k not in UPGRADE_INPUTS})
     return (r.type, r.name, r.custom, r.protect, r.retain_on_delete, json.dumps(inputs, sort_keys=True))
 
 
@@ -446,6 +459,9 @@ def test_gpu_node_pool_constructed_alone_registers_the_programs_pool_resources(s
     cluster_urns = {r.urn for r in ran.registrations if r.type == "multinode:index:ClusterAccess"}
     in_cluster = {r.urn for u in cluster_urns for r in _subtree(ran.registrations, u)} | cluster_urns
     alone_children = [r for r in _subtree(ran.registrations, alone.urn) if r.urn not in in_cluster]
+    program_labels = json.dumps([r.inputs for r in _subtree(program.registrations, prog_pool.urn)])
+    assert (NVSENTINEL_LABEL in program_labels) == (raw["cloud"] in ("aws", "gcp"))  # oci: inside the user data
+    assert NVSENTINEL_LABEL not in json.dumps([r.inputs for r in ran.registrations])
     expected = sorted(_pool_shape(r, prog_pool.urn) for r in _subtree(program.registrations, prog_pool.urn))
     assert expected and sorted(_pool_shape(r, alone.urn) for r in alone_children) == expected
     # alone, the pool knows no gang: the cloud's upgrade settings for a surge of 1 (unless upgrade.surge says)

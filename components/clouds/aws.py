@@ -18,6 +18,7 @@ Facts and their sources: multinode/catalog.py (network cards, EFA count), multin
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pulumi
@@ -86,7 +87,10 @@ class ClusterAccess(pulumi.ComponentResource):
         self.node_monitoring_addon = aws.eks.Addon(
             f"{name}-{limits.NODE_MONITORING_AGENT_ADDON}", cluster_name=self.cluster_name,
             addon_name=limits.NODE_MONITORING_AGENT_ADDON, resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="PRESERVE", opts=pulumi.ResourceOptions(parent=self)) \
+            resolve_conflicts_on_update="PRESERVE",
+            # issue 40: its DCGM server tolerates our GPU taint (multinode/clouds/aws.py)
+            configuration_values=json.dumps(limits.node_monitoring_agent_configuration(cfg), sort_keys=True),
+            opts=pulumi.ResourceOptions(parent=self)) \
             if limits.node_monitoring_agent(cfg) else None
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 

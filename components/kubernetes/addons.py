@@ -21,7 +21,9 @@ import pulumi_kubernetes as k8s
 from components.clouds.base import TYPE_PREFIX
 from multinode.config import StackConfig
 from multinode.manifests import crds as crd_files
-from multinode.manifests.addons import Needs, ReleaseSpec, addon_releases
+from multinode.manifests.addons import Needs, ReleaseSpec, addon_releases, nvsentinel_runtime_class
+
+from .objects import k8s_object
 
 
 def helm_release(name: str, spec: ReleaseSpec, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
@@ -60,8 +62,14 @@ class ClusterAddons(pulumi.ComponentResource):
         self.releases: dict[str, k8s.helm.v3.Release] = {}
         self.crds: dict[str, list[pulumi.Resource]] = {}
         self._crd_by_kind: dict[tuple[str, str], pulumi.Resource] = {}
+        # issue 40: the RuntimeClass NVSentinel's embedded DCGM names, where the cloud has none (manifests/addons.py)
+        rc = nvsentinel_runtime_class(config) if "nvsentinel" in self.specs else None
+        self.runtime_class = k8s_object(f"{name}-runtimeclass-{rc['metadata']['name']}", rc, child) \
+            if rc is not None else None
         for key, spec in self.specs.items():
             deps: list[pulumi.Resource] = self._register_crds(name, config, key, child)
+            if key == "nvsentinel" and self.runtime_class is not None:
+                deps.append(self.runtime_class)     # its pods are refused while the class does not exist
             if key == "grove" and "kai" in self.releases:
                 deps.append(self.releases["kai"])      # Grove's PodGangs are scheduled by KAI
             if key == "lws" and "volcano" in self.releases:

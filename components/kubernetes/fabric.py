@@ -85,11 +85,12 @@ class FabricPolicies(pulumi.ComponentResource):
             else:
                 self.policy_by_pool.setdefault(pool, []).append(self.policies[-1])
 
-        # PriorityClasses (issue 18: job priority): every workload waits for them (needed_by), whatever its
-        # pool: the API server refuses a pod whose priorityClassName does not exist yet.
-        self.priority_classes: list[pulumi.Resource] = [
-            k8s_object(f"{name}-priorityclass-{pc['metadata']['name']}", pc, child)
-            for pc in volcano_topology.priority_classes(config)]
+        # PriorityClasses (issue 18: job priority): a workload waits for the ones it names (needed_by), whatever
+        # its pool: the API server refuses a pod whose priorityClassName does not exist yet.
+        self.priority_class_by_name: dict[str, pulumi.Resource] = {
+            pc["metadata"]["name"]: k8s_object(f"{name}-priorityclass-{pc['metadata']['name']}", pc, child)
+            for pc in volcano_topology.priority_classes(config)}
+        self.priority_classes: list[pulumi.Resource] = list(self.priority_class_by_name.values())
 
         # Volcano topology and queues (only when Volcano is managed by this stack).
         self.volcano_objects: list[pulumi.Resource] = []
@@ -110,15 +111,16 @@ class FabricPolicies(pulumi.ComponentResource):
             "operators": {k: r.status for k, r in self.operators.items()},
         })
 
-    def needed_by(self, pool: str, queues: Sequence[str] = ()) -> list[pulumi.Resource]:
+    def needed_by(self, pool: str, queues: Sequence[str] = (),
+                  priority_classes: Sequence[str] = ()) -> list[pulumi.Resource]:
         """What a workload on `pool` waits for here: that pool's Kyverno fabric policy (itself after Kyverno
         and the fabric operator) with the stack-wide fabric plumbing its pods use (NicClusterPolicy, RDMA
         networks, fabric DaemonSets: a fixed few, not one per pool), and the Volcano Queues it names (Volcano
-        refuses a job whose queue does not exist; `default` is Volcano's own). A pool without a fabric needs
-        no policy: config validation keeps multi-node workloads off such pools when other pools have one
-        (multinode.fabric)."""
+        refuses a job whose queue does not exist; `default` is Volcano's own) and the PriorityClasses it names.
+        A pool without a fabric needs no policy: config validation keeps multi-node workloads off such pools
+        when other pools have one (multinode.fabric)."""
         out: list[pulumi.Resource] = []
         if pool in self.policy_by_pool:
             out += self.policy_by_pool[pool] + self.stack_policies + self.objects
         out += [self.queues[q] for q in queues if q in self.queues]
-        return out + self.priority_classes
+        return out + [self.priority_class_by_name[n] for n in priority_classes if n in self.priority_class_by_name]

@@ -161,7 +161,7 @@ def workload_needs(cfg: StackConfig, w: WorkloadConfig, objects: list[dict[str, 
     if needs.addons is not None:
         out += needs.addons.needed_by(kinds)
     if needs.fabric is not None:
-        out += needs.fabric.needed_by(w.node_pool, kinds.queues)
+        out += needs.fabric.needed_by(w.node_pool, kinds.queues, kinds.priority_classes)
     return list(dict.fromkeys(out))
 
 

@@ -275,6 +275,10 @@ type PodView struct {
 	Phase     string         `json:"phase"`
 	Scheduled map[string]any `json:"scheduled,omitempty"`
 	Pod       map[string]any `json:"pod"`
+	// on a real node: each running container's environment as its process holds it (/proc/<pid>/environ)
+	Env map[string]map[string]string `json:"env,omitempty"`
+	// on a real node: each running container's command line as its process holds it (/proc/<pid>/cmdline)
+	Cmdline map[string][]string `json:"cmdline,omitempty"`
 }
 
 type EventView struct {
@@ -295,6 +299,11 @@ func podKey(p corev1.Pod) string {
 	}
 	if p.DeletionTimestamp != nil {
 		s += "|deleting"
+	}
+	if realNodeNames[p.Spec.NodeName] {
+		for _, c := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			s += "|" + c.Name + ":" + containerState(c)
+		}
 	}
 	return p.Namespace + "/" + p.Name + "=" + s
 }
@@ -329,6 +338,8 @@ func Settle(ctx context.Context, b *Box, quiet, limit time.Duration, minWait tim
 					}
 				}
 				decided = decided && unsched
+			} else if realNodeNames[p.Spec.NodeName] {
+				decided = decided && realPodDecided(p)
 			} else if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 				decided = false
 			}
@@ -360,6 +371,9 @@ func (a *Applier) Snapshot(ctx context.Context, b *Box) ([]PodView, []EventView,
 			if c.Type == corev1.PodScheduled {
 				v.Scheduled = map[string]any{"status": string(c.Status), "reason": c.Reason, "message": c.Message}
 			}
+		}
+		if realNodeNames[p.Spec.NodeName] {
+			v.Env, v.Cmdline = containerEnvs(ctx, p)
 		}
 		p.ManagedFields = nil
 		raw, _ := json.Marshal(p)
@@ -401,4 +415,49 @@ func (a *Applier) WaitGone(ctx context.Context, b *Box, owner string, limit time
 		time.Sleep(time.Second)
 	}
 	return false
+}
+
+// containerState: running, waiting:<reason>, terminated:<reason>:<exit code>
+func containerState(c corev1.ContainerStatus) string {
+	switch {
+	case c.State.Running != nil:
+		return "running"
+	case c.State.Terminated != nil:
+		return fmt.Sprintf("terminated:%s:%d", c.State.Terminated.Reason, c.State.Terminated.ExitCode)
+	case c.State.Waiting != nil:
+		return "waiting:" + c.State.Waiting.Reason
+	}
+	return "unknown"
+}
+
+// realPodDecided: a pod on a real node has come to rest: Running with every container running (each init
+// container completed), Succeeded, Failed, or a container held in a state the kubelet will not leave by itself
+// (an error waiting reason: CrashLoopBackOff, CreateContainerConfigError, ErrImageNeverPull, ...).
+func realPodDecided(p corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	switch p.Status.Phase {
+	case corev1.PodSucceeded, corev1.PodFailed:
+		return true
+	}
+	all := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, c := range all {
+		if c.State.Waiting != nil && c.State.Waiting.Reason != "" && c.State.Waiting.Reason != "ContainerCreating" &&
+			c.State.Waiting.Reason != "PodInitializing" {
+			return true
+		}
+		if c.State.Terminated != nil && c.State.Terminated.ExitCode != 0 {
+			return true
+		}
+	}
+	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != len(p.Spec.Containers) {
+		return false
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Running == nil {
+			return false
+		}
+	}
+	return true
 }

@@ -45,6 +45,9 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from realnode_check import real_node_findings  # noqa: E402
+
 # Controllers the box runs, by the group/kind of the object that owns a gang's pods (the top owner).
 RUN_BY_KUBE_CONTROLLER_MANAGER = {"batch/Job", "apps/Deployment", "apps/DaemonSet", "apps/StatefulSet",
                                   "apps/ReplicaSet"}
@@ -522,6 +525,9 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
             effective.append({"file": f.name, "pod": cands[0]["name"], "differences": out,
                               "verdict": "equal" if not out else "differs"})
             findings += [f"effective/{f.name}: pod {cands[0]['namespace']}/{cands[0]['name']}: {d}" for d in out]
+    real_findings, real_report = real_node_findings(obs)
+    findings += real_findings
+    not_checked += real_report.get("notChecked", [])
     admitted = {f"{p['namespace']}/{p['name']}": p["pod"]
                 for ph in (obs.get("phases") or []) for p in ph.get("pods", [])}
     b_findings, b_not_checked, budgets = budget_findings(obs.get("phases") or [])
@@ -531,7 +537,8 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
     not_checked += b_not_checked
     return {"stack": stack_dir.name, "pass": not findings, "findings": findings, "notChecked": not_checked,
             "workloads": workloads, "effective": effective, "budgets": budgets, "versions": obs.get("versions"),
-            "seconds": obs.get("seconds"), "admittedPods": admitted}
+            "seconds": obs.get("seconds"), "admittedPods": admitted,
+            **({"realNodes": real_report} if real_report else {})}
 
 
 def main(argv: list[str]) -> int:

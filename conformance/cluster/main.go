@@ -32,6 +32,10 @@ var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true
 
 var kyvernoBin, volcanoDir, lwsBin, mpiBin string
 
+// real nodes (realnode.go): their names, the stand-in rootfs tar and the stand-in commands' folder
+var realNodeNames = map[string]bool{}
+var standinRootfs, standinDir string
+
 // the CSI driver of the box's stand-in PersistentVolumes (waitClaimsBound)
 const standInCSIDriver = "box.multinode.dev"
 
@@ -68,9 +72,23 @@ type Observed struct {
 	Error      string            `json:"error,omitempty"`
 	Seconds    float64           `json:"seconds"`
 	Kubeconfig string            `json:"kubeconfig"`
+	// the box's network namespace when it started (only loopback) and at the end (with what the box made)
+	Netns    *NetnsView `json:"netns,omitempty"`
+	NetnsEnd *NetnsView `json:"netnsEnd,omitempty"`
+	// real nodes (realnode.go)
+	RealNodes     []RealNodeView `json:"realNodes,omitempty"`
+	ImagesSkipped []string       `json:"imagesSkipped,omitempty"`
 }
 
 func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "kubelet":
+			os.Exit(kubeletMain(os.Args[2:]))
+		case "node-ns":
+			os.Exit(nodeNS(os.Args[2:]))
+		}
+	}
 	stackDir := flag.String("stack-dir", "", "build/<stack> (reads k8s/, writes engines/cluster/)")
 	timeout := flag.Duration("timeout", 6*time.Minute, "the whole run of this stack, control plane start included")
 	settle := flag.Duration("settle", 90*time.Second, "longest wait for the pods of one phase to be bound or unschedulable")
@@ -81,7 +99,24 @@ func main() {
 	volcano := flag.String("volcano", "", "directory with vc-scheduler and vc-controller-manager (conformance/volcano); empty: no Volcano")
 	lws := flag.String("lws", "", "the LeaderWorkerSet controller manager binary (conformance/lws); empty: no LWS")
 	mpi := flag.String("mpi-operator", "", "the MPI operator's controller (conformance/mpi-operator), started for a stack with an MPIJob; empty: none")
+	netns := flag.Bool("netns", false, "run the whole box in a network namespace of its own (only loopback; needs root)")
+	realNodes := flag.String("real-nodes", "", "comma-separated nodes of nodes.yaml run by a real kubelet with containerd (needs --netns)")
+	rootfs := flag.String("standin-rootfs", "", "the stand-in images' root filesystem tar (conformance/realnode/rootfs.sh)")
+	standin := flag.String("standin-dir", "", "conformance/realnode/standin (the stand-in commands)")
 	flag.Parse()
+	if *netns && os.Getenv(inNetnsEnv) == "" {
+		os.Exit(reexecInNetns())
+	}
+	if *realNodes != "" && os.Getenv(inNetnsEnv) == "" {
+		fmt.Fprintln(os.Stderr, "clusterbox: --real-nodes needs --netns (real nodes and their pods live only in the box's network namespace)")
+		os.Exit(2)
+	}
+	for _, n := range strings.Split(*realNodes, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			realNodeNames[n] = true
+		}
+	}
+	standinRootfs, standinDir = *rootfs, *standin
 	kyvernoBin, volcanoDir, lwsBin, mpiBin = *kyverno, *volcano, *lws, *mpi
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
@@ -127,6 +162,16 @@ func run(stackDir string, timeout, settle, quiet time.Duration, keep bool, compa
 	}
 	obs := Observed{Stack: filepath.Base(stackDir), Versions: map[string]string{
 		"k8s.io/kubernetes": kubeletVersion, "go.etcd.io/etcd/server/v3": "v3.5.21 (k8s v1.33.13's pin)"}}
+	if os.Getenv(inNetnsEnv) != "" {
+		v, err := setupNetns()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "box: network namespace:", err)
+			return 3
+		}
+		obs.Netns = &v
+		logf("in a network namespace of its own (%s; the host's is %s): links %d, routes %d, default route %v",
+			v.Inode, v.HostInode, len(v.Links), len(v.Routes), v.DefaultRoute)
+	}
 	code := func() int {
 		var box *Box
 		for attempt := 1; ; attempt++ {
@@ -159,6 +204,11 @@ func run(stackDir string, timeout, settle, quiet time.Duration, keep bool, compa
 		obs.Kubeconfig = box.Kubeconfig
 		if err := boxRun(ctx, box, stackDir, boxIn, settle, quiet, &obs, logf); err != nil {
 			obs.Error = err.Error()
+		}
+		if obs.Netns != nil {
+			if v, err := ReadNetns(); err == nil {
+				obs.NetnsEnd = &v
+			}
 		}
 		obs.Seconds = time.Since(start).Seconds()
 		if err := writeJSON(filepath.Join(boxIn, "observed.json"), obs); err != nil {
@@ -197,7 +247,9 @@ func run(stackDir string, timeout, settle, quiet time.Duration, keep bool, compa
 	cancel()
 	time.Sleep(2 * time.Second) // let the components see the cancelled context before etcd closes
 	if !keep || code == 0 {
+		t0 := time.Now()
 		os.RemoveAll(dir)
+		logf("run folder removed in %.1fs", time.Since(t0).Seconds())
 	}
 	logf("done in %.1fs, exit %d", time.Since(start).Seconds(), code)
 	return code
@@ -221,19 +273,64 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 	if err := yaml.Unmarshal(data, &nodes); err != nil {
 		return fmt.Errorf("nodes.yaml: %w", err)
 	}
+	var fake, real []corev1.Node
+	for _, n := range nodes.Items {
+		if realNodeNames[n.Name] {
+			real = append(real, n)
+		} else {
+			fake = append(fake, n)
+		}
+	}
+	if len(real) != len(realNodeNames) {
+		return fmt.Errorf("--real-nodes names %d nodes, nodes.yaml has %d of them", len(realNodeNames), len(real))
+	}
 	kl := &FakeKubelet{client: box.Client, logf: logf}
-	if err := kl.RegisterNodes(ctx, nodes.Items); err != nil {
+	if err := kl.RegisterNodes(ctx, fake); err != nil {
 		return err
 	}
 	for _, n := range nodes.Items {
 		obs.Nodes = append(obs.Nodes, n.Name)
 	}
 	kl.Run(ctx)
-	logf("%d nodes registered", len(nodes.Items))
+	logf("%d nodes registered (fake kubelet)", len(fake))
 
 	objects, err := ReadObjects(filepath.Join(stackDir, "k8s"))
 	if err != nil {
 		return err
+	}
+	if len(real) > 0 {
+		for k, v := range realNodeVersions() {
+			obs.Versions[k] = v
+		}
+		archive := ""
+		if standinRootfs != "" {
+			archive = filepath.Join(box.Dir, "standin-images.tar")
+			t0 := time.Now()
+			skipped, err := WriteStandInArchive(archive, standinRootfs, standinDir, ImageRefs(objects))
+			if err != nil {
+				return fmt.Errorf("stand-in images: %w", err)
+			}
+			obs.ImagesSkipped = skipped
+			logf("stand-in image archive written in %.1fs (%d references skipped)", time.Since(t0).Seconds(), len(skipped))
+		}
+		drivers := CSIDrivers(objects)
+		if err := EnsureCSIDrivers(ctx, box.Client, drivers); err != nil {
+			return err
+		}
+		rns, err := StartRealNodes(ctx, box, real, archive, boxIn, drivers, logf)
+		defer func() {
+			t0 := time.Now()
+			StopRealNodes(rns)
+			logf("real nodes stopped in %.1fs", time.Since(t0).Seconds())
+		}()
+		defer func() {
+			for _, rn := range rns {
+				obs.RealNodes = append(obs.RealNodes, rn.View)
+			}
+		}()
+		if err != nil {
+			return err
+		}
 	}
 	// CRDs: build/<stack>/k8s holds digests (multinode/plan.py _crd_digest); crds.yaml holds the full upstream
 	// CRDs (same name, spec checked against the digest's sha256 by prepare.py) and those of the add-ons the box
@@ -371,8 +468,10 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		if err := ap.Delete(ctx, o); err != nil {
 			return fmt.Errorf("delete %s: %w", o.Key(), err)
 		}
+		t0 := time.Now()
 		gone := ap.WaitGone(ctx, box, o.Key(), 60*time.Second)
 		ph.Deleted = &gone
+		logf("%s deleted, its pods gone=%v after %.0fs", o.Key(), gone, time.Since(t0).Seconds())
 		obs.Phases = append(obs.Phases, ph)
 	}
 	return nil

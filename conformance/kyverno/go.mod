@@ -1,6 +1,6 @@
 module github.com/multinode/conformance/kyverno
 
-go 1.26.5
+go 1.26.6
 
 tool (
 	github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno
@@ -221,11 +221,11 @@ require (
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/kyverno/api v0.0.1-alpha.3.0.20260723090831-fb2785727f98 // indirect
 	github.com/kyverno/go-jmespath v0.4.1-0.20231124160150-95e59c162877 // indirect
-	github.com/kyverno/kyverno v1.19.0 // indirect
+	github.com/kyverno/kyverno v1.19.1 // indirect
 	github.com/kyverno/kyverno-authz v0.4.1-0.20260701230957-9101a3ffd44f // indirect
 	github.com/kyverno/pkg/ext v0.0.0-20250303002756-48769d003e55 // indirect
 	github.com/kyverno/playground/backend v0.0.0-20251124111549-b7997c02bca2 // indirect
-	github.com/kyverno/sdk v0.0.0-20260703121625-e0dc6fb8661a // indirect
+	github.com/kyverno/sdk v0.0.0-20260825082632-68d74afcb07a // indirect
 	github.com/lensesio/tableprinter v0.0.0-20201125135848-89e81fc956e7 // indirect
 	github.com/lestrrat-go/blackmagic v1.0.4 // indirect
 	github.com/lestrrat-go/dsig v1.2.1 // indirect
@@ -361,22 +361,22 @@ require (
 	go.uber.org/zap v1.28.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
-	golang.org/x/crypto v0.54.0 // indirect
+	golang.org/x/crypto v0.56.0 // indirect
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
-	golang.org/x/mod v0.38.0 // indirect
-	golang.org/x/net v0.57.0 // indirect
+	golang.org/x/mod v0.40.0 // indirect
+	golang.org/x/net v0.58.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
-	golang.org/x/text v0.40.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.5.0 // indirect
 	google.golang.org/api v0.287.1 // indirect
 	google.golang.org/genproto v0.0.0-20260406210006-6f92a3bedf2d // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260727163830-6c54dddc4772 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260720155508-bb71a54f79dc // indirect
-	google.golang.org/grpc v1.83.0 // indirect
+	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
@@ -411,7 +411,7 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-// BEGIN kyverno replace: copied from github.com/kyverno/kyverno@v1.19.0 go.mod by sync-replace.sh (do not edit by hand)
+// BEGIN kyverno replace: copied from github.com/kyverno/kyverno@v1.19.1 go.mod by sync-replace.sh (do not edit by hand)
 replace k8s.io/pod-security-admission => github.com/kyverno/pod-security-admission v0.0.0-20251031094455-46f20778634f
 
 // END kyverno replace

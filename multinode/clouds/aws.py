@@ -111,6 +111,21 @@ def node_monitoring_agent(cfg: Any) -> bool:
     return bool(cfg.cluster.node_repair and cfg.node_pools)
 
 
+# issue 40: the add-on's bundled `dcgm-server` DaemonSet (the nv-hostengine the agent reads GPU health from) ships with
+# no tolerations, so it never runs on a tainted GPU node; the agent then reports DCGMError, fatal for
+# AcceleratedHardwareReady, and node repair reboots/replaces the node about every 10 minutes
+# (aws/containers-roadmap#2567 "Add default toleration for dcgm-server daemonset", #2555). The add-on's configuration
+# schema takes `dcgmAgent.tolerations` (aws/eks-node-monitoring-agent charts/configuration.schema.json, read at
+# 0b5f05cd: DCGMAgent.tolerations, a list of objects; "The EKS add-on accepts the subset of chart values in its
+# configuration schema and rejects any others": docs.aws.amazon.com/eks/latest/userguide/
+# node-monitoring-agent-configure.html). One toleration per taint our pools carry (pools.node_taints), scoped to
+# those keys rather than `operator: Exists` on everything. The agent DaemonSet itself already tolerates every taint.
+def node_monitoring_agent_configuration(cfg: Any) -> dict[str, Any]:
+    """The add-on's configurationValues (sent as JSON)."""
+    return {"dcgmAgent": {"tolerations": [{"key": t["key"], "operator": "Exists", "effect": t["effect"]}
+                                          for t in node_taints(cfg)]}}
+
+
 def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings of this cloud (none so far)."""
     return []

@@ -239,8 +239,8 @@ def rdma_resource(cfg: Any) -> str:
 
 # A Kubernetes extended resource name: a DNS-subdomain prefix that is not kubernetes.io / k8s.io, then a
 # qualified name (k8s.io/apimachinery validation IsQualifiedName; API server IsExtendedResourceName).
-_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 def rdma_resource_problem(value: str) -> str | None:

@@ -258,7 +258,7 @@ MIN_GKE_VERSION: dict[str, dict[str, str]] = {
               "1.31": "1.31.14-gke.1243000", "1.32": "1.32.11-gke.1174000"},
 }
 MIN_GKE_VERSION_SOURCE = "cluster-toolkit modules/compute/gke-node-pool/gpu_direct.tf"
-_GKE_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
+_GKE_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)-gke\.(\d+)\Z")
 
 
 def parse_gke_version(version: str) -> tuple[int, int, int, int] | None:

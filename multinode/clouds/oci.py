@@ -67,7 +67,7 @@ FSS_CSI = "fss.csi.oraclecloud.com"
 RDMA_PLUGINS = ("Compute HPC RDMA Authentication", "Compute HPC RDMA Auto-Configuration",
                 "Compute RDMA GPU Monitoring")
 
-_AD = re.compile(r"^[A-Za-z0-9]{4}:[A-Z0-9-]+-AD-[1-3]$")
+_AD = re.compile(r"^[A-Za-z0-9]{4}:[A-Z0-9-]+-AD-[1-3]\Z")
 
 
 def api_host(endpoint: str) -> str:
@@ -245,7 +245,7 @@ OCID_REGION_KEYS = {
     "jed": "me-jeddah-1", "yul": "ca-montreal-1", "hyd": "ap-hyderabad-1", "yny": "ap-chuncheon-1",
     "brs": "uk-gov-cardiff-1", "nja": "ap-chiyoda-1", "dxb": "me-dubai-1",
 }
-_REGION_ID = re.compile(r"^[a-z]+(-[a-z]+)+-\d+$")
+_REGION_ID = re.compile(r"^[a-z]+(-[a-z]+)+-\d+\Z")
 
 
 def ocid_region(ocid: str) -> str | None:

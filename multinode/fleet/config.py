@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from .. import config as mconfig
+from .. import limits
 from ..config import NAMESPACE, SECRET_KEYS, FabricConfig, NodePool, Storage, Workload, _Model
 from ..errors import ConfigError, Problem
 
@@ -42,10 +43,9 @@ VOLCANO_MIN_FOR_VOLCANO_GLOBAL = (1, 10, 0)
 # Kinds a fleet submits to Karmada: one object that is the whole gang, so Karmada can place it whole.
 FLEET_KINDS = ("volcano-training", "lws-inference")
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_CONFIG_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_CONFIG_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
 # a stack name as the Pulumi CLI allows it (letters, digits, '-', '_', '.'): never a path
-_STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 
 
 class FleetHost(_Model):
@@ -77,7 +77,7 @@ class FleetMember(_Model):
     sync_mode: Literal["Push", "Pull"] = "Push"
     region: str | None = None
     # an existing cluster (kubeconfigSecret): what it offers, read like a `cloud: existing` stack
-    node_pools: list[NodePool] = []
+    node_pools: list[NodePool] = Field(default=[], max_length=limits.NODE_POOLS)
     fabric: FabricConfig = FabricConfig()
     storage: Storage | None = None
 
@@ -131,20 +131,23 @@ class FleetWorkload(Workload):
     """A workload submitted once to Karmada and placed whole in one member. `nodePool` is optional: by
     default every member pool whose machine holds the workload is a candidate."""
     node_pool: str | None = None  # type: ignore[assignment]  # optional here, required in a cluster stack
-    members: list[str] = []                  # the candidate members (default: all)
-    images: dict[str, str] = {}              # member -> image (a fabric's NCCL plugin lives in the image)
+    # the candidate members (default: all)
+    members: list[str] = Field(default=[], max_length=limits.FLEET_MEMBERS)
+    # member -> image (a fabric's NCCL plugin lives in the image)
+    images: dict[str, str] = Field(default={}, max_length=limits.FLEET_MEMBERS)
     failover: Failover | None = None         # issue 31: Karmada moves the gang to another member when it fails
     priority_class_name: str | None = None
 
 
 class Fleet(_Model):
     host: FleetHost
-    members: list[FleetMember] = Field(min_length=1)
+    members: list[FleetMember] = Field(min_length=1, max_length=limits.FLEET_MEMBERS)
     karmada: KarmadaSettings = KarmadaSettings()
     volcano_global: VolcanoGlobalSettings = VolcanoGlobalSettings()
-    queues: list[FleetQueue] = []
-    priority_classes: list[PriorityClassSpec] = []
-    workloads: list[FleetWorkload] = []
+    # issue 48: the same bounds as a cluster stack's (multinode/limits.py)
+    queues: list[FleetQueue] = Field(default=[], max_length=limits.QUEUES)
+    priority_classes: list[PriorityClassSpec] = Field(default=[], max_length=limits.PRIORITY_CLASSES)
+    workloads: list[FleetWorkload] = Field(default=[], max_length=limits.WORKLOADS)
 
 
 class FleetConfig(BaseModel):
@@ -246,7 +249,7 @@ def contract_problems(fleet: Fleet, raw: Mapping[str, Any], secrets: set[str]) -
     if vv is None:
         p.append(Problem("fleet.volcanoGlobal.version", f"{fleet.volcano_global.version!r} is not a release "
                                                         f"(e.g. {VOLCANO_GLOBAL_VERSION})"))
-    if not _DNS_LABEL.match(fleet.karmada.namespace):
+    if not mconfig._is_dns_label(fleet.karmada.namespace):
         p.append(Problem("fleet.karmada.namespace", f"{fleet.karmada.namespace!r} is not a valid namespace name"))
     if fleet.karmada.api_endpoint is None:
         p.append(Problem("fleet.karmada.apiEndpoint", "required: the https:// URL where `pulumi up` reaches the "
@@ -265,7 +268,7 @@ def contract_problems(fleet: Fleet, raw: Mapping[str, Any], secrets: set[str]) -
     names: dict[str, int] = {}
     for i, m in enumerate(fleet.members):
         at = f"fleet.members[{i}]"
-        if not _DNS_LABEL.match(m.name) or len(m.name) > 48:
+        if not mconfig._is_dns_label(m.name) or len(m.name) > 48:
             p.append(Problem(f"{at}.name", f"{m.name!r} must be lowercase letters, digits and '-' (at most 48), "
                                            f"e.g. 'aws-dev'"))
         if m.name in names:
@@ -321,12 +324,12 @@ def contract_problems(fleet: Fleet, raw: Mapping[str, Any], secrets: set[str]) -
                                                                   "refuses Gracefully without it); e.g. 600"))
     seen_q: set[str] = set()
     for i, q in enumerate(fleet.queues):
-        if not _DNS_LABEL.match(q.name) or q.name in seen_q or q.name == "default":
+        if not mconfig._is_dns_label(q.name) or q.name in seen_q or q.name == "default":
             p.append(Problem(f"fleet.queues[{i}].name", f"{q.name!r} must be a unique DNS label other than "
                                                         f"'default' (Volcano's own queue)"))
         seen_q.add(q.name)
     for i, c in enumerate(fleet.priority_classes):
-        if not _DNS_LABEL.match(c.name) or c.name.startswith("system-"):
+        if not mconfig._is_dns_label(c.name) or c.name.startswith("system-"):
             p.append(Problem(f"fleet.priorityClasses[{i}].name", f"{c.name!r} must be a DNS label not starting "
                                                                  f"with 'system-'"))
     return p

@@ -29,7 +29,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import pools
+from .. import nvsentinel, pools
 from ..clouds import azure, oci
 from ..config import ADDON_VERSIONS, Addon, StackConfig, installs
 from ..errors import Problem
@@ -171,6 +171,15 @@ def kai_values(cfg: StackConfig) -> dict[str, Any]:
     return {"scheduler": {"args": {"default-staleness-grace-period": "-1s"}}}
 
 
+def grove_values(cfg: StackConfig) -> dict[str, Any]:
+    """Grove's CRD installer (values `crdInstaller.enabled`, off by default: "upgrades are managed manually by the
+    user", ai-dynamo/grove@v0.1.0-alpha.11 operator/charts/values.yaml:222-228) is on when the CRDs we store are an
+    older release's than the pin (manifests/crds.py, grove 0.1.0-alpha.13): the operator then applies its own
+    release's CRDs before it starts, new kinds included."""
+    owned = crd_set(cfg, "grove")
+    return {"crdInstaller": {"enabled": True}} if owned is not None and owned.behind else {}
+
+
 def _numeric_version(v: str) -> tuple[int, ...] | None:
     """(0, 17, 0) from "v0.17.0" / "0.17.0-rc1"; None when it is not dotted numbers."""
     core = v.lstrip("v").split("-", 1)[0].split("+", 1)[0]
@@ -188,7 +197,48 @@ def version_advisories(cfg: StackConfig) -> list[Problem]:
             out.append(Problem("addons.kai.version", f"{a.kai.version} is older than 0.15.2, which Grove needs for "
                                                      f"topology-aware scheduling of its PodGangs; remove the "
                                                      f"override (default {ADDON_VERSIONS['kai']}) or set >= 0.15.2"))
+    out += dynamo_floor_advisories(cfg)
     return out + nvsentinel_advisories(cfg)
+
+
+# The Grove and KAI releases each Dynamo platform line documents as its floor (ai-dynamo/dynamo
+# docs/kubernetes/installation-guide.md "Compatibility matrix"; 1.5.x set by ai-dynamo/dynamo PR #14553).
+DYNAMO_FLOORS: dict[tuple[int, ...], dict[str, str]] = {(1, 5): {"grove": "0.1.0-alpha.13", "kai": "0.17.0"}}
+
+
+def _grove_order(v: str) -> tuple[int, ...] | None:
+    """(0, 1, 0, 13) from "v0.1.0-alpha.13" (a release candidate counts as below its release); None otherwise."""
+    core, _, pre = v.lstrip("v").partition("-alpha.")
+    nums = _numeric_version(core)
+    num, _, rc = pre.partition("-")
+    if nums is None or not num.isdigit():
+        return None
+    return nums + (int(num), 0 if rc else 1)
+
+
+def dynamo_floor_advisories(cfg: StackConfig) -> list[Problem]:
+    """A Grove or KAI version below the floor of the Dynamo platform this stack installs (a stack override)."""
+    a = cfg.addons
+    if not installs(a.dynamo):
+        return []
+    dyn = _numeric_version(a.dynamo.version or ADDON_VERSIONS["dynamo"])
+    if dyn is None or dyn[:2] not in DYNAMO_FLOORS:
+        return []
+    line = ".".join(map(str, dyn[:2]))
+    out: list[Problem] = []
+    for key, floor in DYNAMO_FLOORS[dyn[:2]].items():
+        addon = getattr(a, key)
+        if not installs(addon):
+            continue
+        have = addon.version or ADDON_VERSIONS[key]
+        order = _grove_order if key == "grove" else _numeric_version
+        h, f = order(have), order(floor)
+        if h is not None and f is not None and h < f:
+            out.append(Problem(f"addons.{key}.version", f"{have} is below {floor}, the floor Dynamo {line} "
+                                                        f"documents for {key} (docs/dynamo.md); remove the "
+                                                        f"override (default "
+                                                        f"{ADDON_VERSIONS[key]}) or set >= {floor}"))
+    return out
 
 
 def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
@@ -220,7 +270,7 @@ def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
     if installs(a.grove):
         # Grove's default scheduler profiles already include kai-scheduler (values.yaml
         # config.scheduler.profiles); Grove emits PodGangs that KAI gang-schedules.
-        out.append(_spec(cfg, "grove", "grove", "oci://ghcr.io/ai-dynamo/grove/grove-charts", None, {},
+        out.append(_spec(cfg, "grove", "grove", "oci://ghcr.io/ai-dynamo/grove/grove-charts", None, grove_values(cfg),
                          ("grove.io", "scheduler.grove.io")))
     if installs(a.kyverno):
         # The fabric policies use failurePolicy Fail: with Kyverno down, labelled pods are refused.
@@ -255,9 +305,6 @@ NVSENTINEL_CHART = "oci://ghcr.io/nvidia/nvsentinel"
 # is nvidia-dcgm.gpu-operator.svc:5555 (distros/kubernetes/nvsentinel/values.yaml global.dcgm.service).
 GPU_OPERATOR_DCGM_SERVICE = "nvidia-dcgm"
 DCGM_PORT = 5555
-# Embedded mode (docs/configuration/gpu-health-monitor.md "Embedded Mode"): the monitor starts DCGM in-process;
-# the chart requires `gpu-health-monitor.runtimeClassName` naming the cluster's NVIDIA RuntimeClass.
-NVIDIA_RUNTIME_CLASS = "nvidia"
 # GKE installs the driver under /home/kubernetes/bin/nvidia: NVSentinel's documented mounts for DCGM on GKE
 # (docs/configuration/gpu-health-monitor.md "Example 1: GCP GKE Configuration").
 _GKE_DRIVER_MOUNTS = {
@@ -293,14 +340,33 @@ def _pool_fabric_kinds(cfg: StackConfig) -> set[str]:
 
 
 def nvsentinel_dcgm_mode(cfg: StackConfig) -> str:
-    """operator-service where this stack runs the GPU Operator (its standalone DCGM), else embedded-mode (the
-    cloud installs the driver: no DCGM DaemonSet or Service; NVSentinel's documented mode for that case)."""
-    return "operator-service" if installs(cfg.addons.gpu_operator) and _gpu_operator_here(cfg) else "embedded-mode"
+    """operator-service where this stack runs the GPU Operator (its standalone DCGM), else embedded-mode
+    (multinode/nvsentinel.py)."""
+    return nvsentinel.dcgm_mode(cfg)
 
 
-def _gpu_operator_here(cfg: StackConfig) -> bool:
-    # fabric_releases installs the GPU Operator on azure and oci only
-    return cfg.cloud in ("azure", "oci")
+# Chart switches that render a Prometheus Operator kind (monitoring.coreos.com). Only the
+# parent's PodMonitor is on by default (values.yaml:351-354 `podMonitor.enabled: true`; templates/podMonitor.yaml:14
+# renders it with no .Capabilities.APIVersions guard), so a cluster without the Prometheus Operator's CRDs fails the
+# atomic release ("no matches for kind PodMonitor"); NVSentinel's values.yaml comment: "Disable this if using standard
+# Prometheus with annotations instead". The sub-charts' monitors are off by default and their sub-charts too
+# (charts/postgresql/values.yaml:1723, :1761; charts/mongodb-store/charts/mongodb/values.yaml:2465, :2503).
+PROMETHEUS_OPERATOR_SWITCHES = (
+    ("podMonitor", "enabled"),
+    ("postgresql", "metrics", "serviceMonitor", "enabled"),
+    ("postgresql", "metrics", "prometheusRule", "enabled"),
+    ("mongodb-store", "mongodb", "metrics", "serviceMonitor", "enabled"),
+    ("mongodb-store", "mongodb", "metrics", "prometheusRule", "enabled"),
+)
+
+
+def _get(values: dict[str, Any], path: tuple[str, ...]) -> Any:
+    cur: Any = values
+    for k in path:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(k)
+    return cur
 
 
 def default_namespace(key: str) -> str:
@@ -310,7 +376,7 @@ def default_namespace(key: str) -> str:
 def gpu_operator_dcgm_here(cfg: StackConfig) -> bool:
     """This stack installs the GPU Operator, whose standalone DCGM host engine (the `nvidia-dcgm` DaemonSet and
     Service) fabric_releases then turns on: the node-local engine NVSentinel and the workloads' preflight use."""
-    return installs(cfg.addons.gpu_operator) and _gpu_operator_here(cfg) and bool(cfg.node_pools)
+    return nvsentinel.gpu_operator_here(cfg) and bool(cfg.node_pools)
 
 
 def _preflight_uses_operator_dcgm(cfg: StackConfig) -> bool:
@@ -321,48 +387,97 @@ def _preflight_uses_operator_dcgm(cfg: StackConfig) -> bool:
 
 
 def nvsentinel_values(cfg: StackConfig) -> dict[str, Any]:
-    """Our NVSentinel values; every key exists in schemas/nvsentinel/ (tests/test_node_health.py)."""
+    """Our NVSentinel values; every key exists in schemas/nvsentinel/ (tests/test_node_health.py). Each choice is
+    what makes a monitor the chart enables land on our GPU nodes (multinode/nvsentinel.py has the selectors and
+    who sets each label)."""
     mode = nvsentinel_dcgm_mode(cfg)
     dcgm: dict[str, Any] = {"mode": mode}
     ghm: dict[str, Any] = {}
+    glob: dict[str, Any] = {"dcgm": dcgm}
     if mode == "operator-service":
         ns = cfg.addons.gpu_operator.namespace or _DEFAULT_NS["gpuOperator"]
         dcgm["service"] = {"endpoint": f"{GPU_OPERATOR_DCGM_SERVICE}.{ns}.svc", "port": DCGM_PORT}
     else:
         dcgm["embedded"] = {"endpoint": "localhost", "port": DCGM_PORT}
-        ghm["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
+        rc = nvsentinel.runtime_class(cfg)
+        ghm["runtimeClassName"] = rc[0] if rc else nvsentinel.NVIDIA_RUNTIME_CLASS
         if cfg.cloud == "gcp":
             ghm.update(copy.deepcopy(_GKE_DRIVER_MOUNTS))
-    nic = bool(_pool_fabric_kinds(cfg) & set(NIC_MONITORED_FABRICS))
-    values: dict[str, Any] = {"global": {"dcgm": dcgm, "nicHealthMonitor": {"enabled": nic}}}
+            # The metadata collector loads NVML from the driver (NVSentinel metadata-collector/main.go: "failed to
+            # initialize NVML" ends it) and its chart has no volume values to mount GKE's driver directory
+            # (charts/metadata-collector/values.yaml: image, resources, runtimeClassName, kubeletHost only); GKE has
+            # no NVIDIA runtime to inject it. Off on GKE instead of a DaemonSet that can only crash (plan note).
+            glob["metadataCollector"] = {"enabled": False}
+    glob["nicHealthMonitor"] = {"enabled": bool(_pool_fabric_kinds(cfg) & set(NIC_MONITORED_FABRICS))}
+    values: dict[str, Any] = {
+        "global": glob,
+        # issue 40: no PodMonitor unless the stack opts in (addons.nvsentinel.values.podMonitor.enabled: true, for a
+        # cluster that runs the Prometheus Operator): see PROMETHEUS_OPERATOR_SWITCHES.
+        "podMonitor": {"enabled": False},
+    }
+    if nvsentinel.driver_from_node_image(cfg):
+        # driver.installed=true (the syslog and NIC monitors' and the metadata collector's selector) is written only
+        # from a driver pod, which a node image's driver does not have, or by this switch (multinode/nvsentinel.py).
+        values["labeler"] = {"assumeDriverInstalled": True}
     if ghm:
         values["gpu-health-monitor"] = ghm
     return values
 
 
+def nvsentinel_runtime_class(cfg: StackConfig) -> dict[str, Any] | None:
+    """The RuntimeClass embedded-mode names, on the clouds where we know the node's runtime handler (None
+    elsewhere: the plan note asks the cluster for one)."""
+    rc = nvsentinel.runtime_class(cfg)
+    if rc is None:
+        return None
+    name, handler = rc
+    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "nvsentinel"}}, "handler": handler}
+
+
 def nvsentinel_release(cfg: StackConfig) -> ReleaseSpec | None:
     """On by default wherever the stack has GPU pools (addons.nvsentinel.enabled false opts out; provided: the
-    cluster runs it). The chart's own defaults stay: GPU (DCGM), syslog health monitors, metadata collector,
-    labeler, platform connector (node conditions); fault quarantine, node drainer and remediation are off in the
-    chart (they need its MongoDB/PostgreSQL datastore) and stay off here: docs/node-health.md."""
-    if not (installs(cfg.addons.nvsentinel) and cfg.node_pools):
+    cluster runs it). The chart's own defaults stay for the rest: GPU (DCGM), syslog health monitors, metadata
+    collector, labeler, platform connector (node conditions); fault quarantine, node drainer and remediation are off
+    in the chart (they need its MongoDB/PostgreSQL datastore) and stay off here: docs/node-health.md."""
+    if not nvsentinel.installed(cfg):
         return None
     return _spec(cfg, "nvsentinel", "nvsentinel", NVSENTINEL_CHART, None, nvsentinel_values(cfg))
 
 
 def nvsentinel_advisories(cfg: StackConfig) -> list[Problem]:
-    """Plan notes: fabric ports NVSentinel does not watch, and the RuntimeClass embedded DCGM needs."""
-    if not (installs(cfg.addons.nvsentinel) and cfg.node_pools):
+    """Plan notes: fabric ports NVSentinel does not watch, what embedded DCGM needs from a cluster we do not shape,
+    a monitor this stack leaves off, and Prometheus Operator kinds the stack opted into."""
+    if not nvsentinel.installed(cfg):
         return []
     out: list[Problem] = []
     for kind in sorted(_pool_fabric_kinds(cfg) & set(NIC_UNMONITORED_FABRICS)):
         out.append(Problem("addons.nvsentinel", f"{NIC_UNMONITORED_FABRICS[kind]}: no NIC health monitor on "
                                                 f"this stack's {kind} ports (docs/node-health.md)"))
-    if nvsentinel_dcgm_mode(cfg) == "embedded-mode":
+    if nvsentinel_dcgm_mode(cfg) == "embedded-mode" and nvsentinel.runtime_class(cfg) is None:
+        rc = nvsentinel.NVIDIA_RUNTIME_CLASS
         out.append(Problem("addons.nvsentinel", f"the GPU health monitor runs DCGM embedded and needs a "
-                                                f"RuntimeClass {NVIDIA_RUNTIME_CLASS!r} on the cluster (this stack "
-                                                f"creates none); set addons.nvsentinel.values.gpu-health-monitor."
-                                                f"runtimeClassName to yours (docs/node-health.md)"))
+                                                f"RuntimeClass {rc!r} on the cluster, as the metadata collector "
+                                                f"does (this stack creates none on {cfg.cloud}); set addons."
+                                                f"nvsentinel.values.gpu-health-monitor.runtimeClassName and "
+                                                f"metadata-collector.runtimeClassName to yours (docs/node-health.md)"))
+    if nvsentinel_dcgm_mode(cfg) == "embedded-mode" and cfg.cloud == "existing":
+        out.append(Problem("addons.nvsentinel", f"label every GPU node {nvsentinel.DCGM_VERSION_LABEL}="
+                                                f"{nvsentinel.DCGM_MAJOR} and nvidia.com/gpu.present=true: the GPU "
+                                                f"health monitor is scheduled only there and this stack does not "
+                                                f"create the nodes (docs/node-health.md)"))
+    spec = nvsentinel_release(cfg)
+    values = spec.values if spec is not None else {}
+    if _get(values, ("global", "metadataCollector", "enabled")) is False and cfg.cloud == "gcp":
+        out.append(Problem("addons.nvsentinel", "the metadata collector is off on GKE (it needs NVML and its chart "
+                                                "cannot mount GKE's driver directory): health events carry no GPU "
+                                                "PCI/NVLink metadata (docs/node-health.md)"))
+    on = [".".join(p) for p in PROMETHEUS_OPERATOR_SWITCHES if _get(values, p) is True]
+    if on:
+        out.append(Problem("addons.nvsentinel.values", f"{', '.join(on)} renders Prometheus Operator objects "
+                                                       f"(monitoring.coreos.com); this stack installs no Prometheus "
+                                                       f"Operator CRDs, so the release fails unless the cluster has "
+                                                       f"them (docs/node-health.md)"))
     return out
 
 
@@ -769,6 +884,10 @@ class Needs:
     groups: list[str] = field(default_factory=list)     # API groups of their kinds (CRDs, webhooks)
     addons: list[str] = field(default_factory=list)     # add-on keys: the scheduler their pods name, device plugin
     queues: list[str] = field(default_factory=list)     # Volcano Queues they name
+    # PriorityClasses their pods or jobs name (priorityClassName): the API server refuses a pod naming one that does
+    # not exist yet, so the workload waits for those, not for every PriorityClass of the stack (issue 48: waiting
+    # for all of them gave each workload a dependency per PriorityClass, workloads x classes edges)
+    priority_classes: list[str] = field(default_factory=list)
 
 
 def _scan(node: Any, seen: dict[str, set[str]], under: str = "") -> None:
@@ -780,6 +899,9 @@ def _scan(node: Any, seen: dict[str, set[str]], under: str = "") -> None:
             node.get("queue") if under == "spec" else None)
         if isinstance(queue, str):
             seen["queues"].add(queue)
+        priority = node.get("priorityClassName")
+        if isinstance(priority, str):
+            seen["priorityClasses"].add(priority)
         for key in ("limits", "requests"):
             res = node.get(key)
             if isinstance(res, dict) and GPU_RESOURCE in res:
@@ -799,9 +921,9 @@ def addons_needed(objects: list[dict[str, Any]]) -> Needs:
     groups select nothing), the scheduler add-on their pods name (volcano, kai), the GPU device plugin when a
     container requests nvidia.com/gpu, and the Volcano Queues they name (Volcano refuses a job whose queue
     does not exist). One walk over the objects."""
-    seen: dict[str, set[str]] = {"schedulers": set(), "addons": set(), "queues": set()}
+    seen: dict[str, set[str]] = {"schedulers": set(), "addons": set(), "queues": set(), "priorityClasses": set()}
     for o in objects:
         _scan(o, seen)
     keys = seen["addons"] | {SCHEDULER_ADDON[s] for s in seen["schedulers"] if s in SCHEDULER_ADDON}
     groups = {str(o.get("apiVersion", "")).rpartition("/")[0] for o in objects} - {""}
-    return Needs(sorted(groups), sorted(keys), sorted(seen["queues"]))
+    return Needs(sorted(groups), sorted(keys), sorted(seen["queues"]), sorted(seen["priorityClasses"]))

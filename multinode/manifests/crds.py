@@ -58,11 +58,27 @@ class CrdSet:
     files: tuple[str, ...]          # CRD files in that folder
     chart_crds_complete: bool       # the files are every CRD of the chart's crds/ -> skip_crds
     note: str = ""                  # why not complete
+    # The release whose files these are, when older than `version` (issue 40): the pin moved to a release whose
+    # CRDs are not stored (../shared/schemas is read-only), so the files applied and validated against are the older
+    # release's. Never empty: read_at == version when the files are the pinned release's own.
+    read_at: str = ""
+
+    @property
+    def files_version(self) -> str:
+        return self.read_at or self.version
+
+    @property
+    def behind(self) -> bool:
+        """The stored files are an older release's than the pin."""
+        return self.files_version != self.version
 
     def paths(self) -> list[Any]:
         from ..schemafiles import SCHEMA_DIR
         return [SCHEMA_DIR / self.folder / f for f in self.files]
 
+
+_GROVE_FILES = ("grove.io_podcliquesets.yaml", "grove.io_podcliques.yaml", "grove.io_podcliquescalinggroups.yaml",
+                "grove.io_clustertopologybindings.yaml", "scheduler.grove.io_podgangs.yaml")
 
 # key -> version -> files. Add a version here when its files are copied into schemas/ (the test
 # tests/test_addons.py::test_pinned_crds_are_stored fails when a pin of an add-on we own has none).
@@ -72,13 +88,26 @@ STORED: dict[str, dict[str, CrdSet]] = {
         chart_crds_complete=False,
         note="the chart's crds/ also holds the DisaggregatedSet CRDs (its values.yaml: `The CRD (under crds/)` "
              "of enableDisaggregatedSet), which are not stored here")},
-    "grove": {"0.1.0-alpha.11": CrdSet(
-        "grove", "0.1.0-alpha.11", "grove",
-        ("grove.io_podcliquesets.yaml", "grove.io_podcliques.yaml", "grove.io_podcliquescalinggroups.yaml",
-         "grove.io_clustertopologybindings.yaml", "scheduler.grove.io_podgangs.yaml"),
-        chart_crds_complete=False,
-        note="Grove's CRD folders also hold grove.io_clustertopologies.yaml and grove.io_podgangmaps.yaml at "
-             "some commits; whether the alpha.11 chart carries them was not checked, so Helm installs what we lack")},
+    "grove": {
+        "0.1.0-alpha.11": CrdSet(
+            "grove", "0.1.0-alpha.11", "grove", _GROVE_FILES, chart_crds_complete=False,
+            note="Grove's CRD folders also hold grove.io_clustertopologies.yaml and grove.io_podgangmaps.yaml at "
+                 "some commits; whether the alpha.11 chart carries them was not checked, so Helm installs what we "
+                 "lack"),
+        # issue 40: the pin (config.ADDON_VERSIONS, the floor Dynamo 1.5 documents) with alpha.11's files, the
+        # newest stored. What that leaves out, from upstream's own reports: alpha.13's PodClique CRD adds
+        # `status.lastScheduled` (ai-dynamo/grove#809: scale-up from zero broken in alpha.12, fixed in alpha.13), and
+        # alpha.12 adds the PodGangMap CRD of its epoch-based PodGangs (grove#808), which Helm's install-once crds/
+        # never adds on an upgrade. So Grove's own CRD installer is turned on (values `crdInstaller.enabled`, an init
+        # container of the operator that server-side-applies every Grove CRD of its release with ForceOwnership:
+        # ai-dynamo/grove operator/internal/crdinstaller/installer.go; ai-dynamo/dynamo PR #14553 enables it for the
+        # same reason) and brings alpha.13's CRDs at each operator start, after ours (the release depends on them).
+        # The files stay registered so an upgrade from alpha.11 never deletes the CRDs (and every PodCliqueSet with
+        # them); their source annotation names alpha.11, so the bump changes nothing of them.
+        "0.1.0-alpha.13": CrdSet(
+            "grove", "0.1.0-alpha.13", "grove", _GROVE_FILES, chart_crds_complete=False, read_at="0.1.0-alpha.11",
+            note="alpha.13's CRDs are not stored: Grove's CRD installer applies them"),
+    },
 }
 
 # Add-ons whose CRDs the program owns (the table above); the others are owned by their chart.
@@ -110,7 +139,7 @@ def crd_objects(crds: CrdSet) -> list[dict[str, Any]]:
             raise FileNotFoundError(f"{path}: not a CustomResourceDefinition")
         meta = dict(doc["metadata"])
         meta["annotations"] = {**(meta.get("annotations") or {}), PATCH_FORCE: "true",
-                               SOURCE_ANNOTATION: f"{crds.key}@{crds.version}"}
+                               SOURCE_ANNOTATION: f"{crds.key}@{crds.files_version}"}
         out.append({"apiVersion": doc["apiVersion"], "kind": doc["kind"], "metadata": meta, "spec": doc["spec"]})
     return out
 
@@ -142,7 +171,14 @@ def advisories(cfg: StackConfig) -> list[Problem]:
     out = []
     for key in OWNED:
         addon = getattr(cfg.addons, key)
-        if installs(addon) and crd_set(cfg, key) is None:
+        stored_set = crd_set(cfg, key)
+        if installs(addon) and stored_set is not None and stored_set.behind:
+            out.append(Problem(f"addons.{key}.version",
+                               f"{key} {stored_set.version} runs with CRDs read at {stored_set.files_version} (the "
+                               f"newest stored in schemas/): the program applies those and checks every {key} "
+                               f"object against them, not against {stored_set.version}'s; {stored_set.note} "
+                               f"(docs/addons-fabric.md, CRD upgrades)"))
+        if installs(addon) and stored_set is None:
             stored = ", ".join(sorted(STORED[key]))
             out.append(Problem(f"addons.{key}.version",
                                f"no CRDs of {key} {addon.version} are stored in schemas/ (stored: {stored}), so "

@@ -282,7 +282,7 @@ def _flag_value(toks: Sequence[str], names: Sequence[str]) -> tuple[str | None, 
     return found
 
 
-_VAR = re.compile(r"^\$(?:\((\w+)\)|\{(\w+)\}|(\w+))$")
+_VAR = re.compile(r"^\$(?:\((\w+)\)|\{(\w+)\}|(\w+))\Z")
 
 
 def _resolve(raw: str, env: Mapping[str, str]) -> int | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from multinode import credentials
+from multinode import credentials, limits
 
 from .. import objects
 from ..engine import MANDATORY, Context, Resource, Rule
@@ -12,10 +12,13 @@ from ..engine import MANDATORY, Context, Resource, Rule
 NAME = "no-literal-secrets-in-env"
 SECRET_WORDS = credentials.SECRET_WORDS      # one definition of "named like a credential" (multinode/credentials.py)
 # Values that are plainly not credentials: booleans, small numbers, paths.
-_HARMLESS = re.compile(r"^(true|false|yes|no|on|off|\d{1,6}|/.*)$", re.IGNORECASE)
+_HARMLESS = re.compile(r"^(true|false|yes|no|on|off|\d{1,6}|/.*)\Z", re.IGNORECASE)
 
 
 looks_secret = credentials.looks_secret
+# an env name or a ConfigMap key (ConfigMap keys: at most 253 characters, k8s.io/apimachinery
+# pkg/util/validation/validation.go IsConfigMapKey uses DNS1123SubdomainMaxLength)
+ALLOWED_NAME = {"type": "string", "maxLength": limits.DNS_SUBDOMAIN_CHARS}
 
 
 def check_literal_secrets(res: Resource, ctx: Context) -> Iterator[str]:
@@ -72,12 +75,12 @@ RULES = [
          "Environment variables named like credentials (*TOKEN*, *KEY*, *PASSWORD*, *SECRET*) take their value "
          "from a Secret (valueFrom), not a literal `value`.",
          MANDATORY, check_literal_secrets,
-         config={"allowedNames": {"type": "array", "items": {"type": "string"}, "default": [],
-                                  "description": "env names that look secret but are not"}}),
+         config={"allowedNames": {"type": "array", "items": ALLOWED_NAME, "maxItems": limits.LIST_ITEMS,
+                                  "default": [], "description": "env names that look secret but are not"}}),
     Rule(CONFIGMAP_RULE,
          "ConfigMap keys named like credentials (*TOKEN*, *KEY*, *PASSWORD*, *SECRET*) do not hold a literal value: "
          "credentials live in Secrets.",
          MANDATORY, check_configmap_credentials,
-         config={"allowedNames": {"type": "array", "items": {"type": "string"}, "default": [],
-                                  "description": "ConfigMap keys that look secret but are not"}}),
+         config={"allowedNames": {"type": "array", "items": ALLOWED_NAME, "maxItems": limits.LIST_ITEMS,
+                                  "default": [], "description": "ConfigMap keys that look secret but are not"}}),
 ]

@@ -253,6 +253,13 @@ def check_fabric_label(res: Resource, ctx: Context) -> Iterator[str]:
                f"{key}: {want!r}")
 
 
+# A Kubernetes quantity, the pattern the API server's OpenAPI publishes for resource.Quantity
+# (k8s.io/apimachinery pkg/api/resource/quantity.go, OpenAPISchemaFormat "quantity"; the CRDs' x-kubernetes-int-or-
+# string pattern): the fix repeats it, so it is text a user can paste.
+QUANTITY_PATTERN = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+"
+                    r"(\.[0-9]*)?)|(\.[0-9]+))))?$")
+
+
 def check_shm(res: Resource, ctx: Context) -> Iterator[str]:
     size = ctx.setting("multinode-pod-shm", "sizeHint", "64Gi")
     for g, r in _multi_node_roles(res):
@@ -305,6 +312,6 @@ RULES = [
     Rule("multinode-pod-shm",
          "Multi-node GPU containers mount a memory-backed emptyDir at /dev/shm.",
          MANDATORY, check_shm,
-         config={"sizeHint": {"type": "string", "default": "64Gi",
-                              "description": "sizeLimit suggested in the fix"}}),
+         config={"sizeHint": {"type": "string", "default": "64Gi", "maxLength": 64, "pattern": QUANTITY_PATTERN,
+                              "description": "sizeLimit suggested in the fix (a Kubernetes quantity)"}}),
 ]

@@ -1,0 +1,171 @@
+"""What the box saw on its real nodes (issue 42): its network namespace, each real node, and every pod a real
+kubelet ran: its init containers completed, its containers started, every env var its spec defines expanded in
+the process's environment (observed.json `env`, read from /proc/<pid>/environ of the container's process).
+
+`real_node_findings(obs)` returns (findings, report); compare.py adds both to cluster.json. No Go, no box:
+tests/test_realnode_check.py plants each finding in a hand-made observation.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# $(VAR) as the kubelet expands it in env values, command and args; $$(VAR) is the escaped literal
+# (k8s.io/kubernetes@v1.33.13 third_party/forked/golang/expansion/expand.go: "$$" -> "$", undefined "$(VAR)" kept).
+_REF = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+# waiting reasons of a container that has not come to an error (the kubelet is still working on it)
+_STARTING = {"ContainerCreating", "PodInitializing", ""}
+
+
+def _state(c: dict[str, Any]) -> tuple[str, str]:
+    st = c.get("state") or {}
+    if "running" in st:
+        return "running", ""
+    if "terminated" in st:
+        t = st["terminated"]
+        return f"terminated:{t.get('exitCode')}", f"{t.get('reason', '')} {t.get('message', '')}".strip()
+    if "waiting" in st:
+        w = st["waiting"]
+        return f"waiting:{w.get('reason', '')}", w.get("message", "")
+    return "unknown", ""
+
+
+def _unexpanded(spec_env: list[dict[str, Any]], seen: dict[str, str]) -> list[str]:
+    """Env vars the spec defines whose value in the process still holds a $(VAR) reference, and those missing."""
+    out = []
+    for e in spec_env:
+        name = e.get("name", "")
+        if name not in seen:
+            src = "downward API " + e["valueFrom"]["fieldRef"].get("fieldPath", "") \
+                if (e.get("valueFrom") or {}).get("fieldRef") else "its value"
+            out.append(f"{name}: not in the process's environment ({src})")
+            continue
+        val = e.get("value")
+        if val is None:
+            if (e.get("valueFrom") or {}).get("fieldRef") and seen[name] == "":
+                out.append(f"{name}: downward API {e['valueFrom']['fieldRef'].get('fieldPath')} resolved empty")
+            continue
+        left = [m for m in _REF.findall(val) if f"$({m})" in seen[name]]
+        if left:
+            out.append(f"{name}={seen[name]!r}: $({left[0]}) left unexpanded (no env var {left[0]} defined before it)")
+    return out
+
+
+def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    findings: list[str] = []
+    report: dict[str, Any] = {}
+    ns, ns_end = obs.get("netns"), obs.get("netnsEnd")
+    if ns is not None:
+        report["netns"] = {"start": ns, "end": ns_end}
+        links = [link["ifname"] for link in ns.get("links") or []]
+        if links != ["lo"] or ns.get("defaultRoute"):
+            findings.append(f"network namespace: at start it held {links} (default route: {ns.get('defaultRoute')}); "
+                            "only the loopback may be there")
+        for o in (ns_end or {}).get("outside") or []:
+            findings.append(f"network namespace: {o} (not the loopback or an interface of the box)")
+        if ns_end is None:
+            findings.append("network namespace: not read at the end of the run")
+    nodes = obs.get("realNodes") or []
+    if not nodes:
+        return findings, report
+    real = {n["name"] for n in nodes}
+    report["nodes"] = nodes
+    for n in nodes:
+        if n.get("error"):
+            findings.append(f"real node {n['name']}: {n['error']}")
+        elif not n.get("ready"):
+            findings.append(f"real node {n['name']}: not Ready")
+    pods_out = []
+    for ph in obs.get("phases") or []:
+        for p in ph.get("pods") or []:
+            if p.get("node") not in real:
+                continue
+            pod = p.get("pod") or {}
+            spec, status = pod.get("spec") or {}, pod.get("status") or {}
+            key = f"pod {p['namespace']}/{p['name']} on real node {p['node']} (phase {ph['name']})"
+            problems: list[str] = []
+            inits = {c["name"]: c for c in status.get("initContainerStatuses") or []}
+            for c in spec.get("initContainers") or []:
+                sidecar = c.get("restartPolicy") == "Always"
+                s = inits.get(c["name"])
+                state, why = _state(s) if s else ("not started", "")
+                if sidecar and state == "running":
+                    continue
+                if state != "terminated:0":
+                    problems.append(f"init container {c['name']}: {state}{': ' + why if why else ''}")
+            conts = {c["name"]: c for c in status.get("containerStatuses") or []}
+            for c in spec.get("containers") or []:
+                s = conts.get(c["name"])
+                state, why = _state(s) if s else ("not started", "")
+                if state == "running" or (state == "terminated:0" and status.get("phase") == "Succeeded"):
+                    continue
+                if not problems or state.split(":")[0] != "waiting" or state[8:] not in _STARTING:
+                    problems.append(f"container {c['name']}: {state}{': ' + why if why else ''}")
+            env_checked, env_problems = 0, []
+            for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+                seen = (p.get("env") or {}).get(c["name"])
+                if seen is None:
+                    continue
+                env_checked += 1
+                env_problems += [f"container {c['name']}: env {m}" for m in _unexpanded(c.get("env") or [], seen)]
+            for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+                line = (p.get("cmdline") or {}).get(c["name"])
+                if line is None:
+                    continue
+                words = (c.get("command") or []) + (c.get("args") or [])
+                for ref in sorted({m for a in words for m in _REF.findall(a)}):
+                    if any(f"$({ref})" in a for a in line):
+                        env_problems.append(f"container {c['name']}: command line: $({ref}) left unexpanded "
+                                            f"(no env var {ref} in the container's spec)")
+            problems += env_problems
+            if problems and status.get("phase") != "Failed":
+                # what the kubelet said about it (FailedMount, FailedCreatePodSandBox, BackOff ...)
+                obj = f"Pod {p['namespace']}/{p['name']}"
+                said = sorted({f"{e['reason']}: {e['message']}" for e in ph.get("events") or []
+                               if e.get("object") == obj and e.get("type") == "Warning"
+                               and e.get("reason") != "MissingClusterDNS"})
+                problems += [f"kubelet event {m}" for m in said[:3]]
+            pods_out.append({"pod": f"{p['namespace']}/{p['name']}", "node": p["node"], "phase": ph["name"],
+                             "podPhase": status.get("phase"), "containersEnvRead": env_checked,
+                             "problems": problems, "verdict": "ok" if not problems else "failed"})
+            findings += [f"{key}: {m}" for m in problems]
+    report["pods"] = pods_out
+    # no CoreDNS runs yet: the kubelet has no clusterDNS and falls back to dnsPolicy Default (MissingClusterDNS)
+    report["notChecked"] = ["real nodes: no cluster DNS (CoreDNS) and no kube-proxy in the box yet: the host names "
+                            "and Services the pods name are not resolved or reached (issue 42, step 5)"]
+    if not pods_out:
+        findings.append(f"real nodes {sorted(real)}: no pod was placed on them")
+    return findings, report
+
+
+def select_real_nodes(nodes: list[dict[str, Any]], most: int) -> list[str]:
+    """The nodes a stack's box runs as real nodes: whole pools, in nodes.yaml order, as long as they fit in `most`
+    (so that a gang the scheduler places anywhere in its pool lands on real kubelets); a pool larger than what is
+    left is not taken."""
+    pools: dict[str, list[str]] = {}
+    for n in nodes:
+        md = n["metadata"]
+        pool = (md.get("annotations") or {}).get("box.multinode.dev/pool") or \
+            (md.get("labels") or {}).get("multinode.dev/node-pool") or "?"
+        pools.setdefault(pool, []).append(md["name"])
+    out: list[str] = []
+    for names in pools.values():
+        if len(out) + len(names) <= most:
+            out += names
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    import yaml
+    if len(sys.argv) != 4 or sys.argv[1] != "select":
+        print("usage: realnode_check.py select build/<stack> MAX", file=sys.stderr)
+        sys.exit(2)
+    items = yaml.safe_load((Path(sys.argv[2]) / "engines" / "cluster" / "nodes.yaml").read_text())["items"]
+    chosen = select_real_nodes(items, int(sys.argv[3]))
+    if not chosen:
+        print(f"realnode_check.py: no pool of {sys.argv[2]} fits in {sys.argv[3]} real nodes", file=sys.stderr)
+        sys.exit(2)
+    print(",".join(chosen))

@@ -1,0 +1,142 @@
+"""realnode_check.py on hand-made observations (no Go, no box): each finding planted, and the agreeing case."""
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from realnode_check import real_node_findings, select_real_nodes  # noqa: E402
+
+NETNS = {"inode": "net:[1]", "hostInode": "net:[2]", "links": [{"ifname": "lo", "kind": "loopback"}],
+         "routes": [], "defaultRoute": False, "outside": []}
+NETNS_END = {"inode": "net:[1]", "hostInode": "net:[2]",
+             "links": [{"ifname": "lo"}, {"ifname": "boxnodes"}, {"ifname": "boxbr1"}, {"ifname": "veth1234"}],
+             "routes": [{"dst": "10.245.1.0/24", "dev": "boxbr1"}], "defaultRoute": False, "outside": []}
+
+
+def _pod(name: str, node: str = "gpu-0", **over: Any) -> dict[str, Any]:
+    spec = {"initContainers": [{"name": "preflight", "env": []}],
+            "containers": [{"name": "main", "env": [
+                {"name": "A", "value": "x"},
+                {"name": "B", "value": "$(A)-y"},
+                {"name": "LIT", "value": "$$(A)"},
+                {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}]}
+    status = {"phase": "Running",
+              "initContainerStatuses": [{"name": "preflight",
+                                         "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+              "containerStatuses": [{"name": "main", "state": {"running": {}}}]}
+    env = {"main": {"A": "x", "B": "x-y", "LIT": "$(A)", "POD_IP": "10.245.1.2"}}
+    p = {"namespace": "multinode", "name": name, "node": node, "owner": "Job multinode/j",
+         "pod": {"spec": spec, "status": status}, "env": env}
+    for k, v in over.items():
+        p[k] = v
+    return p
+
+
+def _obs(pods: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"netns": copy.deepcopy(NETNS), "netnsEnd": copy.deepcopy(NETNS_END),
+            "realNodes": [{"name": "gpu-0", "ready": True}, {"name": "gpu-1", "ready": True}],
+            "phases": [{"name": "services", "pods": pods}]}
+
+
+def test_agreeing_case_passes():
+    findings, report = real_node_findings(_obs([_pod("a"), _pod("b", "gpu-1"), _pod("fake", "cpu-0")]))
+    assert findings == []
+    assert [p["pod"] for p in report["pods"]] == ["multinode/a", "multinode/b"]   # cpu-0 is a fake node's
+    assert all(p["verdict"] == "ok" and p["containersEnvRead"] == 1 for p in report["pods"])
+
+
+def test_default_route_in_the_namespace():
+    obs = _obs([_pod("a")])
+    obs["netns"]["defaultRoute"] = True
+    obs["netns"]["routes"] = [{"dst": "default", "dev": "eth0"}]
+    obs["netns"]["links"].append({"ifname": "eth0"})
+    findings, _ = real_node_findings(obs)
+    assert len(findings) == 1 and "only the loopback may be there" in findings[0] and "eth0" in findings[0]
+
+
+def test_interface_not_of_the_box_at_the_end():
+    obs = _obs([_pod("a")])
+    obs["netnsEnd"]["outside"] = ["link eth0 (veth)", "default route via eth0"]
+    findings, _ = real_node_findings(obs)
+    assert findings == ["network namespace: link eth0 (veth) (not the loopback or an interface of the box)",
+                        "network namespace: default route via eth0 (not the loopback or an interface of the box)"]
+
+
+def test_preflight_init_container_exits_1():
+    p = _pod("a")
+    p["pod"]["status"]["phase"] = "Pending"
+    p["pod"]["status"]["initContainerStatuses"][0]["state"] = {"terminated": {"exitCode": 1, "reason": "Error"}}
+    p["pod"]["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "PodInitializing"}}
+    p["env"] = {}
+    findings, report = real_node_findings(_obs([p]))
+    assert findings == ["pod multinode/a on real node gpu-0 (phase services): init container preflight: "
+                        "terminated:1: Error"]
+    assert report["pods"][0]["verdict"] == "failed"
+
+
+def test_env_referring_to_an_undefined_variable():
+    p = _pod("a")
+    p["pod"]["spec"]["containers"][0]["env"].append({"name": "ADDR", "value": "$(UNDEFINED_HOST):29500"})
+    p["env"]["main"]["ADDR"] = "$(UNDEFINED_HOST):29500"
+    findings, _ = real_node_findings(_obs([p]))
+    assert len(findings) == 1
+    assert "env ADDR='$(UNDEFINED_HOST):29500': $(UNDEFINED_HOST) left unexpanded" in findings[0]
+
+
+def test_env_var_missing_from_the_process():
+    p = _pod("a")
+    del p["env"]["main"]["POD_IP"]
+    findings, _ = real_node_findings(_obs([p]))
+    assert findings == ["pod multinode/a on real node gpu-0 (phase services): container main: env POD_IP: not in "
+                        "the process's environment (downward API status.podIP)"]
+
+
+def test_container_that_cannot_start():
+    p = _pod("a")
+    p["pod"]["status"]["containerStatuses"][0]["state"] = {
+        "waiting": {"reason": "CreateContainerConfigError", "message": "secret \"x\" not found"}}
+    p["env"] = {}
+    findings, _ = real_node_findings(_obs([p]))
+    assert findings == ["pod multinode/a on real node gpu-0 (phase services): container main: "
+                        "waiting:CreateContainerConfigError: secret \"x\" not found"]
+
+
+def test_real_node_not_ready_and_no_pods():
+    obs = _obs([_pod("fake", "cpu-0")])
+    obs["realNodes"][1] = {"name": "gpu-1", "ready": False, "error": "kubelet exited: exit status 1"}
+    findings, _ = real_node_findings(obs)
+    assert findings == ["real node gpu-1: kubelet exited: exit status 1",
+                        "real nodes ['gpu-0', 'gpu-1']: no pod was placed on them"]
+
+
+def test_completed_job_pod_passes():
+    p = _pod("a")
+    p["pod"]["status"]["phase"] = "Succeeded"
+    p["pod"]["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    p["env"] = {}
+    assert real_node_findings(_obs([p]))[0] == []
+
+
+def test_select_whole_pools():
+    def node(name: str, pool: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "annotations": {"box.multinode.dev/pool": pool}}}
+    nodes = [node("cpu-0", "cpu"), node("gpu-0", "gpu"), node("gpu-1", "gpu"), node("gpu-2", "gpu"),
+             node("sys-0", "sys")]
+    assert select_real_nodes(nodes, 4) == ["cpu-0", "gpu-0", "gpu-1", "gpu-2"]
+    assert select_real_nodes(nodes, 2) == ["cpu-0", "sys-0"]
+    assert select_real_nodes(nodes, 0) == []
+
+
+def test_command_line_reference_left_unexpanded():
+    p = _pod("a")
+    p["pod"]["spec"]["containers"][0]["args"] = ["torchrun --node_rank=$(JOB_COMPLETION_INDEX) train.py"]
+    p["cmdline"] = {"main": ["/bin/bash", "-c", "torchrun --node_rank=$(JOB_COMPLETION_INDEX) train.py"]}
+    findings, _ = real_node_findings(_obs([p]))
+    assert findings == ["pod multinode/a on real node gpu-0 (phase services): container main: command line: "
+                        "$(JOB_COMPLETION_INDEX) left unexpanded (no env var JOB_COMPLETION_INDEX in the "
+                        "container's spec)"]
+    p["cmdline"] = {"main": ["/bin/bash", "-c", "torchrun --node_rank=3 train.py"]}   # expanded: passes
+    assert real_node_findings(_obs([p]))[0] == []

@@ -1,0 +1,25 @@
+#!/bin/sh
+# rootfs.sh CACHE_DIR: the stand-in image's root filesystem as a tar, built once per recipe with debootstrap from
+# Debian's package archive (the mirror apt is configured with), cached as CACHE_DIR/<key>/rootfs.tar, where <key>
+# is the sha256 of this script and standin-packages.txt. Prints the tar's path. The stand-in scripts (standin/) are a
+# second layer, added when the image is assembled (image.go), so changing them does not run debootstrap again.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+cache=$1
+key=$(cat "$here/rootfs.sh" "$here/standin-packages.txt" | sha256sum | cut -c1-16)
+out="$cache/$key/rootfs.tar"
+if [ -s "$out" ]; then echo "$out"; exit 0; fi
+mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
+mirror=${mirror:-http://deb.debian.org/debian}
+command -v debootstrap >/dev/null || { echo "rootfs.sh: debootstrap is not installed (conformance/realnode/install-deps.sh)" >&2; exit 2; }
+work="$cache/$key.work"
+rm -rf "$work"; mkdir -p "$work" "$cache/$key"
+pkgs=$(grep -v '^#' "$here/standin-packages.txt" | grep . | paste -sd, -)
+echo "rootfs.sh: debootstrap bookworm ($pkgs) from $mirror into $work" >&2
+debootstrap --variant=minbase --include="$pkgs" bookworm "$work/root" "$mirror" >"$cache/$key.debootstrap.log" 2>&1 ||
+	{ echo "rootfs.sh: debootstrap failed, log $cache/$key.debootstrap.log" >&2; tail -5 "$cache/$key.debootstrap.log" >&2; exit 1; }
+rm -rf "$work/root/var/cache/apt/archives"/*.deb "$work/root/var/lib/apt/lists"/*
+tar -C "$work/root" --numeric-owner -cf "$out.tmp" .
+mv "$out.tmp" "$out"
+rm -rf "$work"
+echo "$out"

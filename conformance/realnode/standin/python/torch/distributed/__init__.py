@@ -1,0 +1,1 @@
+# Stand-in (see torch/__init__.py).

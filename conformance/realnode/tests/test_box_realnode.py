@@ -1,0 +1,113 @@
+"""The box with real nodes (issue 42) on a stack with planted defects (needs root, the clusterbox binary and the
+Debian packages of conformance/realnode/install-deps.sh; skips otherwise).
+
+One box: a one-pool stack of 2 nodes, run by real kubelets in the box's own network namespace, with two
+indexed-Job gangs applied one after the other (batch objects run alone): `train` as plan renders it plus an env
+var that refers to an undefined variable (planted), and `train-preflight`, the same Job with a preflight init
+container that exits 1 (planted). The real kubelet must leave `$(UNDEFINED_HOST)` literal in the process's
+environment (so the check reports it), and never start the trainer behind the failing preflight."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+HERE = ROOT / "conformance" / "cluster"
+BIN = ROOT / "conformance" / "bin" / "clusterbox"
+REALNODE = ROOT / "conformance" / "realnode"
+CACHE = ROOT / ".cache" / "realnode"
+pytestmark = [
+    pytest.mark.skipif(not BIN.exists(), reason=f"{BIN} not built (make -C conformance/cluster build)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="real nodes need root (network and mount namespaces, containerd)"),
+    pytest.mark.skipif(shutil.which("containerd") is None or shutil.which("debootstrap") is None,
+                       reason="containerd/debootstrap not installed (conformance/realnode/install-deps.sh)"),
+]
+
+STACK = """\
+config:
+  multinode:cloud: aws
+  multinode:cluster: {name: box, region: us-east-1}
+  multinode:nodePools:
+    - name: gpu
+      machine: p5.48xlarge
+      nodeCount: 2
+      zone: us-east-1a
+      subnetId: subnet-0a1b2c3d4e5f60718
+  multinode:storage: {kind: fsx-lustre, sizeGib: 2400, throughput: 250}
+  multinode:workloads:
+    - name: train
+      kind: indexed-job
+      engine: torchrun
+      image: public.ecr.aws/deep-learning-containers/pytorch-training:2.8.0-gpu-py312-cu129-ubuntu22.04-ec2
+      nodePool: gpu
+      nodes: 2
+      script: /workspace/train.py
+"""
+
+
+def _plant(k8s: Path) -> None:
+    job_file = next(k8s.glob("*-Job-train.yaml"))
+    doc = yaml.safe_load(job_file.read_text())
+    pod = doc["spec"]["template"]["spec"]
+    pod.pop("schedulerName", None)            # Volcano does not run in this box: kube-scheduler binds them
+    second = copy.deepcopy(doc)
+    trainer = pod["containers"][0]
+    trainer.setdefault("env", []).append({"name": "RDZV_ADDR", "value": "$(UNDEFINED_HOST):29500"})
+    job_file.write_text(yaml.safe_dump(doc))
+    second["metadata"]["name"] = "train-preflight"
+    sp = second["spec"]["template"]["spec"]
+    sp["initContainers"] = [{"name": "preflight", "image": sp["containers"][0]["image"],
+                             "command": ["/bin/sh", "-c", "echo planted preflight failure; exit 1"]}]
+    second["spec"]["backoffLimit"] = 0
+    (k8s / (job_file.name.replace("Job-train", "Job-train-preflight"))).write_text(yaml.safe_dump(second))
+
+
+def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_path: Path) -> None:
+    f = tmp_path / "Pulumi.realnode.yaml"
+    f.write_text(STACK)
+    py = sys.executable
+    subprocess.run([str(Path(py).parent / "multinode"), "plan", "--file", str(f), "--out", str(tmp_path)],
+                   capture_output=True, text=True, cwd=ROOT)
+    out = tmp_path / "realnode"
+    assert (out / "placement.json").exists()
+    subprocess.run([py, str(HERE / "prepare.py"), str(out), str(f)], check=True, cwd=ROOT)
+    _plant(out / "k8s")
+    rootfs = subprocess.run([str(REALNODE / "rootfs.sh"), str(CACHE)], capture_output=True, text=True, check=True)
+    r = subprocess.run([str(BIN), "--netns", "--real-nodes", "gpu-0,gpu-1", "--standin-rootfs", rootfs.stdout.strip(),
+                        "--standin-dir", str(REALNODE / "standin"), "--stack-dir", str(out), "--timeout", "5m",
+                        "--settle", "60s", "--compare", f"{py} {HERE / 'compare.py'} {out}"],
+                       capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    print(r.stdout[-5000:], r.stderr[-3000:])
+    result = json.loads((out / "cluster.json").read_text())
+    assert r.returncode == 1
+    real = result["realNodes"]
+    # the network namespace: only loopback at the start, only the box's interfaces at the end, never a default route
+    assert [link["ifname"] for link in real["netns"]["start"]["links"]] == ["lo"]
+    assert not real["netns"]["start"]["defaultRoute"] and not real["netns"]["end"]["defaultRoute"]
+    assert not real["netns"]["end"]["outside"], real["netns"]["end"]
+    assert real["netns"]["start"]["inode"] != real["netns"]["start"]["hostInode"]
+    assert [n["name"] for n in real["nodes"]] == ["gpu-0", "gpu-1"] and all(n["ready"] for n in real["nodes"])
+    assert all(n["allocatable"]["nvidia.com/gpu"] == "8" for n in real["nodes"])     # our device plugin's
+    by_phase: dict[str, list[dict]] = {}
+    for p in real["pods"]:
+        by_phase.setdefault(p["phase"], []).append(p)
+    env_pods = by_phase["batch Job multinode/train"]
+    assert len(env_pods) == 2 and all(p["podPhase"] == "Running" for p in env_pods), env_pods
+    for p in env_pods:   # the trainer runs; its env holds the reference the kubelet could not expand
+        assert len(p["problems"]) == 1, p
+        assert "env RDZV_ADDR='$(UNDEFINED_HOST):29500': $(UNDEFINED_HOST) left " \
+            "unexpanded" in p["problems"][0], p
+    pre_pods = by_phase["batch Job multinode/train-preflight"]
+    assert pre_pods, real["pods"]
+    for p in pre_pods:   # the preflight exited 1, the trainer never started
+        assert any(m.startswith("init container preflight: terminated:1") for m in p["problems"]), p
+    # $(JOB_COMPLETION_INDEX) in the command line was expanded by the kubelet (no finding about it)
+    assert not any("JOB_COMPLETION_INDEX" in m for p in real["pods"] for m in p["problems"])
