@@ -9,8 +9,10 @@ cache=$1
 key=$(cat "$here/rootfs.sh" "$here/standin-packages.txt" | sha256sum | cut -c1-16)
 out="$cache/$key/rootfs.tar"
 if [ -s "$out" ]; then echo "$out"; exit 0; fi
-mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
-mirror=${mirror:-http://deb.debian.org/debian}
+# the first Debian archive apt is configured with (deb822 .sources files, then sources.list); no address of ours
+mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^URIs: *\([^ ]*\).*/\1/p' | grep -v -- '-security' | head -1)
+[ -n "$mirror" ] || mirror=$(sed -n 's/^deb \(\[[^]]*\] \)\{0,1\}\([^ ]*\) .*/\2/p' /etc/apt/sources.list 2>/dev/null | grep -v -- '-security' | head -1)
+[ -n "$mirror" ] || { echo "rootfs.sh: no Debian archive configured for apt (/etc/apt/sources.list.d/*.sources or /etc/apt/sources.list)" >&2; exit 2; }
 command -v debootstrap >/dev/null || { echo "rootfs.sh: debootstrap is not installed (conformance/realnode/install-deps.sh)" >&2; exit 2; }
 work="$cache/$key.work"
 rm -rf "$work"; mkdir -p "$work" "$cache/$key"
