@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[3]
 HERE = ROOT / "conformance" / "cluster"
 BIN = ROOT / "conformance" / "bin" / "clusterbox"
 REALNODE = ROOT / "conformance" / "realnode"
-CACHE = ROOT / ".cache" / "realnode"
+# the Makefile's STANDIN_CACHE: outside the checkout, like Go's caches
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "multinode" / "realnode"
 pytestmark = [
     pytest.mark.skipif(not BIN.exists(), reason=f"{BIN} not built (make -C conformance/cluster build)"),
     pytest.mark.skipif(os.geteuid() != 0, reason="real nodes need root (network and mount namespaces, containerd)"),
