@@ -403,6 +403,58 @@ class PriorityClassSpec(typing.TypedDict, total=False):
     "What the class is for. Default: \"\"."
 
 
+class KeyRef(typing.TypedDict, total=False):
+    "One key of an existing Secret or ConfigMap."
+    name: typing.Required[str]
+    "The existing Secret's / ConfigMap's name."
+    key: typing.Required[str]
+    "The key inside it."
+    optional: bool
+    "The pod starts without the variable when the key is missing."
+
+
+class FieldRef(typing.TypedDict, total=False):
+    "A field of the pod itself, through the downward API."
+    field_path: typing.Required[str]
+    "A downward API field: metadata.name, metadata.namespace, status.podIP ..."
+    api_version: str
+    "The field's API version (default v1)."
+
+
+class ValueFrom(typing.TypedDict, total=False):
+    "Where an env value comes from: exactly one of secretKeyRef, configMapKeyRef, fieldRef."
+    secret_key_ref: KeyRef
+    "One key of an existing Secret."
+    config_map_key_ref: KeyRef
+    "One key of an existing ConfigMap."
+    field_ref: FieldRef
+    "A field of the pod (downward API)."
+
+
+class EnvValue(typing.TypedDict, total=False):
+    "An env value read at pod start instead of a literal."
+    value_from: typing.Required[ValueFrom]
+    "Where the value comes from (exactly one source)."
+
+
+class NameRef(typing.TypedDict, total=False):
+    "An existing Secret or ConfigMap by name."
+    name: typing.Required[str]
+    "The existing Secret's / ConfigMap's name."
+    optional: bool
+    "The pod starts when it is missing."
+
+
+class EnvFromSource(typing.TypedDict, total=False):
+    "An existing Secret or ConfigMap whose keys become env: exactly one of secretRef, configMapRef."
+    secret_ref: NameRef
+    "Every key of an existing Secret as env."
+    config_map_ref: NameRef
+    "Every key of an existing ConfigMap as env."
+    prefix: str
+    "A prefix added to every variable name."
+
+
 class Role(typing.TypedDict, total=False):
     "A prefill or decode role of a disaggregated Grove / Dynamo deployment."
     nodes: int
@@ -534,8 +586,11 @@ class Workload(typing.TypedDict, total=False):
     "Size of /dev/shm in GiB. Default: 64."
     queue: str
     "The Volcano queue of a training job."
-    env: dict[str, str]
-    "Extra environment variables (never credentials). Default: {}."
+    env: dict[str, typing.Union[str, EnvValue]]
+    ("Extra environment variables on every container of the workload: a text value (never a credential: refused) "
+     "or {valueFrom: {secretKeyRef | configMapKeyRef | fieldRef}}. Default: {}.")
+    env_from: list[EnvFromSource]
+    "Existing Secrets / ConfigMaps whose keys become env on every container of the workload. Default: []."
     extra_args: list[str]
     "Extra engine arguments. Default: []."
     disaggregated: Disaggregated

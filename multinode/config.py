@@ -385,6 +385,44 @@ class Preflight(_Model):
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0, le=MAX_GBPS)
 
 
+class KeyRef(_Model):
+    """One key of an existing Secret or ConfigMap (core/v1 SecretKeySelector / ConfigMapKeySelector)."""
+    name: str
+    key: str
+    optional: bool | None = None
+
+
+class FieldRef(_Model):
+    """A field of the pod itself through the downward API (core/v1 ObjectFieldSelector)."""
+    field_path: str
+    api_version: str | None = None
+
+
+class ValueFrom(_Model):
+    """Where an env value comes from instead of a literal: exactly one of the three (core/v1 EnvVarSource; the
+    API server refuses none or more than one: k8s.io/kubernetes pkg/apis/core/validation validateEnvVarValueFrom)."""
+    secret_key_ref: KeyRef | None = None
+    config_map_key_ref: KeyRef | None = None
+    field_ref: FieldRef | None = None
+
+
+class EnvValue(_Model):
+    """`env: {NAME: {valueFrom: {...}}}`: a value read at pod start, so no credential is written in the stack."""
+    value_from: ValueFrom
+
+
+class NameRef(_Model):
+    name: str
+    optional: bool | None = None
+
+
+class EnvFromSource(_Model):
+    """Every key of an existing Secret or ConfigMap as env (core/v1 EnvFromSource): exactly one of the two."""
+    secret_ref: NameRef | None = None
+    config_map_ref: NameRef | None = None
+    prefix: str | None = None
+
+
 class Workload(_Model):
     name: str
     kind: WorkloadKind
@@ -404,7 +442,10 @@ class Workload(_Model):
     startup_timeout_minutes: int = Field(default=60, ge=1, le=1440)
     shm_size_gi: int = Field(default=64, ge=1, le=1024)
     queue: str | None = None
-    env: dict[str, str] = Field(default={}, max_length=limits.ENV_ENTRIES)
+    # a literal (never a credential: credentials.literal_findings) or {valueFrom: {secretKeyRef | configMapKeyRef |
+    # fieldRef}}; envFrom: whole Secrets / ConfigMaps as env. Rendered into every pod template of the workload.
+    env: dict[str, str | EnvValue] = Field(default={}, max_length=limits.ENV_ENTRIES)
+    env_from: list[EnvFromSource] = Field(default=[], max_length=limits.LIST_ITEMS)
     extra_args: list[str] = Field(default=[], max_length=limits.ARGS)
     disaggregated: Disaggregated | None = None           # grove-inference, dynamo
     # training
@@ -567,7 +608,8 @@ def _problem_from_pydantic(err: ErrorDetails, secrets: set[str], root: type[Base
     # a secret key's value is never repeated, even when it was given in plain text or with the wrong type; nor is
     # a value under a key named like a credential (workloads[].env.DB_PASSWORD: {value: ...}), whatever its type
     secret = (top in secrets or top in SECRET_KEYS
-              or any(isinstance(part, str) and credentials.looks_secret(part) for part in loc[1:]))
+              or any(isinstance(part, str) and credentials.looks_secret(part) for part in loc[1:])
+              or (isinstance(err.get("input"), str) and credentials.token_format(err["input"]) is not None))
     typ = err["type"]
     if typ == "extra_forbidden":
         model = _model_at(loc[len(prefix):], root)
@@ -591,6 +633,37 @@ def _problem_from_pydantic(err: ErrorDetails, secrets: set[str], root: type[Base
     if typ in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         return Problem(path, f"{_show(err['input'], secret)}: {err['msg'].lower()}; change the value")
     return Problem(path, f"{_show(err['input'], secret)}: {err['msg']}")
+
+
+ENV_SHAPE = ("a text value, or {valueFrom: {secretKeyRef: {name: <secret>, key: <key>}}} (or configMapKeyRef "
+             "{name, key}, or fieldRef {fieldPath: metadata.name ...})")
+
+
+_ENV_UNION_TAGS = ("str", "constrained-str", "EnvValue")     # pydantic's names of `str | EnvValue`'s members
+
+
+def _pydantic_problems(errors: list[ErrorDetails], secrets: set[str]) -> list[Problem]:
+    """Pydantic's errors as problems: an env entry that is neither text nor a valueFrom gets one message naming
+    both shapes (pydantic reports each member of the union apart, under the union's own names); a mapping is
+    checked as a valueFrom, with the key path the user wrote."""
+    out: list[Problem] = []
+    seen: set[str] = set()
+    for err in errors:
+        loc = tuple(err["loc"])
+        if len(loc) >= 5 and loc[0] == "workloads" and loc[2] == "env" and loc[4] in _ENV_UNION_TAGS:
+            entry, text = loc[:4], loc[4] != "EnvValue"
+            if text and isinstance(err.get("input"), dict):
+                continue                      # a mapping: the EnvValue member's errors say what is wrong with it
+            if text or err["type"] == "model_type":
+                p = Problem(_path(entry), f"must be {ENV_SHAPE}")
+            else:
+                p = _problem_from_pydantic({**err, "loc": loc[5:]}, secrets, root=EnvValue, prefix=entry)
+        else:
+            p = _problem_from_pydantic(err, secrets)
+        if str(p) not in seen:
+            seen.add(str(p))
+            out.append(p)
+    return out
 
 
 def top_level_keys() -> list[str]:
@@ -622,11 +695,13 @@ def load(raw: Mapping[str, Any], secret_keys: Iterable[str] = (), source: str = 
     plain_secrets = [Problem(k, f"is a secret but is stored in plain text; store it with "
                                 f"`pulumi config set --secret {NAMESPACE}:{k} ...`")
                      for k in SECRET_KEYS if k in data and k not in secrets]
+    # issue 46: a literal credential anywhere else (env of any name, args, labels, add-on values...) is refused
+    # here, before the program runs and before plan writes anything (credentials.stack_literal_findings)
+    plain_secrets += [Problem(path, msg) for path, msg in credentials.stack_literal_findings(data, SECRET_KEYS)]
     try:
         cfg = StackConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(plain_secrets + [_problem_from_pydantic(err, secrets) for err in e.errors()],
-                          source) from None
+        raise ConfigError(plain_secrets + _pydantic_problems(e.errors(), secrets), source) from None
     problems = plain_secrets + semantic_problems(cfg)
     if more_checks is not None:
         problems += more_checks(cfg)
@@ -912,6 +987,7 @@ def semantic_problems(cfg: StackConfig) -> list[Problem]:  # noqa: C901 - a flat
     wnames: dict[str, int] = {}
     for i, w in enumerate(cfg.workloads):
         p.extend(_workload_problems(cfg, i, w, machines, qnames))
+        p.extend(_env_reference_problems(cfg, f"workloads[{i}]", w))
         if w.name in wnames:
             p.append(Problem(f"workloads[{i}].name", f"{w.name!r} is already used by workloads[{wnames[w.name]}]"))
         wnames.setdefault(w.name, i)
@@ -1196,7 +1272,7 @@ def _contradictions(cfg: StackConfig, at: str, w: Workload, m: catalog.Machine, 
             p.append(Problem(key, f"{floor:g} Gbit/s, above the {ceiling} Gbit/s of fabric bandwidth a {m.name} node "
                                   f"has ({where}; multinode/catalog.py): the check could never pass; set it at or "
                                   f"below {ceiling} (the default is {ceiling} x busBandwidthEfficiency)"))
-    size = (sum(len(k) + len(v) + 2 for k, v in w.env.items())
+    size = (sum(len(k) + len(v) + 2 for k, v in w.env.items() if isinstance(v, str))
             + sum(len(a) + 1 for a in [*w.extra_args, *w.script_args, *(w.worker_command or [])]))
     if size > limits.ARG_MAX_BYTES:
         p.append(Problem(f"{at}.env", f"env, extraArgs and scriptArgs add up to {size} bytes, over Linux's ARG_MAX "
@@ -1329,6 +1405,63 @@ def _nim_option_problems(cfg: StackConfig, at: str, w: Workload) -> list[Problem
     return p
 
 
+# The downward API fields an env var may read (k8s.io/kubernetes v1.34 pkg/apis/core/validation/validation.go
+# validEnvDownwardAPIFieldPathExpressions; labels and annotations by key through validateDownwardAPIFieldPath).
+ENV_FIELD_PATHS = ("metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
+                   "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs")
+_LABEL_FIELD_PATH = re.compile(r"^metadata\.(labels|annotations)\['[^'\]]+'\]\Z")
+# A Secret / ConfigMap key (k8s.io/apimachinery pkg/util/validation IsConfigMapKey: [-._a-zA-Z0-9]+, at most 253)
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}\Z")
+
+
+def _env_reference_problems(cfg: StackConfig, at: str, w: Workload) -> list[Problem]:
+    """workloads[].env valueFrom and envFrom: exactly one source each, names and keys the API server takes."""
+    p: list[Problem] = []
+    for name, value in w.env.items():
+        if isinstance(value, str):
+            continue
+        where = f"{at}.env.{name}.valueFrom"
+        vf = value.value_from
+        given = [k for k, v in (("secretKeyRef", vf.secret_key_ref), ("configMapKeyRef", vf.config_map_key_ref),
+                                ("fieldRef", vf.field_ref)) if v is not None]
+        if len(given) != 1:
+            p.append(Problem(where, f"{'sets ' + ' and '.join(given) if given else 'is empty'}; set exactly one of "
+                                    f"secretKeyRef {{name, key}}, configMapKeyRef {{name, key}} or fieldRef "
+                                    f"{{fieldPath}}"))
+            continue
+        ref = vf.secret_key_ref or vf.config_map_key_ref
+        if ref is not None:
+            bad = _secret_name_problem(ref.name)
+            if bad:
+                p.append(Problem(f"{where}.{given[0]}.name", bad))
+            if not _CONFIG_KEY.match(ref.key):
+                p.append(Problem(f"{where}.{given[0]}.key", f"{ref.key!r} is not a Secret / ConfigMap key; use "
+                                                            f"letters, digits, '-', '_' and '.', e.g. 'api-key'"))
+        elif vf.field_ref is not None:
+            fp = vf.field_ref.field_path
+            if fp not in ENV_FIELD_PATHS and not _LABEL_FIELD_PATH.match(fp):
+                p.append(Problem(f"{where}.fieldRef.fieldPath", f"{fp!r} is not a field the downward API gives env; "
+                                                                f"use one of {', '.join(ENV_FIELD_PATHS)}, or "
+                                                                f"metadata.labels['<key>']"))
+        top = SECRET_ENV_NAMES.get(name.upper())
+        if top is not None and getattr(cfg, "hf_token" if top == "hfToken" else "ngc_api_key"):
+            p.append(Problem(f"{at}.env.{name}", f"{name} is already set from the stack's {top}; choose one (remove "
+                                                 f"this entry, or `pulumi config rm {NAMESPACE}:{top}`)"))
+    for j, src in enumerate(w.env_from):
+        where = f"{at}.envFrom[{j}]"
+        refs = [r for r in (src.secret_ref, src.config_map_ref) if r is not None]
+        if len(refs) != 1:
+            p.append(Problem(where, "set exactly one of secretRef {name} or configMapRef {name}"))
+            continue
+        bad = _secret_name_problem(refs[0].name)
+        if bad:
+            p.append(Problem(f"{where}.{'secretRef' if src.secret_ref else 'configMapRef'}.name", bad))
+        if src.prefix is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", src.prefix):
+            p.append(Problem(f"{where}.prefix", f"{src.prefix!r} would not start a valid env name; use letters, "
+                                                f"digits and '_', e.g. 'WANDB_'"))
+    return p
+
+
 # Env names that carry credentials: they come from the top-level secrets, never from workloads[].env.
 SECRET_ENV_NAMES = {"HF_TOKEN": "hfToken", "HUGGING_FACE_HUB_TOKEN": "hfToken", "NGC_API_KEY": "ngcApiKey"}
 IMAGE_REQUIRED = {"nim": "an NGC NIM image, e.g. nvcr.io/nim/meta/llama-3.1-405b-instruct:<tag>",
@@ -1340,8 +1473,8 @@ def _workload_runtime_problems(cfg: StackConfig, at: str, w: Workload, m: catalo
                                pool: NodePool) -> list[Problem]:
     """Checks the workload builders rely on (multinode/manifests/workloads)."""
     p: list[Problem] = []
-    for name in w.env:
-        if name.upper() in SECRET_ENV_NAMES:
+    for name, value in w.env.items():
+        if name.upper() in SECRET_ENV_NAMES and isinstance(value, str):
             key = SECRET_ENV_NAMES[name.upper()]
             p.append(Problem(f"{at}.env.{name}", f"credentials never go in env; remove it and set the secret "
                                                  f"`pulumi config set --secret {NAMESPACE}:{key} ...`"))

@@ -182,3 +182,247 @@ def _env_material(obj: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _keys(data: Any) -> Iterable[str]:
     return [str(k) for k in data] if isinstance(data, dict) else []
+
+
+# ------------------------------------------------------------------ literal credentials anywhere in a stack (issue 46)
+# Token formats that are credentials whatever key holds them, each from its issuer's own description:
+_TOKEN_FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # Hugging Face user access tokens start with "hf_" (https://huggingface.co/docs/hub/security-tokens)
+    ("Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}")),
+    # NGC personal / API keys start with "nvapi-" (https://docs.nvidia.com/ngc/latest/ngc-user-guide.html, API keys)
+    ("NGC API key", re.compile(r"(?<![A-Za-z0-9])nvapi-[A-Za-z0-9_-]{20,}")),
+    # AWS access key ids: AKIA (long-term), ASIA (temporary), 20 characters
+    # (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids)
+    ("AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")),
+    # GitHub tokens: ghp_/gho_/ghu_/ghs_/ghr_ + 36, fine-grained github_pat_
+    # (https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/)
+    ("GitHub token", re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,})")),
+    # GitLab personal access tokens: glpat- (https://docs.gitlab.com/security/tokens/#token-prefixes)
+    ("GitLab token", re.compile(r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_-]{20,}")),
+    # Slack tokens: xoxb- / xoxp- / xoxa- / xoxr- / xoxs- (https://api.slack.com/concepts/token-types)
+    ("Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}")),
+    # Google API keys: AIza + 35; OAuth 2.0 access tokens: ya29. (https://cloud.google.com/docs/authentication/api-keys,
+    # https://cloud.google.com/docs/authentication/token-types#access)
+    ("Google API key", re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}")),
+    ("Google OAuth access token", re.compile(r"(?<![A-Za-z0-9])ya29\.[0-9A-Za-z_-]{20,}")),
+    # OpenAI-style secret keys: sk- / sk-proj- (https://platform.openai.com/docs/api-reference/authentication)
+    ("API secret key", re.compile(r"(?<![A-Za-z0-9-])sk-(?:proj-)?[A-Za-z0-9_-]{20,}")),
+    # PEM private keys (RFC 7468: "-----BEGIN PRIVATE KEY-----", "-----BEGIN RSA PRIVATE KEY-----", ...)
+    ("private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
+    # JSON Web Tokens (RFC 7519: base64url header "eyJ..." . payload . signature): Kubernetes service account tokens
+    ("JSON Web Token", re.compile(r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    # Azure Storage connection strings carry the account key (https://learn.microsoft.com/azure/storage/common/
+    # storage-configure-connection-string): AccountKey=<base64>; a SAS token's signature: sig=<base64>
+    ("Azure storage account key", re.compile(r"AccountKey=[A-Za-z0-9+/]{20,}")),
+    # a password in a URL's userinfo (RFC 3986 3.2.1: "user:password" is deprecated because it is sent in clear)
+    ("password in a URL", re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?!\$)[^\s/@]+@")),
+)
+# Values that are plainly not credentials (booleans, small numbers, absolute paths) and references that read one at
+# run time: `$(NAME)` (Kubernetes expands it in command/args from the container's env), `$NAME` / `${NAME}` (a shell).
+HARMLESS_VALUE = re.compile(r"^(true|false|yes|no|on|off|none|null|\d{1,6}|/.*|)\Z", re.IGNORECASE)
+_REFERENCE = re.compile(r"^\$(\([A-Za-z_][A-Za-z0-9_]*\)|\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)\Z")
+# Names whose TOKEN is not a credential: the special tokens of a tokenizer (--pad-token, eos_token ...).
+_TOKENIZER_TOKEN = re.compile(r"(^|_)(PAD|EOS|BOS|UNK|SEP|CLS|MASK|SPECIAL|START|END|STOP|IMAGE|AUDIO|VIDEO)_TOKENS?"
+                              r"(_IDS?)?\Z", re.IGNORECASE)
+
+
+def token_format(value: str) -> str | None:
+    """The kind of credential `value` holds by its format alone (an `hf_...` token, a PEM key...), or None."""
+    if len(value) < 16:
+        return None
+    for kind, pattern in _TOKEN_FORMATS:
+        if pattern.search(value):
+            return kind
+    return None
+
+
+def literal_value(value: Any) -> bool:
+    """A literal a credential could be: text that is not plainly harmless and not a `$(NAME)` reference."""
+    return isinstance(value, str) and not HARMLESS_VALUE.match(value.strip()) and not _REFERENCE.match(value.strip())
+
+
+def names_credential(name: str) -> bool:
+    """looks_secret without a tokenizer's special tokens (`--pad-token`, `eos_token_id`)."""
+    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).replace("-", "_").strip("_")
+    return looks_secret(name) and not _TOKENIZER_TOKEN.search(snake)
+
+
+def names_credential_value(name: str) -> bool:
+    """A key of a free-form map (labels, annotations, a chart's values) whose value is a credential: its last word is
+    token / password / credential(s) / apiKey, or it ends with accessKey / secretKey / privateKey / clientSecret.
+    Stricter than looks_secret on purpose: a chart's `existingSecret: my-secret` or `tokenSecretName` names a Secret,
+    it does not hold one."""
+    if not names_credential(name):
+        return False
+    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).upper().replace("-", "_").replace(".", "_")
+    parts = [p for p in snake.split("_") if p]
+    if not parts:
+        return False
+    last, pair = parts[-1], "_".join(parts[-2:])
+    return last in ("TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY") or pair in (
+        "API_KEY", "ACCESS_KEY", "SECRET_KEY", "PRIVATE_KEY", "CLIENT_SECRET", "AUTH_TOKEN", "ACCOUNT_KEY")
+
+
+def arg_findings(args: list[str]) -> list[tuple[int, str]]:
+    """(index, what) for every argument that passes a credential: `--api-key=abc`, `--hf-token abc`, `TOKEN=abc`
+    (a shell assignment), or a token by its format. A `$(NAME)` reference is the fix, not a finding."""
+    out: list[tuple[int, str]] = []
+    for i, arg in enumerate(args):
+        if not isinstance(arg, str):
+            continue
+        kind = token_format(arg)
+        if kind:
+            out.append((i, f"a {kind}"))
+            continue
+        flag, eq, value = arg.partition("=")
+        name = flag.lstrip("-")
+        if eq and name and re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", name) and names_credential(name) \
+                and literal_value(value):
+            out.append((i, f"the value of {flag}"))
+        elif not eq and flag.startswith("-") and name and names_credential(name) and i + 1 < len(args) \
+                and isinstance(args[i + 1], str) and not args[i + 1].startswith("-") and literal_value(args[i + 1]):
+            out.append((i + 1, f"the value of {flag}"))
+    return out
+
+
+def _walk_strings(node: Any, path: str) -> Iterable[tuple[str, str]]:
+    if isinstance(node, str):
+        yield path, node
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            yield from _walk_strings(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _walk_strings(v, f"{path}[{i}]")
+
+
+ENV_FIX = ("store it in a Secret created outside the stack (kubectl create secret generic, External Secrets, the "
+           "Secrets Store CSI driver) and read it with env: {NAME: {valueFrom: {secretKeyRef: {name: <secret>, key: "
+           "<key>}}}} or envFrom: [{secretRef: {name: <secret>}}]")
+ARGS_FIX = ("pass it from the container's env instead: `$(NAME)` in the argument (Kubernetes expands it from the "
+            "container's env) with env: {NAME: {valueFrom: {secretKeyRef: {name: <secret>, key: <key>}}}}")
+WRITTEN = ("a literal here is written to build/<stack>/ (k8s/, effective/, resources.json), the Pulumi state and the "
+           "object itself in clear text")
+
+
+def stack_literal_findings(data: dict[str, Any], secret_keys: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """(key path, message) for every literal credential a stack's `multinode:` keys hold outside the secret keys:
+    a token by its format in any text value (env of any name, args, script, labels, annotations, add-on values,
+    hand-written objects), an env value named like a credential, a flag that passes one (`--api-key abc`), a
+    label / annotation / add-on value keyed like one. Never the value itself. Run before anything is written."""
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def add(path: str, msg: str) -> None:
+        if path not in seen:
+            seen.add(path)
+            out.append((path, msg))
+
+    skip = set(secret_keys)
+    for top, value in data.items():
+        if top in skip:
+            continue
+        for path, text in _walk_strings(value, top):
+            kind = token_format(text)
+            if kind:
+                add(path, f"holds what looks like a {kind} ([secret]); {WRITTEN}: remove it and {_fix_for(path)}")
+    for i, w in enumerate(data.get("workloads") or []):
+        if not isinstance(w, dict):
+            continue
+        at = f"workloads[{i}]"
+        env = w.get("env")
+        for name, value in (env.items() if isinstance(env, dict) else []):
+            if names_credential(str(name)) and literal_value(value):
+                add(f"{at}.env.{name}", f"is named like a credential and holds a literal value ([secret]); {WRITTEN}: "
+                                        f"remove the value and {ENV_FIX}")
+        for field in ("extraArgs", "scriptArgs", "workerCommand"):
+            args = w.get(field)
+            if isinstance(args, list):
+                for j, what in arg_findings(args):
+                    add(f"{at}.{field}[{j}]", f"{what} looks like a credential ([secret]); {WRITTEN}: {ARGS_FIX}")
+        script = w.get("script")
+        if isinstance(script, str):
+            import shlex
+            try:
+                words = shlex.split(script)
+            except ValueError:
+                words = script.split()
+            if arg_findings(words):
+                add(f"{at}.script", f"passes what looks like a credential ([secret]); {WRITTEN}: {ARGS_FIX}")
+    for i, pool in enumerate(data.get("nodePools") or []):
+        for field in ("labels", "nodeSelector"):
+            labels = pool.get(field) if isinstance(pool, dict) else None
+            for k, v in (labels.items() if isinstance(labels, dict) else []):
+                if names_credential_value(str(k)) and literal_value(v):
+                    add(f"nodePools[{i}].{field}.{k}", f"is named like a credential ([secret]); node labels are "
+                                                       f"readable by every user of the cluster: remove it")
+    addons = data.get("addons")
+    for name, addon in (addons.items() if isinstance(addons, dict) else []):
+        values = addon.get("values") if isinstance(addon, dict) else None
+        for path, key, v in _keyed_values(values, f"addons.{name}.values"):
+            if names_credential_value(key) and literal_value(v):
+                add(path, f"is named like a credential and holds a literal value ([secret]); {WRITTEN} (the Helm "
+                          f"release's values): create the Secret outside the stack and give the chart its name "
+                          f"(most charts take an existingSecret-style key)")
+    for i, obj in enumerate(data.get("manifests") or []):
+        for where, msg in _manifest_literals(obj):
+            add(f"manifests[{i}].{where}", msg)
+    return out
+
+
+def _fix_for(path: str) -> str:
+    if ".env." in path:
+        return ENV_FIX
+    if re.search(r"\.(extraArgs|scriptArgs|workerCommand)\[\d+\]\Z|\.script\Z", path):
+        return ARGS_FIX
+    if path.startswith("addons."):
+        return "create the Secret outside the stack and give the chart its name (an existingSecret-style key)"
+    if path.startswith("manifests["):
+        return ("create the Secret outside the stack and reference it (valueFrom.secretKeyRef, a volume, or the "
+                "object's own secret-name field)")
+    return "keep credentials out of the stack file (Pulumi secrets: `pulumi config set --secret`, or a Secret)"
+
+
+def _keyed_values(node: Any, path: str) -> Iterable[tuple[str, str, Any]]:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            sub = f"{path}.{k}"
+            if isinstance(v, (dict, list)):
+                yield from _keyed_values(v, sub)
+            else:
+                yield sub, str(k), v
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _keyed_values(v, f"{path}[{i}]")
+
+
+def _manifest_literals(obj: Any) -> list[tuple[str, str]]:
+    """A hand-written object's labels / annotations keyed like a credential, and container env named like one with a
+    literal text value (manifest_credentials already refuses Secret data and non-text env values)."""
+    out: list[tuple[str, str]] = []
+    if not isinstance(obj, dict):
+        return out
+    meta = obj.get("metadata")
+    for field in ("labels", "annotations"):
+        m = meta.get(field) if isinstance(meta, dict) else None
+        for k, v in (m.items() if isinstance(m, dict) else []):
+            if names_credential_value(str(k).rsplit("/", 1)[-1]) and literal_value(v):
+                out.append((f"metadata.{field}.{k}", f"is named like a credential ([secret]); labels and annotations "
+                                                     f"are readable by anyone who may list the object: remove it"))
+    if obj.get("kind") in ("Secret", "ConfigMap"):
+        return out
+    from .podspecs import pod_specs
+    for ref in pod_specs(obj):
+        base = "spec" if ref.where == "(object)" else ref.where if ref.where.endswith(
+            (".spec.podSpec", ".extraPodSpec")) else f"{ref.where}.spec"
+        for field in ("initContainers", "containers", "ephemeralContainers"):
+            seq = ref.spec.get(field)
+            for i, c in enumerate(seq if isinstance(seq, list) else []):
+                env = c.get("env") if isinstance(c, dict) else None
+                for j, e in enumerate(env if isinstance(env, list) else []):
+                    if isinstance(e, dict) and isinstance(e.get("name"), str) and names_credential(e["name"]) \
+                            and literal_value(e.get("value")):
+                        out.append((f"{base}.{field}[{i}].env[{j}].value",
+                                    f"env {e['name']} is named like a credential and holds a literal value "
+                                    f"([secret]); {WRITTEN}: use valueFrom.secretKeyRef"))
+    return out

@@ -102,12 +102,14 @@ def env_problems(cfg: Any) -> list[Problem]:
             if name not in owned:
                 continue
             who, values = owned[name]
-            if values == {str(value)}:
+            given = value if isinstance(value, str) else None      # a valueFrom reference: never what we set
+            if given is not None and values == {given}:
                 continue              # the value we set anyway: agreeing with us is not a redefinition
+            shown = repr(given) if given is not None else "a valueFrom"
             ours = " / ".join(sorted(repr(v) if v is not None else "a valueFrom" for v in values))
             key = "fabric.socketInterface" if name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") else "the stack key"
             out.append(Problem(f"workloads[{i}].env.{name}", (
-                f"{name} is set by {who} to {ours}, and env gives {str(value)!r}; a second value in env would "
+                f"{name} is set by {who} to {ours}, and env gives {shown}; a second value in env would "
                 f"silently replace the one that was checked: remove it (or give the same value) and set {key} "
                 f"instead")))
     return out

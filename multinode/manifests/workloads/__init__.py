@@ -19,6 +19,7 @@ from collections.abc import Callable
 from ...config import StackConfig, Workload
 from ..jsonpatch import copy_doc
 from . import disruption, dynamo, grove, indexed_job, lws, mpijob, nccl_test, preflight, trainjob, volcano
+from . import common as c
 from .common import SecretRef, WorkloadManifests
 from .nccl_test import parse_verdict
 
@@ -41,6 +42,8 @@ def build(cfg: StackConfig, w: Workload) -> WorkloadManifests:
     if builder is None:
         raise ValueError(f"workload kind {w.kind!r} has no builder (known: {', '.join(BUILDERS)})")
     out = builder(cfg, w)
+    if w.env_from:
+        _add_env_from(out.objects, c.env_from(w))
     # one PodDisruptionBudget per gang, so a node drain takes one pod of it at a time (disruption.py)
     out.objects = list(out.objects) + disruption.budgets(cfg, w, list(out.objects))
     # issue 34: DCGM diagnostics and an NCCL all-reduce before a multi-node gang starts (preflight.py)
@@ -49,3 +52,28 @@ def build(cfg: StackConfig, w: Workload) -> WorkloadManifests:
     # (copy_doc: copy.deepcopy's result, faster on JSON-like data)
     out.objects = [copy_doc(o) for o in out.objects]
     return out
+
+
+def _add_env_from(objects: list[dict], sources: list[dict]) -> None:
+    """workloads[].envFrom on every container of every pod template the builder rendered (a Dynamo service's
+    mainContainer included): the same Secrets and ConfigMaps on the leader, the workers and every role."""
+    from ...podspecs import pod_specs
+    for obj in objects:
+        for ref in pod_specs(obj):
+            if ref.where.endswith(".extraPodSpec"):
+                main = _extra_pod_spec(obj, ref.where)
+                targets = [main.get("mainContainer")] + list(main.get("containers") or [])
+            else:
+                targets = list(ref.spec.get("containers") or [])
+            for cont in targets:
+                if isinstance(cont, dict):
+                    cont["envFrom"] = [*cont.get("envFrom", []), *[dict(s) for s in sources]]
+
+
+def _extra_pod_spec(obj: dict, where: str) -> dict:
+    """The object's own extraPodSpec at `where` (pod_specs yields a copy of it with mainContainer folded in)."""
+    import re
+    node: object = obj
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", where):
+        node = node[int(part[1:-1])] if part.startswith("[") else node[part]   # type: ignore[index]
+    return node  # type: ignore[return-value]

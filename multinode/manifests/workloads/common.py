@@ -11,6 +11,7 @@ Rules kept here so every workload kind agrees on them:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,8 +212,21 @@ def image_pull_secrets(secrets: list[SecretRef]) -> list[dict[str, str]]:
     return [{"name": s.name} for s in secrets if s.config_key == "imagePullSecret"]
 
 
-def plain_env(values: dict[str, str]) -> list[dict[str, Any]]:
-    return [{"name": k, "value": str(v)} for k, v in values.items()]
+def env_entry(name: str, value: Any) -> dict[str, Any]:
+    """One `workloads[].env` entry as a container's EnvVar: a literal, or its valueFrom (config.EnvValue)."""
+    if isinstance(value, str):
+        return {"name": name, "value": value}
+    return {"name": name, "valueFrom": value.value_from.model_dump(by_alias=True, exclude_none=True)}
+
+
+def plain_env(values: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`workloads[].env` as EnvVars (literals and valueFrom references)."""
+    return [env_entry(k, v) for k, v in values.items()]
+
+
+def env_from(w: Workload) -> list[dict[str, Any]]:
+    """`workloads[].envFrom` as a container's EnvFromSource list (Secrets / ConfigMaps named, never copied)."""
+    return [e.model_dump(by_alias=True, exclude_none=True) for e in w.env_from]
 
 
 def label_env(name: str, label: str) -> dict[str, Any]:

@@ -257,7 +257,7 @@ def _env(cfg: StackConfig, workload: Workload, refs: Mapping[str, tuple[str, str
         env.append({"name": "HF_HOME", "value": model_cache_dir(cfg)})
     env += _secret_env(refs)
     taken = {e["name"] for e in env}
-    env += [{"name": k, "value": str(v)} for k, v in workload.env.items() if k not in taken]
+    env += [wc.env_entry(k, v) for k, v in workload.env.items() if k not in taken]
     return env
 
 
