@@ -18,8 +18,10 @@ else:
         # RunError ends the program with this message and no traceback, before any resource exists.
         raise pulumi.RunError(str(e)) from None
 
-    for problem in checks.advisories(cfg):
-        pulumi.log.warn(str(problem))
+    if not stackfile.under_plan():       # plan prints them once, with their ids (multinode/advisories.py)
+        from multinode.advisories import CONFIG, advisory_id
+        for problem in checks.advisories(cfg):
+            pulumi.log.warn(f"{problem} [id {advisory_id(CONFIG, problem.path, problem.message)}]")
 
     from components.platform import Platform
 

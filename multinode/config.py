@@ -717,6 +717,29 @@ def installs(addon: Addon) -> bool:
     return addon.enabled and not addon.provided
 
 
+def lws_install(cfg: StackConfig) -> tuple[bool, str]:
+    """Whether this stack installs LeaderWorkerSet, and why (issue 46: not on a training-only stack). LWS is
+    cluster-wide (a controller, a webhook and a CRD for every namespace), so it comes when something uses it: an
+    lws-inference workload, the Dynamo operator without Grove (its LWS + Volcano backend), a stack with no workload
+    (a platform others deploy on), or any addons.lws key the stack sets (enabled, version, values...)."""
+    a = cfg.addons.lws
+    if not a.enabled:
+        return False, "addons.lws.enabled is false"
+    if a.provided:
+        return False, "provided by the cluster (addons.lws.provided)"
+    if a.model_fields_set:
+        return True, "addons.lws is set in the stack"
+    users = [w.name for w in cfg.workloads if w.kind == "lws-inference"]
+    if users:
+        return True, f"used by {', '.join(users)}"
+    if cfg.addons.dynamo.enabled and not cfg.addons.grove.enabled:
+        return True, "the Dynamo operator's LWS + Volcano backend (addons.grove is off)"
+    if not cfg.workloads:
+        return True, "the stack has no workload: installed for the workloads deployed on this platform"
+    return False, ("no workload of this stack uses it (no lws-inference); set addons.lws.enabled true to install it "
+                   "anyway")
+
+
 def provided_addon_problems(cfg: StackConfig) -> list[Problem]:
     """issue 29: `addons.<name>.provided` says the cluster runs the add-on already. It means nothing for an
     add-on the stack turns off, and `values` configure an install this stack then never does."""

@@ -354,8 +354,8 @@ def stack_literal_findings(data: dict[str, Any], secret_keys: Iterable[str] = ()
             labels = pool.get(field) if isinstance(pool, dict) else None
             for k, v in (labels.items() if isinstance(labels, dict) else []):
                 if names_credential_value(str(k)) and literal_value(v):
-                    add(f"nodePools[{i}].{field}.{k}", f"is named like a credential ([secret]); node labels are "
-                                                       f"readable by every user of the cluster: remove it")
+                    add(f"nodePools[{i}].{field}.{k}", "is named like a credential ([secret]); node labels are "
+                                                       "readable by every user of the cluster: remove it")
     addons = data.get("addons")
     for name, addon in (addons.items() if isinstance(addons, dict) else []):
         values = addon.get("values") if isinstance(addon, dict) else None
@@ -407,8 +407,8 @@ def _manifest_literals(obj: Any) -> list[tuple[str, str]]:
         m = meta.get(field) if isinstance(meta, dict) else None
         for k, v in (m.items() if isinstance(m, dict) else []):
             if names_credential_value(str(k).rsplit("/", 1)[-1]) and literal_value(v):
-                out.append((f"metadata.{field}.{k}", f"is named like a credential ([secret]); labels and annotations "
-                                                     f"are readable by anyone who may list the object: remove it"))
+                out.append((f"metadata.{field}.{k}", "is named like a credential ([secret]); labels and annotations "
+                                                     "are readable by anyone who may list the object: remove it"))
     if obj.get("kind") in ("Secret", "ConfigMap"):
         return out
     from .podspecs import pod_specs

@@ -656,6 +656,8 @@ class Outcome:
     ok: bool = True
     pools: list[str] = field(default_factory=list)             # pools its pods may land on
     alone_ok: bool = True                                      # fits an empty cluster on its own
+    # a batch job placed beside the services: what it adds, per node (the peak of its pools: peak_use)
+    added: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class Simulation:
@@ -954,7 +956,11 @@ def simulate(objects: Iterable[dict[str, Any]], pools: list[PoolSpec]) -> Result
 
     batch_out: list[Outcome] = []
     for g in batch:
-        o = sim.place(g, _copy_nodes(sim.reach(g)))
+        copies = _copy_nodes(sim.reach(g))
+        before = {n.name: dict(n.used) for n in copies}
+        o = sim.place(g, copies)
+        o.added = {n.name: {r: v - before[n.name].get(r, 0.0) for r, v in n.used.items()
+                            if v - before[n.name].get(r, 0.0) > 1e-9} for n in copies if n.name in o.placed.values()}
         o.alone_ok = alone[id(g)]
         batch_out.append(o)
         if o.ok:
@@ -1062,9 +1068,86 @@ def _fmt(r: str, v: float) -> str:
     return f"{v:.0f}"
 
 
+@dataclass(frozen=True)
+class PoolUse:
+    """One pool's GPUs and nodes in use: by the long-running services together, and at peak (the services plus the
+    batch job that adds the most GPUs, the contract upgrades.nodes_in_use also counts), with every workload's
+    share (issue 46: the summary and placement.json say the same numbers)."""
+    pool: str
+    nodes: int
+    gpus: float
+    service_nodes: int
+    service_gpus: float
+    peak_nodes: int
+    peak_gpus: float
+    peak_batch: str | None                 # the batch job counted at peak, None when none runs on the pool
+    by_workload: tuple[tuple[str, str, int, float], ...]   # (gang, service | batch, nodes, GPUs)
+
+
+def _gpu_of(n: Node) -> float:
+    return n.capacity.get(GPU, 0.0)
+
+
+def pool_use(res: Result) -> list[PoolUse]:
+    out = []
+    for p in res.pools:
+        mine = {n.name: n for n in res.nodes if n.pool == p.name}
+        share: list[tuple[str, str, int, float]] = []
+        service_nodes: set[str] = set()
+        service_gpus = 0.0
+        for o in res.services:
+            if o.gang.daemon or not o.ok:
+                continue
+            here = {node for node in o.placed.values() if node in mine}
+            if not here:
+                continue
+            gpus = sum(pod_requests(pod.spec).get(GPU, 0.0) for pod in o.gang.pods if o.placed.get(pod.name) in mine)
+            service_nodes |= here
+            service_gpus += gpus
+            share.append((o.gang.name, "service", len(here), gpus))
+        peak_extra_nodes, peak_extra_gpus, peak_batch = 0, 0.0, None
+        for o in res.batch:
+            here = {node for node in o.added if node in mine}
+            if not o.ok or not here:
+                continue
+            gpus = sum(o.added[node].get(GPU, 0.0) for node in here)
+            share.append((o.gang.name, "batch", len(here), gpus))
+            new_nodes = len(here - service_nodes)
+            if (gpus, new_nodes) > (peak_extra_gpus, peak_extra_nodes):
+                peak_extra_nodes, peak_extra_gpus, peak_batch = new_nodes, gpus, o.gang.name
+        total_gpus = sum(_gpu_of(n) for n in mine.values())
+        out.append(PoolUse(p.name, p.node_count, total_gpus, len(service_nodes), service_gpus,
+                           len(service_nodes) + peak_extra_nodes, service_gpus + peak_extra_gpus, peak_batch,
+                           tuple(share)))
+    return out
+
+
+def _use_json(u: PoolUse) -> dict[str, Any]:
+    return {"nodes": u.nodes, "gpus": u.gpus,
+            "services": {"nodes": u.service_nodes, "gpus": u.service_gpus},
+            "peak": {"nodes": u.peak_nodes, "gpus": u.peak_gpus, "withBatch": u.peak_batch},
+            "workloads": [{"gang": g, "kind": k, "nodes": n, "gpus": x} for g, k, n, x in u.by_workload]}
+
+
+def use_lines(res: Result) -> list[str]:
+    """Per pool and for the stack: nodes and GPUs in use by every workload (services together, each batch job
+    beside them) and at peak; the same numbers as placement.json's `use`."""
+    lines = []
+    uses = pool_use(res)
+    for u in uses:
+        parts = ", ".join(f"{g} ({k}) {n} node(s) {x:.0f} GPUs" for g, k, n, x in u.by_workload) or "no workload"
+        lines.append(f"  use {u.pool}: {parts}; peak {u.peak_nodes}/{u.nodes} nodes, {u.peak_gpus:.0f}/{u.gpus:.0f} "
+                     f"GPUs (the services" + (f" + batch {u.peak_batch})" if u.peak_batch else ")"))
+    if len(uses) > 1:
+        lines.append(f"  use (stack): peak {sum(u.peak_nodes for u in uses)}/{sum(u.nodes for u in uses)} nodes, "
+                     f"{sum(u.peak_gpus for u in uses):.0f}/{sum(u.gpus for u in uses):.0f} GPUs")
+    return lines
+
+
 # ------------------------------------------------------------------ output
 def as_json(res: Result) -> dict[str, Any]:
     pools = []
+    uses = pool_use(res)
     for p in res.pools:
         a = res.estimates[p.name]
         usage = _usage(res.nodes, p.name)
@@ -1078,6 +1161,7 @@ def as_json(res: Result) -> dict[str, Any]:
             "resources": {k: {"used": round(u, 3), "capacity": None if c is None else round(c, 3),
                               "free": None if c is None else round(c - u, 3)} for k, (u, c) in usage.items()},
             "nodesUsed": {n.name: [name for name, _ in n.pods] for n in res.nodes if n.pool == p.name},
+            "use": _use_json(next(u for u in uses if u.pool == p.name)),
         })
 
     def outcome(o: Outcome) -> dict[str, Any]:
@@ -1093,7 +1177,7 @@ def as_json(res: Result) -> dict[str, Any]:
 
 def table(res: Result) -> list[str]:
     """Per pool: nodes, GPUs, fabric devices, cpu, memory as used / free after the services."""
-    lines = ["placement (long-running services at once; each batch job beside them):",
+    lines = ["placement (long-running services at once; each batch job beside them; the table: after the services):",
              f"  {'pool':<12}{'nodes':>6}  {'GPUs used/free':<16}{'fabric used/free':<34}{'cpu used/free':<16}"
              f"{'memory used/free':<18}"]
     for p in res.pools:
@@ -1114,6 +1198,7 @@ def table(res: Result) -> list[str]:
                  + ("" if placed == len(res.services) else " (the table shows the ones placed)"))
     for o in res.batch:
         lines.append(f"  batch {o.gang.name}: {'fits' if o.ok else 'does not fit'} beside the services")
+    lines += use_lines(res)
     for c in res.counted:
         lines.append(f"  counted, not simulated (over {MAX_PODS_PER_OBJECT} pods): {c.owner}, "
                      f"{'at least ' if c.at_least else ''}{c.pods} pods")

@@ -36,9 +36,9 @@ from typing import Any
 
 import yaml
 
-from . import admission, checks, deploy_path, gcpolicy, placement, renames, stackfile, upgrades
+from . import admission, advisories, checks, clusterwide, deploy_path, gcpolicy, placement, renames, stackfile, upgrades
 from . import config as mconfig
-from .errors import ConfigError, printable
+from .errors import ConfigError, Problem, printable
 from .manifests import crds
 from .recording import CONFIG_GROUP, Registration, run_program
 
@@ -53,7 +53,9 @@ class PlanResult:
     registrations: list[Registration] = field(default_factory=list)
     k8s_objects: list[dict[str, Any]] = field(default_factory=list)     # in apply order
     violations: list[dict[str, Any]] = field(default_factory=list)
-    advisories: list[str] = field(default_factory=list)
+    advisories: list[str] = field(default_factory=list)                # as printed: "path: message"
+    advisory_findings: list[Any] = field(default_factory=list)          # the same, as Problems (path, message)
+    advisory_report: Any = None     # advisories.Report: config + pack advisories with ids, acknowledgements
     # issue 32: protected / retained resources this plan would replace or delete, against build/'s previous run
     replacements: list[str] = field(default_factory=list)
     out_dir: Path | None = None
@@ -298,7 +300,9 @@ def plan_fleet(stack: str, raw: dict[str, Any], secrets: set[str], wire: dict[st
 def plan_config(stack: str, cfg: mconfig.StackConfig, wire: dict[str, str], secrets: Any,
                 out_root: Path | None = None, stack_file: Path | None = None, policy_config: Any = None) -> PlanResult:
     """Run the program for an already validated config (`wire` = config as Pulumi passes it)."""
-    result = PlanResult(stack, cfg, advisories=[str(p) for p in checks.advisories(cfg)], policy_config=policy_config)
+    found = checks.advisories(cfg)
+    result = PlanResult(stack, cfg, advisories=[str(p) for p in found], advisory_findings=list(found),
+                        policy_config=policy_config)
     run = _run(wire, secrets, stack, stack_file)
     registrations = stable_order(run.registrations)
     ordered = apply_order(registrations)
@@ -458,6 +462,15 @@ def json_text(value: Any) -> str:
     return "".join(parts)
 
 
+def advisory_report(result: PlanResult) -> advisories.Report:
+    """The plan's advisories as one list with ids and the team's acknowledgements (computed once, after the
+    effective pods are written: a template that cannot be evaluated is one of them)."""
+    if result.advisory_report is None:
+        acks = getattr(result.policy_config, "acknowledged", None) or {}
+        result.advisory_report = advisories.collect(result.advisory_findings, result.violations, acks)
+    return result.advisory_report
+
+
 def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) -> Path:
     files = OutputFolder(out)
     files.folder(out / "k8s")
@@ -487,6 +500,9 @@ def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) ->
     files.write(out / "resources.json", json_text(records))
     files.write(out / "graph.mmd", mermaid(result.registrations))
     files.write(out / "policy.json", json_text(result.violations))
+    # issue 46: every advisory (config checks and the pack's advisory-level findings) with its id and whether the
+    # team acknowledged it (multinode/advisories.py)
+    files.write(out / "advisories.json", json_text(advisory_report(result).as_json()))
     if result.placement is not None:
         files.write(out / "placement.json", json_text(placement.as_json(result.placement)))
     if result.config is not None:
@@ -571,8 +587,11 @@ def write_effective_pods(result: PlanResult, out: Path, files: OutputFolder | No
             # Fail refuses it too), so there is no effective pod to show: say so (the policy pack reports the
             # object itself) instead of failing the plan.
             name = (obj.get("metadata") or {}).get("name", obj.get("kind", "object"))
-            result.advisories.append(f"{obj.get('kind')} {name} {path}: no effective pod written: the pod "
-                                     f"template is not well-formed ({type(e).__name__}); fix its shape")
+            bad = Problem(f"{obj.get('kind')} {name} {path}", f"no effective pod written: the pod "
+                                                                       f"template is not well-formed "
+                                                                       f"({type(e).__name__}); fix its shape")
+            result.advisories.append(str(bad))
+            result.advisory_findings.append(bad)
             continue
         target = out / f"{stem}.yaml"
         if files is not None:
@@ -615,14 +634,15 @@ def summary(result: PlanResult) -> str:
             lines.append(f"workload {w.name}: {w.kind} {w.engine or ''} on {w.node_pool}, " + "; ".join(roles))
             continue
         lines.append(f"workload {w.name}: {w.kind} {w.engine or ''} on {w.node_pool}, {w.nodes} nodes x "
-                     f"{rw.gpus_per_node} GPUs, tp {rw.tensor_parallel} x pp {w.pipeline_parallel}")
+                     f"{rw.gpus_per_node} GPUs, {parallelism(w, rw)}".replace("  ", " "))
     if result.placement is not None:
         lines += placement.table(result.placement)
+    lines += clusterwide.lines(cfg, result.registrations)
     lines += upgrades.report(cfg)
     from .manifests.workloads import preflight
     lines += preflight.report(cfg)
-    for a in result.advisories:
-        lines.append(f"advisory: {a}")
+    report = advisory_report(result)
+    lines += report.lines()
     if result.policy_config is not None:
         from policy.rules import RULES
         changed = result.policy_config.changed(list(RULES))
@@ -631,9 +651,10 @@ def summary(result: PlanResult) -> str:
     for warning in result.replacements:
         lines.append(f"WARNING (compared with the previous plan in {result.out_dir}): {warning}")
     mandatory = [v for v in result.violations if v.get("enforcementLevel") == "mandatory"]
-    lines.append(f"policy: {len(mandatory)} mandatory violation(s), "
-                 f"{len(result.violations) - len(mandatory)} advisory")
-    for v in result.violations:
+    # the pack's advisory-level findings are in the advisory list above (with their ids); counted once, here
+    lines.append(f"policy: {len(mandatory)} mandatory violation(s); {report.count_line()} "
+                 f"(in {result.out_dir / 'advisories.json' if result.out_dir else 'advisories.json'})")
+    for v in mandatory:
         # the message names its object itself (policy.pack.run_rules guarantees it): print it once
         lines.append(f"  [{v.get('enforcementLevel')}] {v.get('policy')}: {v.get('message')}")
     if result.deploy_path is not None:
@@ -642,6 +663,25 @@ def summary(result: PlanResult) -> str:
         lines.append(f"wrote {len(result.k8s_objects)} Kubernetes objects and resources.json to {result.out_dir}")
     # issue 48: names and values from the stack reach these lines: each escaped, bounded and credential-free
     return "\n".join(printable(line) for line in lines)
+
+
+# Engines whose parallel sizes are the engine's own flags (--tensor-parallel-size, --pipeline-parallel-size); the
+# others start one process per GPU and their model parallelism, if any, lives in the user's code or config
+# (torchrun: --nnodes x --nproc-per-node, pytorch/pytorch torch/distributed/run.py; DeepSpeed the same launcher;
+# mpirun: -np ranks).
+TP_PP_ENGINES = ("vllm", "sglang", "nim", "trtllm")
+
+
+def parallelism(w: Any, rw: Any) -> str:
+    """The parallelism that applies to the workload's engine, as the summary shows it (issue 46: `tp 32` meant
+    nothing for torchrun)."""
+    if w.engine in TP_PP_ENGINES:
+        return f"tp {rw.tensor_parallel} x pp {w.pipeline_parallel}"
+    ranks = w.nodes * rw.gpus_per_node
+    if w.kind == "nccl-test" or w.engine == "mpirun":
+        return f"{ranks} MPI ranks ({w.nodes} nodes x {rw.gpus_per_node} ranks per node)"
+    launcher = w.engine or "launcher"
+    return f"{launcher} world size {ranks} ({w.nodes} nodes x {rw.gpus_per_node} procs per node)"
 
 
 def stack_name_from_file(path: Path) -> str | None:

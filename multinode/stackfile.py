@@ -150,6 +150,12 @@ def program_stack_file(stack: str) -> Path | None:
     return path if path.exists() else None
 
 
+def under_plan() -> bool:
+    """True while `plan` runs the program under its mocks (recording.run_program): plan lists the advisories itself,
+    once, with their ids (multinode/advisories.py), so the program does not log them a second time."""
+    return bool(_PROGRAM_STACK_FILE)
+
+
 def read_pulumi_config(stack_file: Path | None = None) -> tuple[dict[str, Any], set[str]]:
     """The `multinode` keys the Pulumi engine passed to this program, and which are secret.
 

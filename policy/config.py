@@ -53,6 +53,9 @@ class PolicyConfig:
     source: str
     levels: dict[str, str] = field(default_factory=dict)             # rule -> mandatory | advisory | disabled
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)   # rule -> its settings from the file
+    # issue 46: advisory id -> the team's reason (`"acknowledged": {"config-1a2b3c4d": "why"}`); plan prints an
+    # acknowledged advisory as such and counts it apart (multinode/advisories.py)
+    acknowledged: dict[str, str] = field(default_factory=dict)
 
     def level(self, rule: Rule) -> str:
         return self.levels.get(rule.name, rule.level)
@@ -129,6 +132,7 @@ def parse(data: Any, source: str, rules: list[Rule] | None = None) -> PolicyConf
                                              f"policy names, e.g. {{\"indexed-job-gang-scheduled\": \"advisory\"}}")],
                                 source)
     entries = dict(data)
+    acknowledged = _acknowledged(entries.pop(ACKNOWLEDGED, None), problems)
     prefix = ""
     if isinstance(entries.get("version"), (int, float)) and not isinstance(entries.get("version"), bool):
         if entries["version"] != 2:
@@ -197,7 +201,41 @@ def parse(data: Any, source: str, rules: list[Rule] | None = None) -> PolicyConf
             settings[name] = props
     if problems:
         raise PolicyConfigError(problems, source)
-    return PolicyConfig(source, levels, settings)
+    return PolicyConfig(source, levels, settings, acknowledged)
+
+
+ACKNOWLEDGED = "acknowledged"
+_ADVISORY_ID = re.compile(r"^(config|policy)-[0-9a-f]{8}\Z")
+REASON_CHARS = 500
+
+
+def _acknowledged(value: Any, problems: list[Problem]) -> dict[str, str]:
+    """`"acknowledged": {"<advisory id>": "<reason>"}`: the ids plan prints and writes to advisories.json, each with
+    the team's reason (required: an acknowledgement nobody can explain is a silenced finding). Not a policy name:
+    the Pulumi CLI keeps it as an unknown policy's settings and nothing reads it there."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        problems.append(Problem(ACKNOWLEDGED, f"must be an object of advisory ids and reasons, e.g. "
+                                              f"{{\"config-1a2b3c4d\": \"spare capacity is reserved elsewhere\"}}, "
+                                              f"not {type(value).__name__}"))
+        return {}
+    if len(value) > limits.LIST_ITEMS:
+        problems.append(Problem(ACKNOWLEDGED, f"{len(value)} entries, over the {limits.LIST_ITEMS} it takes"))
+        return {}
+    out: dict[str, str] = {}
+    for k, reason in value.items():
+        key = f"{ACKNOWLEDGED}.{k}"
+        if not isinstance(k, str) or not _ADVISORY_ID.match(k):
+            problems.append(Problem(key, f"{_shown(k)} is not an advisory id; copy the id plan prints after the "
+                                         f"advisory (`[id config-1a2b3c4d]`) or from build/<stack>/advisories.json"))
+        elif not isinstance(reason, str) or not reason.strip():
+            problems.append(Problem(key, "give the reason the team accepts this advisory (a non-empty text)"))
+        elif len(reason) > REASON_CHARS:
+            problems.append(Problem(key, f"the reason is {len(reason)} characters; keep it under {REASON_CHARS}"))
+        else:
+            out[k] = reason.strip()
+    return out
 
 
 def load(path: Path, rules: list[Rule] | None = None) -> PolicyConfig:

@@ -220,6 +220,50 @@ def pod_specs_anywhere(obj: Any) -> Iterator[dict[str, Any]]:
     return iter(hit[1])
 
 
+def named_pod_specs(obj: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(template name, pod spec) for every pod spec of an object; the name is empty when the object has one pod
+    spec, else what tells them apart: the LWS leader / worker template, a Volcano task or replica's name, a Grove
+    clique, else the spec's key path. A finding on two templates then says which (issue 46: the same message twice
+    read as a repeat)."""
+    if is_crd(obj):
+        return []
+    found = list(_pod_specs_at(obj, ""))
+    if len(found) <= 1:
+        return [("", spec) for _, spec in found]
+    return [(_template_name(obj, path), spec) for path, spec in found]
+
+
+_TEMPLATE_KEYS = {"leaderTemplate": "leader", "workerTemplate": "worker"}
+
+
+def _template_name(obj: Any, path: str) -> str:
+    import re
+    parts = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+    node, label = obj, ""
+    for part in parts:
+        node = node[int(part[1:-1])] if part.startswith("[") and isinstance(node, list) else (
+            node.get(part) if isinstance(node, dict) else None)
+        if part in _TEMPLATE_KEYS:
+            label = _TEMPLATE_KEYS[part]
+        elif isinstance(node, dict) and isinstance(node.get("name"), str) and part.startswith("["):
+            label = f"{node['name']}"                        # a Volcano task, a Grove clique, a DGD component
+        elif part in ("Launcher", "Worker", "Master") or (isinstance(node, dict) and "replicas" in node
+                                                              and part[:1].isupper()):
+            label = part                                      # MPIJob / PyTorchJob replica specs
+    return f"{label} template" if label else path or "(object)"
+
+
+def _pod_specs_at(obj: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(obj, dict):
+        if isinstance(obj.get("containers"), list):
+            yield path, obj
+        for k, v in obj.items():
+            yield from _pod_specs_at(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _pod_specs_at(v, f"{path}[{i}]")
+
+
 def _pod_specs(obj: Any) -> Iterator[dict[str, Any]]:
     if isinstance(obj, dict):
         if isinstance(obj.get("containers"), list):

@@ -2,7 +2,6 @@
 a summary that tells the truth (item 3). Each test plans the stack a user would write, as they would."""
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any

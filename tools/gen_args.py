@@ -165,7 +165,7 @@ def annotation(t: Any, enum: str = "str") -> tuple[str, list[str]]:
         return f"dict[str, {inner}]", allowed
     if origin in (typing.Union, types.UnionType):      # `env` values: a text or an EnvValue
         parts = [annotation(a, enum)[0] for a in get_args(t)]
-        return f"typing.Union[{', '.join(parts)}]", []
+        return " | ".join(parts), []
     raise TypeError(f"no args type for {t!r}: teach tools/gen_args.py")
 
 

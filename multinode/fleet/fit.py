@@ -118,7 +118,13 @@ def check_workload(cfg: FleetConfig, w: FleetWorkload, baselines: dict[str, tupl
         for pool in pools:
             wl = member_workload(cfg, w, name, pool)
             cfg2 = member_config(cfg, member_cfg, wl)
-            cand = Candidate(name, pool, _contract_reasons(cfg2), fabric=cfg2.fabric_kind())
+            reasons = _contract_reasons(cfg2)
+            installs_lws, why = mconfig.lws_install(member_cfg)
+            if w.kind == "lws-inference" and not installs_lws:
+                # issue 46: the member's own stack decides whether LWS is installed there (not on a training-only one)
+                reasons.append(f"the member stack does not install LeaderWorkerSet ({why}); set addons.lws.enabled "
+                               f"true in its stack file")
+            cand = Candidate(name, pool, reasons, fabric=cfg2.fabric_kind())
             multi = w.nodes > 1 or (w.disaggregated is not None)
             if multi and (cfg2.fabric_kind() == "none" or not cfg2.fabric.enabled):
                 why = "fabric.enabled is false" if not cfg2.fabric.enabled else \

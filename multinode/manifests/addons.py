@@ -31,7 +31,7 @@ from typing import Any
 
 from .. import nvsentinel, pools
 from ..clouds import azure, oci
-from ..config import ADDON_VERSIONS, Addon, StackConfig, installs
+from ..config import ADDON_VERSIONS, Addon, StackConfig, installs, lws_install
 from ..errors import Problem
 from ..fabric import OCI_VF_NETWORK, OCI_VF_NETWORK_NAMESPACE, OCI_VF_RESOURCE, profile_for
 from . import volcano_topology
@@ -256,7 +256,7 @@ def addon_releases(cfg: StackConfig) -> list[ReleaseSpec]:
         out.append(_spec(cfg, "volcano", "volcano", "volcano", "https://volcano-sh.github.io/helm-charts",
                          volcano_topology.volcano_values(cfg),
                          ("batch.volcano.sh", "scheduling.volcano.sh", "topology.volcano.sh", "bus.volcano.sh")))
-    if installs(a.lws):
+    if lws_install(cfg)[0]:
         values: dict[str, Any] = {}
         if a.volcano.enabled:
             # LWS creates one Volcano PodGroup per group (leader + workers) so the gang is
@@ -454,20 +454,32 @@ def nvsentinel_advisories(cfg: StackConfig) -> list[Problem]:
     for kind in sorted(_pool_fabric_kinds(cfg) & set(NIC_UNMONITORED_FABRICS)):
         out.append(Problem("addons.nvsentinel", f"{NIC_UNMONITORED_FABRICS[kind]}: no NIC health monitor on "
                                                 f"this stack's {kind} ports (docs/node-health.md)"))
+    spec = nvsentinel_release(cfg)
+    values = spec.values if spec is not None else {}
     if nvsentinel_dcgm_mode(cfg) == "embedded-mode" and nvsentinel.runtime_class(cfg) is None:
-        rc = nvsentinel.NVIDIA_RUNTIME_CLASS
-        out.append(Problem("addons.nvsentinel", f"the GPU health monitor runs DCGM embedded and needs a "
-                                                f"RuntimeClass {rc!r} on the cluster, as the metadata collector "
-                                                f"does (this stack creates none on {cfg.cloud}); set addons."
-                                                f"nvsentinel.values.gpu-health-monitor.runtimeClassName and "
-                                                f"metadata-collector.runtimeClassName to yours (docs/node-health.md)"))
-    if nvsentinel_dcgm_mode(cfg) == "embedded-mode" and cfg.cloud == "existing":
+        # issue 46: the fix this asks for (the cluster's own RuntimeClass named in both values) makes it go away;
+        # the metadata collector needs one only when it runs
+        user = cfg.addons.nvsentinel.values or {}
+        needs = ["gpu-health-monitor"] + (
+            [] if _get(values, ("global", "metadataCollector", "enabled")) is False else ["metadata-collector"])
+        unset = [k for k in needs if not _get(user, (k, "runtimeClassName"))]
+        if unset:
+            rc = nvsentinel.NVIDIA_RUNTIME_CLASS
+            keys = " and ".join(f"addons.nvsentinel.values.{k}.runtimeClassName" for k in unset)
+            out.append(Problem("addons.nvsentinel", f"the GPU health monitor runs DCGM embedded and needs a "
+                                                    f"RuntimeClass on the cluster ({rc!r} unless named), as the "
+                                                    f"metadata collector does (this stack creates none on "
+                                                    f"{cfg.cloud}); set {keys} to the RuntimeClass your GPU nodes' "
+                                                    f"NVIDIA runtime has (docs/node-health.md)"))
+    if nvsentinel_dcgm_mode(cfg) == "embedded-mode" and cfg.cloud == "existing" and not all(
+            pool.node_selector.get(nvsentinel.DCGM_VERSION_LABEL) == nvsentinel.DCGM_MAJOR
+            and pool.node_selector.get("nvidia.com/gpu.present") == "true" for pool in cfg.node_pools):
+        # the stack cannot see the nodes' labels; a pool that selects its nodes by them says they carry them
         out.append(Problem("addons.nvsentinel", f"label every GPU node {nvsentinel.DCGM_VERSION_LABEL}="
                                                 f"{nvsentinel.DCGM_MAJOR} and nvidia.com/gpu.present=true: the GPU "
                                                 f"health monitor is scheduled only there and this stack does not "
-                                                f"create the nodes (docs/node-health.md)"))
-    spec = nvsentinel_release(cfg)
-    values = spec.values if spec is not None else {}
+                                                f"create the nodes; then add both labels to each pool's "
+                                                f"nodeSelector, so the stack knows (docs/node-health.md)"))
     if _get(values, ("global", "metadataCollector", "enabled")) is False and cfg.cloud == "gcp":
         out.append(Problem("addons.nvsentinel", "the metadata collector is off on GKE (it needs NVML and its chart "
                                                 "cannot mount GKE's driver directory): health events carry no GPU "

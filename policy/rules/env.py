@@ -18,13 +18,14 @@ def check_env_once(res: Resource, ctx: Context) -> Iterator[str]:
     holds; `plan` runs the same rule on the pods after the fabric policy mutates them."""
     if not res.is_k8s:
         return
-    for spec in objects.pod_specs_anywhere(res.props):
+    for template, spec in objects.named_pod_specs(res.props):
+        where = f" ({template})" if template else ""
         for key in ("initContainers", "containers"):
             for c in spec.get(key) or []:
                 if not isinstance(c, dict):
                     continue
                 for problem in check_env_set_once(c, spec):
-                    yield (f"{res.label} container {c.get('name', '?')}: {problem}; Kubernetes uses the last one, "
+                    yield (f"{res.label}{where} container {c.get('name', '?')}: {problem}; Kubernetes uses the last one, "
                            "so the value that was checked may not be the one that runs: keep one entry each")
 
 

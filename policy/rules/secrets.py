@@ -25,7 +25,8 @@ def check_literal_secrets(res: Resource, ctx: Context) -> Iterator[str]:
     if not res.is_k8s or res.props.get("kind") in ("Secret", "ConfigMap"):
         return
     allowed = set(ctx.setting(NAME, "allowedNames", []) or [])
-    for spec in objects.pod_specs_anywhere(res.props):
+    for template, spec in objects.named_pod_specs(res.props):
+        where = f" ({template})" if template else ""
         for c in objects.seq(spec.get("containers")) + objects.seq(spec.get("initContainers")):
             c = objects.mapping(c)
             for e in objects.seq(c.get("env")):
@@ -43,7 +44,7 @@ def check_literal_secrets(res: Resource, ctx: Context) -> Iterator[str]:
                 # but the value is still written in the object)
                 size = (f"{len(value)} characters" if isinstance(value, str) else "a map" if isinstance(value, dict)
                         else "a list" if isinstance(value, list) else "a number")
-                yield (f"{res.label}: container {c.get('name', '?')} sets env {name} to a literal value "
+                yield (f"{res.label}{where}: container {c.get('name', '?')} sets env {name} to a literal value "
                        f"({size}); anyone who can read the object or the stack state reads the "
                        f"credential. Store it in a Secret and use valueFrom.secretKeyRef (name: <secret>, key: "
                        f"<key>) instead")

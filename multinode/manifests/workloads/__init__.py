@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 from ...config import StackConfig, Workload
 from ..jsonpatch import copy_doc
-from . import disruption, dynamo, grove, indexed_job, lws, mpijob, nccl_test, preflight, trainjob, volcano
 from . import common as c
+from . import disruption, dynamo, grove, indexed_job, lws, mpijob, nccl_test, preflight, trainjob, volcano
 from .common import SecretRef, WorkloadManifests
 from .nccl_test import parse_verdict
 
