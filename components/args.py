@@ -586,7 +586,7 @@ class Workload(typing.TypedDict, total=False):
     "Size of /dev/shm in GiB. Default: 64."
     queue: str
     "The Volcano queue of a training job."
-    env: dict[str, str | EnvValue]
+    env: dict[str, typing.Any]
     ("Extra environment variables on every container of the workload: a text value (never a credential: refused) "
      "or {valueFrom: {secretKeyRef | configMapKeyRef | fieldRef}}. Default: {}.")
     env_from: list[EnvFromSource]

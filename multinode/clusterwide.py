@@ -64,7 +64,8 @@ def lines(cfg: StackConfig, registrations: Iterable[Any]) -> list[str]:
                + "; the Helm releases above bring their charts' own CRDs")
     out.append(f"  cloud add-ons: {', '.join(sorted(cloud)) or 'none'}")
     if scoped:
-        out.append("  cluster-scoped objects: " + "; ".join(f"{k} {', '.join(sorted(v))}" for k, v in sorted(scoped.items())))
+        objs = "; ".join(f"{k} {', '.join(sorted(v))}" for k, v in sorted(scoped.items()))
+        out.append(f"  cluster-scoped objects: {objs}")
     if daemons:
         out.append(f"  DaemonSets (a pod on every node they select): {', '.join(sorted(daemons))}")
     provided, off = [], []

@@ -2,6 +2,7 @@
 a summary that tells the truth (item 3). Each test plans the stack a user would write, as they would."""
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -170,3 +171,208 @@ def test_env_from_takes_exactly_one_source(tmp_path):
     workload(doc, "llama-finetune")["envFrom"] = [{"secretRef": {"name": "a"}, "configMapRef": {"name": "b"}}]
     res = plan_doc(doc, tmp_path)
     assert res.exit_code == mplan.EXIT_CONFIG and "workloads[1].envFrom[0]: set exactly one" in res.error
+
+
+# ------------------------------------------------------------------ item 2: advisories a team can act on
+def run_main(doc: dict[str, Any], tmp_path: Path, capsys, name: str = "user",
+             policy_config: dict[str, Any] | None = None) -> tuple[int, str, str, Path]:
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    f = folder / f"Pulumi.{name}.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    if policy_config is not None:
+        (folder / "policy-config.json").write_text(json.dumps(policy_config))
+    out = tmp_path / "build"
+    code = mplan.main(["--file", str(f), "--out", str(out)])
+    printed = capsys.readouterr()
+    return code, printed.out, printed.err, out / name
+
+
+def advisories_file(build: Path) -> dict[str, Any]:
+    return json.loads((build / "advisories.json").read_text())
+
+
+def test_advisories_are_one_list_with_ids_printed_once_and_counted(tmp_path, capsys):
+    code, out, err, build = run_main(aws_dev(), tmp_path, capsys)
+    assert code == mplan.EXIT_OK
+    data = advisories_file(build)
+    ids = [a["id"] for a in data["advisories"]]
+    assert len(ids) >= 3 and len(set(ids)) == len(ids)
+    assert data["open"] == len(ids) and data["acknowledged"] == 0
+    for a in data["advisories"]:
+        assert out.count(f"[id {a['id']}]") == 1             # printed once ...
+        assert a["message"][:60] not in err                   # ... and not a second time on stderr
+    assert f"advisories: {len(ids)} open, 0 acknowledged" in out
+    assert "0 advisory" not in out
+    # the ids are stable: the same stack planned again, and with an unrelated change, gives the same ids
+    doc = aws_dev()
+    workload(doc, "llama-finetune")["maxRetry"] = 5
+    _code, _out, _err, build2 = run_main(doc, tmp_path, capsys, "user2")
+    assert [a["id"] for a in advisories_file(build2)["advisories"]] == ids
+
+
+def test_an_advisory_acknowledged_by_id_is_printed_as_acknowledged_and_counted_apart(tmp_path, capsys):
+    _code, _out, _err, build = run_main(aws_dev(), tmp_path, capsys, "first")
+    first = advisories_file(build)["advisories"]
+    nic = next(a for a in first if "NIC health monitor" in a["message"])
+    reason = "EFA ports are watched by the EKS node monitoring agent"
+    code, out, err, build = run_main(aws_dev(), tmp_path, capsys, "acked",
+                                     {"acknowledged": {nic["id"]: reason, "config-00000000": "an old one"}})
+    assert code == mplan.EXIT_OK, err
+    data = advisories_file(build)
+    (acked,) = [a for a in data["advisories"] if a["acknowledged"]]
+    assert acked["id"] == nic["id"] and acked["reason"] == reason
+    assert data["open"] == len(first) - 1 and data["acknowledged"] == 1
+    assert f"advisories: {len(first) - 1} open, 1 acknowledged" in out
+    assert f"acknowledged: addons.nvsentinel: {nic['message']} [id {nic['id']}, acknowledged: {reason}]" in out
+    # an acknowledgement that matches nothing is said, never kept in silence
+    assert data["staleAcknowledgements"] == ["config-00000000"]
+    assert "acknowledgement config-00000000 matches no advisory" in out
+
+
+@pytest.mark.parametrize("acks, words", [({"config-1234": "x"}, "is not an advisory id"),
+                                         ({"config-1a2b3c4d": ""}, "give the reason"),
+                                         (["config-1a2b3c4d"], "must be an object")])
+def test_a_bad_acknowledgement_is_a_config_error(acks, words, tmp_path, capsys):
+    code, _out, err, _build = run_main(aws_dev(), tmp_path, capsys, policy_config={"acknowledged": acks})
+    assert code == mplan.EXIT_CONFIG and words in err and "acknowledged" in err
+
+
+def _advisories_of(doc: dict[str, Any], tmp_path: Path, name: str) -> list[dict[str, Any]]:
+    res = plan_doc(doc, tmp_path, name)
+    assert res.exit_code == mplan.EXIT_OK, res.error or res.violations
+    return advisories_file(tmp_path / "build" / name)["advisories"]
+
+
+def existing_dev() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "stacks" / "Pulumi.existing-dev.yaml").read_text())
+
+
+def _with(word: str, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [a for a in found if word in a["message"]]
+
+
+def test_spare_node_and_surge_advisories_go_when_their_fix_is_applied(tmp_path):
+    doc = aws_dev()
+    before = _advisories_of(doc, tmp_path, "before")
+    assert _with("no spare node", before) and _with("no room to surge", before)
+    doc["config"]["multinode:nodePools"][0]["nodeCount"] = 5           # "Set nodeCount to 5"
+    after = _advisories_of(doc, tmp_path, "spare")
+    assert not _with("no spare node", after) and _with("no room to surge", after)
+    doc["config"]["multinode:nodePools"][0]["nodeCount"] = 6           # "add 2 node(s) to the pool"
+    assert not _with("no room to surge", _advisories_of(doc, tmp_path, "surge"))
+
+
+def test_the_runtime_class_advisory_goes_when_both_values_name_the_clusters_class(tmp_path):
+    """The advisory asks for gpu-health-monitor.runtimeClassName and metadata-collector.runtimeClassName; it stayed
+    after both were set (issue 46). One set: it names the other only."""
+    doc = existing_dev()
+    assert _with("RuntimeClass", _advisories_of(doc, tmp_path, "rc0"))
+    values = doc["config"].setdefault("multinode:addons", {}).setdefault("nvsentinel", {}).setdefault("values", {})
+    values["gpu-health-monitor"] = {"runtimeClassName": "nvidia-cdi"}
+    (left,) = _with("RuntimeClass", _advisories_of(doc, tmp_path, "rc1"))
+    assert "metadata-collector.runtimeClassName" in left["message"]
+    assert "gpu-health-monitor.runtimeClassName" not in left["message"]
+    values["metadata-collector"] = {"runtimeClassName": "nvidia-cdi"}
+    assert not _with("RuntimeClass", _advisories_of(doc, tmp_path, "rc2"))
+
+
+def test_the_node_label_advisory_goes_when_the_pools_select_on_the_labels(tmp_path):
+    doc = existing_dev()
+    assert _with("label every GPU node", _advisories_of(doc, tmp_path, "lb0"))
+    for pool in doc["config"]["multinode:nodePools"]:
+        pool.setdefault("nodeSelector", {}).update({"nvsentinel.dgxc.nvidia.com/dcgm.version": "4.x",
+                                                    "nvidia.com/gpu.present": "true"})
+    assert not _with("label every GPU node", _advisories_of(doc, tmp_path, "lb1"))
+
+
+# ------------------------------------------------------------------ item 3: a summary that tells the truth
+def _use_line(out: str, pool: str) -> str:
+    (line,) = [ln for ln in out.splitlines() if ln.startswith(f"  use {pool}:")]
+    return line
+
+
+def test_gpu_and_node_use_counts_every_workload_and_matches_placement_json(tmp_path, capsys):
+    code, out, _err, build = run_main(aws_dev(), tmp_path, capsys)
+    assert code == mplan.EXIT_OK
+    (pool,) = json.loads((build / "placement.json").read_text())["pools"]
+    use = pool["use"]
+    assert {w["gang"]: w["kind"] for w in use["workloads"]} == {
+        "llama-405b": "service", "llama-finetune": "batch", "nccl-check": "batch"}
+    assert use["services"] == {"nodes": 2, "gpus": 16.0}
+    assert use["peak"] == {"nodes": 4, "gpus": 32.0, "withBatch": "llama-finetune"}
+    line = _use_line(out, "gpu")
+    assert (f"peak {use['peak']['nodes']}/{use['nodes']} nodes, {use['peak']['gpus']:.0f}/{use['gpus']:.0f} GPUs"
+            in line), line
+    for w in use["workloads"]:
+        assert f"{w['gang']} ({w['kind']}) {w['nodes']} node(s) {w['gpus']:.0f} GPUs" in line
+
+
+def test_a_training_only_stack_counts_its_training_job(tmp_path, capsys):
+    """`GPUs used/free 0/32` for a stack whose training job is the point (issue 46)."""
+    doc = aws_dev()
+    doc["config"][W] = [workload(doc, "llama-finetune")]
+    workload(doc, "llama-finetune")["nodes"] = 4
+    code, out, _err, build = run_main(doc, tmp_path, capsys)
+    assert code == mplan.EXIT_OK
+    (pool,) = json.loads((build / "placement.json").read_text())["pools"]
+    assert pool["use"]["peak"] == {"nodes": 4, "gpus": 32.0, "withBatch": "llama-finetune"}
+    assert "peak 4/4 nodes, 32/32 GPUs" in _use_line(out, "gpu")
+
+
+def test_the_parallelism_shown_is_the_engines(tmp_path, capsys):
+    _code, out, _err, _build = run_main(aws_dev(), tmp_path, capsys)
+    lines = {ln.split(":")[0]: ln for ln in out.splitlines() if ln.startswith("workload ")}
+    assert "torchrun world size 16 (2 nodes x 8 procs per node)" in lines["workload llama-finetune"]
+    assert "tp " not in lines["workload llama-finetune"]
+    assert "16 MPI ranks (2 nodes x 8 ranks per node)" in lines["workload nccl-check"]
+    assert "tp 8 x pp 2" in lines["workload llama-405b"]
+
+
+def test_a_finding_on_two_templates_names_each():
+    from policy.engine import Context, Resource
+    from policy.rules import secrets
+    env = [{"name": "SERVICE_PASSWORD", "value": PLAIN}]
+    tmpl = {"spec": {"containers": [{"name": "main", "image": "x", "env": env}]}}
+    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+           "metadata": {"name": "svc", "namespace": "ns"},
+           "spec": {"leaderWorkerTemplate": {"leaderTemplate": tmpl, "workerTemplate": copy_of(tmpl)}}}
+    res = Resource("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", "svc", props=lws)
+    found = list(secrets.check_literal_secrets(res, Context()))
+    assert len(found) == 2 and len(set(found)) == 2
+    assert "(leader template)" in found[0] and "(worker template)" in found[1]
+
+
+def copy_of(x: Any) -> Any:
+    return json.loads(json.dumps(x))
+
+
+def test_the_cluster_wide_block_lists_every_release_crd_set_and_cloud_addon(tmp_path, capsys):
+    _code, out, _err, build = run_main(aws_dev(), tmp_path, capsys)
+    block = out.split("cluster-wide (")[1].split("\nupgrade ")[0]
+    releases = sorted(p.stem for p in (build / "helm").glob("*.yaml"))
+    assert len(releases) >= 5
+    for r in releases:
+        assert r.removeprefix("addons-").removeprefix("fabric-") + " (" in block, (r, block)
+    records = json.loads((build / "resources.json").read_text())
+    for rec in records:
+        if rec["type"] == "aws:eks/addon:Addon":
+            assert rec["inputs"]["addonName"] in block
+        if rec["type"] == "kubernetes:yaml/v2:ConfigGroup":
+            assert rec["name"] in block
+    for kind in ("RuntimeClass", "MutatingPolicy", "ValidatingPolicy"):
+        assert kind in block
+
+
+def test_lws_is_not_installed_on_a_training_only_stack_unless_asked(tmp_path, capsys):
+    doc = aws_dev()
+    doc["config"][W] = [w for w in doc["config"][W] if w["kind"] != "lws-inference"]
+    code, out, _err, build = run_main(doc, tmp_path, capsys, "training")
+    assert code == mplan.EXIT_OK
+    assert not (build / "helm" / "addons-lws.yaml").exists()
+    assert not [p for p in (build / "k8s").glob("*.yaml") if "leaderworkerset" in p.read_text()]
+    assert "LeaderWorkerSet: not installed: no workload of this stack uses it" in out
+    doc["config"]["multinode:addons"] = {"lws": {"enabled": True}}
+    code, out, _err, build = run_main(doc, tmp_path, capsys, "asked")
+    assert code == mplan.EXIT_OK and (build / "helm" / "addons-lws.yaml").exists()
+    assert "LeaderWorkerSet: installed: addons.lws is set in the stack" in out

@@ -25,8 +25,8 @@ def check_env_once(res: Resource, ctx: Context) -> Iterator[str]:
                 if not isinstance(c, dict):
                     continue
                 for problem in check_env_set_once(c, spec):
-                    yield (f"{res.label}{where} container {c.get('name', '?')}: {problem}; Kubernetes uses the last one, "
-                           "so the value that was checked may not be the one that runs: keep one entry each")
+                    yield (f"{res.label}{where} container {c.get('name', '?')}: {problem}; Kubernetes uses the "
+                           "last one, so the value that was checked may not be the one that runs: keep one entry each")
 
 
 RULES = [
