@@ -8,6 +8,7 @@ import pulumi
 import pytest
 
 from components.clouds import existing as exmod
+from multinode import checks
 
 from .cloudrun import of_type, one, run
 from .conftest import example_raw
@@ -37,7 +38,11 @@ def test_claim_on_an_existing_class_is_kept_and_its_reclaim_policy_is_warned_abo
     assert pvc.inputs["spec"]["accessModes"] == ["ReadWriteMany"]
     assert pvc.inputs["spec"]["resources"]["requests"]["storage"] == "1024Gi"
     assert not of_type(r, PV)                     # dynamically provisioned: the class makes the volume
-    (msg,) = [m for m in warned if "existingStorageClass" in m]
+    # under plan it is one of the advisories (printed once, with an id), not a second warning on stderr
+    assert not [m for m in warned if "existingStorageClass" in m]
+    raw, secrets = example_raw("existing-dev")
+    (adv,) = [p for p in checks.advisories(checks.load(raw, secrets)) if p.path == "storage.existingStorageClass"]
+    msg = str(adv)
     assert "'efs-sc'" in msg and "reclaimPolicy: Retain" in msg and "storage.existingClaim" in msg
 
 

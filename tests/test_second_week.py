@@ -376,3 +376,20 @@ def test_lws_is_not_installed_on_a_training_only_stack_unless_asked(tmp_path, ca
     code, out, _err, build = run_main(doc, tmp_path, capsys, "asked")
     assert code == mplan.EXIT_OK and (build / "helm" / "addons-lws.yaml").exists()
     assert "LeaderWorkerSet: installed: addons.lws is set in the stack" in out
+
+
+def test_the_storage_class_advisory_goes_with_an_existing_claim(tmp_path):
+    doc = existing_dev()
+    assert _with("reclaimPolicy", _advisories_of(doc, tmp_path, "sc0"))
+    storage = doc["config"]["multinode:storage"]
+    storage.pop("existingStorageClass")
+    storage.pop("sizeGib", None)
+    storage["existingClaim"] = "checkpoints"                 # "otherwise use ... storage.existingClaim"
+    assert not _with("reclaimPolicy", _advisories_of(doc, tmp_path, "sc1"))
+
+
+def test_the_grove_crd_advisory_goes_when_the_pin_is_the_stored_release(tmp_path):
+    doc = existing_dev()
+    assert [a for a in _advisories_of(doc, tmp_path, "gv0") if a["where"] == "addons.grove.version"]
+    doc["config"].setdefault("multinode:addons", {}).setdefault("grove", {})["version"] = "0.1.0-alpha.11"
+    assert not [a for a in _advisories_of(doc, tmp_path, "gv1") if a["where"] == "addons.grove.version"]

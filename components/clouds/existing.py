@@ -21,6 +21,8 @@ from components.clouds.base import (
     register_claim,
     register_namespace,
 )
+from multinode.clouds.existing import storage_class_warning
+from multinode.stackfile import under_plan
 
 
 class ClusterAccess(pulumi.ComponentResource):
@@ -50,15 +52,6 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
     comp.register_outputs(out)
 
 
-def storage_class_warning(storage_class: str) -> str:
-    """What a claim on an existing StorageClass can promise about the data, said at deploy time."""
-    return (f"storage.existingStorageClass {storage_class!r}: the claim is protected and retained, but the volume "
-            f"behind it takes that StorageClass's reclaimPolicy, which this stack cannot read. The data survives "
-            f"`pulumi destroy` or a deleted claim only if {storage_class!r} has reclaimPolicy: Retain (check with "
-            f"`kubectl get storageclass {storage_class} -o jsonpath='{{.reclaimPolicy}}'`); otherwise use a class "
-            f"that retains, or storage.existingClaim.")
-
-
 class CheckpointStorage(pulumi.ComponentResource):
     """An existing RWX claim, or a new RWX claim on an existing StorageClass."""
 
@@ -79,6 +72,6 @@ class CheckpointStorage(pulumi.ComponentResource):
         # A dynamically provisioned claim: the PV gets the class's reclaimPolicy, which may be Delete.
         # Looking the class up (StorageClass.get) would make the deploy fail when the class is created
         # later and shows nothing offline, so the limit is said plainly instead.
-        if not s.allow_delete:
+        if not s.allow_delete and not under_plan():      # plan lists it with the advisories (clouds/existing.py)
             pulumi.log.warn(storage_class_warning(s.existing_storage_class or ""), resource=self)
         register_claim(self, name, s, provider, storage_class=s.existing_storage_class or "")

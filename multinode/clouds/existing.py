@@ -45,8 +45,22 @@ def config_problems(cfg: Any, machines: dict[str, Any]) -> list[Problem]:
     return p
 
 
+def storage_class_warning(storage_class: str) -> str:
+    """What a claim on an existing StorageClass can promise about the data (the class's reclaimPolicy decides)."""
+    return (f"storage.existingStorageClass {storage_class!r}: the claim is protected and retained, but the volume "
+            f"behind it takes that StorageClass's reclaimPolicy, which this stack cannot read. The data survives "
+            f"`pulumi destroy` or a deleted claim only if {storage_class!r} has reclaimPolicy: Retain (check with "
+            f"`kubectl get storageclass {storage_class} -o jsonpath='{{.reclaimPolicy}}'`); otherwise use a class "
+            f"that retains, or storage.existingClaim.")
+
+
 def advisories(cfg: Any) -> list[Problem]:
-    """Non-fatal findings of this cloud (none so far)."""
+    """Non-fatal findings of this cloud: a dynamically provisioned claim on a class whose reclaimPolicy the stack
+    cannot read (issue 46: an advisory in plan's list, with an id; before, only a deploy-time warning on stderr)."""
+    s = cfg.storage
+    if s is not None and s.existing_storage_class and not s.existing_claim and not s.allow_delete:
+        return [Problem("storage.existingStorageClass", storage_class_warning(s.existing_storage_class)
+                        .removeprefix("storage.existingStorageClass "))]
     return []
 
 # ---------------------------------------------------------------- fabric profile
