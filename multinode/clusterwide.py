@@ -46,9 +46,11 @@ def lines(cfg: StackConfig, registrations: Iterable[Any]) -> list[str]:
             crd_sets.append(r.name)
         elif r.type.startswith("kubernetes:") and "kind" in inputs:
             kind = str(inputs.get("kind"))
-            meta = inputs.get("metadata") if isinstance(inputs.get("metadata"), dict) else {}
+            raw_meta = inputs.get("metadata")
+            meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
             if kind == CRD:
-                spec = inputs.get("spec") if isinstance(inputs.get("spec"), dict) else {}
+                raw_spec = inputs.get("spec")
+                spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
                 crd_groups[str(spec.get("group", _name(inputs)))] += 1
             elif kind == "DaemonSet":
                 daemons.append(f"{meta.get('namespace', 'default')}/{_name(inputs)}")

@@ -468,7 +468,8 @@ def advisory_report(result: PlanResult) -> advisories.Report:
     if result.advisory_report is None:
         acks = getattr(result.policy_config, "acknowledged", None) or {}
         result.advisory_report = advisories.collect(result.advisory_findings, result.violations, acks)
-    return result.advisory_report
+    report: advisories.Report = result.advisory_report
+    return report
 
 
 def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) -> Path:
