@@ -393,3 +393,15 @@ def test_the_grove_crd_advisory_goes_when_the_pin_is_the_stored_release(tmp_path
     assert [a for a in _advisories_of(doc, tmp_path, "gv0") if a["where"] == "addons.grove.version"]
     doc["config"].setdefault("multinode:addons", {}).setdefault("grove", {})["version"] = "0.1.0-alpha.11"
     assert not [a for a in _advisories_of(doc, tmp_path, "gv1") if a["where"] == "addons.grove.version"]
+
+
+def test_a_literal_credential_in_a_fleet_workload_is_refused(tmp_path, capsys):
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.fleet-dev.yaml").read_text())
+    doc["config"]["multinode:fleet"]["workloads"][0]["scriptArgs"] += [f"--hf-token={TOKEN}"]
+    f = tmp_path / "Pulumi.fleet-user.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    code = mplan.main(["--file", str(f), "--out", str(tmp_path / "build")])
+    printed = capsys.readouterr()
+    assert code == mplan.EXIT_CONFIG and "fleet.workloads[0].scriptArgs[2]" in printed.err, printed.err
+    assert TOKEN not in printed.err + printed.out
+    assert not (tmp_path / "build").exists() or not files_holding(tmp_path / "build", TOKEN)

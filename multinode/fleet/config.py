@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from .. import config as mconfig
-from .. import limits
+from .. import credentials, limits
 from ..config import NAMESPACE, SECRET_KEYS, FabricConfig, NodePool, Storage, Workload, _Model
 from ..errors import ConfigError, Problem
 
@@ -202,6 +202,9 @@ def shape(raw: Mapping[str, Any], secret_keys: Iterable[str] = ()) -> tuple[Flee
             problems.append(Problem(key, f"is a secret but is stored in plain text; store it with "
                                          f"`pulumi config set --secret {NAMESPACE}:{key} ...`"))
     data = mconfig.parse_raw_value(raw.get(FLEET_KEY))
+    if isinstance(data, dict):
+        # issue 46: a literal credential in a fleet workload (env, args, script...) is refused as in a stack
+        problems += [Problem(f"{FLEET_KEY}.{path}", msg) for path, msg in credentials.stack_literal_findings(data)]
     try:
         fleet = Fleet.model_validate(data)
     except ValidationError as e:
