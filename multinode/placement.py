@@ -1177,7 +1177,7 @@ def as_json(res: Result) -> dict[str, Any]:
 
 def table(res: Result) -> list[str]:
     """Per pool: nodes, GPUs, fabric devices, cpu, memory as used / free after the services."""
-    lines = ["placement (long-running services at once; each batch job beside them; the table: after the services):",
+    lines = ["placement (long-running services at once; each batch job beside them):",
              f"  {'pool':<12}{'nodes':>6}  {'GPUs used/free':<16}{'fabric used/free':<34}{'cpu used/free':<16}"
              f"{'memory used/free':<18}"]
     for p in res.pools:
