@@ -467,10 +467,10 @@ def nvsentinel_advisories(cfg: StackConfig) -> list[Problem]:
             rc = nvsentinel.NVIDIA_RUNTIME_CLASS
             keys = " and ".join(f"addons.nvsentinel.values.{k}.runtimeClassName" for k in unset)
             out.append(Problem("addons.nvsentinel", f"the GPU health monitor runs DCGM embedded and needs a "
-                                                    f"RuntimeClass on the cluster ({rc!r} unless named), as the "
-                                                    f"metadata collector does (this stack creates none on "
-                                                    f"{cfg.cloud}); set {keys} to the RuntimeClass your GPU nodes' "
-                                                    f"NVIDIA runtime has (docs/node-health.md)"))
+                                                    f"RuntimeClass {rc!r} on the cluster, as the metadata collector "
+                                                    f"does (this stack creates none on {cfg.cloud}); set {keys} to "
+                                                    f"the RuntimeClass your GPU nodes' NVIDIA runtime has "
+                                                    f"(docs/node-health.md)"))
     if nvsentinel_dcgm_mode(cfg) == "embedded-mode" and cfg.cloud == "existing" and not all(
             pool.node_selector.get(nvsentinel.DCGM_VERSION_LABEL) == nvsentinel.DCGM_MAJOR
             and pool.node_selector.get("nvidia.com/gpu.present") == "true" for pool in cfg.node_pools):
