@@ -118,6 +118,7 @@ real-node-check: go-check venv
 	@test -n "$(REAL_STACK_FILE)" || { echo "real-node-check: no stacks/Pulumi.$(STACK).yaml or tests/guides/Pulumi.$(STACK).yaml" >&2; exit 2; }
 	$(VENV)/bin/multinode plan --file $(REAL_STACK_FILE) --out build >/dev/null
 	$(MAKE) -C conformance/kyverno build
+	$(MAKE) -C conformance/coredns build
 	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/cluster/tests/test_realnode_check.py \
 	  conformance/realnode/tests

@@ -103,6 +103,7 @@ func main() {
 	realNodes := flag.String("real-nodes", "", "comma-separated nodes of nodes.yaml run by a real kubelet with containerd (needs --netns)")
 	rootfs := flag.String("standin-rootfs", "", "the stand-in images' root filesystem tar (conformance/realnode/rootfs.sh)")
 	standin := flag.String("standin-dir", "", "conformance/realnode/standin (the stand-in commands)")
+	coredns := flag.String("coredns", "", "CoreDNS (conformance/coredns), serving cluster.local to the real nodes' pods; empty: no cluster DNS")
 	flag.Parse()
 	if *netns && os.Getenv(inNetnsEnv) == "" {
 		os.Exit(reexecInNetns())
@@ -116,7 +117,7 @@ func main() {
 			realNodeNames[n] = true
 		}
 	}
-	standinRootfs, standinDir = *rootfs, *standin
+	standinRootfs, standinDir, corednsBin = *rootfs, *standin, *coredns
 	kyvernoBin, volcanoDir, lwsBin, mpiBin = *kyverno, *volcano, *lws, *mpi
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
@@ -301,6 +302,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 	if len(real) > 0 {
 		for k, v := range realNodeVersions() {
 			obs.Versions[k] = v
+		}
+		if corednsBin != "" {
+			obs.Versions["coredns"] = CoreDNSVersion(corednsBin)
 		}
 		archive := ""
 		if standinRootfs != "" {

@@ -95,6 +95,14 @@ func StartRealNodes(ctx context.Context, box *Box, nodes []corev1.Node, imageArc
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("ip_forward in the box's namespace: %w", err)
 	}
+	// CoreDNS first: every kubelet's clusterDNS points at it (coredns.go)
+	if corednsBin != "" {
+		c, err := StartCoreDNS(ctx, box, corednsBin, logDir, logf)
+		if err != nil {
+			return nil, err
+		}
+		corednsCmd = c
+	}
 	// The nodes' folders (containerd's content store and unpacked snapshots, ~0.5 GB a node with the stand-in) on
 	// a tmpfs of the run: unmounted at the end instead of a minute of file deletion on disk.
 	realNodesMount = filepath.Join(box.Dir, "nodes")
@@ -322,7 +330,7 @@ registerNode: true
 nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
 makeIPTablesUtilChains: false
-`, rn.socket, rn.View.IP, filepath.Join(d, "pod-logs"), pods.Value())
+%s`, rn.socket, rn.View.IP, filepath.Join(d, "pod-logs"), pods.Value(), clusterDNSConfig())
 	// the kubelet reports whole cores; the fraction plan's allocatable lacks is reserved, so allocatable is plan's
 	if r := (cpu.MilliValue()+999)/1000*1000 - cpu.MilliValue(); r > 0 {
 		kc += fmt.Sprintf("kubeReserved: {cpu: \"%dm\"}\n", r)
@@ -467,6 +475,10 @@ func StopRealNodes(rns []*RealNode) {
 			<-p.done
 		}
 	}
+	if corednsCmd != nil {
+		_ = corednsCmd.Process.Kill()
+		corednsCmd = nil
+	}
 	// the containers' shims outlive containerd: end them (their cgroups and mounts go with them)
 	for _, rn := range rns {
 		killShims(rn.dir)
@@ -476,6 +488,17 @@ func StopRealNodes(rns []*RealNode) {
 		realNodesMount = ""
 	}
 }
+
+// clusterDNSConfig: the kubelet's clusterDNS, CoreDNS's address when the box runs it (else none: the kubelet
+// then gives ClusterFirst pods the node's resolv.conf, here empty, and records MissingClusterDNS).
+func clusterDNSConfig() string {
+	if corednsBin == "" {
+		return ""
+	}
+	return fmt.Sprintf("clusterDNS: [%s]\n", clusterDNSIP)
+}
+
+var corednsCmd *exec.Cmd // CoreDNS, stopped by StopRealNodes
 
 var realNodesMount string // the tmpfs of the nodes' folders, unmounted by StopRealNodes
 
