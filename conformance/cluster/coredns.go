@@ -3,7 +3,7 @@ package main
 // CoreDNS in the box (issue 42): conformance/bin/coredns (conformance/coredns, github.com/coredns/coredns with only
 // the plugins below linked) runs inside the box's network namespace, serves the cluster domain from the box's API
 // server (its kubernetes plugin, the box's kubeconfig), and every real kubelet gets `clusterDNS` pointing at it, so
-// a pod with dnsPolicy ClusterFirst resolves Services and the pods of headless Services by name.
+// a pod with dnsPolicy ClusterFirst (through kube-proxy and the kube-dns Service, proxycmd.go) resolves Services and the pods of headless Services by name.
 
 import (
 	"context"
@@ -18,9 +18,8 @@ import (
 )
 
 // clusterDNSIP: CoreDNS's address, on the box's node bridge (boxnodes), reached by the pods through their node's
-// bridge gateway (the namespace forwards between its interfaces). Upstream the kubelet's clusterDNS is the kube-dns
-// Service's ClusterIP (coredns/deployment kubernetes/coredns.yaml.sed `clusterIP: CLUSTER_DNS_IP`); the box points
-// the kubelets at CoreDNS's own address so that name resolution does not depend on kube-proxy.
+// bridge gateway (the namespace forwards between its interfaces). As upstream, the kubelets' clusterDNS is the
+// kube-dns Service's ClusterIP (proxycmd.go kubeDNSIP), which kube-proxy carries to this address.
 const clusterDNSIP = "10.2.0.254"
 
 // ready/health listen on loopback ports of the box's namespace (upstream's :8181 and :8080 on every address).

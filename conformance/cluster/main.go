@@ -87,6 +87,8 @@ func main() {
 			os.Exit(kubeletMain(os.Args[2:]))
 		case "node-ns":
 			os.Exit(nodeNS(os.Args[2:]))
+		case "kube-proxy":
+			os.Exit(proxyMain(os.Args[2:]))
 		}
 	}
 	stackDir := flag.String("stack-dir", "", "build/<stack> (reads k8s/, writes engines/cluster/)")

@@ -123,6 +123,13 @@ func StartRealNodes(ctx context.Context, box *Box, nodes []corev1.Node, imageArc
 			return out, fmt.Errorf("real node %s: %w", n.Name, err)
 		}
 	}
+	// kube-proxy once the Node objects exist (it reads its node's object at start, retrying for ~30 s otherwise),
+	// before any pod: the kubelets' clusterDNS is the kube-dns ClusterIP it carries
+	if corednsBin != "" && len(nodes) > 0 {
+		if err := StartKubeProxy(ctx, box, self, nodes[0].Name, logDir, logf); err != nil {
+			return out, err
+		}
+	}
 	// wait until every real node is Ready with its devices registered
 	deadline := time.Now().Add(120 * time.Second)
 	for _, rn := range out {
@@ -475,9 +482,11 @@ func StopRealNodes(rns []*RealNode) {
 			<-p.done
 		}
 	}
-	if corednsCmd != nil {
-		_ = corednsCmd.Process.Kill()
-		corednsCmd = nil
+	for _, c := range []**exec.Cmd{&corednsCmd, &proxyCmd} {
+		if *c != nil {
+			_ = (*c).Process.Kill()
+			*c = nil
+		}
 	}
 	// the containers' shims outlive containerd: end them (their cgroups and mounts go with them)
 	for _, rn := range rns {
@@ -489,13 +498,14 @@ func StopRealNodes(rns []*RealNode) {
 	}
 }
 
-// clusterDNSConfig: the kubelet's clusterDNS, CoreDNS's address when the box runs it (else none: the kubelet
+// clusterDNSConfig: the kubelet's clusterDNS, the kube-dns Service's ClusterIP when the box runs CoreDNS (and
+// with it kube-proxy, which carries that address to CoreDNS; else none: the kubelet
 // then gives ClusterFirst pods the node's resolv.conf, here empty, and records MissingClusterDNS).
 func clusterDNSConfig() string {
 	if corednsBin == "" {
 		return ""
 	}
-	return fmt.Sprintf("clusterDNS: [%s]\n", clusterDNSIP)
+	return fmt.Sprintf("clusterDNS: [%s]\n", kubeDNSIP)
 }
 
 var corednsCmd *exec.Cmd // CoreDNS, stopped by StopRealNodes

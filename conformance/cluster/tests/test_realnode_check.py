@@ -152,8 +152,8 @@ _SVC = {"name": "api", "from": "Service multinode/api", "container": "main", "re
 
 def test_names_that_resolve_to_what_they_name_pass():
     idle = {"name": "idle", "from": "Service multinode/idle", "container": "main", "resolved": [],
-            "error": "getent ahostsv4 idle: exit status 2", "target": "Service multinode/idle (headless: its endpoints)",
-            "expect": []}
+            "error": "getent ahostsv4 idle: exit status 2",
+            "target": "Service multinode/idle (headless: its endpoints)", "expect": []}
     findings, report = real_node_findings(_obs([_pod("a", names=[_LEADER, _SVC, idle])]))
     assert findings == [] and report["pods"][0]["namesResolved"] == 3
 
@@ -165,8 +165,10 @@ def test_leader_address_taken_by_a_client_service():
                        "record for lws-0.lws")
     findings, _ = real_node_findings(_obs([_pod("a", names=[leader, _SVC])]))
     assert len(findings) == 1, findings
-    assert "name 'lws-0.lws' (container main env LWS_LEADER_ADDRESS) does not resolve from inside the pod" in findings[0]
-    assert "Service multinode/lws (not headless" in findings[0] and "no endpoint with hostname lws-0" in findings[0]
+    assert "name 'lws-0.lws' (container main env LWS_LEADER_ADDRESS) does not resolve from inside the pod" \
+        in findings[0]
+    assert "Service multinode/lws (not headless" in findings[0]
+    assert "no endpoint with hostname lws-0" in findings[0]
 
 
 def test_name_resolving_to_another_address():

@@ -84,7 +84,8 @@ def _plant(k8s: Path) -> None:
     text = yaml.safe_dump(third).replace(f"{pod['subdomain']}-0.{pod['subdomain']}", "train-clash-0.train-clash")
     assert "train-clash-0.train-clash" in text, "the rendered trainer names no rendezvous host of its subdomain"
     (k8s / (job_file.name.replace("Job-train", "Job-train-clash"))).write_text(text)
-    clash = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "train-clash", "namespace": doc["metadata"]["namespace"]},
+    clash = {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "train-clash", "namespace": doc["metadata"]["namespace"]},
              "spec": {"selector": {"app.kubernetes.io/name": "train-client"},
                       "ports": [{"name": "rdzv", "port": 29500, "targetPort": 29500}]}}
     (k8s / "zz-Service-train-clash.yaml").write_text(yaml.safe_dump(clash))
