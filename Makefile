@@ -108,7 +108,7 @@ clean:
 ## real-node-check: one stack (STACK=aws-dev, or a guide stack of tests/guides) in the box with real nodes (issue 42):
 ## the box in a network namespace of its own (only loopback), whole pools (at most REAL_MAX=4 nodes) run by real
 ## kubelets (k8s.io/kubernetes, the box's version) with their own containerd, CNI bridge, our device plugin and a
-## stand-in CSI plugin, the stack's images stood in for by a Debian rootfs (debootstrap, cached in ~/.cache/multinode/realnode).
+## stand-in CSI plugin, CoreDNS (conformance/coredns) behind kube-proxy, the stack's images stood in for by a Debian rootfs (debootstrap, cached in ~/.cache/multinode/realnode).
 ## Runs the planted-defect tests first. Fails on any finding (build/<stack>/cluster.json realNodes). Root only;
 ## installs Debian packages with apt-get (conformance/realnode/install-deps.sh). Kyverno is built; LWS, Volcano and
 ## the MPI operator run when cluster-check has built them (else their gangs are listed as not checked).

@@ -281,6 +281,8 @@ type PodView struct {
 	Cmdline map[string][]string `json:"cmdline,omitempty"`
 	// on a real node with CoreDNS: the host names the pod carries, resolved from inside it (names.go)
 	Names []NameCheck `json:"names,omitempty"`
+	// on a real node: the TCP ports something listens on in the pod's network namespace (/proc/<pid>/net/tcp{,6})
+	Listening []int `json:"listening"`
 }
 
 type EventView struct {
@@ -387,7 +389,7 @@ func (a *Applier) snapshot(ctx context.Context, b *Box, withNames bool) ([]PodVi
 			}
 		}
 		if realNodeNames[p.Spec.NodeName] {
-			v.Env, v.Cmdline = containerEnvs(ctx, p)
+			v.Env, v.Cmdline, v.Listening = containerEnvs(ctx, p)
 			v.Names = CheckNames(ctx, world, p, v.Env, v.Cmdline)
 		}
 		p.ManagedFields = nil

@@ -389,14 +389,14 @@ var realNodeSockets = map[string]string{}
 // containerd's task list gives the container's PID (`ctr task ls`), /proc/<pid>/environ the variables as the
 // kubelet expanded them (what "$(VAR)" became, what the downward API filled in), /proc/<pid>/cmdline the
 // command line (command and args after the kubelet's $(VAR) expansion).
-func containerEnvs(ctx context.Context, p corev1.Pod) (map[string]map[string]string, map[string][]string) {
+func containerEnvs(ctx context.Context, p corev1.Pod) (map[string]map[string]string, map[string][]string, []int) {
 	sock := realNodeSockets[p.Spec.NodeName]
 	if sock == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	out, err := exec.CommandContext(ctx, "ctr", "--address", sock, "-n", "k8s.io", "tasks", "ls").Output()
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	pids := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n")[1:] {
@@ -405,6 +405,7 @@ func containerEnvs(ctx context.Context, p corev1.Pod) (map[string]map[string]str
 		}
 	}
 	envs, cmdlines := map[string]map[string]string{}, map[string][]string{}
+	var listen []int
 	for _, c := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		id := strings.TrimPrefix(c.ContainerID, "containerd://")
 		pid, ok := pids[id]
@@ -422,11 +423,42 @@ func containerEnvs(ctx context.Context, p corev1.Pod) (map[string]map[string]str
 			}
 		}
 		envs[c.Name] = env
+		if listen == nil {
+			listen = listeningPorts(pid)
+		}
 		if data, err := os.ReadFile("/proc/" + pid + "/cmdline"); err == nil {
 			cmdlines[c.Name] = strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")
 		}
 	}
-	return envs, cmdlines
+	return envs, cmdlines, listen
+}
+
+// listeningPorts: the TCP ports something listens on in the network namespace of process pid (the pod's: its
+// containers share it), from /proc/<pid>/net/tcp and tcp6 (state 0A = LISTEN; the local port is the hex after ':').
+func listeningPorts(pid string) []int {
+	seen := map[int]bool{}
+	out := []int{}
+	for _, f := range []string{"tcp", "tcp6"} {
+		data, err := os.ReadFile("/proc/" + pid + "/net/" + f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 4 || fs[3] != "0A" {
+				continue
+			}
+			var port int
+			if i := strings.LastIndex(fs[1], ":"); i >= 0 {
+				if _, err := fmt.Sscanf(fs[1][i+1:], "%X", &port); err == nil && !seen[port] {
+					seen[port] = true
+					out = append(out, port)
+				}
+			}
+		}
+	}
+	sort.Ints(out)
+	return out
 }
 
 func (rn *RealNode) watch(c *exec.Cmd) {

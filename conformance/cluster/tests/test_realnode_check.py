@@ -181,3 +181,32 @@ def test_name_that_names_nothing_of_the_box():
             "resolved": [], "error": "getent ahostsv4 trainer-0.trainr: exit status 2", "expect": []}
     findings, _ = real_node_findings(_obs([_pod("a", names=[typo])]))
     assert len(findings) == 1 and "it names no Service or pod of the box" in findings[0]
+
+
+def _probed(listening: list[int] | None) -> dict[str, Any]:
+    p = _pod("a", listening=listening)
+    main = p["pod"]["spec"]["containers"][0]
+    main["ports"] = [{"name": "http", "containerPort": 8000}]
+    main["readinessProbe"] = {"httpGet": {"path": "/health", "port": "http"}}
+    main["livenessProbe"] = {"tcpSocket": {"port": 8001}}
+    return p
+
+
+def test_probes_on_ports_that_listen_pass():
+    findings, _ = real_node_findings(_obs([_probed([8000, 8001])]))
+    assert findings == []
+
+
+def test_probe_on_a_port_nobody_listens_on():
+    findings, _ = real_node_findings(_obs([_probed([8000])]))
+    assert len(findings) == 1, findings
+    assert "container main: livenessProbe tcpSocket on port 8001: nothing listens on it in the pod " \
+        "(listening: [8000])" in findings[0]
+
+
+def test_probe_naming_an_undeclared_port_and_unread_ports():
+    p = _probed([8000, 8001])
+    p["pod"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["port"] = "metrics"
+    findings, _ = real_node_findings(_obs([p]))
+    assert len(findings) == 1 and "names port 'metrics', which the container does not declare" in findings[0]
+    assert real_node_findings(_obs([_probed(None)]))[0] == []    # ports not read (no running process): no judgement

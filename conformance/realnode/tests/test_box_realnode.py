@@ -10,7 +10,8 @@ takes the name the pods' hostnames live under, as the LWS stacks' client Service
 headless Service, which LWS then does not create). The
 real kubelet must leave `$(UNDEFINED_HOST)` literal in the process's environment (so the check reports it), never
 start the trainer behind the failing preflight; `train`'s rendezvous host must resolve from inside its pods to
-pod 0 (no finding), `train-clash`'s must not (a finding naming the Service that took the name)."""
+pod 0 (no finding), `train-clash`'s must not (a finding naming the Service that took the name). A fourth gang,
+`train-probe`, serves port 8000 and has a readiness probe on 8001 (planted: a probe on a port nobody listens on)."""
 from __future__ import annotations
 
 import copy
@@ -89,6 +90,17 @@ def _plant(k8s: Path) -> None:
              "spec": {"selector": {"app.kubernetes.io/name": "train-client"},
                       "ports": [{"name": "rdzv", "port": 29500, "targetPort": 29500}]}}
     (k8s / "zz-Service-train-clash.yaml").write_text(yaml.safe_dump(clash))
+    # a probe on a port nobody listens on: the trainer serves 8000 (python3's http.server, in the stand-in), its
+    # liveness probe asks 8000 (fine), its readiness probe 8001 (planted)
+    fourth = copy.deepcopy(doc)
+    fourth["metadata"]["name"] = "train-probe"
+    c = fourth["spec"]["template"]["spec"]["containers"][0]
+    c["env"] = [e for e in c["env"] if e["name"] != "RDZV_ADDR"]
+    c["command"], c["args"] = ["python3", "-m", "http.server", "8000"], []
+    c["ports"] = [{"name": "http", "containerPort": 8000}]
+    c["livenessProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 5}
+    c["readinessProbe"] = {"tcpSocket": {"port": 8001}, "periodSeconds": 5}
+    (k8s / (job_file.name.replace("Job-train", "Job-train-probe"))).write_text(yaml.safe_dump(fourth))
 
 
 def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_path: Path) -> None:
@@ -146,3 +158,10 @@ def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_pat
         assert "does not resolve from inside the pod" in rdzv[0], rdzv
         assert "Service multinode/train-clash (not headless" in rdzv[0], rdzv
         assert "has the subdomain's name but no endpoint with hostname train-clash-0" in rdzv[0], rdzv
+    # the probe on 8001 is found, the one on 8000 (where http.server listens) is not
+    probe_pods = by_phase["batch Job multinode/train-probe"]
+    assert len(probe_pods) == 2, probe_pods
+    for p in probe_pods:
+        probes = [m for m in p["problems"] if "Probe" in m]
+        assert probes == ["container trainer: readinessProbe tcpSocket on port 8001: nothing listens on it in the pod "
+                          "(listening: [8000])"], p
