@@ -11,7 +11,7 @@
    - per cloud (aws azure gcp oci existing): `multinode new` writes a project, `multinode plan dev` run inside it must
      exit 0 with 0 mandatory and 0 advisory policy findings, and nothing written may name this checkout;
    - `multinode policy-path` names the pack executable, which must start and print its gRPC port (as the engine
-     reads it), and `pulumi-resource-multinode` must be installed beside it.
+     reads it); `pulumi-resource-multinode` (the provider) likewise.
 4. The planted failure: the same wheel without one data file the plan reads (a CRD of schemas/), installed into a
    second venv, must fail the plan; the check fails if it does not (the check proves it can fail).
 
@@ -185,7 +185,13 @@ class Check:
                       f"not {bin_dir / 'multinode-policy-pack'}")
             return
         # started as the engine starts a binary analyzer plugin: its first stdout line is the gRPC port
-        proc = subprocess.Popen([str(path)], cwd=self.work / "projects" / "gpu-aws", env=self.env,
+        self.serves(path, [], "the policy pack")
+        # the provider as the engine starts a resource plugin: the engine's address as its argument (loopback, where
+        # nothing listens: serving does not need the engine until a request comes), the port on stdout
+        self.serves(bin_dir / "pulumi-resource-multinode", ["127.0.0.1:9"], "the provider")
+
+    def serves(self, exe: Path, args: list[str], what: str) -> None:
+        proc = subprocess.Popen([str(exe), *args], cwd=self.work / "projects" / "gpu-aws", env=self.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             line = proc.stdout.readline().strip() if proc.stdout else ""
@@ -198,9 +204,9 @@ class Check:
                 proc.wait()
         if not line.isdigit():
             err = proc.stderr.read() if proc.stderr else ""
-            self.fail(f"the pack executable printed {line!r}, not its port: {err.strip()[-400:]}")
+            self.fail(f"{what} ({exe.name}) printed {line!r}, not its port: {err.strip()[-400:]}")
         else:
-            print(f"package-check: the policy pack served on port {line}", flush=True)
+            print(f"package-check: {what} ({exe.name}) served on port {line}", flush=True)
 
     def planted(self, wheel: Path) -> None:
         broken = without(wheel, PLANTED_MISSING, self.work / "planted")
