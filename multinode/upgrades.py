@@ -295,6 +295,16 @@ def gang_effect(plan: PoolPlan, g: GangOnPool) -> str:
                 f"nodes (its budget, {g.budget}, lets one pod go; LWS / the operator recreates the group) and comes "
                 f"back {where}; a group not Ready yet is evicted without waiting (unhealthyPodEvictionPolicy "
                 f"AlwaysAllow)")
+    if g.kind == "volcano-training":
+        # the rendered policies (manifests/workloads/volcano.py): PodEvicted -> RestartTask on the worker task,
+        # RestartJob for the master. Played in the cluster box (conformance/cluster/daytwo.go, aws-dev): the drain of a
+        # worker's node restarts the worker task only; the master, still on an old node, is evicted when the drain
+        # reaches it and the job restarts whole: two restarts in one upgrade unless the master's node goes first.
+        return (f"evicted when the drain reaches its nodes (its budget, {g.budget}, lets one pod go at a time): a "
+                f"worker's eviction restarts the worker task (RestartTask; the master keeps the rendezvous store and "
+                f"torchrun re-forms the group), the master's restarts the job whole (RestartJob) from its last "
+                f"checkpoint; so the job restarts at most twice (once if the master's node is drained first) and "
+                f"needs up to {g.nodes} free nodes, spare or {where}")
     return (f"evicted once when the drain reaches one of its {g.nodes} nodes (its budget, {g.budget}, lets one pod "
             f"go): the job restarts whole from its last checkpoint and needs {g.nodes} free nodes, spare or {where}")
 
