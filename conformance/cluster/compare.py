@@ -337,8 +337,8 @@ def day_two_findings(stack_dir: Path, obs: dict[str, Any]) -> dict[str, Any]:
     like the others; a box asked to play them that wrote no report is a finding itself."""
     path = stack_dir / "day-two.json"
     if not path.exists():
-        return {"findings": [f"day two: the box wrote no {path.name}" + (f" ({obs['error']})" if obs.get("error") else "")],
-                "notChecked": []}
+        why = f" ({obs['error']})" if obs.get("error") else ""
+        return {"findings": [f"day two: the box wrote no {path.name}{why}"], "notChecked": []}
     rep = json.loads(path.read_text())
     return {"findings": [f"day two: {f}" if not f.startswith("day two") else f for f in rep.get("findings") or []],
             "notChecked": [f"day two: {n}" for n in rep.get("notChecked") or []]}

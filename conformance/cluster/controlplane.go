@@ -7,7 +7,6 @@ package main
 // those installs a process-wide signal handler that may only be set up once (SetupSignalContext).
 
 import (
-	goflag "flag"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -15,6 +14,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	goflag "flag"
 	"fmt"
 	mrand "math/rand/v2"
 	"net"

@@ -38,8 +38,8 @@ type FakeKubelet struct {
 	// nodes whose kubelet is stopped (daytwo.go node failure): no Lease or NodeStatus heartbeat, no pod touched
 	stopped map[string]bool
 	mu      sync.Mutex
-	nextIP int
-	logf   func(string, ...any)
+	nextIP  int
+	logf    func(string, ...any)
 }
 
 func nodeConditions(now metav1.Time) []corev1.NodeCondition {
