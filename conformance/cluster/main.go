@@ -88,6 +88,8 @@ func main() {
 			os.Exit(kubeletMain(os.Args[2:]))
 		case "node-ns":
 			os.Exit(nodeNS(os.Args[2:]))
+		case "kube-proxy":
+			os.Exit(proxyMain(os.Args[2:]))
 		}
 	}
 	stackDir := flag.String("stack-dir", "", "build/<stack> (reads k8s/, writes engines/cluster/)")
@@ -105,6 +107,7 @@ func main() {
 	rootfs := flag.String("standin-rootfs", "", "the stand-in images' root filesystem tar (conformance/realnode/rootfs.sh)")
 	standin := flag.String("standin-dir", "", "conformance/realnode/standin (the stand-in commands)")
 	dayTwo := flag.Bool("day-two", false, "after the phases, play a node failure and a pool upgrade (daytwo.go); writes <stack-dir>/day-two.json")
+	coredns := flag.String("coredns", "", "CoreDNS (conformance/coredns), serving cluster.local to the real nodes' pods; empty: no cluster DNS")
 	flag.Parse()
 	if *netns && os.Getenv(inNetnsEnv) == "" {
 		os.Exit(reexecInNetns())
@@ -118,7 +121,7 @@ func main() {
 			realNodeNames[n] = true
 		}
 	}
-	standinRootfs, standinDir = *rootfs, *standin
+	standinRootfs, standinDir, corednsBin = *rootfs, *standin, *coredns
 	kyvernoBin, volcanoDir, lwsBin, mpiBin = *kyverno, *volcano, *lws, *mpi
 	playDayTwo = *dayTwo
 	if *stackDir == "" {
@@ -306,6 +309,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 	if len(real) > 0 {
 		for k, v := range realNodeVersions() {
 			obs.Versions[k] = v
+		}
+		if corednsBin != "" {
+			obs.Versions["coredns"] = CoreDNSVersion(corednsBin)
 		}
 		archive := ""
 		if standinRootfs != "" {
