@@ -55,7 +55,7 @@ config:
 
 
 def _plant(k8s: Path) -> None:
-    job_file = next(k8s.glob("*-Job-train.yaml"))
+    job_file = next(k8s.glob("Job-*-train.yaml"))
     doc = yaml.safe_load(job_file.read_text())
     pod = doc["spec"]["template"]["spec"]
     pod.pop("schedulerName", None)            # Volcano does not run in this box: kube-scheduler binds them
@@ -68,7 +68,10 @@ def _plant(k8s: Path) -> None:
     sp["initContainers"] = [{"name": "preflight", "image": sp["containers"][0]["image"],
                              "command": ["/bin/sh", "-c", "echo planted preflight failure; exit 1"]}]
     second["spec"]["backoffLimit"] = 0
-    (k8s / (job_file.name.replace("Job-train", "Job-train-preflight"))).write_text(yaml.safe_dump(second))
+    planted = job_file.name.replace("-train.yaml", "-train-preflight.yaml")
+    (k8s / planted).write_text(yaml.safe_dump(second))
+    index = k8s / "apply-order.txt"          # the apply order lists every file of k8s/ (multinode/k8sfiles.py)
+    index.write_text(index.read_text().replace(f"{job_file.name}\n", f"{job_file.name}\n{planted}\n"))
 
 
 def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_path: Path) -> None:
