@@ -9,6 +9,10 @@ COMMANDS = {
              "exit 0 ok, 1 policy violation, 2 bad config", "multinode.plan"),
     "release": ("preview with the policy pack, up, NCCL bandwidth gate, JSON report (needs the Pulumi CLI)",
                 "multinode.release.cli"),
+    "reference": ("print the config reference, every key of the stack file (docs/config-reference.md)",
+                  "multinode.reference"),
+    "explain": ("print one config key's reference entry: type, default, allowed values, limits, clouds, example",
+                "multinode.reference"),
     "schema": ("print the package schema of the components (what `pulumi package get-schema` shows)",
                "multinode.package_schema"),
 }
