@@ -1,4 +1,5 @@
-"""The `multinode` command (console script) and `python -m multinode`: `plan` (offline), `release`, `schema`."""
+"""The `multinode` command (console script) and `python -m multinode`: `plan` (offline), `release`, `reference`,
+`explain`, `check-cluster`, `schema`."""
 from __future__ import annotations
 
 import sys
@@ -13,6 +14,8 @@ COMMANDS = {
                   "multinode.reference"),
     "explain": ("print one config key's reference entry: type, default, allowed values, limits, clouds, example",
                 "multinode.reference"),
+    "check-cluster": ("check a live cluster (kubeconfig) against what the stack expects of it, one line per check; "
+                      "exit 0 ok, 1 a check failed, 2 bad stack or cluster unreachable", "multinode.check_cluster"),
     "schema": ("print the package schema of the components (what `pulumi package get-schema` shows)",
                "multinode.package_schema"),
 }
