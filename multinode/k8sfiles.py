@@ -39,24 +39,25 @@ def base_name(obj: dict[str, Any], fallback_name: str = "") -> str:
     return "-".join(p for p in parts if p) + ".yaml"
 
 
-def file_names(objects: Iterable[tuple[dict[str, Any], str]]) -> list[str]:
-    """The file name of each (object, fallback name), in the given order. Two objects that slug to the same name
-    (the same kind, namespace and name under two API groups, or names differing only in characters the slug
-    drops) each get a suffix from their apiVersion and exact identity, so the name still depends on the object
-    alone."""
+def file_names(objects: Iterable[tuple[dict[str, Any], str, str]]) -> list[str]:
+    """The file name of each (object, fallback name, identity), in the given order. The identity is what makes a
+    registration unique in the stack (its URN). Two objects that slug to the same name (the same kind, namespace
+    and name under two API groups, the same object applied to two clusters of a fleet, or names differing only in
+    characters the slug drops) each get a suffix from their apiVersion and identity, so the name still depends on
+    the object alone, never on its neighbours."""
     items = list(objects)
-    names = [base_name(o, fb) for o, fb in items]
+    names = [base_name(o, fb) for o, fb, _ in items]
     seen: dict[str, int] = {}
     for n in names:
         seen[n] = seen.get(n, 0) + 1
     out = []
-    for (o, fb), n in zip(items, names, strict=True):
+    for (o, _, identity), n in zip(items, names, strict=True):
         if seen[n] > 1:
-            md = o.get("metadata") if isinstance(o.get("metadata"), dict) else {}
-            assert isinstance(md, dict)
-            ident = f"{o.get('apiVersion')}|{o.get('kind')}|{md.get('namespace')}|{md.get('name') or fb}"
+            ident = f"{o.get('apiVersion')}|{identity}"
             n = f"{n[:-5]}-{hashlib.sha256(ident.encode()).hexdigest()[:8]}.yaml"
         out.append(n)
+    if len(set(out)) != len(out):       # the same apiVersion and identity twice: a registration repeated
+        raise ValueError(f"two Kubernetes objects share a file name: {sorted(n for n in out if out.count(n) > 1)[:3]}")
     return out
 
 

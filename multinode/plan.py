@@ -480,9 +480,9 @@ def json_text(value: Any) -> str:
 def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) -> Path:
     files = OutputFolder(out)
     files.folder(out / "k8s")
-    written = [(_written(r.inputs), r.name) for r in ordered if is_k8s_object(r)]
+    written = [(_written(r.inputs), r) for r in ordered if is_k8s_object(r)]
     # file names from each object alone, the apply order in k8s/apply-order.txt (multinode/k8sfiles.py)
-    names = k8sfiles.file_names((obj, fallback) for (obj, _), fallback in written)
+    names = k8sfiles.file_names((obj, r.name, r.urn) for (obj, _), r in written)
     for ((obj, header), _), fname in zip(written, names, strict=True):
         files.write(out / "k8s" / fname, header + dump_yaml(head_first(obj)))
     files.write(out / "k8s" / k8sfiles.INDEX, k8sfiles.index_text(names))

@@ -91,7 +91,18 @@ def test_names_from_the_object_alone_and_distinct():
                                                                                   "namespace": "team-a"}}
     assert k8sfiles.base_name(ns) == "Namespace-multinode.yaml"
     assert k8sfiles.base_name(job) == "Job-team-a-train.yaml"
-    names = k8sfiles.file_names([(ns, ""), (job, ""), (twin, "")])
+    names = k8sfiles.file_names([(ns, "", "urn:ns"), (job, "", "urn:job"), (twin, "", "urn:twin")])
     assert names[0] == "Namespace-multinode.yaml" and len(set(names)) == 3
     # the suffix depends on the object, not on its neighbours' order
-    assert k8sfiles.file_names([(twin, ""), (job, "")]) == names[:0:-1]
+    assert k8sfiles.file_names([(twin, "", "urn:twin"), (job, "", "urn:job")]) == names[:0:-1]
+    # the same object registered twice (a fleet applies it to two clusters): told apart by the registration
+    two = k8sfiles.file_names([(ns, "", "urn:a"), (ns, "", "urn:b")])
+    assert len(set(two)) == 2 and all(n.startswith("Namespace-multinode-") for n in two)
+
+
+def test_the_fleet_stack_writes_one_file_per_registration(tmp_path):
+    result = mplan.plan("fleet-dev", tmp_path)
+    k8s = tmp_path / "fleet-dev" / "k8s"
+    index = k8sfiles.read_index(k8s) or []
+    assert len(index) == len(set(index)) == len(result.k8s_objects) == len(list(k8s.glob("*.yaml")))
+    assert k8sfiles.ordered_files(k8s)
