@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: go-download venv plan plan-all test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack
+.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -52,6 +52,10 @@ venv: $(if $(filter $(UV_BOOT)/bin/uv,$(UV)),$(UV_BOOT)/bin/uv)
 ## plan: render the offline plan of one example stack (STACK=aws-dev by default)
 plan: venv
 	$(VENV)/bin/multinode plan $(STACK)
+
+## reference: write docs/config-reference.md from the config models (tests/test_reference.py compares it)
+reference: venv
+	$(VENV)/bin/multinode reference > docs/config-reference.md
 
 ## plan-all: render every stack in stacks/
 plan-all: venv

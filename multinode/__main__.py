@@ -1,5 +1,5 @@
-"""The `multinode` command (console script) and `python -m multinode`: `plan` (offline), `release`, `schema`,
-`new` (a project of the team's own), `policy-path`; `--version`."""
+"""The `multinode` command (console script) and `python -m multinode`: `plan` (offline), `release`, `reference`,
+`explain`, `check-cluster`, `schema`, `new` (a project of the team's own), `policy-path`; `--version`."""
 from __future__ import annotations
 
 import sys
@@ -10,6 +10,12 @@ COMMANDS = {
              "exit 0 ok, 1 policy violation, 2 bad config", "multinode.plan"),
     "release": ("preview with the policy pack, up, NCCL bandwidth gate, JSON report (needs the Pulumi CLI)",
                 "multinode.release.cli"),
+    "reference": ("print the config reference, every key of the stack file (docs/config-reference.md)",
+                  "multinode.reference"),
+    "explain": ("print one config key's reference entry: type, default, allowed values, limits, clouds, example",
+                "multinode.reference"),
+    "check-cluster": ("check a live cluster (kubeconfig) against what the stack expects of it, one line per check; "
+                      "exit 0 ok, 1 a check failed, 2 bad stack or cluster unreachable", "multinode.check_cluster"),
     "schema": ("print the package schema of the components (what `pulumi package get-schema` shows)",
                "multinode.package_schema"),
     "new": ("write a Pulumi project of your own that uses this package (--cloud aws|azure|gcp|oci|existing)",

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -57,13 +56,12 @@ func NewApplier(b *Box) *Applier {
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(b.Client.Discovery()))}
 }
 
-// ReadObjects reads build/<stack>/k8s/*.yaml in file order (the apply order plan writes).
+// ReadObjects reads build/<stack>/k8s/*.yaml in the apply order plan writes (k8s/apply-order.txt).
 func ReadObjects(dir string) ([]Object, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	files, err := orderedYAMLFiles(dir)
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(files)
 	var out []Object
 	for _, f := range files {
 		data, err := os.ReadFile(f)

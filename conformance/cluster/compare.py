@@ -45,6 +45,8 @@ from typing import Any
 
 import yaml
 
+from multinode import k8sfiles
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realnode_check import real_node_findings  # noqa: E402
 
@@ -123,7 +125,7 @@ def rendered_object(stack_dir: Path, owner: str) -> dict[str, Any] | None:
     """The object of build/<stack>/k8s that `owner` ("Kind ns/name") names."""
     kind, ref = owner.split(" ", 1)
     ns, _, name = ref.rpartition("/")
-    for f in sorted((stack_dir / "k8s").glob(f"*-{kind}-{name}.yaml")):
+    for f in k8sfiles.find(stack_dir / "k8s", kind, name):
         doc: dict[str, Any] = yaml.safe_load(f.read_text())
         if (doc.get("metadata") or {}).get("namespace", "") == ns:
             return doc
@@ -317,7 +319,7 @@ def lws_service_findings(stack_dir: Path, phases: list[dict[str, Any]]) -> list[
     if not any(ph.get("name") == "services" and "services" in ph for ph in phases):
         return []                               # an observation of a box that did not record Services
     out: list[str] = []
-    for f in sorted((stack_dir / "k8s").glob("*-LeaderWorkerSet-*.yaml")):
+    for f in k8sfiles.find(stack_dir / "k8s", "LeaderWorkerSet"):
         lws = yaml.safe_load(f.read_text()) or {}
         md = lws.get("metadata") or {}
         ns, name = md.get("namespace") or "default", md.get("name")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -77,13 +78,24 @@ def storage_problems(storage: Any) -> list[Problem]:
     return p
 
 
+_AZ_ID = re.compile(r"^[a-z]{2,4}\d+-az\d+$")      # an AZ ID (use1-az1), not a zone name
+
+
 def config_problems(cfg: Any, machines: dict[str, Any]) -> list[Problem]:
     """What only aws refuses: a pool without its one subnet, storage the services do not accept."""
     p: list[Problem] = []
+    region = cfg.cluster.region or ""
     for i, pool in enumerate(cfg.node_pools):
         if not pool.subnet_id:
             p.append(Problem(f"nodePools[{i}].subnetId", "an EFA node pool lives in one subnet (one AZ) of the "
                                                          "cluster's VPC; set subnetId, e.g. subnet-0abc..."))
+        # an AZ name is the region code followed by a letter (us-east-1a; a Local Zone us-east-1-bos-1a):
+        # docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-regions-availability-zones.html. An AZ ID (use1-az1)
+        # names no region: not checked here.
+        if pool.zone and region and not _AZ_ID.match(pool.zone) and not pool.zone.startswith(region):
+            p.append(Problem(f"nodePools[{i}].zone", f"{pool.zone!r} is not an availability zone of the cluster's "
+                                                     f"region {region!r} (cluster.region); use one such as "
+                                                     f"{region}a"))
     if cfg.storage is not None:
         p.extend(storage_problems(cfg.storage))
     return p

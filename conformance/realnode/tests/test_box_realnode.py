@@ -62,7 +62,7 @@ config:
 
 
 def _plant(k8s: Path) -> None:
-    job_file = next(k8s.glob("*-Job-train.yaml"))
+    job_file = next(k8s.glob("Job-*-train.yaml"))
     doc = yaml.safe_load(job_file.read_text())
     pod = doc["spec"]["template"]["spec"]
     pod.pop("schedulerName", None)            # Volcano does not run in this box: kube-scheduler binds them
@@ -75,7 +75,8 @@ def _plant(k8s: Path) -> None:
     sp["initContainers"] = [{"name": "preflight", "image": sp["containers"][0]["image"],
                              "command": ["/bin/sh", "-c", "echo planted preflight failure; exit 1"]}]
     second["spec"]["backoffLimit"] = 0
-    (k8s / (job_file.name.replace("Job-train", "Job-train-preflight"))).write_text(yaml.safe_dump(second))
+    planted = [job_file.name.replace("-train.yaml", "-train-preflight.yaml")]
+    (k8s / planted[0]).write_text(yaml.safe_dump(second))
     # the name clash: the same Job under subdomain train-clash, whose Service is not headless
     third = copy.deepcopy(doc)
     third["metadata"]["name"] = "train-clash"
@@ -84,12 +85,14 @@ def _plant(k8s: Path) -> None:
     tp["containers"][0]["env"] = [e for e in tp["containers"][0]["env"] if e["name"] != "RDZV_ADDR"]
     text = yaml.safe_dump(third).replace(f"{pod['subdomain']}-0.{pod['subdomain']}", "train-clash-0.train-clash")
     assert "train-clash-0.train-clash" in text, "the rendered trainer names no rendezvous host of its subdomain"
-    (k8s / (job_file.name.replace("Job-train", "Job-train-clash"))).write_text(text)
+    planted.append(job_file.name.replace("-train.yaml", "-train-clash.yaml"))
+    (k8s / planted[-1]).write_text(text)
     clash = {"apiVersion": "v1", "kind": "Service",
              "metadata": {"name": "train-clash", "namespace": doc["metadata"]["namespace"]},
              "spec": {"selector": {"app.kubernetes.io/name": "train-client"},
                       "ports": [{"name": "rdzv", "port": 29500, "targetPort": 29500}]}}
-    (k8s / "zz-Service-train-clash.yaml").write_text(yaml.safe_dump(clash))
+    planted.append(f"Service-{doc['metadata']['namespace']}-train-clash.yaml")
+    (k8s / planted[-1]).write_text(yaml.safe_dump(clash))
     # a probe on a port nobody listens on: the trainer serves 8000 (python3's http.server, in the stand-in), its
     # liveness probe asks 8000 (fine), its readiness probe 8001 (planted)
     fourth = copy.deepcopy(doc)
@@ -100,7 +103,11 @@ def _plant(k8s: Path) -> None:
     c["ports"] = [{"name": "http", "containerPort": 8000}]
     c["livenessProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 5}
     c["readinessProbe"] = {"tcpSocket": {"port": 8001}, "periodSeconds": 5}
-    (k8s / (job_file.name.replace("Job-train", "Job-train-probe"))).write_text(yaml.safe_dump(fourth))
+    planted.append(job_file.name.replace("-train.yaml", "-train-probe.yaml"))
+    (k8s / planted[-1]).write_text(yaml.safe_dump(fourth))
+    index = k8s / "apply-order.txt"          # the apply order lists every file of k8s/ (multinode/k8sfiles.py)
+    listed = "".join(f"{name}\n" for name in planted)
+    index.write_text(index.read_text().replace(f"{job_file.name}\n", f"{job_file.name}\n{listed}"))
 
 
 def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_path: Path) -> None:
