@@ -69,8 +69,8 @@ def _box(tmp_path: Path, plant: str) -> tuple[int, dict, dict]:
                    capture_output=True, text=True, cwd=ROOT)
     out = tmp_path / name
     assert (out / "upgrades.json").exists(), f"plan wrote no {out}/upgrades.json"
-    job = next((out / "k8s").glob("*-Job-train.yaml"))
-    budget = next((out / "k8s").glob("*-PodDisruptionBudget-train-gang.yaml"))
+    job = next((out / "k8s").glob("Job-*-train.yaml"))
+    budget = next((out / "k8s").glob("PodDisruptionBudget-*-train-gang.yaml"))
     assert yaml.safe_load(budget.read_text())["spec"]["minAvailable"] == 1     # what plan renders for 2 pods
     if plant == "zero-budget":
         _edit(budget, lambda d: d["spec"].update(minAvailable=2))
