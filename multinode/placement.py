@@ -195,9 +195,9 @@ def build_nodes(pools: list[PoolSpec]) -> tuple[list[Node], dict[str, alloc.Allo
     for p in pools:
         cap, a = p.capacity()
         estimates[p.name] = a
-        for i in range(p.node_count):
+        for i in range(p.node_count):           # one capacity dict per pool: never written, only read
             nodes.append(Node(f"{p.name}-{i}", p.name, {**p.labels, HOSTNAME: f"{p.name}-{i}"},
-                              list(p.taints), dict(cap)))
+                              list(p.taints), cap))
     return nodes, estimates
 
 
@@ -659,9 +659,21 @@ class Outcome:
     alone_ok: bool = True                                      # fits an empty cluster on its own
 
 
+def _names_host(spec: dict[str, Any]) -> bool:
+    """The pod spec selects nodes by their host name label (nodeSelector or a required node-affinity term)."""
+    if HOSTNAME in _dict(spec.get("nodeSelector")):
+        return True
+    return any(isinstance(e, dict) and e.get("key") == HOSTNAME for t in _node_affinity_terms(spec)
+               if isinstance(t, dict) for e in _list(t.get("matchExpressions")))
+
+
 def _state(n: Node) -> tuple[Any, ...]:
     """What placement reads of a node besides its labels and taints (which the candidate list already judged):
-    two nodes of one state fit the same pods, block the same anti-affinity and have the same free GPUs."""
+    two nodes of one state fit the same pods, block the same anti-affinity and have the same free GPUs. An unused
+    node's state is its capacity dict (build_nodes gives the nodes of one pool the same one; other nodes with
+    equal capacities are then classes of their own, which changes no choice, only how many nodes are looked at)."""
+    if not n.pods and not n.used:
+        return (id(n.capacity),)
     return (tuple(sorted(n.capacity.items())), tuple(sorted(n.used.items())),
             tuple(tuple(sorted(labels.items())) for _, labels in n.pods))
 
@@ -722,6 +734,17 @@ class Simulation:
                 self._label_index.setdefault((str(k), str(v)), set()).add(n.name)
         self._preselected: dict[tuple[tuple[str, str], ...], set[str] | None] = {}
         self._on_all: dict[int, tuple[dict[str, Any], list[Node]]] = {}     # id(spec) -> (spec, candidates)
+        # runs of consecutive nodes alike but for their host name (same other labels, same taints): every pool of
+        # build_nodes is one run
+        self._runs: list[tuple[int, int]] = []
+        last: Any = None
+        for i, n in enumerate(self.nodes):
+            alike = (sorted((str(k), str(v)) for k, v in n.labels.items() if k != HOSTNAME), repr(n.taints))
+            if alike != last:
+                self._runs.append((i, i + 1))
+                last = alike
+            else:
+                self._runs[-1] = (self._runs[-1][0], i + 1)
 
     # effective pods: the fabric policy of the pool the pod lands on
     def effective(self, tmpl: dict[str, Any], pool: str) -> dict[str, Any]:
@@ -800,11 +823,18 @@ class Simulation:
         return PodPlan(pod, dict(self.requests(pod.template, pool, pod.extra_shm)), cands)
 
     def _all_candidates(self, spec: dict[str, Any]) -> list[Node]:
-        """candidates(spec, self.nodes), memoised on the spec (the nodes' labels and taints never change)."""
+        """candidates(spec, self.nodes), memoised on the spec (the nodes' labels and taints never change). A spec
+        that does not name the host label selects all the nodes of one run alike (_runs), so one node per run is
+        judged, not every node (a pool of 256 nodes is one run)."""
         key = id(spec)
         got = self._on_all.get(key)
         if got is None or got[0] is not spec:
-            got = self._on_all[key] = (spec, self.candidates(spec, self.nodes))
+            if _names_host(spec):
+                cands = self.candidates(spec, self.nodes)
+            else:
+                cands = [n for start, end in self._runs if self.selects(spec, self.nodes[start])
+                         for n in self.nodes[start:end]]
+            got = self._on_all[key] = (spec, cands)
         return got[1]
 
     def place(self, gang: Gang, nodes: list[Node], keep: bool = True) -> Outcome:

@@ -349,6 +349,21 @@ def test_of_nodes_in_different_states_with_equal_free_gpus_the_earliest_wins():
     assert _scan_place(sim, gang, sim.nodes, keep=False).placed == {"four-0": n1.name}
 
 
+def test_a_pod_naming_the_host_label_is_judged_node_by_node_the_rest_run_by_run():
+    """A pool is one run of nodes alike but for their host name: a pod that does not name the host label selects
+    all of it or none; one that names it (nodeSelector, or a required affinity term) gets exactly its hosts."""
+    sim = placement.Simulation([pool(4), pool(2, name="other")])
+    assert [(a, b) for a, b in sim._runs] == [(0, 4), (4, 6)]
+    plain = {"nodeSelector": {**SEL, "pool": "gpu"}}
+    assert [n.name for n in sim._all_candidates(plain)] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+    pinned = {"nodeSelector": {**SEL, placement.HOSTNAME: "gpu-2"}}
+    assert [n.name for n in sim._all_candidates(pinned)] == ["gpu-2"]
+    not_there = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": placement.HOSTNAME, "operator": "NotIn", "values": ["gpu-0", "other-1"]}]}]}}}}
+    assert [n.name for n in sim._all_candidates(not_there)] == ["gpu-1", "gpu-2", "gpu-3", "other-0"]
+
+
 def test_a_256_node_gang_looks_at_one_node_per_class_not_every_node(monkeypatch):
     """Issue 47: one 256-pod gang on a pool of 256 empty nodes made 2 x 256 x 257 / 2 fit checks (the alone
     pass and the real one, each pod trying every node); on classes of alike nodes each pod looks at the first
