@@ -34,3 +34,27 @@ step() {   # step <name> <allowance in minutes> <make target>...
     fi
     echo "== make $* took $((SECONDS - start)) s"
 }
+
+# await_built <item>...: wait for the background builds of .ci/prebuild.sh (PREBUILD_DIR, default build/prebuild)
+# named, until each has written <item>.done or <item>.failed, or the background job (its pids in prebuild_pids)
+# has ended. Waiting counts against the budget: past it, the run fails naming what it waited for. A failed item
+# is only said here: the step's own make target builds it again and fails with the real error.
+await_built() {
+    local dir=${PREBUILD_DIR:-build/prebuild} start=$SECONDS n alive p
+    for n in "$@"; do
+        while [[ ! -e $dir/$n.done && ! -e $dir/$n.failed ]]; do
+            alive=0
+            for p in ${prebuild_pids:-}; do kill -0 "$p" 2>/dev/null && alive=1; done
+            (( alive )) || break
+            if (( SECONDS >= budget )); then
+                echo "== FAIL: still waiting for the background build of $n at the end of the ${CI_BUDGET_MIN:-85}-minute budget ($dir/$n.log)" >&2
+                exit 1
+            fi
+            sleep 2
+        done
+        if [[ -e $dir/$n.failed ]]; then
+            echo "== the background build of $n failed ($dir/$n.log): the step builds it again"
+        fi
+    done
+    echo "== waited $((SECONDS - start)) s for the background builds of: $*"
+}

@@ -53,3 +53,63 @@ def test_a_step_past_the_budget_is_stopped_and_named(tmp_path):
     r = run_steps(tmp_path, "step slow-one 0 slow", CI_BUDGET_S="2")
     assert r.returncode == 1
     assert "FAIL: make slow ran past the" in r.stderr
+
+
+def test_await_built_returns_once_each_item_is_done_or_failed(tmp_path):
+    pre = tmp_path / "pre"
+    pre.mkdir()
+    (pre / "a.done").write_text("3")
+    (pre / "b.failed").write_text("1")
+    r = run_steps(tmp_path, "sleep 60 >/dev/null 2>&1 & prebuild_pids=$!\nawait_built a b\nkill $prebuild_pids",
+                  CI_BUDGET_MIN="5", PREBUILD_DIR=str(pre))
+    assert r.returncode == 0, r.stderr
+    assert "background build of b failed" in r.stdout and "waited" in r.stdout
+
+
+def test_await_built_waits_for_an_item_still_building(tmp_path):
+    pre = tmp_path / "pre"
+    pre.mkdir()
+    script = f"(sleep 3; echo 3 > {pre}/a.done; sleep 60) >/dev/null 2>&1 & prebuild_pids=$!\nawait_built a\n"
+    r = run_steps(tmp_path, script + "kill $prebuild_pids", CI_BUDGET_MIN="5", PREBUILD_DIR=str(pre))
+    assert r.returncode == 0, r.stderr
+    waited = int(r.stdout.split("== waited ")[1].split(" s")[0])
+    assert waited >= 2, r.stdout
+
+
+def test_await_built_stops_waiting_when_the_background_job_is_gone(tmp_path):
+    pre = tmp_path / "pre"
+    pre.mkdir()
+    r = run_steps(tmp_path, "true & prebuild_pids=$!\nsleep 1\nawait_built never-written", CI_BUDGET_MIN="5",
+                  PREBUILD_DIR=str(pre))
+    assert r.returncode == 0, r.stderr
+    assert "waited" in r.stdout
+
+
+def test_await_built_past_the_budget_fails_naming_the_item(tmp_path):
+    pre = tmp_path / "pre"
+    pre.mkdir()
+    r = run_steps(tmp_path, "sleep 60 >/dev/null 2>&1 & prebuild_pids=$!\nawait_built kyverno", CI_BUDGET_S="2",
+                  PREBUILD_DIR=str(pre))
+    assert r.returncode == 1
+    assert "still waiting for the background build of kyverno" in r.stderr
+
+
+def test_prebuild_marks_each_item_done_or_failed(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "make"
+    fake.write_text("#!/bin/sh\ncase \"$*\" in *conformance/kyverno*) echo no-proxy >&2; exit 1;; esac\n"
+                    "echo built \"$*\"\n")
+    fake.chmod(0o755)
+    out = tmp_path / "pre"
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", str(ROOT / ".ci" / "prebuild.sh"), str(out), "go"], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (out / "kyverno.failed").exists() and "no-proxy" in (out / "kyverno.log").read_text()
+    for item in ("apiserver", "cluster", "lws", "mpi-operator", "volcano", "helm", "pulumi-tools", "sdkgen"):
+        assert (out / f"{item}.done").exists(), item
+    assert "built pulumi-tools" in (out / "pulumi-tools.log").read_text()
+    bad = subprocess.run(["bash", str(ROOT / ".ci" / "prebuild.sh"), str(out), "nonsense"], capture_output=True,
+                         text=True, env=env, cwd=ROOT, timeout=60)
+    assert bad.returncode == 2 and "unknown group" in bad.stderr

@@ -30,7 +30,14 @@ box="$build/$name-box"
 rm -rf "$box" "$build/$name/engines/pulumi"
 mkdir -p "$box/k8s" "$box/engines"
 cp -r "$build/$name/engines/cluster" "$box/engines/"
+# As root the box runs in a network namespace of its own with only loopback (clusterbox --netns), and the --compare
+# command (the Pulumi CLI, the language host, the providers, the pack) runs inside it as the box's child: nothing of
+# the run can reach an address outside it (the CLI's update check fails at once, PULUMI_SKIP_UPDATE_CHECK aside).
+# E2E_NETNS=0 (or not root): the host's loopback, as before.
+netns=""
+if [ "$(id -u)" = 0 ] && [ "${E2E_NETNS:-1}" != 0 ]; then netns="--netns"; fi
 # the box writes its kubeconfig's path into observed.json before it runs the --compare command
-exec "${CLUSTERBOX:-$root/conformance/bin/clusterbox}" --stack-dir "$box" --timeout 40m \
+# shellcheck disable=SC2086
+exec "${CLUSTERBOX:-$root/conformance/bin/clusterbox}" $netns --stack-dir "$box" --timeout 40m \
   ${kyverno:+--kyverno "$kyverno"} --compare \
   "$py $verdict $stack \$($py -c \"import json;print(json.load(open('$box/engines/cluster/observed.json'))['kubeconfig'])\") --build $build $full"
