@@ -138,9 +138,37 @@ def node_monitoring_agent_configuration(cfg: Any) -> dict[str, Any]:
                                           for t in node_taints(cfg)]}}
 
 
+# EKS service quotas (docs.aws.amazon.com/eks/latest/userguide/service-quotas.html, "Service quotas" table): "Nodes
+# per managed node group" 450 and "Managed node groups per cluster" 30, both "Adjustable: Yes" in Service Quotas, so
+# soft: a stack above them is advised to raise the quota before `pulumi up`, not refused. Every pool of an aws stack
+# is one managed node group (components/clouds/aws.py GpuNodePool); node groups the cluster already has count too.
+EKS_NODES_PER_NODE_GROUP = 450
+EKS_NODE_GROUPS_PER_CLUSTER = 30
+EKS_QUOTAS_SOURCE = "docs.aws.amazon.com/eks/latest/userguide/service-quotas.html"
+
+
+def quota_advisories(cfg: Any) -> list[Problem]:
+    """The EKS quotas a large stack meets (issue 47): nodes per managed node group, node groups per cluster."""
+    out: list[Problem] = []
+    for i, pool in enumerate(cfg.node_pools):
+        if pool.node_count > EKS_NODES_PER_NODE_GROUP:
+            out.append(Problem(f"nodePools[{i}].nodeCount", (
+                f"{pool.node_count} nodes in one EKS managed node group, above the default quota 'Nodes per "
+                f"managed node group' ({EKS_NODES_PER_NODE_GROUP}, adjustable; {EKS_QUOTAS_SOURCE}): raise it in "
+                f"Service Quotas (Amazon EKS) for this region before `pulumi up`, or split the pool into pools of at "
+                f"most {EKS_NODES_PER_NODE_GROUP} nodes")))
+    if len(cfg.node_pools) > EKS_NODE_GROUPS_PER_CLUSTER:
+        out.append(Problem("nodePools", (
+            f"{len(cfg.node_pools)} pools are {len(cfg.node_pools)} EKS managed node groups, above the default quota "
+            f"'Managed node groups per cluster' ({EKS_NODE_GROUPS_PER_CLUSTER}, adjustable; {EKS_QUOTAS_SOURCE}; "
+            f"node groups the cluster already has count too): raise it in Service Quotas (Amazon EKS) before "
+            f"`pulumi up`, or merge pools of the same machine")))
+    return out
+
+
 def advisories(cfg: Any) -> list[Problem]:
-    """Non-fatal findings of this cloud (none so far)."""
-    return []
+    """Non-fatal findings of this cloud: the EKS quotas a large stack meets."""
+    return quota_advisories(cfg)
 
 # ---------------------------------------------------------------- node bootstrap
 # (read by components/clouds/aws.py: launch template, node group, IAM, CSI add-ons)
