@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: go-download venv plan plan-all test lint bench clean plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack
+.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -53,6 +53,10 @@ venv: $(if $(filter $(UV_BOOT)/bin/uv,$(UV)),$(UV_BOOT)/bin/uv)
 plan: venv
 	$(VENV)/bin/multinode plan $(STACK)
 
+## reference: write docs/config-reference.md from the config models (tests/test_reference.py compares it)
+reference: venv
+	$(VENV)/bin/multinode reference > docs/config-reference.md
+
 ## plan-all: render every stack in stacks/
 plan-all: venv
 	$(VENV)/bin/multinode plan --all
@@ -67,6 +71,15 @@ test: venv
 ## lint: ruff and mypy as configured in pyproject.toml (a CI gate: .ci/run runs it after the tests)
 lint: venv
 	$(VENV)/bin/ruff check --statistics . ; r=$$?; $(VENV)/bin/mypy; m=$$?; test $$r -eq 0 -a $$m -eq 0
+
+## package-check: the package as a team installs it (issue 45, docs/install.md): `uv build` (sdist, then the wheel
+## from it), the wheel installed into a fresh venv in a temporary folder outside the checkout (dependencies pinned by
+## uv.lock; uv's cache, else the package index), `multinode --version` == pyproject's, a `multinode new` project per
+## cloud planned clean, the policy pack executable started; then the same wheel without a data file must fail the
+## plan. The fast parts first (tests/test_package_install.py). Measured here: ~115 s wall, ~45 s CPU (warm uv cache).
+package-check: venv
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_package_install.py
+	$(PY) tools/package_check.py --uv "$(UV)"
 
 ## bench: `plan` per example stack against its import floor and the SDK's own cost (bench/sdk_replay.py), and its scaling
 bench: venv
@@ -108,7 +121,7 @@ clean:
 ## real-node-check: one stack (STACK=aws-dev, or a guide stack of tests/guides) in the box with real nodes (issue 42):
 ## the box in a network namespace of its own (only loopback), whole pools (at most REAL_MAX=4 nodes) run by real
 ## kubelets (k8s.io/kubernetes, the box's version) with their own containerd, CNI bridge, our device plugin and a
-## stand-in CSI plugin, the stack's images stood in for by a Debian rootfs (debootstrap, cached in ~/.cache/multinode/realnode).
+## stand-in CSI plugin, CoreDNS (conformance/coredns) behind kube-proxy, the stack's images stood in for by a Debian rootfs (debootstrap, cached in ~/.cache/multinode/realnode).
 ## Runs the planted-defect tests first. Fails on any finding (build/<stack>/cluster.json realNodes). Root only;
 ## installs Debian packages with apt-get (conformance/realnode/install-deps.sh). Kyverno is built; LWS, Volcano and
 ## the MPI operator run when cluster-check has built them (else their gangs are listed as not checked).
@@ -118,6 +131,7 @@ real-node-check: go-check venv
 	@test -n "$(REAL_STACK_FILE)" || { echo "real-node-check: no stacks/Pulumi.$(STACK).yaml or tests/guides/Pulumi.$(STACK).yaml" >&2; exit 2; }
 	$(VENV)/bin/multinode plan --file $(REAL_STACK_FILE) --out build >/dev/null
 	$(MAKE) -C conformance/kyverno build
+	$(MAKE) -C conformance/coredns build
 	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/cluster/tests/test_realnode_check.py \
 	  conformance/realnode/tests

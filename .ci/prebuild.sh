@@ -33,6 +33,7 @@ go)
 	item helm make -C conformance/helm build
 	item pulumi-tools make pulumi-tools
 	item sdkgen make -C conformance/sdkgen build
+	item coredns make -C conformance/coredns build
 	;;
 realnode)
 	item realnode-deps make -C conformance/cluster realnode-deps

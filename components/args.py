@@ -227,7 +227,8 @@ class NodePool(typing.TypedDict, total=False):
     node_count: typing.Required[int]
     "Nodes in the pool (1-512)."
     zone: str
-    "Availability zone / GCP zone / OCI availability domain (required on gcp, oci)."
+    ("Availability zone / GCP zone / OCI availability domain (required on gcp, oci); in the cluster's region (aws, "
+     "gcp, oci).")
     subnet_id: str
     "aws: the one subnet (one AZ) of the pool; oci: the OKE worker subnet."
     capacity_reservation: CapacityReservation
@@ -284,7 +285,8 @@ class VolcanoAddon(typing.TypedDict, total=False):
     ("The cluster already runs this add-on: treat it as present, install nothing of it (no release, no CRDs). "
      "Needs enabled (the default); values are refused with it. Default: false.")
     version: str
-    "The chart version (default: the pinned release, see docs/addons-fabric.md)."
+    ("The chart version (default: the pinned release, see docs/addons-fabric.md); with provided true, the version "
+     "the cluster runs (kyverno: at least 1.17.0 for the fabric policies).")
     namespace: str
     "The namespace of the release."
     values: dict[str, typing.Any]
@@ -303,7 +305,8 @@ class Addon(typing.TypedDict, total=False):
     ("The cluster already runs this add-on: treat it as present, install nothing of it (no release, no CRDs). "
      "Needs enabled (the default); values are refused with it. Default: false.")
     version: str
-    "The chart version (default: the pinned release, see docs/addons-fabric.md)."
+    ("The chart version (default: the pinned release, see docs/addons-fabric.md); with provided true, the version "
+     "the cluster runs (kyverno: at least 1.17.0 for the fabric policies).")
     namespace: str
     "The namespace of the release."
     values: dict[str, typing.Any]
@@ -650,7 +653,8 @@ class PlatformArgs(typing.TypedDict, total=False):
     kubeconfig: pulumi.Input[str]
     "Secret: the kubeconfig of the cluster, required for cloud `existing`. Stored as a Pulumi secret."
     hf_token: pulumi.Input[str]
-    "Secret: Hugging Face token for model downloads. Stored as a Pulumi secret."
+    ("Secret: Hugging Face token for model downloads (required for a gated model such as meta-llama/..., unless "
+     "the workload's env sets HF_TOKEN). Stored as a Pulumi secret.")
     ngc_api_key: pulumi.Input[str]
     "Secret: NGC API key for NIM images and models. Stored as a Pulumi secret."
     image_pull_secret: pulumi.Input[str]

@@ -1,4 +1,5 @@
-"""The `multinode` command (console script) and `python -m multinode`: `plan` (offline), `release`, `schema`."""
+"""The `multinode` command (console script) and `python -m multinode`: `plan` (offline), `release`, `reference`,
+`explain`, `check-cluster`, `schema`, `new` (a project of the team's own), `policy-path`; `--version`."""
 from __future__ import annotations
 
 import sys
@@ -9,14 +10,25 @@ COMMANDS = {
              "exit 0 ok, 1 policy violation, 2 bad config", "multinode.plan"),
     "release": ("preview with the policy pack, up, NCCL bandwidth gate, JSON report (needs the Pulumi CLI)",
                 "multinode.release.cli"),
+    "reference": ("print the config reference, every key of the stack file (docs/config-reference.md)",
+                  "multinode.reference"),
+    "explain": ("print one config key's reference entry: type, default, allowed values, limits, clouds, example",
+                "multinode.reference"),
+    "check-cluster": ("check a live cluster (kubeconfig) against what the stack expects of it, one line per check; "
+                      "exit 0 ok, 1 a check failed, 2 bad stack or cluster unreachable", "multinode.check_cluster"),
     "schema": ("print the package schema of the components (what `pulumi package get-schema` shows)",
                "multinode.package_schema"),
+    "new": ("write a Pulumi project of your own that uses this package (--cloud aws|azure|gcp|oci|existing)",
+            "multinode.scaffold"),
+    "policy-path": ("print the policy pack's path for `pulumi preview --policy-pack`",
+                    "multinode.entry_points:policy_path_main"),
 }
 
 
 def usage(prog: str) -> str:
     width = max(len(c) for c in COMMANDS)
-    lines = [f"usage: {prog} <command> [options]   ({prog} <command> --help for its options)", "commands:"]
+    lines = [f"usage: {prog} <command> [options]   ({prog} <command> --help for its options; "
+             f"{prog} --version)", "commands:"]
     lines += [f"  {name:<{width}}  {text}" for name, (text, _) in COMMANDS.items()]
     return "\n".join(lines)
 
@@ -26,15 +38,20 @@ def main(argv: list[str] | None = None, prog: str = "python -m multinode") -> in
     if not args or args[0] in ("-h", "--help"):
         print(usage(prog))
         return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        from .package_schema import version
+        print(f"multinode {version()}")
+        return 0
     cmd, rest = args[0], args[1:]
     if cmd not in COMMANDS:
         print(f"unknown command {cmd!r}\n{usage(prog)}", file=sys.stderr)
         return 2
     import importlib
 
-    module = importlib.import_module(COMMANDS[cmd][1])
+    module_name, _, func = COMMANDS[cmd][1].partition(":")
+    entry = getattr(importlib.import_module(module_name), func or "main")
     try:
-        return int(module.main(rest, prog=f"{prog} {cmd}"))
+        return int(entry(rest, prog=f"{prog} {cmd}"))
     except SystemExit as e:       # argparse's --help (0) and usage errors (2)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
 

@@ -40,7 +40,69 @@ def problems(cfg: StackConfig) -> list[Problem]:
     p.extend(images.problems(cfg))
     p.extend(upgrades.config_problems(cfg))      # issue 40: upgrade settings the clouds refuse
     p.extend(addon_values_findings(cfg)[0])      # issue 40: addons.<name>.values keys the chart does not have
+    p.extend(gated_model_problems(cfg))          # issue 46: what plans clean and fails at download or at up
+    p.extend(provided_kyverno_problems(cfg))
     return p
+
+
+# engines that download `model` from the Hugging Face Hub in the pod (NIM takes its model from NGC)
+_HF_ENGINES = ("vllm", "sglang", "trtllm")
+_HF_TOKEN_ENVS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+def gated_model_problems(cfg: StackConfig) -> list[Problem]:
+    """A workload serving a gated Hugging Face model (models.GATED_FAMILIES) with no token to download it: the
+    pods start and fail at the download with 401/403. A token is hfToken (the stack's Secret) or an HF_TOKEN /
+    HUGGING_FACE_HUB_TOKEN env entry of the workload (a Secret of the user's)."""
+    from . import models
+    out: list[Problem] = []
+    if cfg.hf_token:
+        return out
+    for i, w in enumerate(cfg.workloads):
+        family = models.gated_family(w.model)
+        if family is None or (w.engine is not None and w.engine not in _HF_ENGINES):
+            continue
+        if any(k in w.env for k in _HF_TOKEN_ENVS):
+            continue
+        out.append(Problem(f"workloads[{i}].model", f"{w.model} is a gated Hugging Face model ({family}: "
+                                                    f"{models.GATED_FAMILIES[family]}); without a token of an "
+                                                    f"account that accepted its licence the download fails with "
+                                                    f"401/403 in every pod. Set the stack secret: `pulumi config set "
+                                                    f"--secret multinode:hfToken <token>`"))
+    return out
+
+
+# Kyverno serves the CEL policy types the fabric policies are (policies.kyverno.io/v1 MutatingPolicy,
+# ValidatingPolicy) as v1 from 1.17 on: https://kyverno.io/docs/policy-types/overview ("Stable (v1.17)";
+# multinode/manifests/kyverno.py). A cluster's own older Kyverno has no such kind: `pulumi up` fails on them.
+KYVERNO_CEL_MIN = (1, 17, 0)
+
+
+def _version_tuple(v: str) -> tuple[int, ...] | None:
+    import re
+    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", v.strip())
+    return tuple(int(x or 0) for x in m.groups()) if m else None
+
+
+def provided_kyverno_problems(cfg: StackConfig) -> list[Problem]:
+    """addons.kyverno.provided with addons.kyverno.version (the cluster's Kyverno) below KYVERNO_CEL_MIN while the
+    stack renders the fabric policies (fabric.enabled)."""
+    k = cfg.addons.kyverno
+    if not (k.provided and k.enabled and k.version and cfg.fabric.enabled):
+        return []
+    have = _version_tuple(k.version)
+    want = ".".join(map(str, KYVERNO_CEL_MIN))
+    if have is None:
+        return [Problem("addons.kyverno.version", f"{k.version!r} is not a version (e.g. 1.17.0): with provided "
+                                                  f"true it states the cluster's Kyverno, which must be >= {want}")]
+    if have >= KYVERNO_CEL_MIN:
+        return []
+    return [Problem("addons.kyverno.version", f"the cluster's Kyverno {k.version} (provided) does not serve "
+                                              f"policies.kyverno.io/v1 MutatingPolicy / ValidatingPolicy, the "
+                                              f"fabric policies' types (v1 since Kyverno {want}: "
+                                              f"https://kyverno.io/docs/policy-types/overview); `pulumi up` would "
+                                              f"fail on them. Upgrade the cluster's Kyverno to {want} or later, or "
+                                              f"set fabric.enabled false")]
 
 
 # addons.<key> -> the folder under schemas/ holding its chart's values.yaml (the ReleaseSpec's chart_folder;

@@ -48,7 +48,8 @@ FIELDS: dict[str, str] = {
     "StackConfig.cloud": "The cloud of the cluster: aws, azure, gcp, oci, or existing (any cluster by kubeconfig).",
     "StackConfig.cluster": "The existing EKS / AKS / GKE / OKE cluster to attach to.",
     "StackConfig.kubeconfig": "Secret: the kubeconfig of the cluster, required for cloud `existing`.",
-    "StackConfig.hfToken": "Secret: Hugging Face token for model downloads.",
+    "StackConfig.hfToken": "Secret: Hugging Face token for model downloads (required for a gated model such as "
+                           "meta-llama/..., unless the workload's env sets HF_TOKEN).",
     "StackConfig.ngcApiKey": "Secret: NGC API key for NIM images and models.",
     "StackConfig.imagePullSecret": "Secret: a .dockerconfigjson document for private images.",
     "StackConfig.nodePools": "GPU node pools (at least one).",
@@ -79,7 +80,8 @@ FIELDS: dict[str, str] = {
     "NodePool.machine": "A catalog machine (see the README's machine catalog); or give machineSpec.",
     "NodePool.machineSpec": "Describe a machine that is not in the catalog.",
     "NodePool.nodeCount": "Nodes in the pool (1-512).",
-    "NodePool.zone": "Availability zone / GCP zone / OCI availability domain (required on gcp, oci).",
+    "NodePool.zone": "Availability zone / GCP zone / OCI availability domain (required on gcp, oci); in the "
+                     "cluster's region (aws, gcp, oci).",
     "NodePool.subnetId": "aws: the one subnet (one AZ) of the pool; oci: the OKE worker subnet.",
     "NodePool.capacityReservation": "A capacity reservation or block the nodes are launched into.",
     "NodePool.diskSizeGb": "Boot disk size in GB.",
@@ -147,7 +149,8 @@ FIELDS: dict[str, str] = {
     "Addon.enabled": "Install this add-on.",
     "Addon.provided": "The cluster already runs this add-on: treat it as present, install nothing of it (no "
                       "release, no CRDs). Needs enabled (the default); values are refused with it.",
-    "Addon.version": "The chart version (default: the pinned release, see docs/addons-fabric.md).",
+    "Addon.version": "The chart version (default: the pinned release, see docs/addons-fabric.md); with provided "
+                     "true, the version the cluster runs (kyverno: at least 1.17.0 for the fabric policies).",
     "Addon.namespace": "The namespace of the release.",
     "Addon.values": "Helm values merged over the project's (escape hatch); keys are checked against the chart's "
                     "values.yaml in schemas/ (docs/addons-fabric.md).",

@@ -33,3 +33,21 @@ def params_b(model: str, explicit: float | None = None) -> float | None:
 
 def weights_gb(params: float, precision: str) -> float:
     return params * BYTES_PER_PARAM[precision]
+
+
+# Hugging Face model families whose files download only with a token of a user who accepted the family's licence
+# ("gated models": the Hub answers 401/403 without one; https://huggingface.co/docs/hub/models-gated, "Access
+# gated models as a user": to download a gated model you must be authenticated). Organisation prefix (lowercase)
+# -> the model card stating the gate. Not a complete list of gated repositories: the families of this catalog.
+GATED_FAMILIES = {
+    "meta-llama/": "https://huggingface.co/meta-llama/Llama-3.1-405B-Instruct (licence acceptance required)",
+    "google/gemma": "https://huggingface.co/google/gemma-2-27b (Gemma licence acceptance required)",
+}
+
+
+def gated_family(model: str | None) -> str | None:
+    """The GATED_FAMILIES prefix a Hugging Face model id belongs to, or None."""
+    if not model:
+        return None
+    key = model.lower().removeprefix("hf://")
+    return next((p for p in GATED_FAMILIES if key.startswith(p)), None)

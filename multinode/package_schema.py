@@ -16,18 +16,38 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "multinode"
-GO_IMPORT_PATH = "example.com/pulumi-multinode/sdk/go/multinode"
+GO_IMPORT_PATH = "github.com/multinode-gpu/multinode/sdk/go/multinode"
+
+
+def _checkout_pyproject() -> Path | None:
+    """pyproject.toml of the checkout the package runs from (an editable install), or None when installed."""
+    path = ROOT / "pyproject.toml"
+    return path if path.is_file() and (ROOT / "multinode" / "__init__.py").is_file() else None
 
 
 def version() -> str:
-    """The package's semver version: pyproject.toml's [project].version (one place)."""
-    with (ROOT / "pyproject.toml").open("rb") as f:
-        return str(tomllib.load(f)["project"]["version"])
+    """The package's semver version: pyproject.toml's [project].version (one place). Run from the checkout, read
+    from that file; installed, from the distribution's metadata, which the build wrote from the same field."""
+    path = _checkout_pyproject()
+    if path is not None:
+        with path.open("rb") as f:
+            return str(tomllib.load(f)["project"]["version"])
+    from importlib.metadata import version as dist_version
+    return dist_version(NAME)
 
 
 def _project() -> dict[str, Any]:
-    with (ROOT / "pyproject.toml").open("rb") as f:
-        return dict(tomllib.load(f)["project"])
+    """pyproject.toml's [project] fields the schema carries (description, license, urls), from the checkout or
+    from the installed distribution's metadata (core metadata: Summary, License-Expression, Project-URL)."""
+    path = _checkout_pyproject()
+    if path is not None:
+        with path.open("rb") as f:
+            return dict(tomllib.load(f)["project"])
+    from importlib.metadata import metadata
+    meta = metadata(NAME).json        # core metadata as a dict (importlib.metadata PackageMetadata.json)
+    urls = dict(str(u).split(", ", 1) for u in (meta.get("project_url") or []) if ", " in str(u))
+    return {"description": meta.get("summary"), "license": meta.get("license_expression") or meta.get("license"),
+            "urls": urls}
 
 
 def provider() -> Any:

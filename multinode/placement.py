@@ -36,6 +36,7 @@ Pure: no Pulumi, no I/O.
 """
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -194,9 +195,9 @@ def build_nodes(pools: list[PoolSpec]) -> tuple[list[Node], dict[str, alloc.Allo
     for p in pools:
         cap, a = p.capacity()
         estimates[p.name] = a
-        for i in range(p.node_count):
+        for i in range(p.node_count):           # one capacity dict per pool: never written, only read
             nodes.append(Node(f"{p.name}-{i}", p.name, {**p.labels, HOSTNAME: f"{p.name}-{i}"},
-                              list(p.taints), dict(cap)))
+                              list(p.taints), cap))
     return nodes, estimates
 
 
@@ -660,6 +661,65 @@ class Outcome:
     added: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
+def _names_host(spec: dict[str, Any]) -> bool:
+    """The pod spec selects nodes by their host name label (nodeSelector or a required node-affinity term)."""
+    if HOSTNAME in _dict(spec.get("nodeSelector")):
+        return True
+    return any(isinstance(e, dict) and e.get("key") == HOSTNAME for t in _node_affinity_terms(spec)
+               if isinstance(t, dict) for e in _list(t.get("matchExpressions")))
+
+
+def _state(n: Node) -> tuple[Any, ...]:
+    """What placement reads of a node besides its labels and taints (which the candidate list already judged):
+    two nodes of one state fit the same pods, block the same anti-affinity and have the same free GPUs. An unused
+    node's state is its capacity dict (build_nodes gives the nodes of one pool the same one; other nodes with
+    equal capacities are then classes of their own, which changes no choice, only how many nodes are looked at)."""
+    if not n.pods and not n.used:
+        return (id(n.capacity),)
+    return (tuple(sorted(n.capacity.items())), tuple(sorted(n.used.items())),
+            tuple(tuple(sorted(labels.items())) for _, labels in n.pods))
+
+
+class _Classes:
+    """One candidate list of a gang's pods, its nodes grouped by state: state -> heap of positions in the list
+    (stale entries, of nodes that have since changed state, are dropped when they reach the top)."""
+
+    def __init__(self, nodes: list[Node]):
+        self.nodes = nodes
+        self.position = {id(n): i for i, n in enumerate(nodes)}
+        self.heaps: dict[tuple[Any, ...], list[int]] = {}
+
+    def fill(self, state: dict[int, tuple[Any, ...]]) -> None:
+        for i, n in enumerate(self.nodes):
+            s = state.get(id(n))
+            if s is None:
+                s = state[id(n)] = _state(n)
+            self.heaps.setdefault(s, []).append(i)        # positions ascending: already a heap
+
+    def moved(self, node: Node, state: dict[int, tuple[Any, ...]]) -> None:
+        i = self.position.get(id(node))
+        if i is not None:
+            heapq.heappush(self.heaps.setdefault(state[id(node)], []), i)
+
+    def best(self, pl: PodPlan, state: dict[int, tuple[Any, ...]]) -> Node | None:
+        """The node the scan over the whole list would choose: the fewest free GPUs that still hold the pod, the
+        earliest of those; only the first node of each state is looked at."""
+        best: Node | None = None
+        best_at = -1
+        for s, heap in list(self.heaps.items()):
+            while heap and state[id(self.nodes[heap[0]])] != s:
+                heapq.heappop(heap)
+            if not heap:
+                del self.heaps[s]
+                continue
+            n = self.nodes[heap[0]]
+            if not _fits(pl.requests, n) or _anti_affinity_blocks(pl.pod.spec, pl.pod.labels, n):
+                continue
+            if best is None or n.free(GPU) < best.free(GPU) or (n.free(GPU) == best.free(GPU) and heap[0] < best_at):
+                best, best_at = n, heap[0]
+        return best
+
+
 class Simulation:
     def __init__(self, pools: list[PoolSpec]):
         self.pools = pools
@@ -675,6 +735,18 @@ class Simulation:
             for k, v in n.labels.items():
                 self._label_index.setdefault((str(k), str(v)), set()).add(n.name)
         self._preselected: dict[tuple[tuple[str, str], ...], set[str] | None] = {}
+        self._on_all: dict[int, tuple[dict[str, Any], list[Node]]] = {}     # id(spec) -> (spec, candidates)
+        # runs of consecutive nodes alike but for their host name (same other labels, same taints): every pool of
+        # build_nodes is one run
+        self._runs: list[tuple[int, int]] = []
+        last: Any = None
+        for i, n in enumerate(self.nodes):
+            alike = (sorted((str(k), str(v)) for k, v in n.labels.items() if k != HOSTNAME), repr(n.taints))
+            if alike != last:
+                self._runs.append((i, i + 1))
+                last = alike
+            else:
+                self._runs[-1] = (self._runs[-1][0], i + 1)
 
     # effective pods: the fabric policy of the pool the pod lands on
     def effective(self, tmpl: dict[str, Any], pool: str) -> dict[str, Any]:
@@ -752,33 +824,70 @@ class Simulation:
         pool = cands[0].pool if cands else None
         return PodPlan(pod, dict(self.requests(pod.template, pool, pod.extra_shm)), cands)
 
-    def place(self, gang: Gang, nodes: list[Node]) -> Outcome:
-        """Place one gang on `nodes` (mutated only when the whole gang fits; only its pods' candidate nodes
-        can change, so only those are saved for the undo)."""
-        plans = [self.plan_pod(p, nodes) for p in gang.pods]
-        out = Outcome(gang, pools=sorted({n.pool for pl in plans for n in pl.candidates}))
-        touched = list({id(n): n for pl in plans for n in pl.candidates}.values())
-        trial = {n.name: (dict(n.used), list(n.pods)) for n in touched}
+    def _all_candidates(self, spec: dict[str, Any]) -> list[Node]:
+        """candidates(spec, self.nodes), memoised on the spec (the nodes' labels and taints never change). A spec
+        that does not name the host label selects all the nodes of one run alike (_runs), so one node per run is
+        judged, not every node (a pool of 256 nodes is one run)."""
+        key = id(spec)
+        got = self._on_all.get(key)
+        if got is None or got[0] is not spec:
+            if _names_host(spec):
+                cands = self.candidates(spec, self.nodes)
+            else:
+                cands = [n for start, end in self._runs if self.selects(spec, self.nodes[start])
+                         for n in self.nodes[start:end]]
+            got = self._on_all[key] = (spec, cands)
+        return got[1]
+
+    def place(self, gang: Gang, nodes: list[Node], keep: bool = True) -> Outcome:
+        """Place one gang on `nodes` (mutated only when the whole gang fits, or not at all with keep=False).
+
+        Counts, not scans: nodes in the same state (capacity, use, and the labels of the pods they run, in order)
+        answer every question placement asks alike (fits, anti-affinity, free GPUs), so of each such class only
+        its first node in candidate order can be the best fit (ties go to the earlier node). Each pod looks at one
+        node per class (_Classes): a 256-node gang on an empty pool is 256 looks, not 256 x 256 fit checks; the
+        choice, and so placement.json, is the one the scan over every candidate node made."""
+        plans: list[PodPlan] = []
+        seen: dict[tuple[int, int], PodPlan] = {}
+        for p in gang.pods:
+            key = (id(p.template), id(p.spec))
+            like = seen.get(key)
+            if like is None or like.pod.extra_shm != p.extra_shm:
+                cands = self._all_candidates(p.spec) if nodes is self.nodes else self.candidates(p.spec, nodes)
+                pool = cands[0].pool if cands else None
+                like = seen[key] = PodPlan(p, dict(self.requests(p.template, pool, p.extra_shm)), cands)
+            plans.append(PodPlan(p, like.requests, like.candidates))
+        lists = {id(pl.candidates): pl.candidates for pl in plans}
+        out = Outcome(gang, pools=sorted({n.pool for c in lists.values() for n in c}))
+        classes = {k: _Classes(c) for k, c in lists.items()}
+        state: dict[int, tuple[Any, ...]] = {}
+        for c in classes.values():
+            c.fill(state)
+        saved: dict[int, tuple[Node, dict[str, float], list[tuple[str, dict[str, str]]]]] = {}
         order = sorted(plans, key=lambda pl: -pl.requests.get(GPU, 0.0))
         for pl in order:
-            best = None
-            for n in pl.candidates:
-                if not _fits(pl.requests, n) or _anti_affinity_blocks(pl.pod.spec, pl.pod.labels, n):
-                    continue
-                # best fit: the node with the fewest free GPUs left that still holds the pod
-                if best is None or n.free(GPU) < best.free(GPU):
-                    best = n
+            best = classes[id(pl.candidates)].best(pl, state)
             if best is None:
                 out.ok = False
                 break
+            if id(best) not in saved:
+                saved[id(best)] = (best, dict(best.used), list(best.pods))
             for r, v in pl.requests.items():
                 best.used[r] = best.used.get(r, 0.0) + v
             best.pods.append((pl.pod.name, pl.pod.labels))
             out.placed[pl.pod.name] = best.name
-        if not out.ok and gang.whole:
-            for n in touched:
-                n.used, n.pods = dict(trial[n.name][0]), list(trial[n.name][1])
-            out.placed = {}
+            state[id(best)] = _state(best)
+            for c in classes.values():
+                c.moved(best, state)
+        if not keep and out.ok:
+            # what the gang adds per node (a batch job beside the services: placement.pool_use's peak)
+            out.added = {n.name: {r: v - used.get(r, 0.0) for r, v in n.used.items() if v - used.get(r, 0.0) > 1e-9}
+                         for n, used, _pods in saved.values()}
+        if (not out.ok and gang.whole) or not keep:
+            for n, used, pods in saved.values():
+                n.used, n.pods = used, pods
+            if not out.ok and gang.whole:
+                out.placed = {}
         return out
 
     def place_daemon(self, gang: Gang, nodes: list[Node]) -> Outcome:
@@ -808,7 +917,7 @@ def _pinned(sim: Simulation, pod: Pod) -> bool:
     stack's nodes takes it. The rest run on other nodes (system pools: not ours to size), or select no pool
     at all (the rule workload-matches-node-pool reports those)."""
     chooses = bool(pod.spec.get("nodeSelector") or _node_affinity_terms(pod.spec) or pod_requests(pod.spec).get(GPU))
-    return chooses and bool(sim.candidates(pod.spec, sim.nodes))
+    return chooses and bool(sim._all_candidates(pod.spec))
 
 
 # Finding kinds: a shortage of nodes when the gangs share a pool; one gang larger than its pool; a pod larger
@@ -913,8 +1022,8 @@ def simulate(objects: Iterable[dict[str, Any]], pools: list[PoolSpec]) -> Result
     alone: dict[int, bool] = {}
     for g in gangs:
         if not g.daemon:
-            # on empty copies of the nodes it can use (copying every node per gang was a gang x node term)
-            alone[id(g)] = sim.place(g, _copy_nodes(sim.reach(g))).ok
+            # on the empty nodes, undone after (copying the nodes it can reach per gang was a gang x node term)
+            alone[id(g)] = sim.place(g, sim.nodes, keep=False).ok
 
     outcomes: list[Outcome] = []
     for g in [g for g in services if g.daemon]:
@@ -956,11 +1065,7 @@ def simulate(objects: Iterable[dict[str, Any]], pools: list[PoolSpec]) -> Result
 
     batch_out: list[Outcome] = []
     for g in batch:
-        copies = _copy_nodes(sim.reach(g))
-        before = {n.name: dict(n.used) for n in copies}
-        o = sim.place(g, copies)
-        o.added = {n.name: {r: v - before[n.name].get(r, 0.0) for r, v in n.used.items()
-                            if v - before[n.name].get(r, 0.0) > 1e-9} for n in copies if n.name in o.placed.values()}
+        o = sim.place(g, sim.nodes, keep=False)           # beside the services, undone after
         o.alone_ok = alone[id(g)]
         batch_out.append(o)
         if o.ok:

@@ -4,8 +4,10 @@
 
 Reads stacks/Pulumi.<stack>.yaml, validates it, runs the real __main__.py under Pulumi's mock
 monitor, and writes to build/<stack>/:
-  k8s/NNN-<Kind>-<name>.yaml   every Kubernetes object, one per file, in apply order (a
-                               CustomResourceDefinition's spec is cut to a digest: see _crd_digest)
+  k8s/<Kind>-<namespace>-<name>.yaml   every Kubernetes object, one per file, named after the object alone
+                               (<Kind>-<name>.yaml when cluster-scoped; a CustomResourceDefinition's spec is cut
+                               to a digest: see _crd_digest), apiVersion/kind/metadata first
+  k8s/apply-order.txt          the apply order of those files, dependencies first (multinode/k8sfiles.py)
   helm/<name>.yaml             every Helm release (chart, version, namespace, values)
   resources.json               every registration (type, name, parent, inputs, protect, retainOnDelete,
                                dependencies, provider); secrets appear as "[secret]"; a yaml/v2 ConfigGroup's
@@ -13,6 +15,8 @@ monitor, and writes to build/<stack>/:
                                registrations under it (recording.config_group_children)
   graph.mmd                    a Mermaid graph of components, resources and dependencies
   policy.json                  the policy pack's findings on the recorded resources
+  advisories.json              every advisory (config checks + the pack's advisory-level findings) with its id
+                               and the team's acknowledgement (multinode/advisories.py)
   placement.json               every gang placed on the pools' nodes (multinode.placement), per-pool use
   critical-path.json           the deploy's longest chain of creations, weighted by assumed creation times,
                                and the chain the really needed dependencies force (multinode.deploy_path)
@@ -36,7 +40,19 @@ from typing import Any
 
 import yaml
 
-from . import admission, advisories, checks, clusterwide, deploy_path, gcpolicy, placement, renames, stackfile, upgrades
+from . import (
+    admission,
+    advisories,
+    checks,
+    clusterwide,
+    deploy_path,
+    gcpolicy,
+    k8sfiles,
+    placement,
+    renames,
+    stackfile,
+    upgrades,
+)
 from . import config as mconfig
 from .errors import ConfigError, Problem, printable
 from .manifests import crds
@@ -88,7 +104,7 @@ _KIND_RANK = {k: i for i, k in enumerate(INSTALL_ORDER)}
 def stable_order(regs: list[Registration]) -> list[Registration]:
     """The registrations in an order that does not depend on timing. Under the mock monitor the SDK registers
     resources from several threads, so the order they arrive in differs from run to run (and with it the
-    k8s/NNN numbering, resources.json and graph.mmd). Sorted instead: components and cloud resources first, then
+    k8s/apply-order.txt, resources.json and graph.mmd). Sorted instead: components and cloud resources first, then
     Kubernetes objects by INSTALL_ORDER; then parents before children (depth in the parent tree) and the URN
     (type and name) breaks ties."""
     parent = {r.urn: r.parent for r in regs}
@@ -204,6 +220,23 @@ class _FastDumper(_YAML_DUMPER):
 def dump_yaml(data: Any, dumper: Any = None) -> str:
     """`data` as YAML, keys in their given order (yaml.safe_dump's output, from the C emitter if present)."""
     return yaml.dump(data, Dumper=dumper or _FastDumper, sort_keys=False)
+
+
+HEAD_KEYS = ("apiVersion", "kind", "metadata")
+
+
+def head_first(obj: Any) -> Any:
+    """A Kubernetes object (or pod template) with apiVersion, kind and metadata as its first keys, the rest in the
+    given order: the recorded inputs come back from the mock monitor with their keys sorted (protobuf Struct), so
+    every object started with its data and ended with apiVersion; a reviewer reads what it is first."""
+    if not isinstance(obj, dict) or not any(k in obj for k in HEAD_KEYS):
+        return obj
+    out = {k: obj[k] for k in HEAD_KEYS if k in obj}
+    md = out.get("metadata")
+    if isinstance(md, dict):            # and inside metadata, name and namespace first
+        out["metadata"] = {**{k: md[k] for k in ("name", "namespace") if k in md}, **md}
+    out.update((k, v) for k, v in obj.items() if k not in out)
+    return out
 
 
 def _slug(text: str) -> str:
@@ -475,16 +508,14 @@ def advisory_report(result: PlanResult) -> advisories.Report:
 def write_outputs(result: PlanResult, ordered: list[Registration], out: Path) -> Path:
     files = OutputFolder(out)
     files.folder(out / "k8s")
-    n = 0
+    written = [(_written(r.inputs), r) for r in ordered if is_k8s_object(r)]
+    # file names from each object alone, the apply order in k8s/apply-order.txt (multinode/k8sfiles.py)
+    names = k8sfiles.file_names((obj, r.name, r.urn) for (obj, _), r in written)
+    for ((obj, header), _), fname in zip(written, names, strict=True):
+        files.write(out / "k8s" / fname, header + dump_yaml(head_first(obj)))
+    files.write(out / "k8s" / k8sfiles.INDEX, k8sfiles.index_text(names))
     for r in ordered:
-        if is_k8s_object(r):
-            n += 1
-            obj, header = _written(r.inputs)
-            name = (obj.get("metadata") or {}).get("name", r.name)
-            # the kind is slugged too: a hand-written kind may hold '/' or be longer than a file name may be
-            files.write(out / "k8s" / f"{n:03d}-{_slug(str(obj['kind']))[:60]}-{_slug(str(name))}.yaml",
-                        header + dump_yaml(obj))
-        elif r.type == HELM_RELEASE:
+        if r.type == HELM_RELEASE:
             files.write(out / "helm" / f"{_slug(r.name)}.yaml", dump_yaml(r.inputs))
     write_effective_pods(result, out / "effective", files)
     records = []
@@ -596,10 +627,10 @@ def write_effective_pods(result: PlanResult, out: Path, files: OutputFolder | No
             continue
         target = out / f"{stem}.yaml"
         if files is not None:
-            files.write(target, dump_yaml(effective))
+            files.write(target, dump_yaml(head_first(effective)))
         else:
             out.mkdir(parents=True, exist_ok=True)
-            target.write_text(dump_yaml(effective), encoding="utf-8")
+            target.write_text(dump_yaml(head_first(effective)), encoding="utf-8")
         written.append(target)
     return written
 

@@ -21,7 +21,9 @@ from . import protojson
 from .config import SECRET_PLACEHOLDER
 
 ROOT = Path(__file__).resolve().parent.parent
-PROGRAM = ROOT / "__main__.py"
+# The program `plan` runs: the package's own (a project's __main__.py only calls its main()), so an installed
+# package plans without any project file.
+PROGRAM = Path(__file__).resolve().parent / "program.py"
 
 UNKNOWN_PLACEHOLDER = "[unknown]"
 
@@ -350,8 +352,10 @@ def run_program(wire_config: dict[str, str], secret_keys: list[str], stack: str,
 
 
 def _run_program(wire_config: dict[str, str], secret_keys: list[str], stack: str, program: Path) -> ProgramRun:
+    # a program of a project (a test's): its folder on the path, as the language host puts it; never the package's
+    # own folder (its modules would shadow top-level names: multinode/numbers.py is not the standard `numbers`)
     root = str(program.parent)
-    if root not in sys.path:
+    if program != PROGRAM and root not in sys.path:
         sys.path.insert(0, root)
 
     def run() -> None:

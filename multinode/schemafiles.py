@@ -27,7 +27,12 @@ from typing import Any
 
 import yaml
 
-SCHEMA_DIR: Path = Path(__file__).resolve().parent.parent / "schemas"
+_PACKAGE = Path(__file__).resolve().parent
+# Package data: the wheel carries the repository's schemas/ as multinode/schemas/ (hatch_build.py,
+# a build hook, standard wheels only); run from the checkout (editable install), the package reads that
+# same source folder beside it. Nothing else is looked at: an installed package without its data stops with the
+# path it looked in (a FileNotFoundError naming multinode/schemas/...), never reads some other copy.
+SCHEMA_DIR: Path = _PACKAGE / "schemas" if (_PACKAGE / "schemas").is_dir() else _PACKAGE.parent / "schemas"
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FORMAT = "yaml-v1"            # bump when what is stored per file changes

@@ -18,7 +18,29 @@ from .config import NAMESPACE, PROVIDER_NAMESPACES, SECRET_KEYS, SECRET_PLACEHOL
 from .errors import ConfigError, Problem
 
 ROOT = Path(__file__).resolve().parent.parent
-STACKS_DIR = ROOT / "stacks"
+# This repository's stack files, when the package runs from its checkout (an editable install: Pulumi.yaml and
+# stacks/ beside the package); None when it runs installed from the wheel (site-packages has neither).
+STACKS_DIR: Path | None = ROOT / "stacks" if (ROOT / "Pulumi.yaml").is_file() and (ROOT / "stacks").is_dir() else None
+
+
+def project_stacks_dir(project: Path | None = None) -> Path:
+    """Where the stack files of the Pulumi project in `project` (default: the working folder, where the Pulumi
+    CLI starts the program) live: Pulumi.yaml's `stackConfigDir` when it names one, else the project folder
+    (https://www.pulumi.com/docs/iac/concepts/projects/project-file/: stackConfigDir)."""
+    folder = Path.cwd() if project is None else project
+    try:
+        doc = safeyaml.load(safefile.read_text(folder / "Pulumi.yaml", "the project file", limits.STACK_FILE_BYTES),
+                            str(folder / "Pulumi.yaml"))
+    except (ConfigError, OSError):
+        return folder
+    sub = doc.get("stackConfigDir") if isinstance(doc, dict) else None
+    return folder / sub if isinstance(sub, str) and sub else folder
+
+
+def stacks_dir() -> Path:
+    """The folder `plan <stack>` and the program look in: this repository's stacks/ in its checkout, else the
+    stack folder of the Pulumi project in the working folder (a project `multinode new` wrote)."""
+    return STACKS_DIR if STACKS_DIR is not None else project_stacks_dir()
 
 
 # Every top-level key of a stack settings file `Pulumi.<stack>.yaml`, per Pulumi's "Stack settings file
@@ -44,11 +66,11 @@ def _unknown_top_level_key(key: str) -> Problem:
 
 
 def stack_path(stack: str) -> Path:
-    return STACKS_DIR / f"Pulumi.{stack}.yaml"
+    return stacks_dir() / f"Pulumi.{stack}.yaml"
 
 
 def list_stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir().glob("Pulumi.*.yaml"))
 
 
 def _strip_secure(value: Any) -> tuple[Any, bool]:

@@ -138,6 +138,7 @@ class GangOnPool:
     service: bool         # long-running (counted all at once) or a batch job (the largest counted)
     budget: str = ""      # the form of the budget multinode renders for one gang (multinode/budgets.form_for)
     drains_allowed: int = 1   # what the disruption controller allows that budget, the gang whole (issue 40)
+    max_retry: int = 0        # a Volcano training job's maxRetry (restarts counted over the job's life)
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,8 @@ def _gangs(cfg: StackConfig, pool: NodePool, w: Workload) -> list[GangOnPool]:
         nodes = sum(g.nodes for g in rw.serving_gangs())
         return [GangOnPool(w.name, w.kind, nodes, w.replicas, True, *gang_budget(w.kind, nodes, w.replicas))]
     return [GangOnPool(w.name, w.kind, g.nodes, g.replicas if service else 1, service,
-                       *gang_budget(w.kind, g.nodes, g.replicas if service else 1)) for g in rw.serving_gangs()]
+                       *gang_budget(w.kind, g.nodes, g.replicas if service else 1),
+                       max_retry=w.max_retry if w.kind == "volcano-training" else 0) for g in rw.serving_gangs()]
 
 
 def gangs_on(cfg: StackConfig, pool: NodePool) -> list[GangOnPool]:
@@ -295,6 +297,19 @@ def gang_effect(plan: PoolPlan, g: GangOnPool) -> str:
                 f"nodes (its budget, {g.budget}, lets one pod go; LWS / the operator recreates the group) and comes "
                 f"back {where}; a group not Ready yet is evicted without waiting (unhealthyPodEvictionPolicy "
                 f"AlwaysAllow)")
+    if g.kind == "volcano-training":
+        # the rendered policies (manifests/workloads/volcano.py): PodEvicted -> RestartTask on the worker task,
+        # RestartJob for the master. Played in the cluster box (conformance/cluster/daytwo.go, aws-dev): the drain of a
+        # worker's node restarts the worker task only; the master, still on an old node, is evicted when the drain
+        # reaches it and the job restarts whole: two restarts in one upgrade unless the master's node goes first.
+        return (f"evicted when the drain reaches its nodes (its budget, {g.budget}, lets one pod go at a time): a "
+                f"worker's eviction restarts the worker task (RestartTask; the master keeps the rendezvous store and "
+                f"torchrun re-forms the group), the master's restarts the job whole (RestartJob) from its last "
+                f"checkpoint; so the job restarts at most twice (once if the master's node is drained first) and "
+                f"needs up to {g.nodes} free nodes, spare or {where}. Every restart counts against its maxRetry "
+                f"({g.max_retry}) for the job's whole life: Volcano fails the job when its retry count reaches "
+                f"maxRetry, so it survives {max(g.max_retry - 1, 0)} restart(s) in all (volcano.sh/volcano@v1.14.1 "
+                f"pkg/controllers/job/state/restarting.go:35)")
     return (f"evicted once when the drain reaches one of its {g.nodes} nodes (its budget, {g.budget}, lets one pod "
             f"go): the job restarts whole from its last checkpoint and needs {g.nodes} free nodes, spare or {where}")
 

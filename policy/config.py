@@ -271,11 +271,15 @@ PACK_CONFIG_ENV = "MULTINODE_POLICY_CONFIG"
 
 
 def pack_default_path() -> Path:
-    """The file the CrossGuard pack reads when it loads: $MULTINODE_POLICY_CONFIG, else stacks/policy-config.json
-    of this repository (the default `plan` reads for the stacks in stacks/)."""
+    """The file the CrossGuard pack reads when it loads: $MULTINODE_POLICY_CONFIG, else policy-config.json in the
+    stack folder: this repository's stacks/ in its checkout, else the stack folder of the Pulumi project the CLI
+    runs in (Pulumi.yaml's stackConfigDir, or the project folder: what `multinode new` writes). The default `plan`
+    reads for those stacks."""
     import os
+
+    from multinode import stackfile
     env = os.environ.get(PACK_CONFIG_ENV)
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "stacks" / FILE_NAME
+    return Path(env) if env else stackfile.stacks_dir() / FILE_NAME
 
 
 def for_pack(rules: list[Rule] | None = None) -> PolicyConfig | None:

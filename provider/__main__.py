@@ -1,7 +1,8 @@
 """The package's provider: hosts the components of components/package.py for other Pulumi languages.
 
 The Pulumi CLI runs this file (PulumiPlugin.yaml `main`) when a program that ran `pulumi package add`
-needs the package; the schema it serves is the one `multinode schema` prints.
+needs the package; the schema it serves is the one `multinode schema` prints. Installed from the wheel, the same
+provider is the `pulumi-resource-multinode` executable (multinode/entry_points.py), found on PATH by any engine.
 """
 import sys
 from pathlib import Path

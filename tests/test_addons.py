@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from multinode import checks, config, fabric, pools, stackfile
+from multinode import checks, config, fabric, k8sfiles, pools, stackfile
 from multinode import plan as mplan
 from multinode import schema_check as validation
 from multinode.manifests import addons, kyverno, volcano_topology
@@ -532,10 +532,11 @@ def test_crds_are_their_own_resources_before_the_release_and_the_workloads(exist
         for r in objs:
             assert groups[group].urn in r.dependencies, r.name
     # ... and build/ writes the CRDs before every object (apply_order follows a group to its children)
-    written_kinds = [p.name.split("-")[1] for p in sorted((existing_plan.out_dir / "k8s").iterdir())]
+    order = k8sfiles.ordered_files(existing_plan.out_dir / "k8s")        # k8s/apply-order.txt
+    written_kinds = [yaml.safe_load(p.read_text())["kind"] for p in order]
     assert written_kinds[:len(crd)] == ["CustomResourceDefinition"] * len(crd)
     # the written plan keeps the CRD short: group/names/versions + the digest of the full spec
-    written = list((existing_plan.out_dir / "k8s").glob("*-CustomResourceDefinition-leaderworkersets*.yaml"))
+    written = list((existing_plan.out_dir / "k8s").glob("CustomResourceDefinition-leaderworkersets*.yaml"))
     assert len(written) == 1 and written[0].stat().st_size < 5000
     assert "sha256" in written[0].read_text().splitlines()[0]
 

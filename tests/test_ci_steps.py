@@ -107,7 +107,7 @@ def test_prebuild_marks_each_item_done_or_failed(tmp_path):
                        env=env, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
     assert (out / "kyverno.failed").exists() and "no-proxy" in (out / "kyverno.log").read_text()
-    for item in ("apiserver", "cluster", "lws", "mpi-operator", "volcano", "helm", "pulumi-tools", "sdkgen"):
+    for item in ("apiserver", "cluster", "lws", "mpi-operator", "volcano", "helm", "pulumi-tools", "sdkgen", "coredns"):
         assert (out / f"{item}.done").exists(), item
     assert "built pulumi-tools" in (out / "pulumi-tools.log").read_text()
     bad = subprocess.run(["bash", str(ROOT / ".ci" / "prebuild.sh"), str(out), "nonsense"], capture_output=True,

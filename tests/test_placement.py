@@ -273,6 +273,115 @@ def test_property_never_overfills_a_node_and_accepted_stacks_place_every_gang_wh
         _within_capacity(nodes)
 
 
+def _scan_place(self, gang, nodes, keep=True):
+    """The reference: every pod tries every candidate node in order (the scan placement made before it worked on
+    classes of alike nodes); best fit by free GPUs, the earliest of equals."""
+    plans = [self.plan_pod(p, nodes) for p in gang.pods]
+    out = placement.Outcome(gang, pools=sorted({n.pool for pl in plans for n in pl.candidates}))
+    trial = {id(n): (n, dict(n.used), list(n.pods)) for pl in plans for n in pl.candidates}
+    for pl in sorted(plans, key=lambda pl: -pl.requests.get(placement.GPU, 0.0)):
+        best = None
+        for n in pl.candidates:
+            if placement._fits(pl.requests, n) and not placement._anti_affinity_blocks(pl.pod.spec, pl.pod.labels, n):
+                if best is None or n.free(placement.GPU) < best.free(placement.GPU):
+                    best = n
+        if best is None:
+            out.ok = False
+            break
+        for r, v in pl.requests.items():
+            best.used[r] = best.used.get(r, 0.0) + v
+        best.pods.append((pl.pod.name, pl.pod.labels))
+        out.placed[pl.pod.name] = best.name
+    if (not out.ok and gang.whole) or not keep:
+        for n, used, pods in trial.values():
+            n.used, n.pods = dict(used), list(pods)
+        if not out.ok and gang.whole:
+            out.placed = {}
+    return out
+
+
+def _mixed_stack(draw):
+    """Pools of 1-6 nodes and gangs that share nodes (1-8 GPUs a pod, some with host anti-affinity, some plain
+    Jobs of single pods), so nodes end in many different states."""
+    objs, pools = draw(stacks())
+    pools = [dataclasses.replace(p, node_count=draw(st.integers(1, 6))) for p in pools]
+    for o in objs:
+        if o["kind"] == "LeaderWorkerSet" and draw(st.booleans()):
+            for key in ("leaderTemplate", "workerTemplate"):
+                o["spec"]["leaderWorkerTemplate"][key]["spec"].pop("affinity", None)
+    if draw(st.booleans()):
+        job = F.indexed_job(name="plain", pods=draw(st.integers(1, 5)))
+        job["spec"].pop("completionMode")
+        job["spec"]["template"]["spec"]["nodeSelector"] = {**SEL, "pool": pools[0].name}
+        objs.append(job)
+    return objs, pools
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_placing_on_classes_of_alike_nodes_chooses_what_the_scan_over_every_node_chose(data):
+    """Nodes in the same state answer every placement question alike, so looking at the first of each class
+    must give placement.json byte for byte as scanning every candidate node for every pod did."""
+    objs, pools = _mixed_stack(data.draw)
+    got = json.dumps(placement.as_json(placement.simulate(copy.deepcopy(objs), pools)))
+    counted = placement.Simulation.place
+    placement.Simulation.place = _scan_place              # type: ignore[method-assign]
+    try:
+        want = json.dumps(placement.as_json(placement.simulate(copy.deepcopy(objs), pools)))
+    finally:
+        placement.Simulation.place = counted              # type: ignore[method-assign]
+    assert got == want
+
+
+def test_of_nodes_in_different_states_with_equal_free_gpus_the_earliest_wins():
+    """Best fit ties (the same free GPUs, other states: another pod's labels, other cpu in use) go to the earlier
+    node in candidate order, as the scan over every node chose; nodes 1 and 2 are two classes of one GPU count."""
+    sim = placement.Simulation([pool(3)])
+    n0, n1, n2 = sim.nodes
+    n1.used, n1.pods = {placement.GPU: 4.0, "cpu": 1.0}, [("a", {"app": "a"})]
+    n2.used, n2.pods = {placement.GPU: 4.0, "cpu": 2.0}, [("b", {"app": "b"})]
+    job = F.indexed_job(name="four", pods=1)
+    job["spec"]["template"]["spec"]["nodeSelector"] = {**SEL, "pool": "gpu"}
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][placement.GPU] = 4
+    (gang,) = placement.gangs_of(job)
+    assert sim.place(gang, sim.nodes, keep=False).placed == {"four-0": n1.name}
+    assert n1.pods == [("a", {"app": "a"})] and n1.used == {placement.GPU: 4.0, "cpu": 1.0}    # keep=False: undone
+    assert _scan_place(sim, gang, sim.nodes, keep=False).placed == {"four-0": n1.name}
+
+
+def test_a_pod_naming_the_host_label_is_judged_node_by_node_the_rest_run_by_run():
+    """A pool is one run of nodes alike but for their host name: a pod that does not name the host label selects
+    all of it or none; one that names it (nodeSelector, or a required affinity term) gets exactly its hosts."""
+    sim = placement.Simulation([pool(4), pool(2, name="other")])
+    assert [(a, b) for a, b in sim._runs] == [(0, 4), (4, 6)]
+    plain = {"nodeSelector": {**SEL, "pool": "gpu"}}
+    assert [n.name for n in sim._all_candidates(plain)] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+    pinned = {"nodeSelector": {**SEL, placement.HOSTNAME: "gpu-2"}}
+    assert [n.name for n in sim._all_candidates(pinned)] == ["gpu-2"]
+    not_there = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": placement.HOSTNAME, "operator": "NotIn", "values": ["gpu-0", "other-1"]}]}]}}}}
+    assert [n.name for n in sim._all_candidates(not_there)] == ["gpu-1", "gpu-2", "gpu-3", "other-0"]
+
+
+def test_a_256_node_gang_looks_at_one_node_per_class_not_every_node(monkeypatch):
+    """Issue 47: one 256-pod gang on a pool of 256 empty nodes made 2 x 256 x 257 / 2 fit checks (the alone
+    pass and the real one, each pod trying every node); on classes of alike nodes each pod looks at the first
+    empty node and the full ones (one class), a handful of checks per pod."""
+    calls = [0]
+    fits = placement._fits
+
+    def counting(req, node):
+        calls[0] += 1
+        return fits(req, node)
+    monkeypatch.setattr(placement, "_fits", counting)
+    job = F.indexed_job(name="big", pods=256)
+    job["spec"]["template"]["spec"]["nodeSelector"] = {**SEL, "pool": "gpu"}
+    res = placement.simulate([job], [pool(256)])
+    assert res.fits and len(res.batch[0].placed) == 256 and len(set(res.batch[0].placed.values())) == 256
+    assert calls[0] <= 4 * 2 * 256, calls[0]
+
+
 def test_rule_under_preview_reads_the_pools_from_the_node_group_resources():
     """No stack config (pulumi preview): the pools come from the cloud node-pool resources."""
     from policy.engine import Resource, build_context

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from pulumi.runtime import mocks as pmocks
 
+from multinode import k8sfiles, protojson, recording
 from multinode import plan as mplan
-from multinode import protojson, recording
 from multinode.config import SECRET_PLACEHOLDER
 
 from .conftest import EXAMPLE_STACKS, ROOT, run_command, stack_cloud
@@ -31,12 +31,14 @@ def test_example_stack_plans_clean(stack, tmp_path):
         assert r["parent"] in urns, r["urn"]
     graph = (out / "graph.mmd").read_text()
     assert graph.startswith("graph TD") and graph.count("-->") >= len(records) - 1
-    files = sorted((out / "k8s").glob("*.yaml"))
+    files = k8sfiles.ordered_files(out / "k8s")     # the apply order, from k8s/apply-order.txt
     assert len(files) == len(result.k8s_objects)
     for f, recorded in zip(files, result.k8s_objects, strict=True):
         obj = yaml.safe_load(f.read_text())
         want, header = mplan._written(recorded)   # CRDs are written as a digest (issue 17), the rest as they are
-        assert f.name.split("-")[1] == obj["kind"]
+        want = mplan.head_first(want)
+        assert f.name == k8sfiles.base_name(obj)   # named after the object alone (issue 46)
+        assert list(obj)[:3] == ["apiVersion", "kind", "metadata"], f.name
         # written by the C emitter when present: the same data as the pure-Python SafeDumper writes
         assert obj == want == yaml.safe_load(mplan.dump_yaml(want, yaml.SafeDumper)), f.name
         # and the very text the stock dumper writes (dump_yaml's _FastDumper only builds the nodes faster)
@@ -284,7 +286,7 @@ def test_a_second_plan_updates_build_in_place(tmp_path):
     first = mplan.plan("existing-dev", tmp_path)
     out = tmp_path / "existing-dev"
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
-    (out / "k8s" / "999-Stale-old.yaml").write_text("old")
+    (out / "k8s" / "Stale-old.yaml").write_text("old")
     (out / "stale-dir" / "deep").mkdir(parents=True)
     (out / "stale-dir" / "deep" / "x.txt").write_text("x")
     victim = next(iter(sorted((out / "effective").iterdir())))

@@ -24,14 +24,14 @@ KMS_KEYS = {"secretsprovider": "awskms://alias/multinode-dev?region=us-east-1",
 
 def _build(out: Path) -> dict:
     """Everything `plan` wrote, independent of the order in which the mock monitor saw the registrations
-    (that order varies from run to run: k8s/ numbering, graph node ids, resources.json order)."""
+    (that order varies from run to run: graph node ids, resources.json order)."""
     build: dict = {}
     for p in sorted(out.rglob("*")):
         rel = str(p.relative_to(out))
         if not p.is_file():
             continue
         if rel.startswith("k8s/"):
-            build.setdefault("k8s", []).append((re.sub(r"^\d+-", "", p.name), p.read_text()))
+            build.setdefault("k8s", []).append((p.name, p.read_text()))
         elif rel in ("resources.json", "policy.json"):
             records = json.loads(p.read_text())
             for r in records:

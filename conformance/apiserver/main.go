@@ -96,14 +96,13 @@ func main() {
 
 // checkStack checks every object of one build/<stack>/k8s/.
 func checkStack(dir string, base crdSet) (*stackResult, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "k8s", "*.yaml"))
+	files, err := orderedYAMLFiles(filepath.Join(dir, "k8s")) // k8s/apply-order.txt's order
 	if err != nil {
 		return nil, err
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: no k8s/*.yaml (run `multinode plan` first)", dir)
 	}
-	sort.Strings(files)
 	res := &stackResult{dir: dir}
 	type obj struct {
 		file string

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -57,13 +56,12 @@ func NewApplier(b *Box) *Applier {
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(b.Client.Discovery()))}
 }
 
-// ReadObjects reads build/<stack>/k8s/*.yaml in file order (the apply order plan writes).
+// ReadObjects reads build/<stack>/k8s/*.yaml in the apply order plan writes (k8s/apply-order.txt).
 func ReadObjects(dir string) ([]Object, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	files, err := orderedYAMLFiles(dir)
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(files)
 	var out []Object
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -279,6 +277,10 @@ type PodView struct {
 	Env map[string]map[string]string `json:"env,omitempty"`
 	// on a real node: each running container's command line as its process holds it (/proc/<pid>/cmdline)
 	Cmdline map[string][]string `json:"cmdline,omitempty"`
+	// on a real node with CoreDNS: the host names the pod carries, resolved from inside it (names.go)
+	Names []NameCheck `json:"names,omitempty"`
+	// on a real node: the TCP ports something listens on in the pod's network namespace (/proc/<pid>/net/tcp{,6})
+	Listening []int `json:"listening"`
 }
 
 type EventView struct {
@@ -358,11 +360,23 @@ func Settle(ctx context.Context, b *Box, quiet, limit time.Duration, minWait tim
 }
 
 func (a *Applier) Snapshot(ctx context.Context, b *Box) ([]PodView, []EventView, error) {
+	return a.snapshot(ctx, b, true)
+}
+
+// snapshot: withNames resolves the real-node pods' host names from inside them (names.go; a phase's snapshot,
+// not the polls of WaitGone).
+func (a *Applier) snapshot(ctx context.Context, b *Box, withNames bool) ([]PodView, []EventView, error) {
 	pods, err := b.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
 	memo := map[string]string{}
+	var world *nameWorld
+	if withNames && corednsBin != "" && len(realNodeNames) > 0 {
+		if world, err = readNameWorld(ctx, b.Client); err != nil {
+			return nil, nil, err
+		}
+	}
 	var out []PodView
 	for _, p := range pods.Items {
 		v := PodView{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase),
@@ -373,7 +387,8 @@ func (a *Applier) Snapshot(ctx context.Context, b *Box) ([]PodView, []EventView,
 			}
 		}
 		if realNodeNames[p.Spec.NodeName] {
-			v.Env, v.Cmdline = containerEnvs(ctx, p)
+			v.Env, v.Cmdline, v.Listening = containerEnvs(ctx, p)
+			v.Names = CheckNames(ctx, world, p, v.Env, v.Cmdline)
 		}
 		p.ManagedFields = nil
 		raw, _ := json.Marshal(p)
@@ -400,7 +415,7 @@ func (a *Applier) Snapshot(ctx context.Context, b *Box) ([]PodView, []EventView,
 func (a *Applier) WaitGone(ctx context.Context, b *Box, owner string, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		pods, _, err := a.Snapshot(ctx, b)
+		pods, _, err := a.snapshot(ctx, b, false)
 		if err == nil {
 			left := 0
 			for _, p := range pods {

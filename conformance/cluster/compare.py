@@ -45,6 +45,8 @@ from typing import Any
 
 import yaml
 
+from multinode import k8sfiles
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realnode_check import real_node_findings  # noqa: E402
 
@@ -123,7 +125,7 @@ def rendered_object(stack_dir: Path, owner: str) -> dict[str, Any] | None:
     """The object of build/<stack>/k8s that `owner` ("Kind ns/name") names."""
     kind, ref = owner.split(" ", 1)
     ns, _, name = ref.rpartition("/")
-    for f in sorted((stack_dir / "k8s").glob(f"*-{kind}-{name}.yaml")):
+    for f in k8sfiles.find(stack_dir / "k8s", kind, name):
         doc: dict[str, Any] = yaml.safe_load(f.read_text())
         if (doc.get("metadata") or {}).get("namespace", "") == ns:
             return doc
@@ -317,7 +319,7 @@ def lws_service_findings(stack_dir: Path, phases: list[dict[str, Any]]) -> list[
     if not any(ph.get("name") == "services" and "services" in ph for ph in phases):
         return []                               # an observation of a box that did not record Services
     out: list[str] = []
-    for f in sorted((stack_dir / "k8s").glob("*-LeaderWorkerSet-*.yaml")):
+    for f in k8sfiles.find(stack_dir / "k8s", "LeaderWorkerSet"):
         lws = yaml.safe_load(f.read_text()) or {}
         md = lws.get("metadata") or {}
         ns, name = md.get("namespace") or "default", md.get("name")
@@ -332,7 +334,19 @@ def lws_service_findings(stack_dir: Path, phases: list[dict[str, Any]]) -> list[
     return out
 
 
-def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
+def day_two_findings(stack_dir: Path, obs: dict[str, Any]) -> dict[str, Any]:
+    """build/<stack>/day-two.json, written by the box's day-two scenarios (daytwo.go): their findings fail the box
+    like the others; a box asked to play them that wrote no report is a finding itself."""
+    path = stack_dir / "day-two.json"
+    if not path.exists():
+        why = f" ({obs['error']})" if obs.get("error") else ""
+        return {"findings": [f"day two: the box wrote no {path.name}{why}"], "notChecked": []}
+    rep = json.loads(path.read_text())
+    return {"findings": [f"day two: {f}" if not f.startswith("day two") else f for f in rep.get("findings") or []],
+            "notChecked": [f"day two: {n}" for n in rep.get("notChecked") or []]}
+
+
+def compare(stack_dir: Path, kyverno: bool, day_two_expected: bool = False) -> dict[str, Any]:
     obs = json.loads((stack_dir / "engines" / "cluster" / "observed.json").read_text())
     lws_ran = "lws" in (obs.get("versions") or {})
     run_by = RUN_BY_KUBE_CONTROLLER_MANAGER | ({LWS_KIND} if lws_ran else set())
@@ -535,6 +549,10 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
     if lws_ran:
         findings += lws_service_findings(stack_dir, obs.get("phases") or [])
     not_checked += b_not_checked
+    day_two = day_two_findings(stack_dir, obs) if day_two_expected else None
+    if day_two is not None:
+        findings += day_two["findings"]
+        not_checked += day_two["notChecked"]
     return {"stack": stack_dir.name, "pass": not findings, "findings": findings, "notChecked": not_checked,
             "workloads": workloads, "effective": effective, "budgets": budgets, "versions": obs.get("versions"),
             "seconds": obs.get("seconds"), "admittedPods": admitted,
@@ -543,7 +561,7 @@ def compare(stack_dir: Path, kyverno: bool) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     stack_dir = Path(argv[0])
-    result = compare(stack_dir, "--kyverno" in argv)
+    result = compare(stack_dir, "--kyverno" in argv, "--day-two" in argv)
     (stack_dir / "cluster.json").write_text(json.dumps(result, indent=1, sort_keys=False) + "\n")
     for f in result["findings"]:
         print(f"build/{stack_dir.name}: {f}")

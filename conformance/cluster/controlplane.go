@@ -14,6 +14,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	goflag "flag"
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
@@ -203,6 +204,15 @@ func StartBox(ctx context.Context, dir string, logf func(string, ...any)) (*Box,
 
 	// kube-apiserver: the flags its test harness sets (cmd/kube-apiserver/app/testing/testserver.go:217-221,
 	// 340,395-405 at v1.33.13), with token auth and RBAC instead of the harness's cert auth.
+	// The not-ready / unreachable tolerations the DefaultTolerationSeconds admission plugin adds to every pod that
+	// has none (300 s by default): Go flags of the plugin's package (k8s.io/kubernetes@v1.33.13
+	// plugin/pkg/admission/defaulttolerationseconds/admission.go:34-41), read at admission, so set here before any
+	// pod exists. Shortened in the box for daytwo.go's node failure; compare.py accepts tolerations admission adds.
+	for _, f := range []string{"default-not-ready-toleration-seconds", "default-unreachable-toleration-seconds"} {
+		if err := goflag.Set(f, fmt.Sprint(int(defaultTolerationSeconds.Seconds()))); err != nil {
+			return nil, fmt.Errorf("kube-apiserver %s: %w", f, err)
+		}
+	}
 	s := apiopts.NewServerRunOptions()
 	apiArgs := []string{
 		"--etcd-servers=" + cu.String(),
@@ -292,7 +302,13 @@ func StartBox(ctx context.Context, dir string, logf func(string, ...any)) (*Box,
 		"--root-ca-file=" + caFile,
 		"--use-service-account-credentials=false",
 		"--controllers=*",
-		"--node-monitor-grace-period=60s",
+		// How long a node may miss heartbeats before the node lifecycle controller marks it Unknown and taints it
+		// node.kubernetes.io/unreachable:NoExecute (default 50s in v1.33, cmd/kube-controller-manager/app/options/
+		// nodelifecyclecontroller.go); the box's is shorter so that the node failure of daytwo.go is seen in
+		// seconds; the fake kubelet heartbeats every heartbeatEvery (a quarter of it). --node-monitor-period (default
+		// 5s) is how often the controller looks.
+		fmt.Sprintf("--node-monitor-grace-period=%s", nodeMonitorGrace),
+		"--node-monitor-period=2s",
 		// The PV binder acts on its periodic sync (default 15s); the box binds the stack's static PV/PVC at once.
 		"--pvclaimbinder-sync-period=1s",
 	}

@@ -27,12 +27,19 @@ import (
 
 const kubeletVersion = "v1.33.13"
 
+// heartbeatEvery: how often the fake kubelet renews each Lease and NodeStatus. The real kubelet renews its Lease
+// every 10 s (a quarter of the 40 s lease) and posts NodeStatus on change or every 5 min; here a quarter of the box's
+// node-monitor grace period (controlplane.go), so a busy machine does not make a healthy node look dead.
+const heartbeatEvery = 5 * time.Second
+
 type FakeKubelet struct {
 	client kubernetes.Interface
 	nodes  map[string]bool
-	mu     sync.Mutex
-	nextIP int
-	logf   func(string, ...any)
+	// nodes whose kubelet is stopped (daytwo.go node failure): no Lease or NodeStatus heartbeat, no pod touched
+	stopped map[string]bool
+	mu      sync.Mutex
+	nextIP  int
+	logf    func(string, ...any)
 }
 
 func nodeConditions(now metav1.Time) []corev1.NodeCondition {
@@ -50,9 +57,17 @@ func nodeConditions(now metav1.Time) []corev1.NodeCondition {
 
 // RegisterNodes creates the nodes with their status, then their leases.
 func (k *FakeKubelet) RegisterNodes(ctx context.Context, nodes []corev1.Node) error {
-	k.nodes = map[string]bool{}
-	for i := range nodes {
-		n := nodes[i].DeepCopy()
+	k.mu.Lock()
+	k.nodes, k.stopped = map[string]bool{}, map[string]bool{}
+	k.mu.Unlock()
+	return k.AddNodes(ctx, nodes, 0)
+}
+
+// AddNodes registers more nodes (a pool's surge nodes, a repaired node: daytwo.go); first numbers their addresses.
+func (k *FakeKubelet) AddNodes(ctx context.Context, nodes []corev1.Node, first int) error {
+	for j := range nodes {
+		i := first + j
+		n := nodes[j].DeepCopy()
 		status := n.Status
 		now := metav1.Now()
 		status.Conditions = nodeConditions(now)
@@ -77,14 +92,50 @@ func (k *FakeKubelet) RegisterNodes(ctx context.Context, nodes []corev1.Node) er
 		if err != nil {
 			return fmt.Errorf("node %s status: %w", n.Name, err)
 		}
-		k.nodes[n.Name] = true
+		k.mu.Lock()
+		k.nodes[n.Name], k.stopped[n.Name] = true, false
+		k.mu.Unlock()
 	}
 	return k.renew(ctx)
 }
 
+// Stop stops a node's kubelet: its Lease and NodeStatus are no longer renewed and its pods no longer touched.
+func (k *FakeKubelet) Stop(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stopped[name] = true
+}
+
+// Forget drops a node whose Node object is deleted (the cloud replaced it).
+func (k *FakeKubelet) Forget(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.nodes, name)
+	delete(k.stopped, name)
+}
+
+// live: the nodes whose kubelet runs
+func (k *FakeKubelet) live() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for n := range k.nodes {
+		if !k.stopped[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (k *FakeKubelet) runs(node string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.nodes[node] && !k.stopped[node]
+}
+
 func (k *FakeKubelet) renew(ctx context.Context) error {
 	leases := k.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-	for name := range k.nodes {
+	for _, name := range k.live() {
 		now := metav1.NewMicroTime(time.Now())
 		l, err := leases.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -100,6 +151,9 @@ func (k *FakeKubelet) renew(ctx context.Context) error {
 			return fmt.Errorf("lease %s: %w", name, err)
 		}
 		n, err := k.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue // deleted meanwhile (daytwo.go)
+		}
 		if err != nil {
 			return err
 		}
@@ -117,7 +171,8 @@ func (k *FakeKubelet) renew(ctx context.Context) error {
 // Run keeps leases fresh and acts on the pods bound to the nodes until ctx ends.
 func (k *FakeKubelet) Run(ctx context.Context) {
 	go func() {
-		t := time.NewTicker(10 * time.Second)
+		// every heartbeatEvery, well inside the controller-manager's --node-monitor-grace-period (controlplane.go)
+		t := time.NewTicker(heartbeatEvery)
 		defer t.Stop()
 		for {
 			select {
@@ -142,7 +197,7 @@ func (k *FakeKubelet) Run(ctx context.Context) {
 }
 
 func (k *FakeKubelet) sync(ctx context.Context, p *corev1.Pod) {
-	if p.Spec.NodeName == "" || !k.nodes[p.Spec.NodeName] {
+	if p.Spec.NodeName == "" || !k.runs(p.Spec.NodeName) {
 		return
 	}
 	if p.DeletionTimestamp != nil {

@@ -31,6 +31,7 @@ var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true
 	"kubeflow.org/PyTorchJob": true, "trainer.kubeflow.org/TrainJob": true}
 
 var kyvernoBin, volcanoDir, lwsBin, mpiBin string
+var playDayTwo bool
 
 // real nodes (realnode.go): their names, the stand-in rootfs tar and the stand-in commands' folder
 var realNodeNames = map[string]bool{}
@@ -87,6 +88,8 @@ func main() {
 			os.Exit(kubeletMain(os.Args[2:]))
 		case "node-ns":
 			os.Exit(nodeNS(os.Args[2:]))
+		case "kube-proxy":
+			os.Exit(proxyMain(os.Args[2:]))
 		}
 	}
 	stackDir := flag.String("stack-dir", "", "build/<stack> (reads k8s/, writes engines/cluster/)")
@@ -103,6 +106,8 @@ func main() {
 	realNodes := flag.String("real-nodes", "", "comma-separated nodes of nodes.yaml run by a real kubelet with containerd (needs --netns)")
 	rootfs := flag.String("standin-rootfs", "", "the stand-in images' root filesystem tar (conformance/realnode/rootfs.sh)")
 	standin := flag.String("standin-dir", "", "conformance/realnode/standin (the stand-in commands)")
+	dayTwo := flag.Bool("day-two", false, "after the phases, play a node failure and a pool upgrade (daytwo.go); writes <stack-dir>/day-two.json")
+	coredns := flag.String("coredns", "", "CoreDNS (conformance/coredns), serving cluster.local to the real nodes' pods; empty: no cluster DNS")
 	flag.Parse()
 	if *netns && os.Getenv(inNetnsEnv) == "" {
 		os.Exit(reexecInNetns())
@@ -116,8 +121,9 @@ func main() {
 			realNodeNames[n] = true
 		}
 	}
-	standinRootfs, standinDir = *rootfs, *standin
+	standinRootfs, standinDir, corednsBin = *rootfs, *standin, *coredns
 	kyvernoBin, volcanoDir, lwsBin, mpiBin = *kyverno, *volcano, *lws, *mpi
+	playDayTwo = *dayTwo
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
 		os.Exit(2)
@@ -160,6 +166,8 @@ func run(stackDir string, timeout, settle, quiet time.Duration, keep bool, compa
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	// a report of an earlier run must not be read as this run's (compare.py --day-two reads it)
+	_ = os.Remove(filepath.Join(stackDir, "day-two.json"))
 	obs := Observed{Stack: filepath.Base(stackDir), Versions: map[string]string{
 		"k8s.io/kubernetes": kubeletVersion, "go.etcd.io/etcd/server/v3": "v3.5.21 (k8s v1.33.13's pin)"}}
 	if os.Getenv(inNetnsEnv) != "" {
@@ -301,6 +309,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 	if len(real) > 0 {
 		for k, v := range realNodeVersions() {
 			obs.Versions[k] = v
+		}
+		if corednsBin != "" {
+			obs.Versions["coredns"] = CoreDNSVersion(corednsBin)
 		}
 		archive := ""
 		if standinRootfs != "" {
@@ -473,6 +484,17 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		ph.Deleted = &gone
 		logf("%s deleted, its pods gone=%v after %.0fs", o.Key(), gone, time.Since(t0).Seconds())
 		obs.Phases = append(obs.Phases, ph)
+	}
+	if playDayTwo {
+		t0 := time.Now()
+		rep, err := RunDayTwo(ctx, box, kl, ap, stackDir, nodes.Items, batch, quiet, settle, logf)
+		if err != nil {
+			rep.Findings = append(rep.Findings, "day two: "+err.Error())
+		}
+		logf("day two: %d findings, %.1fs", len(rep.Findings), time.Since(t0).Seconds())
+		if werr := writeJSON(filepath.Join(stackDir, "day-two.json"), rep); werr != nil {
+			return werr
+		}
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from multinode import allocatable, catalog, checks, placement, stackfile
+from multinode import allocatable, catalog, checks, k8sfiles, placement, stackfile
 from multinode.manifests import crds as mcrds
 from multinode.manifests import volcano_topology
 from multinode.schemafiles import SCHEMA_DIR, crd_document, load_documents
@@ -126,7 +126,7 @@ def _schema_crds() -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def crd_inputs(k8s_dir: Path, cfg: Any) -> dict[str, Any]:
-    objs = [load_documents(p)[0] for p in sorted(k8s_dir.glob("*.yaml"))]
+    objs = [load_documents(p)[0] for p in k8sfiles.ordered_files(k8s_dir)]
     stored = {}
     for key in mcrds.OWNED:
         s = mcrds.crd_set(cfg, key) if cfg is not None else None
@@ -141,7 +141,7 @@ def crd_inputs(k8s_dir: Path, cfg: Any) -> dict[str, Any]:
         if full is None:
             raise SystemExit(f"{k8s_dir}: CRD {name}: no stored upstream file (multinode/manifests/crds.py STORED)")
         digest = hashlib.sha256(json.dumps(full["spec"], sort_keys=True, default=str).encode()).hexdigest()
-        text = (k8s_dir / next(p.name for p in k8s_dir.glob(f"*-CustomResourceDefinition-{name}.yaml"))).read_text()
+        text = k8sfiles.find(k8s_dir, "CustomResourceDefinition", name)[0].read_text()
         if digest not in text:
             raise SystemExit(f"{k8s_dir}: CRD {name}: the stored file's spec (sha256 {digest}) "
                              "is not the one plan wrote")

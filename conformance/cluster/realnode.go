@@ -95,6 +95,14 @@ func StartRealNodes(ctx context.Context, box *Box, nodes []corev1.Node, imageArc
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("ip_forward in the box's namespace: %w", err)
 	}
+	// CoreDNS first: every kubelet's clusterDNS points at it (coredns.go)
+	if corednsBin != "" {
+		c, err := StartCoreDNS(ctx, box, corednsBin, logDir, logf)
+		if err != nil {
+			return nil, err
+		}
+		corednsCmd = c
+	}
 	// The nodes' folders (containerd's content store and unpacked snapshots, ~0.5 GB a node with the stand-in) on
 	// a tmpfs of the run: unmounted at the end instead of a minute of file deletion on disk.
 	realNodesMount = filepath.Join(box.Dir, "nodes")
@@ -113,6 +121,13 @@ func StartRealNodes(ctx context.Context, box *Box, nodes []corev1.Node, imageArc
 		if err := rn.start(ctx, box, self, n, imageArchive, logDir, csiDrivers, logf); err != nil {
 			rn.View.Error = err.Error()
 			return out, fmt.Errorf("real node %s: %w", n.Name, err)
+		}
+	}
+	// kube-proxy once the Node objects exist (it reads its node's object at start, retrying for ~30 s otherwise),
+	// before any pod: the kubelets' clusterDNS is the kube-dns ClusterIP it carries
+	if corednsBin != "" && len(nodes) > 0 {
+		if err := StartKubeProxy(ctx, box, self, nodes[0].Name, logDir, logf); err != nil {
+			return out, err
 		}
 	}
 	// wait until every real node is Ready with its devices registered
@@ -322,7 +337,7 @@ registerNode: true
 nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
 makeIPTablesUtilChains: false
-`, rn.socket, rn.View.IP, filepath.Join(d, "pod-logs"), pods.Value())
+%s`, rn.socket, rn.View.IP, filepath.Join(d, "pod-logs"), pods.Value(), clusterDNSConfig())
 	// the kubelet reports whole cores; the fraction plan's allocatable lacks is reserved, so allocatable is plan's
 	if r := (cpu.MilliValue()+999)/1000*1000 - cpu.MilliValue(); r > 0 {
 		kc += fmt.Sprintf("kubeReserved: {cpu: \"%dm\"}\n", r)
@@ -374,14 +389,14 @@ var realNodeSockets = map[string]string{}
 // containerd's task list gives the container's PID (`ctr task ls`), /proc/<pid>/environ the variables as the
 // kubelet expanded them (what "$(VAR)" became, what the downward API filled in), /proc/<pid>/cmdline the
 // command line (command and args after the kubelet's $(VAR) expansion).
-func containerEnvs(ctx context.Context, p corev1.Pod) (map[string]map[string]string, map[string][]string) {
+func containerEnvs(ctx context.Context, p corev1.Pod) (map[string]map[string]string, map[string][]string, []int) {
 	sock := realNodeSockets[p.Spec.NodeName]
 	if sock == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	out, err := exec.CommandContext(ctx, "ctr", "--address", sock, "-n", "k8s.io", "tasks", "ls").Output()
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	pids := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n")[1:] {
@@ -390,6 +405,7 @@ func containerEnvs(ctx context.Context, p corev1.Pod) (map[string]map[string]str
 		}
 	}
 	envs, cmdlines := map[string]map[string]string{}, map[string][]string{}
+	var listen []int
 	for _, c := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		id := strings.TrimPrefix(c.ContainerID, "containerd://")
 		pid, ok := pids[id]
@@ -407,11 +423,42 @@ func containerEnvs(ctx context.Context, p corev1.Pod) (map[string]map[string]str
 			}
 		}
 		envs[c.Name] = env
+		if listen == nil {
+			listen = listeningPorts(pid)
+		}
 		if data, err := os.ReadFile("/proc/" + pid + "/cmdline"); err == nil {
 			cmdlines[c.Name] = strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")
 		}
 	}
-	return envs, cmdlines
+	return envs, cmdlines, listen
+}
+
+// listeningPorts: the TCP ports something listens on in the network namespace of process pid (the pod's: its
+// containers share it), from /proc/<pid>/net/tcp and tcp6 (state 0A = LISTEN; the local port is the hex after ':').
+func listeningPorts(pid string) []int {
+	seen := map[int]bool{}
+	out := []int{}
+	for _, f := range []string{"tcp", "tcp6"} {
+		data, err := os.ReadFile("/proc/" + pid + "/net/" + f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 4 || fs[3] != "0A" {
+				continue
+			}
+			var port int
+			if i := strings.LastIndex(fs[1], ":"); i >= 0 {
+				if _, err := fmt.Sscanf(fs[1][i+1:], "%X", &port); err == nil && !seen[port] {
+					seen[port] = true
+					out = append(out, port)
+				}
+			}
+		}
+	}
+	sort.Ints(out)
+	return out
 }
 
 func (rn *RealNode) watch(c *exec.Cmd) {
@@ -467,6 +514,12 @@ func StopRealNodes(rns []*RealNode) {
 			<-p.done
 		}
 	}
+	for _, c := range []**exec.Cmd{&corednsCmd, &proxyCmd} {
+		if *c != nil {
+			_ = (*c).Process.Kill()
+			*c = nil
+		}
+	}
 	// the containers' shims outlive containerd: end them (their cgroups and mounts go with them)
 	for _, rn := range rns {
 		killShims(rn.dir)
@@ -476,6 +529,18 @@ func StopRealNodes(rns []*RealNode) {
 		realNodesMount = ""
 	}
 }
+
+// clusterDNSConfig: the kubelet's clusterDNS, the kube-dns Service's ClusterIP when the box runs CoreDNS (and
+// with it kube-proxy, which carries that address to CoreDNS; else none: the kubelet
+// then gives ClusterFirst pods the node's resolv.conf, here empty, and records MissingClusterDNS).
+func clusterDNSConfig() string {
+	if corednsBin == "" {
+		return ""
+	}
+	return fmt.Sprintf("clusterDNS: [%s]\n", kubeDNSIP)
+}
+
+var corednsCmd *exec.Cmd // CoreDNS, stopped by StopRealNodes
 
 var realNodesMount string // the tmpfs of the nodes' folders, unmounted by StopRealNodes
 

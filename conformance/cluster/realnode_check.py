@@ -51,6 +51,53 @@ def _unexpanded(spec_env: list[dict[str, Any]], seen: dict[str, str]) -> list[st
     return out
 
 
+def _name_problems(checks: list[dict[str, Any]]) -> list[str]:
+    """Host names resolved from inside the pod (names.go) that did not resolve, or not to what they stand for."""
+    out = []
+    for c in checks:
+        where = f"name {c['name']!r} ({c['from']})"
+        target, expect, got = c.get("target") or "", c.get("expect") or [], c.get("resolved") or []
+        hint = f"; {c['hint']}" if c.get("hint") else ""
+        if not got and target and not expect and not hint:
+            continue   # a headless Service with no ready endpoint: no address is the right answer
+        if not got:
+            what = f"it names {target}" + (f" at {expect}" if expect else "") if target else \
+                "it names no Service or pod of the box"
+            out.append(f"{where} does not resolve from inside the pod ({c.get('error') or 'no address'}); {what}{hint}")
+        elif target and not expect:
+            out.append(f"{where} resolves to {got}, but {target} has no address{hint}")
+        elif target and (not set(got) & set(expect) or set(got) - set(expect)):
+            out.append(f"{where} resolves to {got}, not to {target} at {expect}{hint}")
+    return out
+
+
+def _probe_problems(spec: dict[str, Any], status: dict[str, Any], listening: list[int] | None) -> list[str]:
+    """Probes (tcpSocket, httpGet, grpc) of running containers on a port nothing listens on in the pod's network
+    namespace (observed.json `listening`, read from /proc/<pid>/net/tcp{,6} once the phase settled)."""
+    if listening is None:
+        return []
+    running = {c["name"] for c in status.get("containerStatuses") or [] if "running" in (c.get("state") or {})}
+    out = []
+    for c in spec.get("containers") or []:
+        if c["name"] not in running:
+            continue
+        named = {p.get("name"): p.get("containerPort") for p in c.get("ports") or [] if p.get("name")}
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            probe = c.get(kind) or {}
+            for how in ("tcpSocket", "httpGet", "grpc"):
+                if how not in probe:
+                    continue
+                port = probe[how].get("port")
+                num = named.get(port) if isinstance(port, str) else port
+                if num is None:
+                    out.append(f"container {c['name']}: {kind} {how} names port {port!r}, which the container "
+                               "does not declare")
+                elif num not in listening:
+                    out.append(f"container {c['name']}: {kind} {how} on port {num}: nothing listens on it in the "
+                               f"pod (listening: {listening})")
+    return out
+
+
 def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     findings: list[str] = []
     report: dict[str, Any] = {}
@@ -118,6 +165,9 @@ def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
                         env_problems.append(f"container {c['name']}: command line: $({ref}) left unexpanded "
                                             f"(no env var {ref} in the container's spec)")
             problems += env_problems
+            names = p.get("names")
+            problems += _name_problems(names or [])
+            problems += _probe_problems(spec, status, p.get("listening"))
             if problems and status.get("phase") != "Failed":
                 # what the kubelet said about it (FailedMount, FailedCreatePodSandBox, BackOff ...)
                 obj = f"Pod {p['namespace']}/{p['name']}"
@@ -127,12 +177,17 @@ def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
                 problems += [f"kubelet event {m}" for m in said[:3]]
             pods_out.append({"pod": f"{p['namespace']}/{p['name']}", "node": p["node"], "phase": ph["name"],
                              "podPhase": status.get("phase"), "containersEnvRead": env_checked,
+                             "namesResolved": len(names or []),
                              "problems": problems, "verdict": "ok" if not problems else "failed"})
             findings += [f"{key}: {m}" for m in problems]
     report["pods"] = pods_out
-    # no CoreDNS runs yet: the kubelet has no clusterDNS and falls back to dnsPolicy Default (MissingClusterDNS)
-    report["notChecked"] = ["real nodes: no cluster DNS (CoreDNS) and no kube-proxy in the box yet: the host names "
-                            "and Services the pods name are not resolved or reached (issue 42, step 5)"]
+    report["notChecked"] = ["real nodes: no connection is made to a Service's port (names resolve through CoreDNS "
+                            "behind kube-proxy's kube-dns rule; the stand-in images serve nothing); the MPI hostfile's "
+                            "names are not read (issue 42)"]
+    if "coredns" not in (obs.get("versions") or {}):
+        # without CoreDNS the kubelet has no clusterDNS and falls back to dnsPolicy Default (MissingClusterDNS)
+        report["notChecked"].append("real nodes: no cluster DNS (CoreDNS) in this run: the host names the pods "
+                                    "carry are not resolved")
     if not pods_out:
         findings.append(f"real nodes {sorted(real)}: no pod was placed on them")
     return findings, report

@@ -151,7 +151,7 @@ func StartVolcano(ctx context.Context, b *Box, binDir, boxIn string, logf func(s
 // a CSINode the default queue is "overused" by that resource and nothing is allocated. No attach limit is
 // claimed (allocatable unset: "unattachable", unlimited), which the box cannot know.
 func registerCSIDrivers(ctx context.Context, b *Box, stackDir string, logf func(string, ...any)) error {
-	files, _ := filepath.Glob(filepath.Join(stackDir, "k8s", "*-PersistentVolume-*.yaml"))
+	files, _ := filepath.Glob(filepath.Join(stackDir, "k8s", "PersistentVolume-*.yaml")) // PersistentVolumeClaim-* too: kind checked below
 	// and the driver of the box's own stand-in PVs for claims of a StorageClass (main.go waitClaimsBound)
 	drivers := map[string]bool{standInCSIDriver: true}
 	for _, f := range files {
@@ -162,6 +162,9 @@ func registerCSIDrivers(ctx context.Context, b *Box, stackDir string, logf func(
 		var pv corev1.PersistentVolume
 		if err := yaml.Unmarshal(data, &pv); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
+		}
+		if pv.Kind != "PersistentVolume" {
+			continue
 		}
 		if pv.Spec.CSI != nil && pv.Spec.CSI.Driver != "" {
 			drivers[pv.Spec.CSI.Driver] = true

@@ -53,8 +53,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from multinode import plan as mplan  # noqa: E402 - the project root on sys.path first
-from multinode import pools  # noqa: E402
+from multinode import k8sfiles, pools  # noqa: E402 - the project root on sys.path first
+from multinode import plan as mplan  # noqa: E402
 from multinode.manifests import cel, effective_pod, kyverno  # noqa: E402
 
 DEFAULT_BIN = Path(__file__).resolve().parent / "bin" / "kubectl-kyverno"
@@ -75,7 +75,7 @@ class Findings:
 def load_objects(stack_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     """Every object plan rendered into k8s/, in apply order, with its file."""
     out: list[tuple[Path, dict[str, Any]]] = []
-    for f in sorted((stack_dir / "k8s").glob("*.yaml")):
+    for f in k8sfiles.ordered_files(stack_dir / "k8s"):     # k8s/apply-order.txt
         for doc in yaml.safe_load_all(f.read_text(encoding="utf-8")):
             if isinstance(doc, dict):
                 out.append((f, doc))

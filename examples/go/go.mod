@@ -1,10 +1,10 @@
-module multinode/examples/go
+module github.com/multinode-gpu/multinode/examples/go
 
 go 1.26.6
 
 // The SDK `make sdks` generates (Pulumi's code generator on `multinode schema`): build output, not committed.
 // `pulumi package add` writes the same kind of line, to ./sdks/multinode.
-replace example.com/pulumi-multinode/sdk/go => ../../build/sdks/go
+replace github.com/multinode-gpu/multinode/sdk/go => ../../build/sdks/go
 
 // The same replace lines as conformance/sdkgen/go.mod (github.com/pulumi/pulumi/sdk/v3@v3.274.0 go.mod), so both
 // builds share one Go build cache.
@@ -13,7 +13,7 @@ replace github.com/atotto/clipboard => github.com/tgummerer/clipboard v0.0.0-202
 replace golang.org/x/text => golang.org/x/text v0.41.0
 
 require (
-	example.com/pulumi-multinode/sdk/go v0.0.0-00010101000000-000000000000
+	github.com/multinode-gpu/multinode/sdk/go v0.0.0-00010101000000-000000000000
 	github.com/pulumi/pulumi/sdk/v3 v3.274.0
 )
 

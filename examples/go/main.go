@@ -5,8 +5,8 @@
 //
 // Set up (needs the Pulumi CLI and Go; see README "Using it from another language"):
 //
-//	pulumi package add github.com/<org>/multinode@v0.2.0   # generates sdks/multinode, adds its replace line
-//	pulumi config set infraStack <org>/eks/prod               # the stack that exports clusterName
+//	pulumi package add github.com/multinode-gpu/multinode@v0.3.0   # generates sdks/multinode, adds its replace line
+//	pulumi config set infraStack acme/eks/prod               # the stack that exports clusterName
 //	pulumi preview
 //
 // `make sdks` builds this program with `go build` against the go SDK that Pulumi's code generator makes from the
@@ -14,7 +14,7 @@
 package main
 
 import (
-	"example.com/pulumi-multinode/sdk/go/multinode"
+	"github.com/multinode-gpu/multinode/sdk/go/multinode"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 )

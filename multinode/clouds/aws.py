@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -77,13 +78,24 @@ def storage_problems(storage: Any) -> list[Problem]:
     return p
 
 
+_AZ_ID = re.compile(r"^[a-z]{2,4}\d+-az\d+$")      # an AZ ID (use1-az1), not a zone name
+
+
 def config_problems(cfg: Any, machines: dict[str, Any]) -> list[Problem]:
     """What only aws refuses: a pool without its one subnet, storage the services do not accept."""
     p: list[Problem] = []
+    region = cfg.cluster.region or ""
     for i, pool in enumerate(cfg.node_pools):
         if not pool.subnet_id:
             p.append(Problem(f"nodePools[{i}].subnetId", "an EFA node pool lives in one subnet (one AZ) of the "
                                                          "cluster's VPC; set subnetId, e.g. subnet-0abc..."))
+        # an AZ name is the region code followed by a letter (us-east-1a; a Local Zone us-east-1-bos-1a):
+        # docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-regions-availability-zones.html. An AZ ID (use1-az1)
+        # names no region: not checked here.
+        if pool.zone and region and not _AZ_ID.match(pool.zone) and not pool.zone.startswith(region):
+            p.append(Problem(f"nodePools[{i}].zone", f"{pool.zone!r} is not an availability zone of the cluster's "
+                                                     f"region {region!r} (cluster.region); use one such as "
+                                                     f"{region}a"))
     if cfg.storage is not None:
         p.extend(storage_problems(cfg.storage))
     return p
@@ -126,9 +138,37 @@ def node_monitoring_agent_configuration(cfg: Any) -> dict[str, Any]:
                                           for t in node_taints(cfg)]}}
 
 
+# EKS service quotas (docs.aws.amazon.com/eks/latest/userguide/service-quotas.html, "Service quotas" table): "Nodes
+# per managed node group" 450 and "Managed node groups per cluster" 30, both "Adjustable: Yes" in Service Quotas, so
+# soft: a stack above them is advised to raise the quota before `pulumi up`, not refused. Every pool of an aws stack
+# is one managed node group (components/clouds/aws.py GpuNodePool); node groups the cluster already has count too.
+EKS_NODES_PER_NODE_GROUP = 450
+EKS_NODE_GROUPS_PER_CLUSTER = 30
+EKS_QUOTAS_SOURCE = "docs.aws.amazon.com/eks/latest/userguide/service-quotas.html"
+
+
+def quota_advisories(cfg: Any) -> list[Problem]:
+    """The EKS quotas a large stack meets (issue 47): nodes per managed node group, node groups per cluster."""
+    out: list[Problem] = []
+    for i, pool in enumerate(cfg.node_pools):
+        if pool.node_count > EKS_NODES_PER_NODE_GROUP:
+            out.append(Problem(f"nodePools[{i}].nodeCount", (
+                f"{pool.node_count} nodes in one EKS managed node group, above the default quota 'Nodes per "
+                f"managed node group' ({EKS_NODES_PER_NODE_GROUP}, adjustable; {EKS_QUOTAS_SOURCE}): raise it in "
+                f"Service Quotas (Amazon EKS) for this region before `pulumi up`, or split the pool into pools of at "
+                f"most {EKS_NODES_PER_NODE_GROUP} nodes")))
+    if len(cfg.node_pools) > EKS_NODE_GROUPS_PER_CLUSTER:
+        out.append(Problem("nodePools", (
+            f"{len(cfg.node_pools)} pools are {len(cfg.node_pools)} EKS managed node groups, above the default quota "
+            f"'Managed node groups per cluster' ({EKS_NODE_GROUPS_PER_CLUSTER}, adjustable; {EKS_QUOTAS_SOURCE}; "
+            f"node groups the cluster already has count too): raise it in Service Quotas (Amazon EKS) before "
+            f"`pulumi up`, or merge pools of the same machine")))
+    return out
+
+
 def advisories(cfg: Any) -> list[Problem]:
-    """Non-fatal findings of this cloud (none so far)."""
-    return []
+    """Non-fatal findings of this cloud: the EKS quotas a large stack meets."""
+    return quota_advisories(cfg)
 
 # ---------------------------------------------------------------- node bootstrap
 # (read by components/clouds/aws.py: launch template, node group, IAM, CSI add-ons)

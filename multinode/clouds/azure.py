@@ -104,9 +104,29 @@ def storage_problems(storage: Any, node_pools: Any = ()) -> list[Problem]:
     return p
 
 
+# AKS "Service quotas and limits" (learn.microsoft.com/azure/aks/quotas-skus-regions): "Maximum nodes per cluster with
+# Virtual Machine Scale Sets and Standard Load Balancer SKU: 5,000 across all node pools" (a limit: refused), whose
+# default is 1,000 ("Running more than a 1000 nodes per cluster requires increasing the default node limit quota":
+# advised); "Maximum nodes per node pool (Virtual Machine Scale Sets node pools): 1000" and "Maximum node pools per
+# cluster: 100" are held by the config model (NodePool.node_count <= 512, limits.NODE_POOLS = 100).
+AKS_NODES_PER_CLUSTER = 5000
+AKS_DEFAULT_NODES_PER_CLUSTER = 1000
+AKS_QUOTAS_SOURCE = "learn.microsoft.com/azure/aks/quotas-skus-regions"
+
+
+def _cluster_nodes(cfg: Any) -> int:
+    return sum(p.node_count for p in cfg.node_pools)
+
+
 def config_problems(cfg: Any, machines: dict[str, Any]) -> list[Problem]:
-    """What only azure refuses: storage the services do not accept."""
-    return storage_problems(cfg.storage, cfg.node_pools) if cfg.storage is not None else []
+    """What only azure refuses: storage the services do not accept, more nodes than an AKS cluster holds."""
+    p = storage_problems(cfg.storage, cfg.node_pools) if cfg.storage is not None else []
+    total = _cluster_nodes(cfg)
+    if total > AKS_NODES_PER_CLUSTER:
+        p.append(Problem("nodePools", f"{total} nodes over all pools (nodePools[].nodeCount), above AKS's maximum of "
+                                      f"{AKS_NODES_PER_CLUSTER} nodes per cluster ({AKS_QUOTAS_SOURCE}); lower the "
+                                      f"pools' nodeCount or split the stack into clusters (multinode:fleet)"))
+    return p
 
 
 # Node repair (issue 34, docs/node-health.md): AKS node auto-repair is built in and has no setting
@@ -122,6 +142,12 @@ def advisories(cfg: Any) -> list[Problem]:
     By default GPUDirect RDMA is on (see "GPUDirect RDMA" below): what is left to warn about is a config
     that really runs without the MLNX/DOCA stack nvidia-peermem needs."""
     out: list[Problem] = []
+    total = _cluster_nodes(cfg)
+    if AKS_DEFAULT_NODES_PER_CLUSTER < total <= AKS_NODES_PER_CLUSTER:
+        out.append(Problem("nodePools", f"{total} nodes over all pools, above AKS's default node limit of "
+                                        f"{AKS_DEFAULT_NODES_PER_CLUSTER} per cluster ({AKS_QUOTAS_SOURCE}): ask Azure "
+                                        f"support to raise the cluster's node limit quota (up to "
+                                        f"{AKS_NODES_PER_CLUSTER}) before `pulumi up`"))
     if not (cfg.fabric.enabled and cfg.fabric_kind() == "infiniband"):
         return out
     # Azure/AKS#3507 via hardware.md section 2: ~4 GB/s instead of ~186 GB/s without nvidia_peermem

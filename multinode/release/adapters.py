@@ -16,8 +16,17 @@ from .bandwidth import ConfigMapReading, PodLog
 from .health import NodeInfo
 from .pipeline import Outcome, PolicyFinding, StackMissing, StepFailed
 
-ROOT = Path(__file__).resolve().parent.parent.parent          # the Pulumi project (Pulumi.yaml)
-POLICY_PACK = ROOT / "policy"
+_CHECKOUT = Path(__file__).resolve().parent.parent.parent
+_IN_CHECKOUT = (_CHECKOUT / "Pulumi.yaml").is_file() and (_CHECKOUT / "policy" / "PulumiPolicy.yaml").is_file()
+# The Pulumi project (Pulumi.yaml): this repository run from its checkout; installed from the wheel, the project
+# in the working folder (one `multinode new` wrote).
+ROOT = _CHECKOUT if _IN_CHECKOUT else Path.cwd()
+# The pack: policy/ of the checkout (started by the Python language host), else the pack executable installed with
+# the package (a binary analyzer plugin: multinode/entry_points.py; None when it is not installed).
+POLICY_PACK: Path | None = _CHECKOUT / "policy" if _IN_CHECKOUT else None
+if POLICY_PACK is None:
+    from ..entry_points import policy_pack_path
+    POLICY_PACK = policy_pack_path()
 INSTALL_HINT = "install it with `curl -fsSL https://get.pulumi.com | sh` (https://www.pulumi.com/docs/install/)"
 ERROR_TAIL = 1500       # characters of a failed command's stderr kept in the report
 

@@ -103,14 +103,16 @@ def main(argv: list[str] | None = None, prog: str = USAGE_PROG) -> int:
             parse = bandwidth.default_parse_verdict()
         except bandwidth.CheckUnavailable as e:
             return stop(p.EXIT_USAGE, str(e))
-    if not (adapters.POLICY_PACK / "PulumiPolicy.yaml").exists():
-        return stop(p.EXIT_USAGE, f"no policy pack at {adapters.POLICY_PACK} (PulumiPolicy.yaml missing)")
+    pack = adapters.POLICY_PACK
+    if pack is None or not (pack.is_file() or (pack / "PulumiPolicy.yaml").exists()):
+        return stop(p.EXIT_USAGE, f"no policy pack at {pack or 'multinode-policy-pack (not installed)'} "
+                                  f"(PulumiPolicy.yaml or the pack executable missing)")
 
     def out(line: str) -> None:
         print(line, flush=True)
 
     opts = p.ReleaseOptions(stack=args.stack, promote_from=args.promote_from, dry_run=args.dry_run,
-                            timeout=args.timeout, policy_packs=[str(adapters.POLICY_PACK)],
+                            timeout=args.timeout, policy_packs=[str(pack)],
                             revision=_revision(adapters.ROOT))
     # a dry run stops after the preview and never calls the waiter (nor loads the default parser)
     waiter = bandwidth.VerdictWaiter(parse=parse, progress=out)

@@ -48,7 +48,7 @@ config:
 
 
 def _default_scheduler(k8s: Path) -> None:
-    job = next(k8s.glob("*-Job-train.yaml"))
+    job = next(k8s.glob("Job-*-train.yaml"))
     doc = yaml.safe_load(job.read_text())
     assert doc["apiVersion"] == "batch/v1", doc["apiVersion"]
     doc["spec"]["template"]["spec"].pop("schedulerName", None)
@@ -120,7 +120,7 @@ def test_the_same_stack_unchanged_passes(tmp_path: Path) -> None:
 
 
 def _drop_fabric_label(k8s: Path) -> None:
-    job = next(k8s.glob("*-Job-train.yaml"))
+    job = next(k8s.glob("Job-*-train.yaml"))
     doc = yaml.safe_load(job.read_text())
     del doc["spec"]["template"]["metadata"]["labels"]["multinode.dev/fabric"]
     job.write_text(yaml.safe_dump(doc))

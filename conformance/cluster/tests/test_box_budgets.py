@@ -53,7 +53,7 @@ def _volcano_module() -> str:
 
 def _default_scheduler(out: Path) -> None:
     """The Indexed Job's pods to kube-scheduler (the stack gives them to Volcano: tests/test_box.py does the same)."""
-    job = next((out / "k8s").glob("*-Job-train.yaml"))
+    job = next((out / "k8s").glob("Job-*-train.yaml"))
     doc = yaml.safe_load(job.read_text())
     doc["spec"]["template"]["spec"].pop("schedulerName", None)
     job.write_text(yaml.safe_dump(doc))
@@ -72,7 +72,7 @@ def _box(tmp_path: Path, kind: str, plant: bool) -> tuple[int, dict]:
                    capture_output=True, text=True, cwd=ROOT)
     out = tmp_path / name
     assert (out / "placement.json").exists(), f"plan wrote no {out}/placement.json"
-    budget_file = next((out / "k8s").glob("*-PodDisruptionBudget-train-gang.yaml"))
+    budget_file = next((out / "k8s").glob("PodDisruptionBudget-*-train-gang.yaml"))
     budget = yaml.safe_load(budget_file.read_text())
     assert budget["spec"]["minAvailable"] == 1                    # what plan renders for a 2-pod job
     if plant:
@@ -166,7 +166,7 @@ def test_a_client_service_named_like_the_set_keeps_lws_s_headless_service_out(tm
     subprocess.run([str(Path(py).parent / "multinode"), "plan", "--file", str(f), "--out", str(tmp_path)],
                    capture_output=True, text=True, cwd=ROOT)
     out = tmp_path / name
-    svc_file = next((out / "k8s").glob("*-Service-llama-leader.yaml"))
+    svc_file = next((out / "k8s").glob("Service-*-llama-leader.yaml"))
     svc = yaml.safe_load(svc_file.read_text())
     svc["metadata"]["name"] = "llama"                             # planted: the set's own name
     svc_file.write_text(yaml.safe_dump(svc))

@@ -38,7 +38,7 @@ def _module_dir(folder: str, module: str) -> str:
 
 def _old_rendering(k8s: Path) -> None:
     """The planted defect: the LeaderWorkerSet as plan rendered it before (annotation, no affinity)."""
-    f = next(k8s.glob("*-LeaderWorkerSet-*.yaml"))
+    f = next(k8s.glob("LeaderWorkerSet-*.yaml"))
     lws = yaml.safe_load(f.read_text())
     lws["metadata"]["annotations"][EXCLUSIVE] = "topology.k8s.aws/network-node-layer-3"
     for t in ("leaderTemplate", "workerTemplate"):

@@ -33,7 +33,7 @@ def _plan(tmp_path: Path, name: str) -> tuple[subprocess.CompletedProcess[str], 
 
 
 def _to_kube_scheduler(k8s: Path) -> None:
-    for f in k8s.glob("*-Job-*.yaml"):
+    for f in k8s.glob("Job-*.yaml"):
         doc = yaml.safe_load(f.read_text())
         doc["spec"]["template"]["spec"].pop("schedulerName", None)
         f.write_text(yaml.safe_dump(doc))

@@ -140,3 +140,73 @@ def test_command_line_reference_left_unexpanded():
                         "container's spec)"]
     p["cmdline"] = {"main": ["/bin/bash", "-c", "torchrun --node_rank=3 train.py"]}   # expanded: passes
     assert real_node_findings(_obs([p]))[0] == []
+
+
+# names resolved from inside the pod (names.go): the agreeing case and each planted way to fail
+_LEADER = {"name": "lws-0.lws", "from": "container main env LWS_LEADER_ADDRESS", "container": "main",
+           "resolved": ["10.245.1.5"], "target": "pod multinode/lws-0 (hostname lws-0, subdomain lws)",
+           "expect": ["10.245.1.5"]}
+_SVC = {"name": "api", "from": "Service multinode/api", "container": "main", "resolved": ["10.0.0.20"],
+        "target": "Service multinode/api (ClusterIP)", "expect": ["10.0.0.20"]}
+
+
+def test_names_that_resolve_to_what_they_name_pass():
+    idle = {"name": "idle", "from": "Service multinode/idle", "container": "main", "resolved": [],
+            "error": "getent ahostsv4 idle: exit status 2",
+            "target": "Service multinode/idle (headless: its endpoints)", "expect": []}
+    findings, report = real_node_findings(_obs([_pod("a", names=[_LEADER, _SVC, idle])]))
+    assert findings == [] and report["pods"][0]["namesResolved"] == 3
+
+
+def test_leader_address_taken_by_a_client_service():
+    leader = dict(_LEADER, resolved=[], error="getent ahostsv4 lws-0.lws: exit status 2",
+                  hint="Service multinode/lws (not headless, clusterIP 10.96.0.9, selector map[role:client], owners "
+                       "none) has the subdomain's name but no endpoint with hostname lws-0 (...): CoreDNS has no "
+                       "record for lws-0.lws")
+    findings, _ = real_node_findings(_obs([_pod("a", names=[leader, _SVC])]))
+    assert len(findings) == 1, findings
+    assert "name 'lws-0.lws' (container main env LWS_LEADER_ADDRESS) does not resolve from inside the pod" \
+        in findings[0]
+    assert "Service multinode/lws (not headless" in findings[0]
+    assert "no endpoint with hostname lws-0" in findings[0]
+
+
+def test_name_resolving_to_another_address():
+    findings, _ = real_node_findings(_obs([_pod("a", names=[dict(_SVC, resolved=["10.0.0.99"])])]))
+    assert len(findings) == 1 and "resolves to ['10.0.0.99'], not to Service multinode/api (ClusterIP)" in findings[0]
+
+
+def test_name_that_names_nothing_of_the_box():
+    typo = {"name": "trainer-0.trainr", "from": "container main command line --rdzv_endpoint", "container": "main",
+            "resolved": [], "error": "getent ahostsv4 trainer-0.trainr: exit status 2", "expect": []}
+    findings, _ = real_node_findings(_obs([_pod("a", names=[typo])]))
+    assert len(findings) == 1 and "it names no Service or pod of the box" in findings[0]
+
+
+def _probed(listening: list[int] | None) -> dict[str, Any]:
+    p = _pod("a", listening=listening)
+    main = p["pod"]["spec"]["containers"][0]
+    main["ports"] = [{"name": "http", "containerPort": 8000}]
+    main["readinessProbe"] = {"httpGet": {"path": "/health", "port": "http"}}
+    main["livenessProbe"] = {"tcpSocket": {"port": 8001}}
+    return p
+
+
+def test_probes_on_ports_that_listen_pass():
+    findings, _ = real_node_findings(_obs([_probed([8000, 8001])]))
+    assert findings == []
+
+
+def test_probe_on_a_port_nobody_listens_on():
+    findings, _ = real_node_findings(_obs([_probed([8000])]))
+    assert len(findings) == 1, findings
+    assert "container main: livenessProbe tcpSocket on port 8001: nothing listens on it in the pod " \
+        "(listening: [8000])" in findings[0]
+
+
+def test_probe_naming_an_undeclared_port_and_unread_ports():
+    p = _probed([8000, 8001])
+    p["pod"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["port"] = "metrics"
+    findings, _ = real_node_findings(_obs([p]))
+    assert len(findings) == 1 and "names port 'metrics', which the container does not declare" in findings[0]
+    assert real_node_findings(_obs([_probed(None)]))[0] == []    # ports not read (no running process): no judgement

@@ -43,7 +43,7 @@ def stack(rendered: Path, tmp_path: Path) -> Path:
 
 
 def _file(stack: Path, kind: str) -> Path:
-    return next(iter(sorted((stack / "k8s").glob(f"*-{kind}-*.yaml"))))
+    return next(iter(sorted((stack / "k8s").glob(f"{kind}-*.yaml"))))
 
 
 def _edit(path: Path, change: Any) -> None:

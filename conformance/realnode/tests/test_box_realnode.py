@@ -1,11 +1,17 @@
 """The box with real nodes (issue 42) on a stack with planted defects (needs root, the clusterbox binary and the
 Debian packages of conformance/realnode/install-deps.sh; skips otherwise).
 
-One box: a one-pool stack of 2 nodes, run by real kubelets in the box's own network namespace, with two
-indexed-Job gangs applied one after the other (batch objects run alone): `train` as plan renders it plus an env
-var that refers to an undefined variable (planted), and `train-preflight`, the same Job with a preflight init
-container that exits 1 (planted). The real kubelet must leave `$(UNDEFINED_HOST)` literal in the process's
-environment (so the check reports it), and never start the trainer behind the failing preflight."""
+One box: a one-pool stack of 2 nodes, run by real kubelets in the box's own network namespace with CoreDNS
+(when conformance/bin/coredns is built), with three indexed-Job gangs applied one after the other (batch objects
+run alone): `train` as plan renders it plus an env var that refers to an undefined variable (planted),
+`train-preflight`, the same Job with a preflight init container that exits 1 (planted), and `train-clash`, the
+same Job under a subdomain whose only Service is a client Service for other pods (planted: a client Service that
+takes the name the pods' hostnames live under, as the LWS stacks' client Service once took the name of LWS's
+headless Service, which LWS then does not create). The
+real kubelet must leave `$(UNDEFINED_HOST)` literal in the process's environment (so the check reports it), never
+start the trainer behind the failing preflight; `train`'s rendezvous host must resolve from inside its pods to
+pod 0 (no finding), `train-clash`'s must not (a finding naming the Service that took the name). A fourth gang,
+`train-probe`, serves port 8000 and has a readiness probe on 8001 (planted: a probe on a port nobody listens on)."""
 from __future__ import annotations
 
 import copy
@@ -22,6 +28,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 HERE = ROOT / "conformance" / "cluster"
 BIN = ROOT / "conformance" / "bin" / "clusterbox"
+COREDNS = ROOT / "conformance" / "bin" / "coredns"
 REALNODE = ROOT / "conformance" / "realnode"
 # the Makefile's STANDIN_CACHE: outside the checkout, like Go's caches
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "multinode" / "realnode"
@@ -55,7 +62,7 @@ config:
 
 
 def _plant(k8s: Path) -> None:
-    job_file = next(k8s.glob("*-Job-train.yaml"))
+    job_file = next(k8s.glob("Job-*-train.yaml"))
     doc = yaml.safe_load(job_file.read_text())
     pod = doc["spec"]["template"]["spec"]
     pod.pop("schedulerName", None)            # Volcano does not run in this box: kube-scheduler binds them
@@ -68,7 +75,39 @@ def _plant(k8s: Path) -> None:
     sp["initContainers"] = [{"name": "preflight", "image": sp["containers"][0]["image"],
                              "command": ["/bin/sh", "-c", "echo planted preflight failure; exit 1"]}]
     second["spec"]["backoffLimit"] = 0
-    (k8s / (job_file.name.replace("Job-train", "Job-train-preflight"))).write_text(yaml.safe_dump(second))
+    planted = [job_file.name.replace("-train.yaml", "-train-preflight.yaml")]
+    (k8s / planted[0]).write_text(yaml.safe_dump(second))
+    # the name clash: the same Job under subdomain train-clash, whose Service is not headless
+    third = copy.deepcopy(doc)
+    third["metadata"]["name"] = "train-clash"
+    tp = third["spec"]["template"]["spec"]
+    tp["subdomain"] = "train-clash"
+    tp["containers"][0]["env"] = [e for e in tp["containers"][0]["env"] if e["name"] != "RDZV_ADDR"]
+    text = yaml.safe_dump(third).replace(f"{pod['subdomain']}-0.{pod['subdomain']}", "train-clash-0.train-clash")
+    assert "train-clash-0.train-clash" in text, "the rendered trainer names no rendezvous host of its subdomain"
+    planted.append(job_file.name.replace("-train.yaml", "-train-clash.yaml"))
+    (k8s / planted[-1]).write_text(text)
+    clash = {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "train-clash", "namespace": doc["metadata"]["namespace"]},
+             "spec": {"selector": {"app.kubernetes.io/name": "train-client"},
+                      "ports": [{"name": "rdzv", "port": 29500, "targetPort": 29500}]}}
+    planted.append(f"Service-{doc['metadata']['namespace']}-train-clash.yaml")
+    (k8s / planted[-1]).write_text(yaml.safe_dump(clash))
+    # a probe on a port nobody listens on: the trainer serves 8000 (python3's http.server, in the stand-in), its
+    # liveness probe asks 8000 (fine), its readiness probe 8001 (planted)
+    fourth = copy.deepcopy(doc)
+    fourth["metadata"]["name"] = "train-probe"
+    c = fourth["spec"]["template"]["spec"]["containers"][0]
+    c["env"] = [e for e in c["env"] if e["name"] != "RDZV_ADDR"]
+    c["command"], c["args"] = ["python3", "-m", "http.server", "8000"], []
+    c["ports"] = [{"name": "http", "containerPort": 8000}]
+    c["livenessProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 5}
+    c["readinessProbe"] = {"tcpSocket": {"port": 8001}, "periodSeconds": 5}
+    planted.append(job_file.name.replace("-train.yaml", "-train-probe.yaml"))
+    (k8s / planted[-1]).write_text(yaml.safe_dump(fourth))
+    index = k8s / "apply-order.txt"          # the apply order lists every file of k8s/ (multinode/k8sfiles.py)
+    listed = "".join(f"{name}\n" for name in planted)
+    index.write_text(index.read_text().replace(f"{job_file.name}\n", f"{job_file.name}\n{listed}"))
 
 
 def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_path: Path) -> None:
@@ -83,7 +122,8 @@ def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_pat
     _plant(out / "k8s")
     rootfs = subprocess.run([str(REALNODE / "rootfs.sh"), str(CACHE)], capture_output=True, text=True, check=True)
     r = subprocess.run([str(BIN), "--netns", "--real-nodes", "gpu-0,gpu-1", "--standin-rootfs", rootfs.stdout.strip(),
-                        "--standin-dir", str(REALNODE / "standin"), "--stack-dir", str(out), "--timeout", "5m",
+                        "--standin-dir", str(REALNODE / "standin"), "--stack-dir", str(out), "--timeout", "7m",
+                        *(["--coredns", str(COREDNS)] if COREDNS.exists() else []),
                         "--settle", "60s", "--compare", f"{py} {HERE / 'compare.py'} {out}"],
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     print(r.stdout[-5000:], r.stderr[-3000:])
@@ -112,3 +152,23 @@ def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_pat
         assert any(m.startswith("init container preflight: terminated:1") for m in p["problems"]), p
     # $(JOB_COMPLETION_INDEX) in the command line was expanded by the kubelet (no finding about it)
     assert not any("JOB_COMPLETION_INDEX" in m for p in real["pods"] for m in p["problems"])
+    if not COREDNS.exists():
+        return
+    # CoreDNS: train's rendezvous host (pod 0 of its headless subdomain) and its Services resolved, no finding
+    for p in env_pods:
+        assert p["namesResolved"] >= 2, p
+    clash_pods = by_phase["batch Job multinode/train-clash"]
+    assert len(clash_pods) == 2 and all(p["podPhase"] == "Running" for p in clash_pods), clash_pods
+    for p in clash_pods:
+        rdzv = [m for m in p["problems"] if "'train-clash-0.train-clash'" in m]
+        assert len(rdzv) == 1, (p, real["pods"])
+        assert "does not resolve from inside the pod" in rdzv[0], rdzv
+        assert "Service multinode/train-clash (not headless" in rdzv[0], rdzv
+        assert "has the subdomain's name but no endpoint with hostname train-clash-0" in rdzv[0], rdzv
+    # the probe on 8001 is found, the one on 8000 (where http.server listens) is not
+    probe_pods = by_phase["batch Job multinode/train-probe"]
+    assert len(probe_pods) == 2, probe_pods
+    for p in probe_pods:
+        probes = [m for m in p["problems"] if "Probe" in m]
+        assert probes == ["container trainer: readinessProbe tcpSocket on port 8001: nothing listens on it in the pod "
+                          "(listening: [8000])"], p

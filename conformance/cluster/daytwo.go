@@ -1,0 +1,1080 @@
+package main
+
+// Day two, played on the engines (issue 44): once the stack's phases are done, the box plays
+//  1. a node failure: one node holding gang pods stops its heartbeats (its fake kubelet stops: no Lease, no
+//     NodeStatus, no pod touched); kube-controller-manager's node lifecycle controller marks it Unknown and taints it
+//     node.kubernetes.io/unreachable:NoExecute, its taint-eviction controller deletes each pod once the pod's
+//     toleration of that taint runs out; the cloud's node repair then deletes the Node (the box force-deletes the
+//     pods left Terminating on it, as kube-controller-manager's pod GC does for pods of a deleted node after 40 s,
+//     k8s.io/kubernetes@v1.33.13 pkg/controller/podgc/gc_controller.go:51), each gang's controller recovers it
+//     (LWS recreates the group, Volcano applies the job's policies), the gang must end whole or whole-Pending, never
+//     half-bound; then the repaired node comes back (registered again) and every gang must be whole again;
+//  2. a pool upgrade, as the clouds run it (surge): the pool gets its surge nodes (shaped like its nodes: labels,
+//     taints, allocatable, CSINode), then every node that held gang pods is cordoned and drained, one at a time,
+//     through the Eviction API (policy/v1 Eviction: the API server enforces each PodDisruptionBudget), retrying a
+//     refused eviction until the drain timeout; each gang must lose at most what its budget allows, come back whole,
+//     and restart as upgrades.json predicts.
+// The batch gangs (a Volcano Job, an Indexed Job, an MPIJob) run one at a time beside the services (placement.json);
+// the first batch object that upgrades.json names as a gang is applied again for these scenarios, so the services'
+// gangs and that one are played. What the box saw, against what plan predicted, goes to build/<stack>/day-two.json;
+// its findings fail the box (compare.py reads them).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// The box's day-two clock. Real clusters count minutes (a drain waits 15 min on EKS, drainTimeoutMinutes on AKS, up to
+// 60 on GKE; a pod tolerates an unreachable node 300 s); the box has no image pulls or model loads, its controllers
+// restore a gang in seconds, so each wait is cut to what one evict-restart cycle takes here. A drain still refused
+// at boxDrainTimeout is refused for the reason its budget's status gives (printed), which a longer wait does not
+// change while no pod of the gang becomes Ready.
+var (
+	nodeMonitorGrace         = 20 * time.Second // controller-manager --node-monitor-grace-period (controlplane.go)
+	defaultTolerationSeconds = 10 * time.Second // the API server's default not-ready/unreachable toleration
+	boxDrainTimeout          = 20 * time.Second // per node, in place of the stack's drain timeout
+	boxRecover               = 40 * time.Second // longest wait for a gang to be whole (or whole-Pending) again
+	boxLongestToleration     = 60 * time.Second // a longer toleration is listed as not checked, not waited for
+)
+
+const unreachableTaint = "node.kubernetes.io/unreachable"
+const notReadyTaint = "node.kubernetes.io/not-ready"
+
+// upgradesJSON: the parts of build/<stack>/upgrades.json (multinode/upgrades.py as_json) the scenarios predict from.
+type upgradesJSON struct {
+	Pools []struct {
+		Pool             string `json:"pool"`
+		Strategy         string `json:"strategy"`
+		NodeCount        int    `json:"nodeCount"`
+		LargestGang      int    `json:"largestGang"`
+		SpareNodes       int    `json:"spareNodes"`
+		Surge            int    `json:"surge"`
+		RoomToSurge      bool   `json:"roomToSurge"`
+		DrainTimeout     int    `json:"drainTimeoutMinutes"`
+		DrainWait        string `json:"drainWait"`
+		BadNodesSurvived int    `json:"badNodesSurvived"`
+		Gangs            []struct {
+			Workload           string `json:"workload"`
+			Kind               string `json:"kind"`
+			Nodes              int    `json:"nodes"`
+			Groups             int    `json:"groups"`
+			Service            bool   `json:"service"`
+			Budget             string `json:"budget"`
+			DisruptionsAllowed int    `json:"disruptionsAllowed"`
+			OnUpgrade          string `json:"onUpgrade"`
+		} `json:"gangs"`
+	} `json:"pools"`
+}
+
+// GangView: one gang (the pods of one workload, or of one LWS group) as the box holds it.
+type GangView struct {
+	Gang     string   `json:"gang"`
+	Workload string   `json:"workload"`
+	Kind     string   `json:"kind,omitempty"` // upgrades.json's kind
+	Pool     string   `json:"pool,omitempty"`
+	Size     int      `json:"size"` // pods when whole (counted when the scenario starts)
+	Pods     int      `json:"pods"` // pods not being deleted
+	Bound    int      `json:"bound"`
+	Ready    int      `json:"ready"`
+	Nodes    []string `json:"nodes,omitempty"`
+	// budget: the PodDisruptionBudgets selecting its pods, and the fewest disruptions one of them allows
+	Budgets []string `json:"budgets,omitempty"`
+	Allowed *int32   `json:"disruptionsAllowed,omitempty"`
+	// what plan predicts (upgrades.json): the disruptions its budget allows and what an upgrade does to it
+	PredictedAllowed *int   `json:"predictedDisruptionsAllowed,omitempty"`
+	PredictedUpgrade string `json:"predictedOnUpgrade,omitempty"`
+	uids             map[types.UID]bool
+}
+
+func (g GangView) whole() bool     { return g.Size > 0 && g.Ready == g.Size && g.Pods == g.Size }
+func (g GangView) halfBound() bool { return g.Bound > 0 && g.Bound < g.Size }
+
+// DrainStep: one node cordoned and drained.
+type DrainStep struct {
+	Node        string            `json:"node"`
+	Evicted     []string          `json:"evicted,omitempty"`
+	Refused     int               `json:"refusedEvictions"`
+	LastRefusal map[string]string `json:"lastRefusal,omitempty"` // pod -> the API server's answer
+	Completed   bool              `json:"completed"`
+	Left        []string          `json:"left,omitempty"` // pods still on the node at the drain timeout
+	Seconds     float64           `json:"seconds"`
+	// gangs whole again after the drain (the surge nodes take them), seconds it took
+	WholeAfter bool    `json:"wholeAfter"`
+	Recovered  float64 `json:"recoveredSeconds"`
+}
+
+// GangOutcome: per gang, what the scenario did to it.
+type GangOutcome struct {
+	Gang               string   `json:"gang"`
+	PredictedAllowed   *int     `json:"predictedDisruptionsAllowed,omitempty"`
+	PredictedUpgrade   string   `json:"predictedOnUpgrade,omitempty"`
+	AllowedByBudget    *int32   `json:"disruptionsAllowedByBudget,omitempty"`
+	MostLostByEviction int      `json:"mostReadyPodsEvictedBeforeWhole"`
+	Restarts           int      `json:"restartsWhole"`   // every pod replaced at once
+	PartialRestarts    int      `json:"partialRestarts"` // some pods replaced, others kept running
+	End                string   `json:"end"`             // whole | whole-Pending | half-bound (n of m) | gone
+	NodesAtEnd         []string `json:"nodesAtEnd,omitempty"`
+	OnSurgeNodes       bool     `json:"onSurgeNodes,omitempty"`
+	Note               string   `json:"note,omitempty"`
+}
+
+type DrainResult struct {
+	SurgeNodes   []string      `json:"surgeNodes"`
+	DrainTimeout string        `json:"drainTimeout"`
+	StackDrain   []string      `json:"stackDrainTimeout,omitempty"` // per pool, what the cloud does (upgrades.json)
+	Steps        []DrainStep   `json:"steps"`
+	Gangs        []GangOutcome `json:"gangs"`
+	Events       []EventView   `json:"events,omitempty"`
+	Seconds      float64       `json:"seconds"`
+}
+
+type PodEviction struct {
+	Pod        string  `json:"pod"`
+	Gang       string  `json:"gang,omitempty"`
+	Role       string  `json:"role,omitempty"` // multinode.dev/role
+	Toleration string  `json:"toleration"`     // of the taint the node got: "10s", "forever", "none"
+	Marked     bool    `json:"markedForDeletion"`
+	After      float64 `json:"secondsAfterTaint,omitempty"`
+}
+
+type FailureResult struct {
+	Node      string        `json:"node"`
+	Taint     string        `json:"taint,omitempty"`
+	TaintedAt float64       `json:"taintedAfterSeconds,omitempty"`
+	Pods      []PodEviction `json:"pods"`
+	// after the node's pods are gone: each gang whole elsewhere, whole-Pending, or half-bound (a finding)
+	GangsAfterLoss []GangOutcome `json:"gangsAfterLoss"`
+	// after the repaired node is back
+	GangsAfterRepair []GangOutcome `json:"gangsAfterRepair"`
+	Events           []EventView   `json:"events,omitempty"`
+	Seconds          float64       `json:"seconds"`
+}
+
+type DayTwoReport struct {
+	Stack      string            `json:"stack"`
+	Settings   map[string]string `json:"settings"`
+	Batch      string            `json:"batchGang,omitempty"` // the batch object applied again for the scenarios
+	Gangs      []GangView        `json:"gangs"`               // when the scenarios start
+	Failure    *FailureResult    `json:"nodeFailure,omitempty"`
+	Drain      *DrainResult      `json:"drain,omitempty"`
+	Findings   []string          `json:"findings"`
+	NotChecked []string          `json:"notChecked"`
+	Seconds    float64           `json:"seconds"`
+}
+
+// gangOf: the gang a pod belongs to: its workload, and its LWS group where it has one; "" for pods of no gang.
+func gangOf(p corev1.Pod) string {
+	w := p.Labels["multinode.dev/workload"]
+	if w == "" {
+		return ""
+	}
+	if g, ok := p.Labels["leaderworkerset.sigs.k8s.io/group-index"]; ok {
+		return w + "/group-" + g
+	}
+	return w
+}
+
+func ownedByDaemonSet(p corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+type dayTwo struct {
+	box   *Box
+	kl    *FakeKubelet
+	ap    *Applier
+	rep   *DayTwoReport
+	up    upgradesJSON
+	size  map[string]int // gang -> pods when whole
+	pool  map[string]string
+	nodes []corev1.Node // nodes.yaml
+	logf  func(string, ...any)
+	start time.Time
+}
+
+func (d *dayTwo) finding(f string, a ...any) {
+	d.rep.Findings = append(d.rep.Findings, fmt.Sprintf(f, a...))
+}
+
+// gangs reads every gang of the starting set as the box holds it now.
+func (d *dayTwo) gangs(ctx context.Context) (map[string]*GangView, []corev1.Pod, error) {
+	pods, err := d.box.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string]*GangView{}
+	for g, n := range d.size {
+		out[g] = &GangView{Gang: g, Size: n, uids: map[types.UID]bool{}}
+	}
+	for _, p := range pods.Items {
+		g := out[gangOf(p)]
+		if g == nil || p.DeletionTimestamp != nil {
+			continue
+		}
+		g.Pods++
+		g.uids[p.UID] = true
+		if p.Spec.NodeName != "" {
+			g.Bound++
+			g.Nodes = append(g.Nodes, p.Spec.NodeName)
+		}
+		if podReady(p) && p.Spec.NodeName != "" {
+			g.Ready++
+		}
+	}
+	for _, g := range out {
+		sort.Strings(g.Nodes)
+	}
+	return out, pods.Items, nil
+}
+
+// RunDayTwo plays the scenarios on the box as boxRun leaves it and writes build/<stack>/day-two.json.
+func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stackDir string, nodes []corev1.Node,
+	batch []Object, quiet, settle time.Duration, logf func(string, ...any)) (*DayTwoReport, error) {
+	d := &dayTwo{box: box, kl: kl, ap: ap, nodes: nodes, logf: logf, start: time.Now(), size: map[string]int{},
+		pool: map[string]string{}, rep: &DayTwoReport{Stack: filepath.Base(stackDir), Findings: []string{},
+			NotChecked: []string{}, Settings: map[string]string{
+				"node-monitor-grace-period (controller-manager)":               nodeMonitorGrace.String(),
+				"default not-ready/unreachable tolerationSeconds (API server)": defaultTolerationSeconds.String(),
+				"drain timeout per node (box)":                                 boxDrainTimeout.String(),
+				"recovery wait per gang (box)":                                 boxRecover.String(),
+				"fake kubelet heartbeat":                                       heartbeatEvery.String(),
+			}}}
+	defer func() { d.rep.Seconds = time.Since(d.start).Seconds() }()
+	data, err := os.ReadFile(filepath.Join(stackDir, "upgrades.json"))
+	if err != nil {
+		return d.rep, fmt.Errorf("upgrades.json: %w", err)
+	}
+	if err := json.Unmarshal(data, &d.up); err != nil {
+		return d.rep, fmt.Errorf("upgrades.json: %w", err)
+	}
+	predicted := map[string]int{}
+	upgrade := map[string]string{}
+	batchGang := map[string]bool{}
+	for _, p := range d.up.Pools {
+		for _, g := range p.Gangs {
+			predicted[g.Workload], upgrade[g.Workload], d.pool[g.Workload] = g.DisruptionsAllowed, g.OnUpgrade, p.Pool
+			if !g.Service {
+				batchGang[g.Workload] = true
+			}
+		}
+	}
+	// the first batch object upgrades.json names as a gang, applied again beside the services
+	var played *Object
+	for i, o := range batch {
+		if batchGang[o.U.GetLabels()["multinode.dev/workload"]] || batchGang[o.U.GetName()] {
+			played = &batch[i]
+			break
+		}
+	}
+	if played != nil {
+		d.rep.Batch = played.Key()
+		if err := ap.Apply(ctx, *played, 20*time.Second); err != nil {
+			d.finding("day two: %s could not be applied again: %v", played.Key(), err)
+			played = nil
+		} else {
+			defer func() {
+				if err := ap.Delete(context.Background(), *played); err == nil {
+					ap.WaitGone(ctx, box, played.Key(), 30*time.Second)
+				}
+			}()
+			if _, _, err := Settle(ctx, box, quiet/2, settle, 2*time.Second); err != nil {
+				return d.rep, err
+			}
+		}
+	}
+	for _, o := range batch {
+		if played == nil || o.Key() != played.Key() {
+			if w := o.U.GetLabels()["multinode.dev/workload"]; batchGang[w] {
+				d.rep.NotChecked = append(d.rep.NotChecked, fmt.Sprintf("%s: a batch gang not played (the box plays the "+
+					"first batch gang of the stack beside the services)", o.Key()))
+			}
+		}
+	}
+	// the gangs: every workload with two or more pods, counted now (each whole: the phases are settled)
+	pods, err := box.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return d.rep, err
+	}
+	for _, p := range pods.Items {
+		if g := gangOf(p); g != "" && p.DeletionTimestamp == nil {
+			d.size[g]++
+		}
+	}
+	for g, n := range d.size {
+		if n < 2 {
+			delete(d.size, g)
+		}
+	}
+	if len(d.size) == 0 {
+		d.rep.NotChecked = append(d.rep.NotChecked, "day two: no gang of two or more pods runs in the box")
+		return d.rep, nil
+	}
+	gs, _, err := d.gangs(ctx)
+	if err != nil {
+		return d.rep, err
+	}
+	budgets, err := budgetViews(ctx, box)
+	if err != nil {
+		return d.rep, err
+	}
+	for _, g := range gs {
+		w := strings.SplitN(g.Gang, "/", 2)[0]
+		g.Workload, g.Pool, g.PredictedUpgrade = w, d.pool[w], upgrade[w]
+		if n, ok := predicted[w]; ok {
+			g.PredictedAllowed = ptr.To(n)
+		}
+		for _, b := range budgets {
+			for _, pn := range b.Pods {
+				if pod := findPod(pods.Items, b.Namespace, pn); pod != nil && gangOf(*pod) == g.Gang {
+					g.Budgets = append(g.Budgets, b.Namespace+"/"+b.Name)
+					if g.Allowed == nil || b.DisruptionsAllowed < *g.Allowed {
+						g.Allowed = ptr.To(b.DisruptionsAllowed)
+					}
+					break
+				}
+			}
+		}
+		for _, p := range d.up.Pools {
+			for _, ug := range p.Gangs {
+				if ug.Workload == w {
+					g.Kind = ug.Kind
+				}
+			}
+		}
+		if !g.whole() {
+			d.rep.NotChecked = append(d.rep.NotChecked, fmt.Sprintf("gang %s is not whole when day two starts "+
+				"(%d of %d pods Ready): its scenarios are judged from that state", g.Gang, g.Ready, g.Size))
+		}
+		d.rep.Gangs = append(d.rep.Gangs, *g)
+	}
+	sort.Slice(d.rep.Gangs, func(i, j int) bool { return d.rep.Gangs[i].Gang < d.rep.Gangs[j].Gang })
+	logf("day two: %d gangs (%s)", len(d.rep.Gangs), strings.Join(keys(d.size), ", "))
+
+	t0 := time.Now()
+	if err := d.nodeFailure(ctx); err != nil {
+		return d.rep, fmt.Errorf("node failure: %w", err)
+	}
+	logf("day two: node failure played in %.0fs", time.Since(t0).Seconds())
+	if played != nil {
+		// A Volcano Job counts every restart against its maxRetry over its life (RetryCount; at maxRetry it is Failed:
+		// volcano.sh/volcano@v1.14.1 pkg/controllers/job/state/restarting.go:35, running.go:38-44): the upgrade is
+		// judged on a fresh run, as upgrades.json predicts it per upgrade.
+		t1 := time.Now()
+		if err := ap.Delete(ctx, *played); err != nil {
+			return d.rep, err
+		}
+		ap.WaitGone(ctx, box, played.Key(), 30*time.Second)
+		if err := ap.Apply(ctx, *played, 20*time.Second); err != nil {
+			return d.rep, err
+		}
+		if _, _, err := Settle(ctx, box, quiet/2, settle, 2*time.Second); err != nil {
+			return d.rep, err
+		}
+		logf("day two: %s run again for the upgrade in %.0fs", played.Key(), time.Since(t1).Seconds())
+	}
+	t0 = time.Now()
+	if err := d.drain(ctx); err != nil {
+		return d.rep, fmt.Errorf("drain: %w", err)
+	}
+	logf("day two: pool upgrade (surge, drain) played in %.0fs", time.Since(t0).Seconds())
+	return d.rep, nil
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func findPod(pods []corev1.Pod, ns, name string) *corev1.Pod {
+	for i := range pods {
+		if pods[i].Namespace == ns && pods[i].Name == name {
+			return &pods[i]
+		}
+	}
+	return nil
+}
+
+// gangNodes: the nodes holding pods of a gang, in name order, with the gang pods on each.
+func (d *dayTwo) gangNodes(ctx context.Context) ([]string, map[string]int, error) {
+	gs, _, err := d.gangs(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	count := map[string]int{}
+	for _, g := range gs {
+		for _, n := range g.Nodes {
+			count[n]++
+		}
+	}
+	return keys(count), count, nil
+}
+
+// waitGangs polls until every gang is whole or holds no bound pod (whole-Pending) and nothing changed for 4 s, or
+// `limit`; it returns the gangs as they are then.
+func (d *dayTwo) waitGangs(ctx context.Context, limit time.Duration, wantWhole bool) (map[string]*GangView, bool, error) {
+	start, last, since := time.Now(), "", time.Now()
+	for {
+		gs, _, err := d.gangs(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		var sig []string
+		done := true
+		for _, k := range keys(gs) {
+			g := gs[k]
+			sig = append(sig, fmt.Sprintf("%s:%d:%d:%d", k, g.Pods, g.Bound, g.Ready))
+			if !g.whole() && (wantWhole || g.Bound > 0) {
+				done = false
+			}
+		}
+		now := strings.Join(sig, ";")
+		if now != last {
+			last, since = now, time.Now()
+		}
+		// whole or whole-Pending and quiet for 4 s; after a loss (wantWhole false) any state quiet for 6 s is where
+		// the controllers leave it (a half-bound gang is then judged, not waited for)
+		quietFor := time.Since(since)
+		if (done && quietFor >= 4*time.Second) || (!wantWhole && quietFor >= 6*time.Second) ||
+			time.Since(start) >= limit || ctx.Err() != nil {
+			return gs, done, nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func outcome(g *GangView) GangOutcome {
+	o := GangOutcome{Gang: g.Gang, NodesAtEnd: g.Nodes, PredictedAllowed: g.PredictedAllowed, PredictedUpgrade: g.PredictedUpgrade}
+	switch {
+	case g.whole():
+		o.End = "whole"
+	case g.Bound == 0:
+		o.End = fmt.Sprintf("whole-Pending (%d of %d pods exist, none bound)", g.Pods, g.Size)
+	default:
+		o.End = fmt.Sprintf("half-bound (%d of %d pods bound, %d Ready)", g.Bound, g.Size, g.Ready)
+	}
+	return o
+}
+
+// events since the scenario started, of the kinds that explain what happened to gangs and nodes
+func (d *dayTwo) events(ctx context.Context, since time.Time) []EventView {
+	evs, err := d.box.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	var out []EventView
+	for _, e := range evs.Items {
+		t := e.LastTimestamp.Time
+		if t.IsZero() {
+			t = e.EventTime.Time
+		}
+		if t.Before(since.Add(-time.Second)) {
+			continue
+		}
+		out = append(out, EventView{Object: e.InvolvedObject.Kind + " " + e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name,
+			Type: e.Type, Reason: e.Reason, Message: e.Message, Source: e.Source.Component + e.ReportingController, Count: e.Count})
+	}
+	if len(out) > 150 {
+		out = out[len(out)-150:]
+	}
+	return out
+}
+
+// toleration: how long a pod tolerates a NoExecute taint with this key: -1 forever, 0 not at all, else seconds.
+func toleration(p corev1.Pod, key string) int64 {
+	best := int64(0)
+	for _, t := range p.Spec.Tolerations {
+		if t.Effect != "" && t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if !(t.Key == key || (t.Key == "" && t.Operator == corev1.TolerationOpExists)) {
+			continue
+		}
+		if t.TolerationSeconds == nil {
+			return -1
+		}
+		if *t.TolerationSeconds > best {
+			best = *t.TolerationSeconds
+		}
+	}
+	return best
+}
+
+func (d *dayTwo) nodeFailure(ctx context.Context) error {
+	t0 := time.Now()
+	res := &FailureResult{}
+	d.rep.Failure = res
+	defer func() { res.Seconds = time.Since(t0).Seconds(); res.Events = d.events(ctx, t0) }()
+	names, count, err := d.gangNodes(ctx)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		d.rep.NotChecked = append(d.rep.NotChecked, "node failure: no gang pod is bound")
+		return nil
+	}
+	// the node holding the most gang pods, the first by name among them
+	victim := names[0]
+	for _, n := range names {
+		if count[n] > count[victim] {
+			victim = n
+		}
+	}
+	if realNodeNames[victim] {
+		d.rep.NotChecked = append(d.rep.NotChecked, "node failure: "+victim+" is a real node (its kubelet is not stopped by the box)")
+		return nil
+	}
+	res.Node = victim
+	var node corev1.Node
+	for _, n := range d.nodes {
+		if n.Name == victim {
+			node = n
+		}
+	}
+	d.kl.Stop(victim)
+	d.logf("day two: node %s stops its heartbeats", victim)
+	// the taint of the node lifecycle controller
+	var taintedAt time.Time
+	for deadline := time.Now().Add(nodeMonitorGrace + 30*time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		n, err := d.box.Client.CoreV1().Nodes().Get(ctx, victim, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, t := range n.Spec.Taints {
+			if t.Effect == corev1.TaintEffectNoExecute && (t.Key == unreachableTaint || t.Key == notReadyTaint) {
+				res.Taint, taintedAt = t.Key+":NoExecute", time.Now()
+			}
+		}
+		if res.Taint != "" {
+			break
+		}
+	}
+	if res.Taint == "" {
+		d.finding("node failure: %s missed its heartbeats for %s and the node lifecycle controller did not taint it "+
+			"NoExecute (grace period %s)", victim, nodeMonitorGrace+30*time.Second, nodeMonitorGrace)
+		return d.repair(ctx, node, res)
+	}
+	res.TaintedAt = taintedAt.Sub(t0).Seconds()
+	key := strings.TrimSuffix(res.Taint, ":NoExecute")
+	// each pod on it goes once its toleration of that taint runs out (the taint-eviction controller)
+	pods, err := d.box.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + victim})
+	if err != nil {
+		return err
+	}
+	longest := time.Duration(0)
+	idx := map[string]int{}
+	for _, p := range pods.Items {
+		if ownedByDaemonSet(p) {
+			continue
+		}
+		tol := toleration(p, key)
+		e := PodEviction{Pod: p.Namespace + "/" + p.Name, Gang: gangOf(p), Role: p.Labels["multinode.dev/role"],
+			Toleration: fmt.Sprintf("%ds", tol)}
+		switch {
+		case tol < 0:
+			e.Toleration = "forever"
+		case time.Duration(tol)*time.Second > boxLongestToleration:
+			d.rep.NotChecked = append(d.rep.NotChecked, fmt.Sprintf("node failure: pod %s tolerates %s for %ds, longer "+
+				"than the box waits (%s)", e.Pod, key, tol, boxLongestToleration))
+		case time.Duration(tol)*time.Second > longest:
+			longest = time.Duration(tol) * time.Second
+		}
+		idx[e.Pod] = len(res.Pods)
+		res.Pods = append(res.Pods, e)
+	}
+	// the longest finite toleration, the taint-eviction controller's slack; a pod tolerating forever waits as long
+	wait := longest + 15*time.Second
+	if wait < defaultTolerationSeconds+15*time.Second {
+		wait = defaultTolerationSeconds + 15*time.Second
+	}
+	for deadline := taintedAt.Add(wait); ; time.Sleep(500 * time.Millisecond) {
+		left := 0
+		for i := range res.Pods {
+			e := &res.Pods[i]
+			if e.Marked {
+				continue
+			}
+			ns, name, _ := strings.Cut(e.Pod, "/")
+			p, err := d.box.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) || (err == nil && (p.DeletionTimestamp != nil || p.Spec.NodeName != victim)) {
+				e.Marked, e.After = true, time.Since(taintedAt).Seconds()
+				continue
+			}
+			left++
+		}
+		if left == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, e := range res.Pods {
+		if e.Marked {
+			continue
+		}
+		if e.Toleration == "forever" {
+			d.finding("node failure: pod %s (gang %s) tolerates %s without tolerationSeconds: it stays bound to the "+
+				"dead node %s for ever and its gang never recovers (the pack allows at most 300 s: multinode/health.py)",
+				e.Pod, orNone(e.Gang), key, victim)
+		} else {
+			d.finding("node failure: pod %s (toleration %s of %s) still on the dead node %s %.0fs after the taint",
+				e.Pod, e.Toleration, key, victim, wait.Seconds())
+		}
+	}
+	// the cloud's node repair deletes the instance and its Node; pod GC then removes the pods bound to it
+	if err := d.box.Client.CoreV1().Nodes().Delete(ctx, victim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	d.kl.Forget(victim)
+	for _, e := range res.Pods {
+		ns, name, _ := strings.Cut(e.Pod, "/")
+		err := d.box.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	d.logf("day two: %s tainted %s after %.0fs; its pods gone; node deleted (the cloud's repair)", victim, res.Taint, res.TaintedAt)
+	gs, _, err := d.waitGangs(ctx, boxRecover, false)
+	if err != nil {
+		return err
+	}
+	predicted := map[string]string{}
+	for _, g := range d.rep.Gangs {
+		predicted[g.Gang] = g.PredictedUpgrade
+	}
+	for _, k := range keys(gs) {
+		o := outcome(gs[k])
+		// A Volcano training job whose lost pods were all workers: the rendered PodEvicted -> RestartTask on the
+		// worker task recreates the workers only; the master keeps its node and the job waits, half-bound, for a
+		// node (or for torchrun's rendezvous to time out, which fails the master: RestartJob). That is the
+		// rendering's promise (manifests/workloads/volcano.py), judged as such.
+		workersOnly := false
+		for _, e := range res.Pods {
+			if e.Gang == k {
+				workersOnly = e.Role == "worker"
+				if !workersOnly {
+					break
+				}
+			}
+		}
+		if gs[k].halfBound() && workersOnly && strings.Contains(predicted[k], "a worker's eviction restarts the worker task") {
+			o.Note = "its lost worker(s) recreated alone (RestartTask), Pending for a node; the master keeps its node"
+			gs[k].Bound = 0 // not judged as half-bound below
+		}
+		res.GangsAfterLoss = append(res.GangsAfterLoss, o)
+		if gs[k].halfBound() {
+			d.finding("node failure: gang %s %s %s after node %s was lost: a gang must come back whole or stay "+
+				"whole-Pending", k, o.End, boxRecover, victim)
+		}
+	}
+	return d.repair(ctx, node, res)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// repair: the cloud's node repair brings a node of the same name and shape back; every gang must be whole again.
+func (d *dayTwo) repair(ctx context.Context, node corev1.Node, res *FailureResult) error {
+	if _, err := d.box.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err == nil {
+		if err := d.box.Client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+		d.kl.Forget(node.Name)
+		for i := 0; i < 20; i++ { // the Node object gone before it is registered again
+			if _, err := d.box.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	n := node.DeepCopy()
+	n.ResourceVersion, n.UID = "", ""
+	if err := d.kl.AddNodes(ctx, []corev1.Node{*n}, 200); err != nil {
+		return err
+	}
+	if err := d.copyCSINode(ctx, node.Name, node.Name); err != nil {
+		return err
+	}
+	gs, _, err := d.waitGangs(ctx, boxRecover, true)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys(gs) {
+		o := outcome(gs[k])
+		res.GangsAfterRepair = append(res.GangsAfterRepair, o)
+		if !gs[k].whole() {
+			d.finding("node failure: gang %s is %s %s after the failed node %s was repaired (the pool has its nodes "+
+				"back: it must be whole)", k, o.End, boxRecover, node.Name)
+		}
+	}
+	return nil
+}
+
+// copyCSINode gives a node the CSINode (the stack's CSI drivers) another node has, when that one has one
+// (volcano.go registerCSIDrivers).
+func (d *dayTwo) copyCSINode(ctx context.Context, from, to string) error {
+	src, err := d.box.Client.StorageV1().CSINodes().Get(ctx, from, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if from == to {
+		// deleting the Node deletes its CSINode (owner reference) eventually: recreate it
+		_ = d.box.Client.StorageV1().CSINodes().Delete(ctx, to, metav1.DeleteOptions{})
+		time.Sleep(300 * time.Millisecond)
+	}
+	cn := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: to}}
+	for _, dr := range src.Spec.Drivers {
+		cn.Spec.Drivers = append(cn.Spec.Drivers, storagev1.CSINodeDriver{Name: dr.Name, NodeID: to})
+	}
+	if _, err := d.box.Client.StorageV1().CSINodes().Create(ctx, cn, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+func (d *dayTwo) setUnschedulable(ctx context.Context, name string, on bool) error {
+	patch := fmt.Sprintf(`{"spec":{"unschedulable":%v}}`, on)
+	_, err := d.box.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// poolOfNode: the pool prepare.py wrote on the node (box.multinode.dev/pool)
+func poolOfNode(n corev1.Node) string {
+	return n.Annotations["box.multinode.dev/pool"]
+}
+
+func (d *dayTwo) drain(ctx context.Context) error {
+	t0 := time.Now()
+	res := &DrainResult{DrainTimeout: boxDrainTimeout.String()}
+	d.rep.Drain = res
+	defer func() { res.Seconds = time.Since(t0).Seconds(); res.Events = d.events(ctx, t0) }()
+	holding, _, err := d.gangNodes(ctx)
+	if err != nil {
+		return err
+	}
+	gs, _, err := d.gangs(ctx)
+	if err != nil {
+		return err
+	}
+	// the surge nodes: per pool that holds a gang, upgrades.json's surge (the largest gang when it names none)
+	// nodes shaped like the pool's first node
+	byName := map[string]corev1.Node{}
+	for _, n := range d.nodes {
+		byName[n.Name] = n
+	}
+	pools := map[string]bool{}
+	for _, t := range holding {
+		if p := poolOfNode(byName[t]); p != "" {
+			pools[p] = true
+		}
+	}
+	// every node of those pools is upgraded: EKS first marks all of them unschedulable (the scale-up phase's
+	// eks.amazonaws.com/nodegroup=unschedulable:NoSchedule taint on every node without the new AMI), then evicts
+	// the pods of one node at a time and terminates it; the Auto Scaling group launches its replacement
+	// (docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html, scale-up and upgrade phases).
+	// The box cordons them all, drains them one by one, and uncordons each drained node as its new replacement.
+	var targets []string
+	for _, n := range d.nodes {
+		if pools[poolOfNode(n)] && !realNodeNames[n.Name] {
+			if _, err := d.box.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
+				targets = append(targets, n.Name)
+			}
+		}
+	}
+	sort.Strings(targets)
+	var surge []corev1.Node
+	for _, p := range d.up.Pools {
+		if !pools[p.Pool] {
+			continue
+		}
+		res.StackDrain = append(res.StackDrain, fmt.Sprintf("pool %s (%s): %s", p.Pool, p.Strategy, p.DrainWait))
+		k := p.Surge
+		if k <= 0 {
+			k = p.LargestGang
+		}
+		var shape *corev1.Node
+		for _, n := range d.nodes {
+			if poolOfNode(n) == p.Pool {
+				shape = n.DeepCopy()
+				break
+			}
+		}
+		if shape == nil {
+			continue
+		}
+		for i := 0; i < k; i++ {
+			n := shape.DeepCopy()
+			from := n.Name
+			n.Name, n.ResourceVersion, n.UID = fmt.Sprintf("%s-surge-%d", p.Pool, i), "", ""
+			n.Labels = map[string]string{}
+			for lk, lv := range shape.Labels {
+				n.Labels[lk] = lv
+			}
+			if _, ok := n.Labels["kubernetes.io/hostname"]; ok {
+				n.Labels["kubernetes.io/hostname"] = n.Name
+			}
+			if n.Annotations == nil {
+				n.Annotations = map[string]string{}
+			}
+			n.Annotations["multinode.dev/box-surge-of"] = from
+			surge = append(surge, *n)
+			res.SurgeNodes = append(res.SurgeNodes, n.Name)
+		}
+	}
+	if len(surge) > 0 {
+		if err := d.kl.AddNodes(ctx, surge, 100); err != nil {
+			return err
+		}
+		for _, n := range surge {
+			if err := d.copyCSINode(ctx, n.Annotations["multinode.dev/box-surge-of"], n.Name); err != nil {
+				return err
+			}
+		}
+	}
+	surgeSet := map[string]bool{}
+	for _, n := range res.SurgeNodes {
+		surgeSet[n] = true
+	}
+	// per gang: the UIDs it started with, the Ready pods evicted since it was last whole
+	prevUIDs := map[string]map[types.UID]bool{}
+	outs := map[string]*GangOutcome{}
+	evictedSinceWhole := map[string]int{}
+	for k, g := range gs {
+		prevUIDs[k] = g.uids
+		outs[k] = &GangOutcome{Gang: k, PredictedAllowed: g.PredictedAllowed, PredictedUpgrade: g.PredictedUpgrade}
+		for _, rg := range d.rep.Gangs {
+			if rg.Gang == k {
+				outs[k].PredictedAllowed, outs[k].PredictedUpgrade, outs[k].AllowedByBudget = rg.PredictedAllowed,
+					rg.PredictedUpgrade, rg.Allowed
+			}
+		}
+	}
+	noteRestarts := func(now map[string]*GangView) map[string]string {
+		kind := map[string]string{}
+		for k, g := range now {
+			prev, kept, fresh := prevUIDs[k], 0, 0
+			for u := range g.uids {
+				if prev[u] {
+					kept++
+				} else {
+					fresh++
+				}
+			}
+			if fresh > 0 && kept == 0 {
+				outs[k].Restarts++
+				kind[k] = "whole"
+			} else if fresh > 0 {
+				outs[k].PartialRestarts++
+				kind[k] = "partial"
+			}
+			if g.whole() {
+				evictedSinceWhole[k] = 0
+			}
+			prevUIDs[k] = g.uids
+		}
+		return kind
+	}
+	for _, node := range targets {
+		if err := d.setUnschedulable(ctx, node, true); err != nil {
+			return err
+		}
+	}
+	for _, node := range targets {
+		step := DrainStep{Node: node, LastRefusal: map[string]string{}}
+		roles := map[string]map[string]bool{} // gang -> roles (multinode.dev/role) of its pods evicted here
+		s0 := time.Now()
+		for deadline := time.Now().Add(boxDrainTimeout); ; {
+			cur, all, err := d.gangs(ctx)
+			if err != nil {
+				return err
+			}
+			for k, g := range cur {
+				if g.whole() {
+					evictedSinceWhole[k] = 0
+				}
+			}
+			var left []string
+			for _, p := range all {
+				if p.Spec.NodeName != node || ownedByDaemonSet(p) || p.DeletionTimestamp != nil {
+					continue
+				}
+				key := p.Namespace + "/" + p.Name
+				ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+				err := d.box.Client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
+				switch {
+				case err == nil:
+					step.Evicted = append(step.Evicted, key)
+					if g := gangOf(p); g != "" {
+						if roles[g] == nil {
+							roles[g] = map[string]bool{}
+						}
+						roles[g][p.Labels["multinode.dev/role"]] = true
+					}
+					if g := gangOf(p); outs[g] != nil && podReady(p) {
+						evictedSinceWhole[g]++
+						if evictedSinceWhole[g] > outs[g].MostLostByEviction {
+							outs[g].MostLostByEviction = evictedSinceWhole[g]
+						}
+					}
+				case apierrors.IsNotFound(err):
+				case apierrors.IsTooManyRequests(err):
+					step.Refused++
+					step.LastRefusal[key] = err.Error()
+					left = append(left, key)
+				default:
+					var se *apierrors.StatusError
+					if errors.As(err, &se) {
+						step.Refused++
+						step.LastRefusal[key] = err.Error()
+						left = append(left, key)
+					} else {
+						return err
+					}
+				}
+			}
+			if len(left) == 0 {
+				// every pod evicted: wait until none is left on the node (the fake kubelet finishes deletions)
+				still, err := d.box.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+				if err != nil {
+					return err
+				}
+				n := 0
+				for _, p := range still.Items {
+					if !ownedByDaemonSet(p) {
+						n++
+					}
+				}
+				if n == 0 {
+					step.Completed = true
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				step.Left = left
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		step.Seconds = time.Since(s0).Seconds()
+		if step.Completed {
+			// terminated; its replacement (same shape, the new image) joins the pool
+			if err := d.setUnschedulable(ctx, node, false); err != nil {
+				return err
+			}
+		}
+		r0 := time.Now()
+		after, whole, err := d.waitGangs(ctx, boxRecover, true)
+		if err != nil {
+			return err
+		}
+		step.WholeAfter, step.Recovered = whole, time.Since(r0).Seconds()
+		restarted := noteRestarts(after)
+		for g, rs := range roles {
+			o := outs[g]
+			if o == nil {
+				continue
+			}
+			// the restart the rendering promises for the pod evicted: a Volcano job's master -> the job whole
+			// (RestartJob), an LWS group's pod -> the group whole (RecreateGroupOnPodRestart)
+			wantWhole := (rs["master"] && strings.Contains(o.PredictedUpgrade, "the master's restarts the job whole")) ||
+				strings.Contains(o.PredictedUpgrade, "restarts whole")
+			if wantWhole && restarted[g] != "whole" {
+				d.finding("drain: gang %s: pod(s) of role(s) %s evicted from %s and the gang's restart was %q, where "+
+					"upgrades.json predicts a whole restart: %s", g, strings.Join(keys(rs), ","), node,
+					orNone(restarted[g]), o.PredictedUpgrade)
+			}
+		}
+		d.logf("day two: drain of %s: %d evicted, %d refusals, completed=%v in %.0fs; gangs whole=%v after %.0fs",
+			node, len(step.Evicted), step.Refused, step.Completed, step.Seconds, whole, step.Recovered)
+		if !step.Completed {
+			var why []string
+			for _, l := range step.Left {
+				why = append(why, l+": "+step.LastRefusal[l])
+			}
+			budgets, _ := budgetViews(ctx, d.box)
+			var bs []string
+			for _, b := range budgets {
+				if b.DisruptionsAllowed == 0 {
+					var conds []string
+					for _, c := range b.Conditions {
+						conds = append(conds, c.Type+"="+string(c.Status)+" "+c.Reason+": "+c.Message)
+					}
+					bs = append(bs, fmt.Sprintf("%s/%s disruptionsAllowed 0 (%s)", b.Namespace, b.Name, strings.Join(conds, "; ")))
+				}
+			}
+			d.finding("drain: node %s still holds %d pod(s) after %s of evictions although the pool has %d surge "+
+				"node(s) to take them: %s; budgets: %s", node, len(step.Left), boxDrainTimeout, len(surge),
+				strings.Join(why, " | "), strings.Join(bs, " | "))
+		}
+		res.Steps = append(res.Steps, step)
+	}
+	final, _, err := d.gangs(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys(outs) {
+		o := outs[k]
+		g := final[k]
+		end := outcome(g)
+		o.End, o.NodesAtEnd = end.End, g.Nodes
+		if len(g.Nodes) > 0 {
+			o.OnSurgeNodes = true
+			for _, n := range g.Nodes {
+				o.OnSurgeNodes = o.OnSurgeNodes && surgeSet[n]
+			}
+		}
+		allowed := 1
+		if o.AllowedByBudget != nil {
+			allowed = int(*o.AllowedByBudget)
+		}
+		if o.PredictedAllowed != nil {
+			allowed = *o.PredictedAllowed
+		}
+		if o.MostLostByEviction > allowed && (o.AllowedByBudget != nil || o.PredictedAllowed != nil) {
+			d.finding("drain: gang %s lost %d Ready pods to evictions before it was whole again; its budget allows %d",
+				k, o.MostLostByEviction, allowed)
+		}
+		if !g.whole() {
+			d.finding("drain: gang %s is %s after the pool's gang nodes were drained with %d surge node(s) added",
+				k, o.End, len(surge))
+		}
+		// how many restarts upgrades.json allows: "at most twice" (a Volcano job: worker task, then the job), else once
+		most := 1
+		if strings.Contains(o.PredictedUpgrade, "at most twice") {
+			most = 2
+		}
+		if n := o.Restarts + o.PartialRestarts; n > most && o.PredictedUpgrade != "" {
+			d.finding("drain: gang %s restarted %d times (%d whole, %d partial) where upgrades.json predicts at most %d "+
+				"(surge %d node(s)): %s", k, n, o.Restarts, o.PartialRestarts, most, len(surge), o.PredictedUpgrade)
+		}
+		res.Gangs = append(res.Gangs, *o)
+	}
+	return nil
+}
