@@ -881,8 +881,9 @@ class Simulation:
                 c.moved(best, state)
         if not keep and out.ok:
             # what the gang adds per node (a batch job beside the services: placement.pool_use's peak)
-            out.added = {n.name: {r: v - used.get(r, 0.0) for r, v in n.used.items() if v - used.get(r, 0.0) > 1e-9}
-                         for n, used, _pods in saved.values()}
+            added = {n.name: {r: v - used.get(r, 0.0) for r, v in n.used.items() if v - used.get(r, 0.0) > 1e-9}
+                     for n, used, _pods in saved.values()}
+            out.added = {k: v for k, v in added.items() if v}
         if (not out.ok and gang.whole) or not keep:
             for n, used, pods in saved.values():
                 n.used, n.pods = used, pods

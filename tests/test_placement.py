@@ -292,6 +292,10 @@ def _scan_place(self, gang, nodes, keep=True):
             best.used[r] = best.used.get(r, 0.0) + v
         best.pods.append((pl.pod.name, pl.pod.labels))
         out.placed[pl.pod.name] = best.name
+    if not keep and out.ok:                  # what the gang adds per node, as Simulation.place records it
+        added = {n.name: {r: v - used.get(r, 0.0) for r, v in n.used.items() if v - used.get(r, 0.0) > 1e-9}
+                 for n, used, _pods in trial.values()}
+        out.added = {k: v for k, v in added.items() if v}
     if (not out.ok and gang.whole) or not keep:
         for n, used, pods in trial.values():
             n.used, n.pods = dict(used), list(pods)
