@@ -215,7 +215,10 @@ _TOKEN_FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # storage-configure-connection-string): AccountKey=<base64>; a SAS token's signature: sig=<base64>
     ("Azure storage account key", re.compile(r"AccountKey=[A-Za-z0-9+/]{20,}")),
     # a password in a URL's userinfo (RFC 3986 3.2.1: "user:password" is deprecated because it is sent in clear)
-    ("password in a URL", re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?!\$)[^\s/@]+@")),
+    # the scheme starts where no scheme character precedes it and is at most 32 characters: an unbounded
+    # `[A-Za-z][A-Za-z0-9+.-]*` before `://` is tried from every position of a long word, quadratic in its length
+    # (a 3 MiB script took hours; the hostile-input fuzz caught it)
+    ("password in a URL", re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/:@]+:(?!\$)[^\s/@]+@")),
 )
 # Values that are plainly not credentials (booleans, small numbers, absolute paths) and references that read one at
 # run time: `$(NAME)` (Kubernetes expands it in command/args from the container's env), `$NAME` / `${NAME}` (a shell).
@@ -344,7 +347,9 @@ def stack_literal_findings(data: dict[str, Any], secret_keys: Iterable[str] = ()
         if isinstance(script, str):
             import shlex
             try:
-                words = shlex.split(script)
+                # shlex grows each word one character at a time (quadratic in a word's length): a script past 64 KiB,
+                # which no hand-written launch line reaches, is split on whitespace only
+                words = shlex.split(script) if len(script) <= 65536 else script.split()
             except ValueError:
                 words = script.split()
             if arg_findings(words):
