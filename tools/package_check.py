@@ -35,8 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLOUDS = ("aws", "azure", "gcp", "oci", "existing")
-# The data file the planted run removes: the LeaderWorkerSet CRD (multinode/manifests/crds.py), which the new aws
-# project's plan reads; were it not read, the planted run would plan clean and the check would fail.
+# The data file the planted run removes: the LeaderWorkerSet CRD (multinode/manifests/crds.py), which the new gcp
+# project's plan reads (its vLLM workload runs on LWS; the aws project's nccl-test does not install LWS since LWS
+# comes only where used); were it not read, the planted run would plan clean and the check would fail.
 PLANTED_MISSING = "multinode/schemas/lws/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 
 
@@ -211,7 +212,7 @@ class Check:
     def planted(self, wheel: Path) -> None:
         broken = without(wheel, PLANTED_MISSING, self.work / "planted")
         bin_dir = self.install(broken, self.work / "venv-planted")
-        project = self.work / "projects" / "gpu-aws"
+        project = self.work / "projects" / "gpu-gcp"
         r = self.run([str(bin_dir / "multinode"), "plan", "dev", "--out", str(self.work / "planted-build")],
                      cwd=project)
         if r.returncode == 0:
