@@ -43,6 +43,21 @@ def offline_stack(env: dict[str, str] | None = None) -> dict[str, Any]:
     return doc
 
 
+def planted_stack() -> dict[str, Any]:
+    """offline_stack with one mandatory violation no config check sees: a hand-written Deployment whose container
+    sets LOG_LEVEL twice (the pack's env-defined-once). A literal credential no longer serves: the config layer
+    refuses it (exit 2) before the engine starts (issue 46)."""
+    doc = offline_stack()
+    doc["config"]["multinode:manifests"] = [{
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "tools", "namespace": "multinode"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "tools"}}, "template": {
+            "metadata": {"labels": {"app": "tools"}},
+            "spec": {"containers": [{"name": "tools", "image": "busybox:1.36", "command": ["sleep", "3600"],
+                                     "env": [{"name": "LOG_LEVEL", "value": "info"},
+                                             {"name": "LOG_LEVEL", "value": "debug"}]}]}}}}]
+    return doc
+
+
 def preview(tmp_path: Path, name: str, doc: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], dict, str]:
     stack_file = tmp_path / f"Pulumi.{name}.yaml"
     stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -64,19 +79,18 @@ def test_clean_stack_passes_with_the_plans_findings(tmp_path: Path) -> None:
 
 
 def test_planted_mandatory_violation_fails_preview_with_the_rule_name(tmp_path: Path) -> None:
-    # A literal credential in a workload's env: the program's own config checks let WANDB_API_KEY through
-    # (they refuse only the credentials multinode itself owns); the pack's no-literal-secrets-in-env refuses it.
-    doc = offline_stack(env={"WANDB_API_KEY": "0123456789abcdef0123456789abcdef"})
+    # a variable set twice in a hand-written Deployment: no config check sees it; the pack's env-defined-once does
+    doc = planted_stack()
     r, report, diff = preview(tmp_path, "planted", doc)
     assert r.returncode != 0
     assert report["failed"]                                     # the CLI itself failed the preview
-    assert "[mandatory]  no-literal-secrets-in-env" in r.stdout  # the engine's own policy summary names the rule
+    assert "[mandatory]  env-defined-once" in r.stdout           # the engine's own policy summary names the rule
     found = {(f["policy"], f["enforcementLevel"], f["urn"].rsplit("::", 1)[-1]) for f in report["findings"]}
-    assert found == {("no-literal-secrets-in-env", "mandatory", "train-indexed-job-train-indexed")}
+    assert found == {("env-defined-once", "mandatory", "manifest-deployment-multinode-tools")}
     # plan found the same finding on the same resource, under the same URN (multinode/recording.py make_urn: the
-    # engine's rule, the whole parent type chain; the resource is nested Platform > Workload)
+    # engine's rule, the whole parent type chain)
     assert diff == "", diff
     urn = report["findings"][0]["urn"]
-    assert "multinode:index:Platform$multinode:index:Workload$kubernetes:batch/v1:Job::" in urn
+    assert "$kubernetes:apps/v1:Deployment::manifest-deployment-multinode-tools" in urn
     plan_urns = [f["urn"] for f in json.loads((tmp_path / "engine" / "plan" / "planted" / "policy.json").read_text())]
     assert plan_urns == [urn]

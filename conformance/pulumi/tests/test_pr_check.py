@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_engine_preview import ENGINE, HERE, ROOT, offline_stack
+from test_engine_preview import ENGINE, HERE, ROOT, offline_stack, planted_stack
 
 pytestmark = pytest.mark.skipif(
     not (HERE / "bin" / "pulumi").exists() or not (HERE / "bin" / "pulumi-resource-kubernetes").exists(),
@@ -34,9 +34,8 @@ def test_pr_check_passes_a_clean_stack(tmp_path: Path) -> None:
 
 
 def test_pr_check_fails_a_planted_mandatory_violation_naming_the_rule(tmp_path: Path) -> None:
-    doc = offline_stack(env={"WANDB_API_KEY": "0123456789abcdef0123456789abcdef"})
-    r = pr_check(tmp_path, "planted", doc)
+    r = pr_check(tmp_path, "planted", planted_stack())
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     fails = [ln for ln in r.stdout.splitlines() if ln.startswith("pr-check: FAIL")]
-    assert len(fails) == 1 and "mandatory policy no-literal-secrets-in-env on urn:pulumi:planted::" in fails[0], fails
-    assert "pr-check: planted: 1 mandatory finding(s) (no-literal-secrets-in-env)" in r.stdout
+    assert len(fails) == 1 and "mandatory policy env-defined-once on urn:pulumi:planted::" in fails[0], fails
+    assert "pr-check: planted: 1 mandatory finding(s) (env-defined-once)" in r.stdout
