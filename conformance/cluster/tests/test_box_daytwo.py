@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from boxnet import netns_flags
 
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent.parent
@@ -88,7 +89,7 @@ def _box(tmp_path: Path, plant: str) -> tuple[int, dict, dict]:
         _edit(job, strip)
     subprocess.run([py, str(HERE / "prepare.py"), str(out), str(f), "--volcano", _volcano_module()],
                    check=True, cwd=ROOT)
-    r = subprocess.run([str(BOX), "--stack-dir", str(out), "--timeout", "6m", "--settle", "60s",
+    r = subprocess.run([str(BOX), *netns_flags(), "--stack-dir", str(out), "--timeout", "6m", "--settle", "60s",
                         "--volcano", str(BIN_DIR), "--day-two",
                         "--compare", f"{py} {HERE / 'compare.py'} {out} --day-two"],
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
