@@ -461,6 +461,14 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 		if _, _, err := Settle(ctx, box, quiet/2, settle, 2*time.Second); err != nil {
 			return d.rep, err
 		}
+		// whole before the upgrade is played (bounded): a quiet box is not yet a job whose pods exist (seen on
+		// volcano-llm-training: the job applied again after the cordon had no pod 7 s later)
+		if _, whole, err := d.waitGangs(ctx, boxRecover, true); err != nil {
+			return d.rep, err
+		} else if !whole {
+			d.rep.NotChecked = append(d.rep.NotChecked, fmt.Sprintf("drain: %s applied again was not whole within %s: "+
+				"the upgrade is judged from that state", played.Key(), boxRecover))
+		}
 		logf("day two: %s run again for the upgrade in %.0fs", played.Key(), time.Since(t1).Seconds())
 	}
 	t0 = time.Now()
