@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from boxnet import netns_flags
 import yaml
+from boxnet import netns_flags
 
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent.parent
