@@ -289,6 +289,7 @@ func CheckNames(ctx context.Context, w *nameWorld, p corev1.Pod, env map[string]
 		return nil
 	}
 	checks := namesOf(p, env, cmdline, w.svcs)
+	checks = append(checks, hostfileNames(ctx, p, env, checks)...) // the MPI hostfile's hosts (gangs.go)
 	for i := range checks {
 		w.expect(&checks[i], p.Namespace)
 		if checks[i].Expect == nil {
