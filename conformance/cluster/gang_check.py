@@ -26,7 +26,7 @@ def _time(s: str) -> datetime | None:
     s = s.strip().replace("Z", "+00:00")
     if "." in s:
         head, rest = s.split(".", 1)
-        frac = "".join(ch for ch in rest if ch.isdigit())
+        frac = rest[:len(rest) - len(rest.lstrip("0123456789"))]   # the leading digits, not the offset's
         s = head + "." + frac[:6].ljust(6, "0") + rest[len(frac):]
     try:
         return datetime.fromisoformat(s)

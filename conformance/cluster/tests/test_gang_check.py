@@ -63,6 +63,7 @@ def _ray(members: list[str], verdict: bool = True) -> dict[str, Any]:
 def test_verdict_line_parsed_with_its_time() -> None:
     c, when, rec = parse_verdict(_verdict({"engine": "mpi", "worldSize": 3}, at=T0))  # type: ignore[misc]
     assert c == "main" and rec["worldSize"] == 3 and when is not None and when.microsecond == 123456
+    assert when.utcoffset() is not None     # the kubelet's "Z" kept: comparable with the pods' startedAt
 
 
 def test_formed_mpi_gang_agrees_with_plan() -> None:
