@@ -48,6 +48,7 @@ import yaml
 from multinode import k8sfiles
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gang_check import gang_findings  # noqa: E402
 from realnode_check import real_node_findings  # noqa: E402
 
 # Controllers the box runs, by the group/kind of the object that owns a gang's pods (the top owner).
@@ -541,6 +542,11 @@ def compare(stack_dir: Path, kyverno: bool, day_two_expected: bool = False) -> d
             findings += [f"effective/{f.name}: pod {cands[0]['namespace']}/{cands[0]['name']}: {d}" for d in out]
     real_findings, real_report = real_node_findings(obs)
     findings += real_findings
+    # the gangs real kubelets ran (issue 43): formed or not, world size against plan, time to form
+    gang_f, gang_report = gang_findings(obs, placement)
+    findings += gang_f
+    if gang_report:
+        real_report["gangs"] = gang_report
     not_checked += real_report.get("notChecked", [])
     admitted = {f"{p['namespace']}/{p['name']}": p["pod"]
                 for ph in (obs.get("phases") or []) for p in ph.get("pods", [])}

@@ -104,21 +104,33 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 	if err := addFile("standin/layer.tar", layer2); err != nil {
 		return nil, err
 	}
+	// layer 3, only for the images whose pods run Ray (gangs.go RayRefs): Ray from PyPI (ray-layer.sh)
+	rayDigest := ""
+	if rayLayerTar != "" && len(rayRefs) > 0 {
+		if rayDigest, err = addTarFile(tw, "ray/layer.tar", rayLayerTar); err != nil {
+			return nil, err
+		}
+	}
 	type manifest struct {
 		Config   string
 		RepoTags []string
 		Layers   []string
 	}
 	var manifests []manifest
-	config := func(ref string, entrypoint []string) (string, error) {
+	config := func(ref string, entrypoint []string, diffIDs []string) (string, error) {
+		env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MULTINODE_STANDIN_IMAGE=" + ref}
+		if len(diffIDs) > 2 {
+			// Ray's usage-stats report (on by default for `ray start --head`) would try to reach Ray's server
+			env = append(env, "RAY_USAGE_STATS_ENABLED=0")
+		}
 		c := map[string]any{
 			"architecture": "amd64", "os": "linux",
 			"config": map[string]any{
-				"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MULTINODE_STANDIN_IMAGE=" + ref},
+				"Env":        env,
 				"Entrypoint": entrypoint,
 				"Labels":     map[string]string{"dev.multinode.box.stand-in-for": ref},
 			},
-			"rootfs": map[string]any{"type": "layers", "diff_ids": []string{rootDigest, standDigest}},
+			"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
 		}
 		data, err := json.Marshal(c)
 		if err != nil {
@@ -144,11 +156,15 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 		if ref == pauseImage {
 			entry = []string{"/usr/local/bin/standin-pause"}
 		}
-		name, err := config(ref, entry)
+		diffIDs, layers := []string{rootDigest, standDigest}, []string{"rootfs/layer.tar", "standin/layer.tar"}
+		if rayDigest != "" && rayRefs[ref] {
+			diffIDs, layers = append(diffIDs, rayDigest), append(layers, "ray/layer.tar")
+		}
+		name, err := config(ref, entry, diffIDs)
 		if err != nil {
 			return nil, err
 		}
-		manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: []string{"rootfs/layer.tar", "standin/layer.tar"}})
+		manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: layers})
 	}
 	data, err := json.Marshal(manifests)
 	if err != nil {
@@ -177,6 +193,16 @@ func standInLayer(dir string) ([]byte, error) {
 	for _, f := range files {
 		entries = append(entries, entry{f, "usr/local/bin/" + filepath.Base(f)})
 	}
+	// standinDir/root/** at the same path in the image (the programs rendered commands name by absolute path,
+	// e.g. /opt/nim/start-mpi-cluster.sh), with the file's own mode
+	rootDir := filepath.Join(dir, "root")
+	_ = filepath.Walk(rootDir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			rel, _ := filepath.Rel(rootDir, p)
+			entries = append(entries, entry{p, rel})
+		}
+		return nil
+	})
 	pyRoot := filepath.Join(dir, "python")
 	_ = filepath.Walk(pyRoot, func(p string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() {
@@ -203,7 +229,7 @@ func standInLayer(dir string) ([]byte, error) {
 			return nil, err
 		}
 		mode := int64(0o644)
-		if strings.HasPrefix(e.dst, "usr/local/bin/") {
+		if st, err := os.Stat(e.src); strings.HasPrefix(e.dst, "usr/local/bin/") || (err == nil && st.Mode()&0o111 != 0) {
 			mode = 0o755
 		}
 		if err := tw.WriteHeader(&tar.Header{Name: e.dst, Mode: mode, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
@@ -217,4 +243,29 @@ func standInLayer(dir string) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(b.String()), nil
+}
+
+// the Ray layer (conformance/realnode/ray-layer.sh, --ray-layer) and the references that get it (RayRefs)
+var rayLayerTar string
+var rayRefs = map[string]bool{}
+
+// addTarFile copies the file at src into the archive as name and returns its sha256 digest ("sha256:...").
+func addTarFile(tw *tar.Writer, name, src string) (string, error) {
+	st, err := os.Stat(src)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: st.Size(), Typeflag: tar.TypeReg}); err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tw, h), f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }

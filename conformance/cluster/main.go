@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -82,6 +83,9 @@ type Observed struct {
 	// real nodes (realnode.go)
 	RealNodes     []RealNodeView `json:"realNodes,omitempty"`
 	ImagesSkipped []string       `json:"imagesSkipped,omitempty"`
+	// gangs on real nodes (gangs.go): the bound on the wait for their verdicts, and the images given the Ray layer
+	GangTimeout float64  `json:"gangTimeout,omitempty"`
+	RayImages   []string `json:"rayImages,omitempty"`
 }
 
 func main() {
@@ -112,6 +116,8 @@ func main() {
 	dayTwo := flag.Bool("day-two", false, "after the phases, play a node failure, a cordoned bad node, a model rollout and a pool upgrade (daytwo.go); writes <stack-dir>/day-two.json")
 	healthGate := flag.String("health-gate", "", "day two: the release health gate command, run with the box's kubeconfig as its last argument (health_gate.py <stack file>)")
 	coredns := flag.String("coredns", "", "CoreDNS (conformance/coredns), serving cluster.local to the real nodes' pods; empty: no cluster DNS")
+	rayLayer := flag.String("ray-layer", "", "the stand-in images' Ray layer (conformance/realnode/ray-layer.sh), for the images whose pods run Ray")
+	gangWait := flag.Duration("gang-timeout", gangTimeout, "longest wait, after a phase settled, for the verdict of a gang on real nodes")
 	flag.Parse()
 	if *netns && os.Getenv(inNetnsEnv) == "" {
 		os.Exit(reexecInNetns())
@@ -126,6 +132,7 @@ func main() {
 		}
 	}
 	standinRootfs, standinDir, corednsBin = *rootfs, *standin, *coredns
+	rayLayerTar, gangTimeout = *rayLayer, *gangWait
 	kyvernoBin, volcanoDir, lwsBin, mpiBin = *kyverno, *volcano, *lws, *mpi
 	playDayTwo = *dayTwo
 	healthGateCmd = *healthGate
@@ -322,6 +329,14 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		if standinRootfs != "" {
 			archive = filepath.Join(box.Dir, "standin-images.tar")
 			t0 := time.Now()
+			if rayLayerTar != "" {
+				rayRefs = RayRefs(objects)
+				for r := range rayRefs {
+					obs.RayImages = append(obs.RayImages, r)
+				}
+				sort.Strings(obs.RayImages)
+			}
+			obs.GangTimeout = gangTimeout.Seconds()
 			skipped, err := WriteStandInArchive(archive, standinRootfs, standinDir, ImageRefs(objects))
 			if err != nil {
 				return fmt.Errorf("stand-in images: %w", err)
@@ -458,6 +473,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			return err
 		}
 		ph.Settled, ph.Seconds = ok, took.Seconds()
+		waitGangs(ctx, box, logf) // a settled phase runs its pods; their gangs may still be forming (gangs.go)
 		ph.Pods, ph.Events, err = ap.Snapshot(ctx, box)
 		if err == nil {
 			ph.PodGroups = ap.PodGroups(ctx)

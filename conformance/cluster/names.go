@@ -289,7 +289,11 @@ func CheckNames(ctx context.Context, w *nameWorld, p corev1.Pod, env map[string]
 		return nil
 	}
 	checks := namesOf(p, env, cmdline, w.svcs)
+	checks = append(checks, hostfileNames(ctx, p, env, checks)...) // the MPI hostfile's hosts (gangs.go)
 	for i := range checks {
+		if checks[i].Error != "" {
+			continue // nothing to resolve (a hostfile that cannot be read: gangs.go)
+		}
 		w.expect(&checks[i], p.Namespace)
 		if checks[i].Expect == nil {
 			checks[i].Expect = []string{}

@@ -422,6 +422,17 @@ func containerEnvs(ctx context.Context, p corev1.Pod) (map[string]map[string]str
 				env[k] = v
 			}
 		}
+		if _, ok := env["PATH"]; !ok {
+			// a process that rewrote its environ area for its title (OpenSSH's sshd does: setproctitle): the
+			// environment the runtime gives the container's processes, read by a process exec'd in it (gangs.go)
+			if out, err := execIn(ctx, p, c.Name, "env", "-0"); err == nil {
+				for _, kv := range strings.Split(out, "\x00") {
+					if k, v, ok := strings.Cut(kv, "="); ok {
+						env[k] = v
+					}
+				}
+			}
+		}
 		envs[c.Name] = env
 		if listen == nil {
 			listen = listeningPorts(pid)

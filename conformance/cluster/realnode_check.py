@@ -182,8 +182,7 @@ def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
             findings += [f"{key}: {m}" for m in problems]
     report["pods"] = pods_out
     report["notChecked"] = ["real nodes: no connection is made to a Service's port (names resolve through CoreDNS "
-                            "behind kube-proxy's kube-dns rule; the stand-in images serve nothing); the MPI hostfile's "
-                            "names are not read (issue 42)"]
+                            "behind kube-proxy's kube-dns rule)"]
     if "coredns" not in (obs.get("versions") or {}):
         # without CoreDNS the kubelet has no clusterDNS and falls back to dnsPolicy Default (MissingClusterDNS)
         report["notChecked"].append("real nodes: no cluster DNS (CoreDNS) in this run: the host names the pods "

@@ -21,6 +21,15 @@ echo "rootfs.sh: debootstrap bookworm ($pkgs) from $mirror into $work" >&2
 debootstrap --variant=minbase --include="$pkgs" bookworm "$work/root" "$mirror" >"$cache/$key.debootstrap.log" 2>&1 ||
 	{ echo "rootfs.sh: debootstrap failed, log $cache/$key.debootstrap.log" >&2; tail -5 "$cache/$key.debootstrap.log" >&2; exit 1; }
 rm -rf "$work/root/var/cache/apt/archives"/*.deb "$work/root/var/lib/apt/lists"/*
+# MPIJob gangs (issue 43): OpenSSH as the MPI operator's own base image sets it up (kubeflow/mpi-operator@v0.8.0
+# build/base/Dockerfile): sshd's privilege separation directory, StrictModes off (the keys are a Secret volume the
+# kubelet mounts at sshAuthMountPath, whose directory modes sshd would refuse), no host key checking on the client
+# side (pods' host keys are made at their start). Host keys for `sshd -De` as the workers run it: ssh-keygen -A.
+r="$work/root"
+mkdir -p "$r/run/sshd"
+sed -i 's/^#\{0,1\}StrictModes .*/StrictModes no/' "$r/etc/ssh/sshd_config"
+printf 'Host *\n    StrictHostKeyChecking no\n    UserKnownHostsFile /dev/null\n    LogLevel ERROR\n' >"$r/etc/ssh/ssh_config.d/multinode-box.conf"
+[ -e "$r/etc/ssh/ssh_host_ed25519_key" ] || chroot "$r" ssh-keygen -A >/dev/null
 tar -C "$work/root" --numeric-owner -cf "$out.tmp" .
 mv "$out.tmp" "$out"
 rm -rf "$work"

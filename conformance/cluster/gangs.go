@@ -1,0 +1,267 @@
+package main
+
+// Gangs on real nodes (issue 43): the pods of an MPIJob or of a LeaderWorkerSet group run the real coordination
+// layer in the stand-in images (mpirun over ssh with the operator's hostfile and keys; `ray start`; the NIM
+// stand-in's rendezvous), and the stand-ins print one verdict line, `MULTINODE_GANG {json}`
+// (conformance/realnode/standin/python/multinode_standin/gang.py), on the gang's leading pod: the MPIJob's launcher
+// (mpirun forwards rank 0's output) or the LWS group's leader. The box waits, bounded, for that line after a phase
+// settled (a settled phase means the pods run, not that their gang formed), and records each real-node pod's last
+// log lines and its verdict lines (PodView.Logs, PodView.Gang) from the kubelet's container logs; gang_check.py
+// judges them against placement.json.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const gangMarker = "MULTINODE_GANG "
+
+// how long the box waits for a gang's verdict once the phase settled (--gang-timeout)
+var gangTimeout = 240 * time.Second
+
+// labels of the operators (kubeflow/mpi-operator@v0.8.0 pkg/apis/kubeflow/v2beta1/constants.go JobRoleLabel;
+// sigs.k8s.io/lws@v0.9.0 api/leaderworkerset/v1/leaderworkerset_types.go SetNameLabelKey, WorkerIndexLabelKey)
+const (
+	mpiRoleLabel     = "training.kubeflow.org/job-role"
+	mpiJobNameLabel  = "training.kubeflow.org/job-name"
+	lwsNameLabel     = "leaderworkerset.sigs.k8s.io/name"
+	lwsWorkerIdLabel = "leaderworkerset.sigs.k8s.io/worker-index"
+)
+
+// gangLeader: the pod whose log carries its gang's verdict (an MPIJob's launcher, an LWS group's leader).
+func gangLeader(p corev1.Pod) bool {
+	return p.Labels[mpiRoleLabel] == "launcher" || (p.Labels[lwsNameLabel] != "" && p.Labels[lwsWorkerIdLabel] == "0")
+}
+
+// RayRefs: the images of the containers whose command line runs Ray (`ray start`, `import ray`, vLLM's Ray
+// executor): they get the Ray layer (image.go).
+func RayRefs(objects []Object) map[string]bool {
+	out := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			if img, ok := t["image"].(string); ok && img != "" {
+				var words []string
+				for _, k := range []string{"command", "args"} {
+					if l, ok := t[k].([]any); ok {
+						for _, w := range l {
+							if s, ok := w.(string); ok {
+								words = append(words, s)
+							}
+						}
+					}
+				}
+				line := strings.Join(words, " ")
+				if strings.Contains(line, "ray start") || strings.Contains(line, "import ray") ||
+					strings.Contains(line, "executor-backend ray") || strings.Contains(line, "executor-backend=ray") {
+					out[img] = true
+				}
+			}
+			for _, x := range t {
+				walk(x)
+			}
+		case []any:
+			for _, x := range t {
+				walk(x)
+			}
+		}
+	}
+	for _, o := range objects {
+		walk(o.U.Object)
+	}
+	return out
+}
+
+// podLogs reads each container's current log file as the kubelet wrote it (<podLogsDir>/<ns>_<pod>_<uid>/
+// <container>/<restart>.log, CRI format: "<RFC3339 time> <stream> <tag> <line>"): the last `tail` lines, and
+// every verdict line (which may have scrolled out of the tail).
+func podLogs(p corev1.Pod, tail int) (map[string][]string, []string) {
+	sock := realNodeSockets[p.Spec.NodeName]
+	if sock == "" {
+		return nil, nil
+	}
+	dir := filepath.Join(filepath.Dir(filepath.Dir(sock)), "pod-logs", p.Namespace+"_"+p.Name+"_"+string(p.UID))
+	conts, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil
+	}
+	logs := map[string][]string{}
+	var gang []string
+	for _, c := range conts {
+		files, _ := filepath.Glob(filepath.Join(dir, c.Name(), "*.log"))
+		if len(files) == 0 {
+			continue
+		}
+		sort.Slice(files, func(i, j int) bool { return restartOf(files[i]) < restartOf(files[j]) })
+		f, err := os.Open(files[len(files)-1])
+		if err != nil {
+			continue
+		}
+		var last []string
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.Contains(line, gangMarker) {
+				gang = append(gang, c.Name()+" "+line)
+			}
+			last = append(last, line)
+			if len(last) > tail {
+				last = last[1:]
+			}
+		}
+		f.Close()
+		logs[c.Name()] = last
+	}
+	return logs, gang
+}
+
+func restartOf(path string) int {
+	n := 0
+	for _, ch := range strings.TrimSuffix(filepath.Base(path), ".log") {
+		if ch < '0' || ch > '9' {
+			return -1
+		}
+		n = n*10 + int(ch-'0')
+	}
+	return n
+}
+
+// waitGangs waits (at most gangTimeout) until every gang with a pod on a real node has its verdict: the leading
+// pod's log holds the verdict line, or that pod has ended or failed (no line will come). An MPIJob whose workers
+// run on real nodes and whose launcher pod does not exist yet (the operator creates it once the workers are
+// Ready) is waited for too. Returns how many gangs were still without a verdict at the end.
+func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
+	if len(realNodeNames) == 0 {
+		return 0
+	}
+	t0 := time.Now()
+	for {
+		pods, err := box.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return -1
+		}
+		launchers := map[string]bool{}
+		for _, p := range pods.Items {
+			if p.Labels[mpiRoleLabel] == "launcher" {
+				launchers[p.Namespace+"/"+p.Labels[mpiJobNameLabel]] = true
+			}
+		}
+		var waiting []string
+		for _, p := range pods.Items {
+			if !realNodeNames[p.Spec.NodeName] || p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Labels[mpiRoleLabel] == "worker" && !launchers[p.Namespace+"/"+p.Labels[mpiJobNameLabel]] {
+				waiting = append(waiting, "MPIJob "+p.Namespace+"/"+p.Labels[mpiJobNameLabel]+" (no launcher pod yet)")
+				continue
+			}
+			if !gangLeader(p) || p.Status.Phase != corev1.PodRunning {
+				continue // a leader held in its init containers, or ended: no verdict will come (realnode_check.py says why)
+			}
+			if _, gang := podLogs(p, 0); len(gang) == 0 {
+				waiting = append(waiting, "pod "+p.Namespace+"/"+p.Name)
+			}
+		}
+		sort.Strings(waiting)
+		if len(waiting) == 0 {
+			if time.Since(t0) > 2*time.Second {
+				logf("gangs: every verdict in after %.0fs", time.Since(t0).Seconds())
+			}
+			return 0
+		}
+		if time.Since(t0) > gangTimeout || ctx.Err() != nil {
+			logf("gangs: no verdict after %.0fs from %s", time.Since(t0).Seconds(), strings.Join(dedup(waiting), ", "))
+			return len(dedup(waiting))
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+func dedup(s []string) []string {
+	var out []string
+	for i, x := range s {
+		if i == 0 || x != s[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// env vars that name an MPI hostfile, as the MPI operator sets them on the launcher
+// (kubeflow/mpi-operator@v0.8.0 pkg/controller/mpi_job_controller.go ompiEnvVars, intelEnvVars, mpichEnvVars)
+var hostfileEnvs = []string{"OMPI_MCA_orte_default_hostfile", "I_MPI_HYDRA_HOST_FILE", "HYDRA_HOST_FILE"}
+
+// hostfileNames: the hosts of the MPI hostfile a running container's env names, read from inside the container
+// (`cat` through its node's containerd: the file as the kubelet mounted it from the operator's ConfigMap), one
+// NameCheck each (first field of each line; Open MPI's "host slots=N", Intel's and MPICH's "host:N").
+func hostfileNames(ctx context.Context, p corev1.Pod, env map[string]map[string]string, have []NameCheck) []NameCheck {
+	seen := map[string]bool{}
+	for _, c := range have {
+		seen[c.Name] = true
+	}
+	var out []NameCheck
+	for _, c := range p.Spec.Containers {
+		for _, key := range hostfileEnvs {
+			path := env[c.Name][key]
+			if path == "" {
+				continue
+			}
+			text, err := execIn(ctx, p, c.Name, "cat", path)
+			if err != nil {
+				out = append(out, NameCheck{Name: path, From: fmt.Sprintf("container %s hostfile %s (env %s)", c.Name, path, key),
+					Container: c.Name, Error: "the hostfile cannot be read: " + err.Error(), Resolved: []string{}})
+				continue
+			}
+			for _, line := range strings.Split(text, "\n") {
+				f := strings.Fields(strings.SplitN(line, "#", 2)[0])
+				if len(f) == 0 {
+					continue
+				}
+				host := strings.SplitN(f[0], ":", 2)[0]
+				if hostOf(host) == "" || seen[host] {
+					continue
+				}
+				seen[host] = true
+				out = append(out, NameCheck{Name: host, From: fmt.Sprintf("container %s hostfile %s: %s", c.Name, path,
+					strings.TrimSpace(line)), Container: c.Name})
+			}
+		}
+	}
+	return out
+}
+
+// execIn runs a command in a running container of a pod on a real node (ctr tasks exec) and returns its output.
+func execIn(ctx context.Context, p corev1.Pod, container string, args ...string) (string, error) {
+	sock := realNodeSockets[p.Spec.NodeName]
+	id := ""
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == container {
+			id = strings.TrimPrefix(c.ContainerID, "containerd://")
+		}
+	}
+	if sock == "" || id == "" {
+		return "", fmt.Errorf("container %s not found on its node", container)
+	}
+	fifo := filepath.Join(filepath.Dir(filepath.Dir(sock)), "fifo")
+	_ = os.MkdirAll(fifo, 0o755)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, "ctr", append([]string{"--address", sock, "-n", "k8s.io", "tasks", "exec",
+		"--fifo-dir", fifo, "--exec-id", fmt.Sprintf("box-exec-%d", execSeq.Add(1)), id}, args...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s: %v %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}

@@ -1,0 +1,139 @@
+"""Gangs on real nodes (issue 43), each with a planted mistake, in the box with real kubelets (needs root, the
+clusterbox binary, the operators' binaries and the Debian packages of conformance/realnode/install-deps.sh; skips
+with the reason otherwise). The unplanted gangs are the stacks' own, run by `make real-node-check STACK=...`
+(nim-mpijob, nim-lws, oci-dev: README.md here), so they are not run twice.
+
+- MPIJob (nim-mpijob's, as rendered, run by the MPI operator; Volcano is not started here, so the box's
+  kube-scheduler binds the pods): the real mpirun on the launcher reaches the workers' real sshd with the operator's
+  hostfile and keys and runs the stand-in rank program (real MPI through mpi4py) on every slot. Planted: one slot
+  too many per worker (slotsPerWorker 9 for 8 GPUs: mpirun -n 16 then puts 9 ranks on one worker and 7 on the
+  other), and a worker short (1 worker: mpirun -n 16 finds 8 slots and refuses). The rendered one forms with 16
+  ranks, 8 per worker, and its hostfile's names resolve from inside the launcher.
+- Ray on a LeaderWorkerSet (oci-dev's vLLM group): the worker's `ray start --address` pointed at a name that does
+  not resolve (planted): the group's Ray cluster never holds 2 nodes, the gang is a finding with the last lines of
+  the worker's log."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+HERE = ROOT / "conformance" / "cluster"
+BIN = ROOT / "conformance" / "bin"
+REALNODE = ROOT / "conformance" / "realnode"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "multinode" / "realnode"
+pytestmark = [
+    pytest.mark.skipif(not (BIN / "clusterbox").exists(), reason="conformance/bin/clusterbox not built"),
+    pytest.mark.skipif(not (BIN / "coredns").exists(), reason="conformance/bin/coredns not built"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="real nodes need root (network and mount namespaces, containerd)"),
+    pytest.mark.skipif(shutil.which("containerd") is None or shutil.which("debootstrap") is None,
+                       reason="containerd/debootstrap not installed (conformance/realnode/install-deps.sh)"),
+]
+
+
+def _plan(tmp_path: Path, stack_file: Path, name: str, *prepare_args: str) -> Path:
+    f = tmp_path / f"Pulumi.{name}.yaml"
+    f.write_text(stack_file.read_text())
+    py = sys.executable
+    subprocess.run([str(Path(py).parent / "multinode"), "plan", "--file", str(f), "--out", str(tmp_path)],
+                   capture_output=True, text=True, cwd=ROOT)
+    out = tmp_path / name
+    assert (out / "placement.json").exists()
+    subprocess.run([py, str(HERE / "prepare.py"), str(out), str(f), *prepare_args], check=True, cwd=ROOT)
+    return out
+
+
+def _run(out: Path, *flags: str) -> tuple[int, dict]:
+    py = sys.executable
+    rootfs = subprocess.run([str(REALNODE / "rootfs.sh"), str(CACHE)], capture_output=True, text=True, check=True)
+    r = subprocess.run([str(BIN / "clusterbox"), "--netns", "--real-nodes", "gpu-0,gpu-1", "--standin-rootfs",
+                        rootfs.stdout.strip(), "--standin-dir", str(REALNODE / "standin"), "--stack-dir", str(out),
+                        "--coredns", str(BIN / "coredns"), "--timeout", "9m", "--settle", "60s", *flags,
+                        "--compare", f"{py} {HERE / 'compare.py'} {out}"],
+                       capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    print(r.stdout[-6000:], r.stderr[-3000:])
+    return r.returncode, json.loads((out / "cluster.json").read_text())
+
+
+def _gangs(result: dict) -> dict[str, dict]:
+    return {g["gang"]: g for g in result.get("realNodes", {}).get("gangs") or []}
+
+
+@pytest.mark.skipif(not (BIN / "mpi-operator").exists(), reason="conformance/bin/mpi-operator not built")
+def test_mpijob_gangs_one_slot_too_many_and_a_worker_short(tmp_path: Path) -> None:
+    out = _plan(tmp_path, ROOT / "tests" / "guides" / "Pulumi.nim-mpijob.yaml", "gangs-mpi")
+    k8s = out / "k8s"
+    job_file = next(k8s.glob("MPIJob-*.yaml"))
+    doc = yaml.safe_load(job_file.read_text())
+    for spec in doc["spec"]["mpiReplicaSpecs"].values():
+        spec["template"]["spec"].pop("schedulerName", None)    # no Volcano in this box: kube-scheduler binds
+    assert doc["spec"]["slotsPerWorker"] == 8 and doc["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+    job_file.write_text(yaml.safe_dump(doc))
+    planted = []
+    slots = json.loads(json.dumps(doc))
+    slots["metadata"]["name"] = "nim-slots"
+    slots["spec"]["slotsPerWorker"] = 9                       # planted: one slot too many on each worker
+    short = json.loads(json.dumps(doc))
+    short["metadata"]["name"] = "nim-short"
+    short["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 1  # planted: a worker short
+    for d in (slots, short):
+        planted.append(job_file.name.replace("llama-405b-nim", d["metadata"]["name"]))
+        (k8s / planted[-1]).write_text(yaml.safe_dump(d))
+    index = k8s / "apply-order.txt"
+    index.write_text(index.read_text().replace(f"{job_file.name}\n", f"{job_file.name}\n" + "".join(
+        f"{p}\n" for p in planted)))
+    code, result = _run(out, "--mpi-operator", str(BIN / "mpi-operator"), "--gang-timeout", "120s")
+    assert code == 1
+    gangs = _gangs(result)
+    ok = gangs["MPIJob multinode/llama-405b-nim"]
+    assert ok["formed"] and ok["worldSize"] == 16 and ok["expected"] == 16, ok
+    assert ok["verdict"]["ranksPerHost"] == {"llama-405b-nim-worker-0": 8, "llama-405b-nim-worker-1": 8}, ok
+    assert not [f for f in result["findings"] if f.startswith("gang MPIJob multinode/llama-405b-nim ")]
+    # the launcher resolved every host of the operator's hostfile to its worker pod
+    pods = {p["pod"]: p for p in result["realNodes"]["pods"]}
+    launcher = next(p for name, p in pods.items() if name.startswith("multinode/llama-405b-nim-launcher"))
+    assert not [m for m in launcher["problems"] if "hostfile" in m], launcher
+    assert launcher["namesResolved"] >= 2, launcher
+    # one slot too many: 16 ranks, but 9 and 7 on the two workers where plan gives each 8 (its GPUs)
+    mine = [f for f in result["findings"] if f.startswith("gang MPIJob multinode/nim-slots ")]
+    assert len(mine) == 1 and "ranks per host" in mine[0] and "plan says 8 per node" in mine[0], mine
+    assert "'nim-slots-worker-0': 9" in mine[0] and "'nim-slots-worker-1': 7" in mine[0], mine
+    # a worker short: mpirun finds 8 slots for 16 ranks and refuses; no rank ran, the gang did not form
+    mine = [f for f in result["findings"] if f.startswith("gang MPIJob multinode/nim-short ")]
+    assert len(mine) == 1 and "not formed" in mine[0], mine
+    assert "not enough slots" in mine[0], mine
+    assert gangs["MPIJob multinode/nim-short"]["formed"] is False
+
+
+def _ray_layer() -> str:
+    return subprocess.run([str(REALNODE / "ray-layer.sh"), str(CACHE)], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@pytest.mark.skipif(not (BIN / "lws").exists(), reason="conformance/bin/lws not built")
+def test_ray_worker_pointed_at_a_name_that_does_not_resolve(tmp_path: Path) -> None:
+    lws_crds = subprocess.run(["make", "--no-print-directory", "-s", "-C", str(ROOT / "conformance" / "lws"), "crds"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    out = _plan(tmp_path, ROOT / "stacks" / "Pulumi.oci-dev.yaml", "gangs-ray", "--lws-crds", lws_crds)
+    lws_file = next((out / "k8s").glob("LeaderWorkerSet-*.yaml"))
+    text = lws_file.read_text()
+    doc = yaml.safe_load(text)
+    worker = doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    assert "$LWS_LEADER_ADDRESS:6379" in " ".join(worker["command"]), worker["command"]
+    worker["command"] = [c.replace("$LWS_LEADER_ADDRESS", "llama-405b-0.no-such-service.multinode")
+                         for c in worker["command"]]                 # planted
+    lws_file.write_text(yaml.safe_dump(doc))
+    code, result = _run(out, "--lws", str(BIN / "lws"), "--ray-layer", _ray_layer(), "--gang-timeout", "90s")
+    assert code == 1
+    g = _gangs(result)["LeaderWorkerSet multinode/llama-405b group 0"]
+    assert g["formed"] is False and g["expected"] == 2, g
+    mine = [f for f in result["findings"] if f.startswith("gang LeaderWorkerSet multinode/llama-405b group 0 ")]
+    assert len(mine) == 1 and "not formed" in mine[0], mine
+    assert "llama-405b-0.no-such-service.multinode" in mine[0], mine   # the worker's last lines name it
