@@ -30,11 +30,10 @@ const gangMarker = "MULTINODE_GANG "
 var gangTimeout = 240 * time.Second
 
 // labels of the operators (kubeflow/mpi-operator@v0.8.0 pkg/apis/kubeflow/v2beta1/constants.go JobRoleLabel;
-// sigs.k8s.io/lws@v0.9.0 api/leaderworkerset/v1/leaderworkerset_types.go SetNameLabelKey, WorkerIndexLabelKey)
+// sigs.k8s.io/lws@v0.9.0 api/leaderworkerset/v1/leaderworkerset_types.go SetNameLabelKey (lwsNameLabel, daytwo_rollout.go), WorkerIndexLabelKey)
 const (
 	mpiRoleLabel     = "training.kubeflow.org/job-role"
 	mpiJobNameLabel  = "training.kubeflow.org/job-name"
-	lwsNameLabel     = "leaderworkerset.sigs.k8s.io/name"
 	lwsWorkerIdLabel = "leaderworkerset.sigs.k8s.io/worker-index"
 )
 

@@ -81,8 +81,10 @@ type Observed struct {
 	Netns    *NetnsView `json:"netns,omitempty"`
 	NetnsEnd *NetnsView `json:"netnsEnd,omitempty"`
 	// real nodes (realnode.go)
-	RealNodes     []RealNodeView `json:"realNodes,omitempty"`
-	ImagesSkipped []string       `json:"imagesSkipped,omitempty"`
+	RealNodes []RealNodeView `json:"realNodes,omitempty"`
+	// processes of the real nodes' pods still running once the nodes were stopped (StopRealNodes): must be none
+	RealNodeLeftovers []string `json:"realNodeLeftovers,omitempty"`
+	ImagesSkipped     []string `json:"imagesSkipped,omitempty"`
 	// gangs on real nodes (gangs.go): the bound on the wait for their verdicts, and the images given the Ray layer
 	GangTimeout float64  `json:"gangTimeout,omitempty"`
 	RayImages   []string `json:"rayImages,omitempty"`
@@ -225,6 +227,12 @@ func run(stackDir string, timeout, settle, quiet time.Duration, keep bool, compa
 		if err := boxRun(ctx, box, stackDir, boxIn, settle, quiet, &obs, logf); err != nil {
 			obs.Error = err.Error()
 		}
+		if len(obs.RealNodeLeftovers) > 0 {
+			// a process of a pod that outlives its node is an error of the box (StopRealNodes)
+			msg := fmt.Sprintf("%d processes of pods still run after the real nodes stopped: %s", len(obs.RealNodeLeftovers),
+				strings.Join(obs.RealNodeLeftovers, ", "))
+			obs.Error = strings.TrimPrefix(obs.Error+"; "+msg, "; ")
+		}
 		if obs.Netns != nil {
 			if v, err := ReadNetns(); err == nil {
 				obs.NetnsEnd = &v
@@ -351,8 +359,8 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		rns, err := StartRealNodes(ctx, box, real, archive, boxIn, drivers, logf)
 		defer func() {
 			t0 := time.Now()
-			StopRealNodes(rns)
-			logf("real nodes stopped in %.1fs", time.Since(t0).Seconds())
+			obs.RealNodeLeftovers = StopRealNodes(rns)
+			logf("real nodes stopped in %.1fs (%d processes of pods left)", time.Since(t0).Seconds(), len(obs.RealNodeLeftovers))
 		}()
 		defer func() {
 			for _, rn := range rns {

@@ -500,45 +500,97 @@ func (rn *RealNode) exited() string {
 	return ""
 }
 
-// StopRealNodes stops every node's kubelet and containerd (SIGTERM, at most 5 s, then SIGKILL) and the
-// containers' shims, all nodes at once.
-func StopRealNodes(rns []*RealNode) {
+// StopRealNodes stops every node, all nodes at once: the kubelets first (SIGTERM, at most 5 s, then SIGKILL; no
+// kubelet restarts a container after that), then every process of every container: each task killed through its
+// node's containerd (`ctr tasks kill --all -s SIGKILL`), then SIGKILL to any process below the node's shims that
+// still runs; then containerd, CoreDNS, kube-proxy and the shims. It returns the processes of the pods it saw that
+// still run at the end, and any process in the cgroup of one of the nodes' containers: none may outlive the box.
+func StopRealNodes(rns []*RealNode) []string {
 	type proc struct {
 		c    *exec.Cmd
 		done chan struct{}
 	}
-	var procs []proc
-	for _, rn := range rns {
-		for _, c := range []*exec.Cmd{rn.kubelet, rn.containerd} {
-			if c != nil && rn.done[c] != nil {
-				procs = append(procs, proc{c, rn.done[c]})
-				_ = c.Process.Signal(syscall.SIGTERM)
+	stop := func(cmds func(rn *RealNode) []*exec.Cmd) {
+		var procs []proc
+		for _, rn := range rns {
+			for _, c := range cmds(rn) {
+				if c != nil && rn.done[c] != nil {
+					procs = append(procs, proc{c, rn.done[c]})
+					_ = c.Process.Signal(syscall.SIGTERM)
+				}
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for _, p := range procs {
+			select {
+			case <-p.done:
+			case <-time.After(time.Until(deadline)):
+				_ = p.c.Process.Kill()
+				<-p.done
 			}
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-time.After(time.Until(deadline)):
-			_ = p.c.Process.Kill()
-			<-p.done
+	stop(func(rn *RealNode) []*exec.Cmd { return []*exec.Cmd{rn.kubelet} })
+	// every process of every pod, as the shims hold them now
+	var seen []procID
+	for _, rn := range rns {
+		seen = append(seen, containerProcs(rn.dir)...)
+	}
+	ids := map[string]bool{} // every container of every node, by id (the name of its cgroup)
+	for _, rn := range rns {
+		if rn.containerd == nil || rn.done[rn.containerd] == nil || rn.hasExited(rn.containerd) {
+			continue
+		}
+		if out, err := exec.Command("ctr", "--address", rn.socket, "-n", "k8s.io", "containers", "ls", "-q").Output(); err == nil {
+			for _, id := range strings.Fields(string(out)) {
+				ids[id] = true
+			}
+		}
+		out, err := exec.Command("ctr", "--address", rn.socket, "-n", "k8s.io", "tasks", "ls", "-q").Output()
+		if err != nil {
+			continue
+		}
+		for _, id := range strings.Fields(string(out)) {
+			_ = exec.Command("ctr", "--address", rn.socket, "-n", "k8s.io", "tasks", "kill", "--all", "-s", "SIGKILL", id).Run()
 		}
 	}
+	if left := waitGone(seen, 5*time.Second); len(left) > 0 {
+		killProcs(left) // what containerd did not end (a task it no longer listed, a process outside the task's cgroup)
+		waitGone(left, 3*time.Second)
+	}
+	stop(func(rn *RealNode) []*exec.Cmd { return []*exec.Cmd{rn.containerd} })
 	for _, c := range []**exec.Cmd{&corednsCmd, &proxyCmd} {
 		if *c != nil {
 			_ = (*c).Process.Kill()
 			*c = nil
 		}
 	}
-	// the containers' shims outlive containerd: end them (their cgroups and mounts go with them)
+	// the shims outlive containerd: end them (their cgroups and mounts go with them)
 	for _, rn := range rns {
 		killShims(rn.dir)
 	}
+	// the end-of-box check: no process of a pod is left
+	left := waitGone(seen, 2*time.Second)
+	for _, p := range inContainers(ids) {
+		if !containsProc(left, p) {
+			left = append(left, p)
+		}
+	}
+	leftovers := describeProcs(left)
 	if realNodesMount != "" {
 		_ = syscall.Unmount(realNodesMount, syscall.MNT_DETACH)
 		realNodesMount = ""
 	}
+	return leftovers
+}
+
+func containsProc(ps []procID, p procID) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
 }
 
 // clusterDNSConfig: the kubelet's clusterDNS, the kube-dns Service's ClusterIP when the box runs CoreDNS (and
