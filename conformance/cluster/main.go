@@ -359,8 +359,10 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		rns, err := StartRealNodes(ctx, box, real, archive, boxIn, drivers, logf)
 		defer func() {
 			t0 := time.Now()
-			obs.RealNodeLeftovers = StopRealNodes(rns)
-			logf("real nodes stopped in %.1fs (%d processes of pods left)", time.Since(t0).Seconds(), len(obs.RealNodeLeftovers))
+			seen, left := StopRealNodes(rns)
+			obs.RealNodeLeftovers = left
+			logf("real nodes stopped in %.1fs (%d processes of pods ended, %d left)", time.Since(t0).Seconds(), seen,
+				len(left))
 		}()
 		defer func() {
 			for _, rn := range rns {

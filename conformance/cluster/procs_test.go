@@ -86,7 +86,10 @@ func TestStopRealNodesLeavesNoProcessOfAPod(t *testing.T) {
 	dir := t.TempDir()
 	fakeShim(t, dir)
 	ps := waitProcs(t, dir, 2)
-	leftovers := StopRealNodes([]*RealNode{{dir: dir}})
+	seen, leftovers := StopRealNodes([]*RealNode{{dir: dir}})
+	if seen != 2 {
+		t.Errorf("StopRealNodes saw %d processes of the fake node, want 2", seen)
+	}
 	if len(leftovers) != 0 {
 		t.Fatalf("StopRealNodes reports leftovers: %v", leftovers)
 	}

@@ -503,9 +503,10 @@ func (rn *RealNode) exited() string {
 // StopRealNodes stops every node, all nodes at once: the kubelets first (SIGTERM, at most 5 s, then SIGKILL; no
 // kubelet restarts a container after that), then every process of every container: each task killed through its
 // node's containerd (`ctr tasks kill --all -s SIGKILL`), then SIGKILL to any process below the node's shims that
-// still runs; then containerd, CoreDNS, kube-proxy and the shims. It returns the processes of the pods it saw that
-// still run at the end, and any process in the cgroup of one of the nodes' containers: none may outlive the box.
-func StopRealNodes(rns []*RealNode) []string {
+// still runs; then containerd, CoreDNS, kube-proxy and the shims. It returns how many processes of pods it saw
+// below the shims, and those of them still running at the end with any process in the cgroup of one of the nodes'
+// containers: none may outlive the box.
+func StopRealNodes(rns []*RealNode) (int, []string) {
 	type proc struct {
 		c    *exec.Cmd
 		done chan struct{}
@@ -581,7 +582,7 @@ func StopRealNodes(rns []*RealNode) []string {
 		_ = syscall.Unmount(realNodesMount, syscall.MNT_DETACH)
 		realNodesMount = ""
 	}
-	return leftovers
+	return len(seen), leftovers
 }
 
 func containsProc(ps []procID, p procID) bool {
