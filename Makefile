@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack
+.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack yaml-e2e yaml-host
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -221,3 +221,18 @@ release-e2e: venv pulumi-tools
 	$(MAKE) -C conformance/cluster build ROOT=$(CURDIR)
 	$(MAKE) -C conformance/kyverno build
 	conformance/pulumi/e2e.sh --release existing-dev
+
+## yaml-host: the Pulumi YAML language host (github.com/pulumi/pulumi-yaml cmd/pulumi-language-yaml) built from its
+## own Go module at the pulumi pkg/v3 its go.mod names (conformance/pulumi-yaml/README.md) into conformance/bin/
+yaml-host: go-check
+	$(MAKE) -C conformance/pulumi-yaml build
+
+## yaml-e2e: a Pulumi YAML program using multinode:index:Platform (conformance/pulumi-yaml/program/Pulumi.yaml) on
+## the real engine against the box: `pulumi preview --policy-pack` and `pulumi up` with the provider executable
+## pulumi-resource-multinode on PATH; its registrations compared with the Python program's for the same config,
+## its objects with plan's, a no-op second up, destroy keeping the claim (build/yaml-e2e/yaml-e2e/engines/pulumi-yaml/e2e.txt)
+yaml-e2e: venv pulumi-tools yaml-host
+	$(MAKE) -C conformance/cluster build ROOT=$(CURDIR)
+	$(MAKE) -C conformance/kyverno build
+	$(PY) -m pytest -q -p no:cacheprovider conformance/pulumi-yaml/tests
+	conformance/pulumi-yaml/yaml_e2e.sh
