@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack yaml-e2e yaml-host
+.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack yaml-e2e yaml-host package-preview
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -80,6 +80,14 @@ lint: venv
 package-check: venv
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_package_install.py
 	$(PY) tools/package_check.py --uv "$(UV)"
+
+## package-preview: package-check, then the new `existing` project's `pulumi preview --policy-pack $(multinode
+## policy-path)` on the real engine (the CLI and kubernetes provider of pulumi-tools; the project's program inline through
+## the Automation API of the venv the wheel is installed in, the Python language host being unavailable): clean, then
+## a planted mandatory violation must fail the preview naming its rule (tools/project_preview.py, docs/install.md)
+package-preview: venv pulumi-tools
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_package_install.py
+	$(PY) tools/package_check.py --uv "$(UV)" --engine conformance/pulumi/bin
 
 ## bench: `plan` per example stack against its import floor and the SDK's own cost (bench/sdk_replay.py), and its scaling
 bench: venv
