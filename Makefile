@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack yaml-e2e yaml-host package-preview
+.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack yaml-e2e yaml-host package-preview sdk-pack
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -203,6 +203,12 @@ pulumi-check: venv pulumi-tools
 ## and the planted-defect tests (a misspelt key / wrong enum value fails tsc). Needs Go and Node.js (npm).
 sdks: go-check venv
 	$(MAKE) -C conformance/sdkgen sdks ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) UV="$(UV)"
+
+## sdk-pack: after sdks, the TypeScript SDK as an npm tarball and the Go SDK as a Go module zip (the schema's module
+## path) in build/sdks/pack/, then examples/typescript and examples/go built against those packed artifacts from a
+## temporary folder outside the checkout (npm install of the tarball; go.mod replace to the unpacked module, GOPROXY=off)
+sdk-pack: sdks
+	cd $(CURDIR) && $(PY) conformance/sdkgen/pack.py --root $(CURDIR)
 
 ## e2e: `pulumi up` for real (issue 29): the e2e stack (conformance/pulumi/Pulumi.e2e.yaml) through the Pulumi
 ## CLI and kubernetes provider built here against the cluster in a box: up, objects compared with build/e2e/k8s,
