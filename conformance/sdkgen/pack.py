@@ -16,7 +16,9 @@ artifacts from a folder outside the checkout (issue 45). Runs after `make sdks` 
    @pulumi/multinode must resolve into that folder's node_modules. examples/go copied, the zip unpacked beside it,
    `go mod edit -replace` of the SDK's module path to the unpacked folder, `go build` with GOPROXY=off (the other
    modules from the module cache `make sdks` filled; nothing fetched); `go list -m` must name the unpacked folder.
-Both versions must equal pyproject.toml's. Prints one line per step; exit 1 with `sdk-pack: FAIL ...` lines.
+Both versions must equal pyproject.toml's. Planted, so the check can fail: the same examples with `nodeCount`
+misspelt (`nodeCont` / `NodeCont`) must fail tsc and go build against the packed artifacts, naming the key.
+Prints one line per step; exit 1 with `sdk-pack: FAIL ...` lines.
 """
 from __future__ import annotations
 
@@ -143,6 +145,15 @@ class Pack:
         dep = json.loads((d / "package.json").read_text())["dependencies"].get("@pulumi/multinode")
         print(f"sdk-pack: examples/typescript type-checked outside the checkout against {dep} "
               f"({time.monotonic() - t:.0f} s)", flush=True)
+        index = d / "index.ts"
+        index.write_text(index.read_text().replace("nodeCount:", "nodeCont:", 1))
+        r = run([str(d / "node_modules" / ".bin" / "tsc"), "-p", "tsconfig.json", "--noEmit"], d)
+        if r.returncode == 0 or "nodeCont" not in r.stdout:
+            self.fail(f"planted: index.ts with nodeCount misspelt nodeCont passed tsc against the packed SDK "
+                      f"(exit {r.returncode}): {r.stdout[-600:]}")
+        else:
+            print(f"sdk-pack: planted: nodeCont fails tsc against the packed SDK: {r.stdout.strip().splitlines()[0]}",
+                  flush=True)
 
     def go_example(self, zpath: Path) -> None:
         mods = self.work / "gomod"
@@ -168,6 +179,15 @@ class Pack:
             return
         print(f"sdk-pack: examples/go built outside the checkout against {GO_MODULE} unpacked from {zpath.name}, "
               f"GOPROXY=off ({time.monotonic() - t:.0f} s)", flush=True)
+        main_go = d / "main.go"
+        main_go.write_text(main_go.read_text().replace("NodeCount:", "NodeCont:", 1))
+        r = run(["go", "build", "-trimpath", "-o", str(self.work / "example-go-planted"), "."], d, env)
+        if r.returncode == 0 or "NodeCont" not in r.stderr:
+            self.fail(f"planted: main.go with NodeCount misspelt NodeCont built against the packed SDK "
+                      f"(exit {r.returncode}): {r.stderr[-600:]}")
+        else:
+            first = next((ln for ln in r.stderr.splitlines() if "NodeCont" in ln), "")
+            print(f"sdk-pack: planted: NodeCont fails go build against the packed SDK: {first.strip()}", flush=True)
 
 
 def main(argv: list[str]) -> int:
