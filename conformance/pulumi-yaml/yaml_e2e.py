@@ -232,10 +232,8 @@ def main(argv: list[str]) -> int:
     cli("stack", "init", name)
     cli("config", "set", "--secret", "kubeconfig", stdin=kubeconfig.read_text())
     cli("config", "set", "--secret", "hfToken", engine.HF_TOKEN_DUMMY)
-    lang = subprocess.run([str(ROOT / "conformance" / "bin" / "pulumi-language-yaml"), "--help"],
-                          capture_output=True, text=True)
-    step(lang.returncode in (0, 2), f"language host: {ROOT / 'conformance/bin/pulumi-language-yaml'}; provider: "
-                                    f"{a.provider}; pack: {a.pack}")
+    print(f"yaml-e2e: language host {ROOT / 'conformance/bin/pulumi-language-yaml'}, provider {a.provider}, "
+          f"pack {a.pack}", flush=True)
 
     plan_dir = build / name
     policy = json.loads((plan_dir / "policy.json").read_text())
