@@ -115,11 +115,13 @@ func NewRegistry(c *StandInContent) (*Registry, error) {
 }
 
 // HostsToml: the `_default/hosts.toml` of every real node's containerd: this registry as the only host, plain
-// HTTP, pull and resolve (containerd@v1.6.20 docs/hosts.md "server field", "capabilities field"; with `server`
-// set and no [host] table, no upstream is ever tried: remotes/docker/config/hosts.go:96-121 adds the
-// reference's own host only when no server is configured).
+// HTTP, pull and resolve (containerd@v1.6.20 docs/hosts.md "server field", "capabilities field", "host field(s)").
+// `server` is set so that no upstream is ever tried (remotes/docker/config/hosts.go:96-121 adds the reference's
+// own host only when no server is configured); the [host] table is required: v1.6.20 refuses a hosts.toml
+// without one ("invalid `host` tree", hosts.go:497 getSortedHosts) and then falls back to the upstream.
 func HostsToml() string {
-	return fmt.Sprintf("server = \"http://%s\"\ncapabilities = [\"pull\", \"resolve\"]\n", registryAddr)
+	return fmt.Sprintf("server = \"http://%[1]s\"\ncapabilities = [\"pull\", \"resolve\"]\n\n"+
+		"[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", registryAddr)
 }
 
 // WriteHostsDir writes dir/_default/hosts.toml.

@@ -99,7 +99,7 @@ func TestRegistryServesHeldReferencesOnly(t *testing.T) {
 		v.Misses[2] != "public.ecr.aws/hpc-cloud/nccl-tests@sha256:"+strings.Repeat("0", 64) {
 		t.Fatalf("view: %+v", v)
 	}
-	if !strings.Contains(HostsToml(), `server = "http://10.2.0.253:5000"`) {
+	if !strings.Contains(HostsToml(), `server = "http://10.2.0.253:5000"`) || !strings.Contains(HostsToml(), `[host."http://10.2.0.253:5000"]`) {
 		t.Fatal(HostsToml())
 	}
 }

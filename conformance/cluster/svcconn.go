@@ -130,7 +130,9 @@ func CheckServiceConns(ctx context.Context, b *Box, views []PodView) ([]ServiceC
 				sc.TargetPort = fmt.Sprint(sp.Port) // unset: the port itself (the API server defaults it so)
 			}
 			for _, p := range real {
-				cp := ServiceConnPod{Pod: p.Namespace + "/" + p.Name, IP: p.Status.PodIP, Ready: podReady(p),
+				// ready as an endpoint: the pod Ready, or any pod with publishNotReadyAddresses (kube-proxy then
+				// carries it: the EndpointSlice controller marks every endpoint ready)
+				cp := ServiceConnPod{Pod: p.Namespace + "/" + p.Name, IP: p.Status.PodIP, Ready: podReady(p) || s.Spec.PublishNotReadyAddresses,
 					TargetPort: resolveTargetPort(p, sp), Listening: listening[p.Namespace+"/"+p.Name]}
 				sc.Pods = append(sc.Pods, cp)
 			}
@@ -207,15 +209,6 @@ func resolveTargetPort(p corev1.Pod, sp corev1.ServicePort) int {
 		}
 	}
 	return 0
-}
-
-func podReady(p corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // dialFrom runs dialScript in the client pod's container through its node's containerd (`ctr tasks exec`).

@@ -119,9 +119,9 @@ def _plant(k8s: Path) -> None:
     planted.append(f"Pod-{ns}-missing-image.yaml")
     (k8s / planted[-1]).write_text(yaml.safe_dump(missing))
     # connections to a Service's ports: port 80 to the trainer's 8000 (http.server answers), port 81 to 9000
-    # (planted: nothing listens there)
+    # (planted: nothing listens there); publishNotReadyAddresses: the pods are never Ready (the probe on 8001)
     api = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "train-probe-api", "namespace": ns},
-           "spec": {"selector": {"batch.kubernetes.io/job-name": "train-probe"},
+           "spec": {"selector": {"batch.kubernetes.io/job-name": "train-probe"}, "publishNotReadyAddresses": True,
                     "ports": [{"name": "http", "port": 80, "targetPort": 8000},
                               {"name": "nothing", "port": 81, "targetPort": 9000}]}}
     planted.append(f"Service-{ns}-train-probe-api.yaml")
@@ -159,8 +159,8 @@ def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_pat
     assert [n["name"] for n in real["nodes"]] == ["gpu-0", "gpu-1"] and all(n["ready"] for n in real["nodes"])
     assert all(n["allocatable"]["nvidia.com/gpu"] == "8" for n in real["nodes"])     # our device plugin's
     by_phase: dict[str, list[dict]] = {}
-    for p in real["pods"]:
-        by_phase.setdefault(p["phase"], []).append(p)
+    for p in real["pods"]:   # the planted missing-image pod (applied with the Services) is in every phase: apart
+        by_phase.setdefault(p["phase"] if p["pod"] != "multinode/missing-image" else "missing-image", []).append(p)
     env_pods = by_phase["batch Job multinode/train"]
     assert len(env_pods) == 2 and all(p["podPhase"] == "Running" for p in env_pods), env_pods
     for p in env_pods:   # the trainer runs; its env holds the reference the kubelet could not expand
@@ -198,7 +198,7 @@ def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_pat
     pulls = [m for m in registry["manifests"] if m["ref"] == IMAGE and m["status"] == 200]
     assert pulls, registry
     # the digest reference the registry does not hold: a clear finding, and the registry's miss
-    miss = [p for p in by_phase["services"] if p["pod"] == "multinode/missing-image"]
+    miss = [p for p in by_phase["missing-image"] if p["phase"] == "services"]
     assert len(miss) == 1 and len(miss[0]["problems"]) >= 1, miss
     assert "the box's registry 10.2.0.253:5000 holds no image " + MISSING in miss[0]["problems"][0], miss
     assert MISSING in registry["misses"] and MISSING in real["registry"]["misses"], registry
