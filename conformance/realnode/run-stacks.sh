@@ -22,7 +22,8 @@ one() {   # one <stack>: the box, then its times (bash's `times`: this subshell'
   fi
   local wall cpu
   wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')
-  cpu=$(times | tail -1)   # "<user>m<s>s <sys>m<s>s" of the children
+  times >"$runs/$s.times"   # in this shell (a pipe or $(...) would time a subshell): line 2 is the children's
+  cpu=$(tail -n 1 "$runs/$s.times")   # "<user>m<s>s <sys>m<s>s"
   echo "$rc $wall $cpu" >"$runs/$s.rc"
 }
 order=()
