@@ -66,6 +66,8 @@ type Phase struct {
 	Budgets []BudgetView `json:"budgets,omitempty"`
 	// Services with their owners (LWS's headless Service per set, budgets.go serviceViews)
 	Services []ServiceView `json:"services,omitempty"`
+	// on real nodes: each ClusterIP Service port selecting their pods, dialled from a client pod (svcconn.go)
+	ServiceConns []ServiceConn `json:"serviceConnections,omitempty"`
 }
 
 type Observed struct {
@@ -82,6 +84,8 @@ type Observed struct {
 	// real nodes (realnode.go)
 	RealNodes     []RealNodeView `json:"realNodes,omitempty"`
 	ImagesSkipped []string       `json:"imagesSkipped,omitempty"`
+	// the box's registry on the real nodes (registry.go)
+	Registry *RegistryView `json:"registry,omitempty"`
 }
 
 func main() {
@@ -343,6 +347,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			for _, rn := range rns {
 				obs.RealNodes = append(obs.RealNodes, rn.View)
 			}
+			obs.Registry = boxRegistry.View()
 		}()
 		if err != nil {
 			return err
@@ -467,6 +472,10 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		}
 		if err == nil {
 			ph.Services, err = serviceViews(ctx, box)
+		}
+		if err == nil {
+			// real nodes: every ClusterIP Service port that selects their pods, dialled from a client pod (svcconn.go)
+			ph.ServiceConns, err = CheckServiceConns(ctx, box, ph.Pods)
 		}
 		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
 		return err
