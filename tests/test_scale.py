@@ -193,7 +193,7 @@ def test_gke_nodes_per_pool_is_held_below_the_node_pool_zone_limit(tmp_path, nod
 @pytest.mark.parametrize("per_gpu,ok", [(1, True), (1.125, False)])
 def test_gke_gpu_networks_beyond_the_machines_nics_are_refused(tmp_path, per_gpu, ok):
     """a3-megagpu-8g has 8 GPU NICs, one GPU VPC network each (a VM attaches one network per NIC): devicesPerGpu 1
-    gives 8 networks, 1.125 gives 9, refused by the fabric checks (multinode/fabric.py) before any VPC is made."""
+    gives 8 networks, 1.125 gives 9, refused by the override checks (multinode/overrides.py) before any VPC is made."""
     from multinode.errors import ConfigError
 
     def edit(c):
