@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
@@ -77,6 +78,7 @@ func (k *FakeKubelet) RegisterNodes(ctx context.Context, nodes []corev1.Node) er
 
 // AddNodes registers more nodes (a pool's surge nodes, a repaired node: daytwo.go); first numbers their addresses.
 func (k *FakeKubelet) AddNodes(ctx context.Context, nodes []corev1.Node, first int) error {
+	renewed := time.Now()
 	for j := range nodes {
 		i := first + j
 		n := nodes[j].DeepCopy()
@@ -100,8 +102,38 @@ func (k *FakeKubelet) AddNodes(ctx context.Context, nodes []corev1.Node, first i
 		k.hostIPs[n.Name] = status.Addresses[0].Address
 		delete(k.leases, n.Name) // a node registered again (daytwo.go repair) gets its Lease read afresh
 		k.mu.Unlock()
+		// Registering 512 nodes takes longer than the node-monitor grace period on a busy machine: the Leases of
+		// the nodes registered so far are renewed meanwhile (each node's own is made at once), or the lifecycle
+		// controller would find the first ones silent before the last one exists.
+		if err := k.renewLease(ctx, n.Name); err != nil {
+			return fmt.Errorf("lease %s: %w", n.Name, err)
+		}
+		if time.Since(renewed) >= heartbeatEvery {
+			if err := k.renew(ctx, false); err != nil {
+				return err
+			}
+			renewed = time.Now()
+		}
 	}
 	return k.renew(ctx, false)
+}
+
+// postStatus posts a live node's NodeStatus with every condition healthy and fresh: what a kubelet does when its
+// status changed, here when the lifecycle controller marked a node Unknown after a late heartbeat (a busy machine)
+// while its fake kubelet still runs.
+func (k *FakeKubelet) postStatus(ctx context.Context, name string) {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := k.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Conditions = nodeConditions(metav1.Now())
+		_, err = k.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		k.logf("fake kubelet: status of node %s: %v", name, err)
+	}
 }
 
 // Stop stops a node's kubelet: its Lease and NodeStatus are no longer renewed and its pods no longer touched.
@@ -242,6 +274,21 @@ func (k *FakeKubelet) Run(ctx context.Context) {
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: handle, UpdateFunc: func(_, o any) { handle(o) }})
+	// a live node the lifecycle controller found silent (Ready not True): its status posted again at once
+	notReady := func(obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok || !k.runs(n.Name) {
+			return
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+				go k.postStatus(ctx, n.Name)
+				return
+			}
+		}
+	}
+	_, _ = f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notReady,
+		UpdateFunc: func(_, o any) { notReady(o) }})
 	f.Start(ctx.Done())
 }
 
