@@ -126,24 +126,28 @@ cluster-check: go-check venv plan-all plan-guides
 clean:
 	rm -rf build .pytest_cache
 
-## real-node-check: one stack (STACK=aws-dev, or a guide stack of tests/guides) in the box with real nodes (issue 42):
-## the box in a network namespace of its own (only loopback), whole pools (at most REAL_MAX=4 nodes) run by real
-## kubelets (k8s.io/kubernetes, the box's version) with their own containerd, CNI bridge, our device plugin and a
-## stand-in CSI plugin, CoreDNS (conformance/coredns) behind kube-proxy, the stack's images stood in for by a Debian rootfs (debootstrap, cached in ~/.cache/multinode/realnode).
-## Runs the planted-defect tests first. Fails on any finding (build/<stack>/cluster.json realNodes). Root only;
-## installs Debian packages with apt-get (conformance/realnode/install-deps.sh). Kyverno is built; LWS, Volcano and
-## the MPI operator run when cluster-check has built them (else their gangs are listed as not checked).
+## real-node-check: one stack (STACK=aws-dev, or a guide stack of tests/guides), or several (STACKS="a b c"), in the
+## box with real nodes (issue 42): the box in a network namespace of its own (only loopback), whole pools (at most
+## REAL_MAX=4 nodes) run by real kubelets (k8s.io/kubernetes, the box's version) with their own containerd, CNI
+## bridge, our device plugin and a stand-in CSI plugin, CoreDNS (conformance/coredns) behind kube-proxy, the
+## stack's images stood in for by a Debian rootfs (debootstrap, cached in ~/.cache/multinode/realnode) and served
+## by the box's own registry. Runs the planted-defect tests first, then the boxes REAL_JOBS at a time (default 1)
+## with their times in build/real-node-times.tsv. Fails on any finding (build/<stack>/cluster.json realNodes).
+## Root only; installs Debian packages with apt-get (conformance/realnode/install-deps.sh). Kyverno is built; LWS,
+## Volcano and the MPI operator run when cluster-check has built them (else their gangs are listed as not checked).
 ## conformance/realnode/README.md.
-REAL_STACK_FILE = $(firstword $(wildcard stacks/Pulumi.$(STACK).yaml tests/guides/Pulumi.$(STACK).yaml))
+REAL_STACKS = $(or $(STACKS),$(STACK))
+REAL_JOBS ?= 1
 real-node-check: go-check venv
-	@test -n "$(REAL_STACK_FILE)" || { echo "real-node-check: no stacks/Pulumi.$(STACK).yaml or tests/guides/Pulumi.$(STACK).yaml" >&2; exit 2; }
-	$(VENV)/bin/multinode plan --file $(REAL_STACK_FILE) --out build >/dev/null
+	@for s in $(REAL_STACKS); do f=$$(ls stacks/Pulumi.$$s.yaml tests/guides/Pulumi.$$s.yaml 2>/dev/null | head -1); \
+	  test -n "$$f" || { echo "real-node-check: no stacks/Pulumi.$$s.yaml or tests/guides/Pulumi.$$s.yaml" >&2; exit 2; }; \
+	  $(VENV)/bin/multinode plan --file $$f --out build >/dev/null || exit 1; done
 	$(MAKE) -C conformance/kyverno build
 	$(MAKE) -C conformance/coredns build
 	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/cluster/tests/test_realnode_check.py \
-	  conformance/realnode/tests
-	$(MAKE) -C conformance/cluster realbox S=$(STACK) F=$(CURDIR)/$(REAL_STACK_FILE) ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
+	  conformance/cluster/tests/test_realnode_registry_services.py conformance/realnode/tests
+	ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) conformance/realnode/run-stacks.sh $(REAL_JOBS) $(REAL_STACKS)
 
 ## conformance-apiserver: every object of every stack (stacks/, the guide stacks, fleet-dev) through the API
 ## server's own CREATE path, k8s.io/kubernetes as a Go library (conformance/apiserver/README.md). Plans the

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/multinode/conformance/k8sfiles"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -58,7 +59,7 @@ func NewApplier(b *Box) *Applier {
 
 // ReadObjects reads build/<stack>/k8s/*.yaml in the apply order plan writes (k8s/apply-order.txt).
 func ReadObjects(dir string) ([]Object, error) {
-	files, err := orderedYAMLFiles(dir)
+	files, err := k8sfiles.OrderedYAMLFiles(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +305,8 @@ func podKey(p corev1.Pod) string {
 	}
 	if realNodeNames[p.Spec.NodeName] {
 		for _, c := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-			s += "|" + c.Name + ":" + containerState(c)
+			// the kubelet's back-off alternates ErrImagePull and ImagePullBackOff: one state for a pull that fails
+			s += "|" + c.Name + ":" + strings.Replace(containerState(c), "ImagePullBackOff", "ErrImagePull", 1)
 		}
 	}
 	return p.Namespace + "/" + p.Name + "=" + s

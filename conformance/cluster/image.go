@@ -104,12 +104,17 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 	if err := addFile("standin/layer.tar", layer2); err != nil {
 		return nil, err
 	}
+	// the same content for the box's registry (registry.go): the two layers, then each reference's config
+	content := &StandInContent{Configs: map[string][]byte{}, Layers: []standInBlob{
+		{Digest: rootDigest, Size: st.Size(), File: rootfsTar},
+		{Digest: standDigest, Size: int64(len(layer2)), Data: layer2}}}
 	type manifest struct {
 		Config   string
 		RepoTags []string
 		Layers   []string
 	}
 	var manifests []manifest
+	configs := map[string][]byte{}
 	config := func(ref string, entrypoint []string) (string, error) {
 		c := map[string]any{
 			"architecture": "amd64", "os": "linux",
@@ -126,6 +131,7 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 		}
 		sum := sha256.Sum256(data)
 		name := hex.EncodeToString(sum[:]) + ".json"
+		configs[name] = data
 		return name, addFile(name, data)
 	}
 	all := append([]string{pauseImage}, refs...)
@@ -149,6 +155,7 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 			return nil, err
 		}
 		manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: []string{"rootfs/layer.tar", "standin/layer.tar"}})
+		content.Configs[tag] = configs[name]
 	}
 	data, err := json.Marshal(manifests)
 	if err != nil {
@@ -157,6 +164,7 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 	if err := addFile("manifest.json", data); err != nil {
 		return nil, err
 	}
+	standInContent = content
 	return skipped, tw.Close()
 }
 

@@ -33,6 +33,9 @@ var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true
 var kyvernoBin, volcanoDir, lwsBin, mpiBin string
 var playDayTwo bool
 
+// healthGateCmd: the release health gate day two runs against the box (health_gate.py <stack file>; daytwo_cordon.go)
+var healthGateCmd string
+
 // real nodes (realnode.go): their names, the stand-in rootfs tar and the stand-in commands' folder
 var realNodeNames = map[string]bool{}
 var standinRootfs, standinDir string
@@ -63,6 +66,8 @@ type Phase struct {
 	Budgets []BudgetView `json:"budgets,omitempty"`
 	// Services with their owners (LWS's headless Service per set, budgets.go serviceViews)
 	Services []ServiceView `json:"services,omitempty"`
+	// on real nodes: each ClusterIP Service port selecting their pods, dialled from a client pod (svcconn.go)
+	ServiceConns []ServiceConn `json:"serviceConnections,omitempty"`
 }
 
 type Observed struct {
@@ -79,6 +84,8 @@ type Observed struct {
 	// real nodes (realnode.go)
 	RealNodes     []RealNodeView `json:"realNodes,omitempty"`
 	ImagesSkipped []string       `json:"imagesSkipped,omitempty"`
+	// the box's registry on the real nodes (registry.go)
+	Registry *RegistryView `json:"registry,omitempty"`
 }
 
 func main() {
@@ -106,7 +113,8 @@ func main() {
 	realNodes := flag.String("real-nodes", "", "comma-separated nodes of nodes.yaml run by a real kubelet with containerd (needs --netns)")
 	rootfs := flag.String("standin-rootfs", "", "the stand-in images' root filesystem tar (conformance/realnode/rootfs.sh)")
 	standin := flag.String("standin-dir", "", "conformance/realnode/standin (the stand-in commands)")
-	dayTwo := flag.Bool("day-two", false, "after the phases, play a node failure and a pool upgrade (daytwo.go); writes <stack-dir>/day-two.json")
+	dayTwo := flag.Bool("day-two", false, "after the phases, play a node failure, a cordoned bad node, a model rollout and a pool upgrade (daytwo.go); writes <stack-dir>/day-two.json")
+	healthGate := flag.String("health-gate", "", "day two: the release health gate command, run with the box's kubeconfig as its last argument (health_gate.py <stack file>)")
 	coredns := flag.String("coredns", "", "CoreDNS (conformance/coredns), serving cluster.local to the real nodes' pods; empty: no cluster DNS")
 	flag.Parse()
 	if *netns && os.Getenv(inNetnsEnv) == "" {
@@ -124,6 +132,7 @@ func main() {
 	standinRootfs, standinDir, corednsBin = *rootfs, *standin, *coredns
 	kyvernoBin, volcanoDir, lwsBin, mpiBin = *kyverno, *volcano, *lws, *mpi
 	playDayTwo = *dayTwo
+	healthGateCmd = *healthGate
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
 		os.Exit(2)
@@ -338,6 +347,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			for _, rn := range rns {
 				obs.RealNodes = append(obs.RealNodes, rn.View)
 			}
+			obs.Registry = boxRegistry.View()
 		}()
 		if err != nil {
 			return err
@@ -463,6 +473,10 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		if err == nil {
 			ph.Services, err = serviceViews(ctx, box)
 		}
+		if err == nil {
+			// real nodes: every ClusterIP Service port that selects their pods, dialled from a client pod (svcconn.go)
+			ph.ServiceConns, err = CheckServiceConns(ctx, box, ph.Pods)
+		}
 		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
 		return err
 	}
@@ -487,7 +501,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 	}
 	if playDayTwo {
 		t0 := time.Now()
-		rep, err := RunDayTwo(ctx, box, kl, ap, stackDir, nodes.Items, batch, quiet, settle, logf)
+		rep, err := RunDayTwo(ctx, box, kl, ap, stackDir, nodes.Items, objects, batch, healthGateCmd, quiet, settle, logf)
 		if err != nil {
 			rep.Findings = append(rep.Findings, "day two: "+err.Error())
 		}
