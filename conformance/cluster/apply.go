@@ -308,7 +308,8 @@ func podKey(p corev1.Pod) string {
 	}
 	if realNodeNames[p.Spec.NodeName] {
 		for _, c := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-			s += "|" + c.Name + ":" + containerState(c)
+			// the kubelet's back-off alternates ErrImagePull and ImagePullBackOff: one state for a pull that fails
+			s += "|" + c.Name + ":" + strings.Replace(containerState(c), "ImagePullBackOff", "ErrImagePull", 1)
 		}
 	}
 	return p.Namespace + "/" + p.Name + "=" + s

@@ -104,12 +104,23 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 	if err := addFile("standin/layer.tar", layer2); err != nil {
 		return nil, err
 	}
+	// the same content for the box's registry (registry.go): the two layers, each reference's config, and the Ray
+	// layer for the images given it (Extra)
+	content := &StandInContent{Configs: map[string][]byte{}, Layers: []standInBlob{
+		{Digest: rootDigest, Size: st.Size(), File: rootfsTar},
+		{Digest: standDigest, Size: int64(len(layer2)), Data: layer2}}, Extra: map[string][]standInBlob{}}
 	// layer 3, only for the images whose pods run Ray (gangs.go RayRefs): Ray from PyPI (ray-layer.sh)
 	rayDigest := ""
+	var rayBlob standInBlob
 	if rayLayerTar != "" && len(rayRefs) > 0 {
 		if rayDigest, err = addTarFile(tw, "ray/layer.tar", rayLayerTar); err != nil {
 			return nil, err
 		}
+		rst, err := os.Stat(rayLayerTar)
+		if err != nil {
+			return nil, err
+		}
+		rayBlob = standInBlob{Digest: rayDigest, Size: rst.Size(), File: rayLayerTar}
 	}
 	type manifest struct {
 		Config   string
@@ -117,6 +128,7 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 		Layers   []string
 	}
 	var manifests []manifest
+	configs := map[string][]byte{}
 	config := func(ref string, entrypoint []string, diffIDs []string) (string, error) {
 		env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MULTINODE_STANDIN_IMAGE=" + ref}
 		if len(diffIDs) > 2 {
@@ -138,6 +150,7 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 		}
 		sum := sha256.Sum256(data)
 		name := hex.EncodeToString(sum[:]) + ".json"
+		configs[name] = data
 		return name, addFile(name, data)
 	}
 	all := append([]string{pauseImage}, refs...)
@@ -165,6 +178,10 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 			return nil, err
 		}
 		manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: layers})
+		content.Configs[tag] = configs[name]
+		if len(layers) > 2 {
+			content.Extra[tag] = []standInBlob{rayBlob}
+		}
 	}
 	data, err := json.Marshal(manifests)
 	if err != nil {
@@ -173,6 +190,7 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 	if err := addFile("manifest.json", data); err != nil {
 		return nil, err
 	}
+	standInContent = content
 	return skipped, tw.Close()
 }
 

@@ -67,6 +67,8 @@ type Phase struct {
 	Budgets []BudgetView `json:"budgets,omitempty"`
 	// Services with their owners (LWS's headless Service per set, budgets.go serviceViews)
 	Services []ServiceView `json:"services,omitempty"`
+	// on real nodes: each ClusterIP Service port selecting their pods, dialled from a client pod (svcconn.go)
+	ServiceConns []ServiceConn `json:"serviceConnections,omitempty"`
 }
 
 type Observed struct {
@@ -88,6 +90,8 @@ type Observed struct {
 	// gangs on real nodes (gangs.go): the bound on the wait for their verdicts, and the images given the Ray layer
 	GangTimeout float64  `json:"gangTimeout,omitempty"`
 	RayImages   []string `json:"rayImages,omitempty"`
+	// the box's registry on the real nodes (registry.go)
+	Registry *RegistryView `json:"registry,omitempty"`
 }
 
 func main() {
@@ -368,6 +372,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			for _, rn := range rns {
 				obs.RealNodes = append(obs.RealNodes, rn.View)
 			}
+			obs.Registry = boxRegistry.View()
 		}()
 		if err != nil {
 			return err
@@ -493,6 +498,10 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		}
 		if err == nil {
 			ph.Services, err = serviceViews(ctx, box)
+		}
+		if err == nil {
+			// real nodes: every ClusterIP Service port that selects their pods, dialled from a client pod (svcconn.go)
+			ph.ServiceConns, err = CheckServiceConns(ctx, box, ph.Pods)
 		}
 		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
 		return err

@@ -95,6 +95,12 @@ func StartRealNodes(ctx context.Context, box *Box, nodes []corev1.Node, imageArc
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("ip_forward in the box's namespace: %w", err)
 	}
+	// the box's registry (registry.go): every pull of every real node goes there (hosts dir, containerd.toml)
+	if standInContent != nil {
+		if err := startBoxRegistry(box.Dir, logf); err != nil {
+			return nil, err
+		}
+	}
 	// CoreDNS first: every kubelet's clusterDNS points at it (coredns.go)
 	if corednsBin != "" {
 		c, err := StartCoreDNS(ctx, box, corednsBin, logDir, logf)
@@ -253,6 +259,10 @@ state = %q
     max_conf_num = 1
 `, filepath.Join(d, "containerd/root"), filepath.Join(d, "containerd/state"), rn.socket, rn.socket+".ttrpc",
 		filepath.Join(d, "containerd/opt"), pauseImage, rn.View.IP, cniBinDir, filepath.Join(d, "cni/conf"))
+	if registryHostsDir != "" {
+		// every registry host to the box's registry (registry.go; containerd@v1.6.20 docs/hosts.md "CRI")
+		conf += fmt.Sprintf("  [plugins.\"io.containerd.grpc.v1.cri\".registry]\n    config_path = %q\n", registryHostsDir)
+	}
 	if err := os.WriteFile(filepath.Join(d, "containerd.toml"), []byte(conf), 0o644); err != nil {
 		return err
 	}
@@ -560,6 +570,7 @@ func StopRealNodes(rns []*RealNode) (int, []string) {
 		waitGone(left, 3*time.Second)
 	}
 	stop(func(rn *RealNode) []*exec.Cmd { return []*exec.Cmd{rn.containerd} })
+	boxRegistry.Stop()
 	for _, c := range []**exec.Cmd{&corednsCmd, &proxyCmd} {
 		if *c != nil {
 			_ = (*c).Process.Kill()
