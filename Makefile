@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack yaml-e2e yaml-host package-preview sdk-pack
+.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check gang-tests pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack yaml-e2e yaml-host package-preview sdk-pack
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -146,8 +146,21 @@ real-node-check: go-check venv
 	$(MAKE) -C conformance/coredns build
 	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/cluster/tests/test_realnode_check.py \
-	  conformance/cluster/tests/test_realnode_registry_services.py conformance/realnode/tests
+	  conformance/cluster/tests/test_realnode_registry_services.py conformance/realnode/tests \
+	  $(if $(GANG_TESTS),,--ignore=conformance/realnode/tests/test_box_gangs.py)
 	ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) conformance/realnode/run-stacks.sh $(REAL_JOBS) $(REAL_STACKS)
+
+## gang-tests: the planted rendezvous mistakes on real nodes (issue 43; conformance/realnode/tests/test_box_gangs.py:
+## an MPI hostfile with a slot too many, a worker short, a Ray worker pointed at a name that does not resolve), two
+## real-node boxes, ~4.5 min warm here. `make real-node-check` runs them with GANG_TESTS=1; CI leaves them out for its
+## cold budget (README, Development). Root only.
+gang-tests: go-check venv
+	$(MAKE) -C conformance/kyverno build
+	$(MAKE) -C conformance/coredns build
+	$(MAKE) -C conformance/lws build
+	$(MAKE) -C conformance/mpi-operator build
+	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
+	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/realnode/tests/test_box_gangs.py
 
 ## conformance-apiserver: every object of every stack (stacks/, the guide stacks, fleet-dev) through the API
 ## server's own CREATE path, k8s.io/kubernetes as a Go library (conformance/apiserver/README.md). Plans the
