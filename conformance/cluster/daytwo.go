@@ -512,6 +512,31 @@ func (d *dayTwo) gangNodes(ctx context.Context) ([]string, map[string]int, error
 	return keys(count), count, nil
 }
 
+// busiestGangNode is the node a fault scenario strikes: the one holding the most gang pods, the first by name among
+// them. "" when no gang pod is bound or that node is a real node (each said in NotChecked, `what` naming the scenario
+// and `realWhy` why a real node is left alone).
+func (d *dayTwo) busiestGangNode(ctx context.Context, what, realWhy string) (string, error) {
+	names, count, err := d.gangNodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(names) == 0 {
+		d.rep.NotChecked = append(d.rep.NotChecked, what+": no gang pod is bound")
+		return "", nil
+	}
+	victim := names[0]
+	for _, n := range names {
+		if count[n] > count[victim] {
+			victim = n
+		}
+	}
+	if realNodeNames[victim] {
+		d.rep.NotChecked = append(d.rep.NotChecked, what+": "+victim+" is a real node"+realWhy)
+		return "", nil
+	}
+	return victim, nil
+}
+
 // waitGangs polls until every gang is whole or holds no bound pod (whole-Pending) and nothing changed for 4 s, or
 // `limit`; it returns the gangs as they are then.
 func (d *dayTwo) waitGangs(ctx context.Context, limit time.Duration, wantWhole bool) (map[string]*GangView, bool, error) {
@@ -607,24 +632,9 @@ func (d *dayTwo) nodeFailure(ctx context.Context) error {
 	res := &FailureResult{}
 	d.rep.Failure = res
 	defer func() { res.Seconds = time.Since(t0).Seconds(); res.Events = d.events(ctx, t0) }()
-	names, count, err := d.gangNodes(ctx)
-	if err != nil {
+	victim, err := d.busiestGangNode(ctx, "node failure", " (its kubelet is not stopped by the box)")
+	if err != nil || victim == "" {
 		return err
-	}
-	if len(names) == 0 {
-		d.rep.NotChecked = append(d.rep.NotChecked, "node failure: no gang pod is bound")
-		return nil
-	}
-	// the node holding the most gang pods, the first by name among them
-	victim := names[0]
-	for _, n := range names {
-		if count[n] > count[victim] {
-			victim = n
-		}
-	}
-	if realNodeNames[victim] {
-		d.rep.NotChecked = append(d.rep.NotChecked, "node failure: "+victim+" is a real node (its kubelet is not stopped by the box)")
-		return nil
 	}
 	res.Node = victim
 	var node corev1.Node

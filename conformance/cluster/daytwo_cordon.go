@@ -124,23 +124,9 @@ func (d *dayTwo) gateCheck(ctx context.Context, res *CordonResult, cordoned []st
 
 func (d *dayTwo) cordon(ctx context.Context) error {
 	t0 := time.Now()
-	names, count, err := d.gangNodes(ctx)
-	if err != nil {
+	victim, err := d.busiestGangNode(ctx, "cordon", "")
+	if err != nil || victim == "" {
 		return err
-	}
-	if len(names) == 0 {
-		d.rep.NotChecked = append(d.rep.NotChecked, "cordon: no gang pod is bound")
-		return nil
-	}
-	victim := names[0]
-	for _, n := range names {
-		if count[n] > count[victim] {
-			victim = n
-		}
-	}
-	if realNodeNames[victim] {
-		d.rep.NotChecked = append(d.rep.NotChecked, "cordon: "+victim+" is a real node")
-		return nil
 	}
 	res := &CordonResult{Node: victim}
 	d.rep.Cordon = res
