@@ -241,20 +241,29 @@ func hostfileNames(ctx context.Context, p corev1.Pod, env map[string]map[string]
 	return out
 }
 
-// execIn runs a command in a running container of a pod on a real node (ctr tasks exec) and returns its output.
-func execIn(ctx context.Context, p corev1.Pod, container string, args ...string) (string, error) {
-	sock := realNodeSockets[p.Spec.NodeName]
-	id := ""
+// containerTask: the containerd socket of the pod's real node, the container's task id there and a fifo folder for
+// `ctr tasks exec`; ok is false when the pod is not on a real node or the container has not started.
+func containerTask(p corev1.Pod, container string) (sock, id, fifo string, ok bool) {
+	sock = realNodeSockets[p.Spec.NodeName]
 	for _, c := range p.Status.ContainerStatuses {
 		if c.Name == container {
 			id = strings.TrimPrefix(c.ContainerID, "containerd://")
 		}
 	}
 	if sock == "" || id == "" {
+		return "", "", "", false
+	}
+	fifo = filepath.Join(filepath.Dir(filepath.Dir(sock)), "fifo")
+	_ = os.MkdirAll(fifo, 0o755)
+	return sock, id, fifo, true
+}
+
+// execIn runs a command in a running container of a pod on a real node (ctr tasks exec) and returns its output.
+func execIn(ctx context.Context, p corev1.Pod, container string, args ...string) (string, error) {
+	sock, id, fifo, ok := containerTask(p, container)
+	if !ok {
 		return "", fmt.Errorf("container %s not found on its node", container)
 	}
-	fifo := filepath.Join(filepath.Dir(filepath.Dir(sock)), "fifo")
-	_ = os.MkdirAll(fifo, 0o755)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, "ctr", append([]string{"--address", sock, "-n", "k8s.io", "tasks", "exec",

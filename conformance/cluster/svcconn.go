@@ -15,9 +15,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -214,19 +212,11 @@ func resolveTargetPort(p corev1.Pod, sp corev1.ServicePort) int {
 // dialFrom runs dialScript in the client pod's container through its node's containerd (`ctr tasks exec`).
 func dialFrom(ctx context.Context, p corev1.Pod, container, host string, port int, via string) ConnAttempt {
 	a := ConnAttempt{Dial: fmt.Sprintf("%s:%d", host, port), Via: via}
-	sock := realNodeSockets[p.Spec.NodeName]
-	id := ""
-	for _, c := range p.Status.ContainerStatuses {
-		if c.Name == container {
-			id = strings.TrimPrefix(c.ContainerID, "containerd://")
-		}
-	}
-	if sock == "" || id == "" {
+	sock, id, fifo, ok := containerTask(p, container)
+	if !ok {
 		a.Error = "the client's container was not found on its node"
 		return a
 	}
-	fifo := filepath.Join(filepath.Dir(filepath.Dir(sock)), "fifo")
-	_ = os.MkdirAll(fifo, 0o755)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, "ctr", "--address", sock, "-n", "k8s.io", "tasks", "exec", "--fifo-dir", fifo,
