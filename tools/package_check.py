@@ -27,6 +27,7 @@ Exit 0 when everything holds; 1 with one `package-check: FAIL ...` line per prob
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shlex
@@ -38,8 +39,20 @@ import time
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _engine_module() -> Any:
+    """conformance/pulumi/engine.py (stdlib imports only), for what the engine preview shares with the engine tests."""
+    spec = importlib.util.spec_from_file_location("multinode_engine", ROOT / "conformance" / "pulumi" / "engine.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 CLOUDS = ("aws", "azure", "gcp", "oci", "existing")
 # The data file the planted run removes: the LeaderWorkerSet CRD (multinode/manifests/crds.py), which the new gcp
 # project's plan reads (its vLLM workload runs on LWS; the aws project's nccl-test does not install LWS since LWS
@@ -48,20 +61,6 @@ PLANTED_MISSING = "multinode/schemas/lws/leaderworkerset.x-k8s.io_leaderworkerse
 # The engine preview's project (--engine): `existing` registers only Kubernetes resources, whose provider is built
 # here (the cloud providers' plugins are not: conformance/pulumi/README.md).
 ENGINE_CLOUD = "existing"
-# A kubeconfig naming a loopback port where nothing listens: plain objects preview without a cluster.
-UNREACHABLE_KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters:
-- name: unreachable
-  cluster: {server: "https://127.0.0.1:9"}
-contexts:
-- name: unreachable
-  context: {cluster: unreachable, user: nobody}
-current-context: unreachable
-users:
-- name: nobody
-  user: {token: not-a-token}
-"""
 # The planted mandatory violation no config check sees (the pack's env-defined-once), as in conformance/pulumi's
 # engine tests: a hand-written Deployment whose container sets LOG_LEVEL twice.
 PLANTED_DEPLOYMENT = {
@@ -272,7 +271,7 @@ class Check:
         driver = work / "project_preview.py"
         shutil.copy(ROOT / "tools" / "project_preview.py", driver)
         kubeconfig = work / "kubeconfig"
-        kubeconfig.write_text(UNREACHABLE_KUBECONFIG)
+        kubeconfig.write_text(_engine_module().UNREACHABLE_KUBECONFIG)   # the engine tests' unreachable cluster
         for variant in ("clean", "planted"):
             project = work / variant
             shutil.copytree(self.work / "projects" / f"gpu-{ENGINE_CLOUD}", project)
