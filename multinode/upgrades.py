@@ -140,6 +140,7 @@ class GangOnPool:
     drains_allowed: int = 1   # what the disruption controller allows that budget, the gang whole (issue 40)
     max_retry: int = 0        # a Volcano training job's maxRetry (restarts counted over the job's life)
     recovery_timeout: str = ""  # a Volcano training job's recoveryTimeout (its restart policies' `timeout`)
+    launcher_retries: int = 0   # an MPIJob's runPolicy.backoffLimit: its launcher Job's backoffLimit (0: NIM)
 
 
 @dataclass(frozen=True)
@@ -178,15 +179,28 @@ class PoolPlan:
                 "badNodesSurvived": self.spare_nodes}
 
 
+def gang_pods(kind: str, nodes: int) -> int:
+    """Pods of one gang of `nodes` nodes, the ones its budget selects: an MPIJob's launcher besides its workers
+    (manifests/workloads/mpijob.py: the launcher carries the workload label too, and the rendered budget's
+    minAvailable counts it: disruption.selected_pods)."""
+    return nodes + 1 if kind == "mpijob" else nodes
+
+
 def gang_budget(kind: str, nodes: int, groups: int) -> tuple[str, int]:
     """(the rendered budget's form, the disruptions the disruption controller allows it with the gang whole) for
-    one gang of `nodes` pods: the same form_for the manifests render (manifests/workloads/disruption.py), judged by
-    the same arithmetic as the pack (budgets.allowed_when_whole)."""
+    one gang of `nodes` nodes: the same form_for the manifests render (manifests/workloads/disruption.py) over the
+    gang's pods (gang_pods), judged by the same arithmetic as the pack (budgets.allowed_when_whole)."""
     if nodes <= 1:
         return "", 1
-    spec = budgets.spec_of(budgets.form_for(kind, nodes))
-    allowed, _ = budgets.allowed_when_whole(spec, budgets.owner_sets(kind, nodes, groups))
+    pods = gang_pods(kind, nodes)
+    spec = budgets.spec_of(budgets.form_for(kind, pods))
+    allowed, _ = budgets.allowed_when_whole(spec, budgets.owner_sets(kind, pods, groups))
     return ", ".join(f"{k} {v}" for k, v in spec.items()), allowed
+
+
+def mpijob_backoff_limit(w: Workload) -> int:
+    from .manifests.workloads import mpijob  # lazily: the workload modules import this one
+    return mpijob.backoff_limit(w)
 
 
 def _gangs(cfg: StackConfig, pool: NodePool, w: Workload) -> list[GangOnPool]:
@@ -199,8 +213,9 @@ def _gangs(cfg: StackConfig, pool: NodePool, w: Workload) -> list[GangOnPool]:
         return [GangOnPool(w.name, w.kind, nodes, w.replicas, True, *gang_budget(w.kind, nodes, w.replicas))]
     return [GangOnPool(w.name, w.kind, g.nodes, g.replicas if service else 1, service,
                        *gang_budget(w.kind, g.nodes, g.replicas if service else 1),
-                       max_retry=w.max_retry if w.kind == "volcano-training" else 0,
-                       recovery_timeout=(w.recovery_timeout or "") if w.kind == "volcano-training" else "")
+                       max_retry=w.max_retry if w.kind in ("volcano-training", "indexed-job") else 0,
+                       recovery_timeout=(w.recovery_timeout or "") if w.kind == "volcano-training" else "",
+                       launcher_retries=mpijob_backoff_limit(w) if w.kind == "mpijob" else 0)
             for g in rw.serving_gangs()]
 
 
@@ -331,6 +346,40 @@ def gang_effect(plan: PoolPlan, g: GangOnPool) -> str:
                 f"({g.max_retry}) for the job's whole life: Volcano fails the job when its retry count reaches "
                 f"maxRetry, so it survives {max(g.max_retry - 1, 0)} restart(s) in all (volcano.sh/volcano@v1.14.1 "
                 f"pkg/controllers/job/state/restarting.go:35)")
+    if g.kind == "indexed-job":
+        # A batch/v1 Job without a pod failure policy counts a deleted (evicted) pod as failed and creates a pod for
+        # the missing index at once (podReplacementPolicy TerminatingOrFailed): k8s.io/kubernetes@v1.33.13
+        # pkg/controller/job/job_controller.go:1983-1992 isPodFailed, :2084-2092 onlyReplaceFailedPods, :1713
+        # firstPendingIndexes; each counts against backoffLimit (:918 failed > backoffLimit). Played in the cluster
+        # box (conformance/cluster/daytwo.go, torchrun-recipe): each drained node's pod replaced alone.
+        return (f"evicted when the drain reaches its nodes (its budget, {g.budget}, lets one pod go at a time): the "
+                f"Job controller replaces the evicted index's pod alone (the other ranks keep their pods), so the "
+                f"drain replaces the job's pods one at a time (at most {g.nodes} single-pod replacements, one per "
+                f"drained node) on nodes spare or {where}; each eviction counts as a pod failure against "
+                f"backoffLimit ({g.max_retry * g.nodes}, maxRetry x nodes): an upgrade of every node uses {g.nodes} "
+                f"of it (k8s.io/kubernetes@v1.33.13 pkg/controller/job/job_controller.go:1983-1992, :918). torchrun's "
+                f"side is not the Job's: rank 0's agent hosts the c10d store, so when its pod goes the other ranks' "
+                f"agents lose the store and may exit too (each such pod failure is replaced and counted the same "
+                f"way); a real cluster shows it, the box has no processes")
+    if g.kind == "mpijob" and g.launcher_retries < 1:
+        # the launcher Job's backoffLimit is runPolicy.backoffLimit (kubeflow/mpi-operator@v0.8.0
+        # pkg/controller/mpi_job_controller.go:1543); 0 fails it on the first lost launcher pod (job_controller.go:918)
+        # and the operator then stops recreating workers (:649 done, :625 finished)
+        return ("ends when the drain reaches the launcher's node: runPolicy.backoffLimit 0 (NIM: no automatic "
+                "restart) fails the launcher Job on its first lost pod and with it the MPIJob, which stays Failed "
+                "until redeployed (kubeflow/mpi-operator@v0.8.0 pkg/controller/mpi_job_controller.go:1543, 649; "
+                "k8s.io/kubernetes@v1.33.13 pkg/controller/job/job_controller.go:918). A worker's eviction: the "
+                "operator recreates that worker alone (:1010-1017), but in a real cluster mpirun in the launcher "
+                "loses its rank and fails, which ends the job the same way. Redeploy it after the upgrade")
+    if g.kind == "mpijob":
+        return (f"evicted when the drain reaches its nodes (its budget, {g.budget}, lets one pod go at a time): the "
+                f"MPI operator recreates an evicted worker alone under its name (kubeflow/mpi-operator@v0.8.0 "
+                f"pkg/controller/mpi_job_controller.go:1010-1017) and the launcher Job replaces an evicted launcher "
+                f"(a pod failure against backoffLimit {g.launcher_retries}: k8s.io/kubernetes@v1.33.13 "
+                f"pkg/controller/job/job_controller.go:918), so the drain replaces the job's pods one at a time (at "
+                f"most {g.nodes + 1} single-pod replacements) on nodes spare or {where}. mpirun's side is not the "
+                f"operator's: a lost worker fails mpirun and the launcher restarts it (restartPolicy OnFailure), "
+                f"from its last checkpoint")
     return (f"evicted once when the drain reaches one of its {g.nodes} nodes (its budget, {g.budget}, lets one pod "
             f"go): the job restarts whole from its last checkpoint and needs {g.nodes} free nodes, spare or {where}")
 
@@ -340,14 +389,22 @@ def restart_model(g: GangOnPool) -> dict[str, Any]:
     """What gang_effect says, for a program to judge (conformance/cluster/daytwo.go reads it from upgrades.json):
     `restartsAtMost` in one upgrade (whole and partial restarts), `wholeRestartOn` the roles (multinode.dev/role) whose
     eviction restarts the whole gang ("*": any pod's), `partialOn` the roles whose loss replaces only part of the gang
-    (that part then waits for a node beside the rest: half-bound by design, not a split gang)."""
+    (that part then waits for a node beside the rest: half-bound by design, not a split gang), `endsOn` the roles whose
+    loss ends the job for good (it is not recreated: the gang must not come back)."""
+    out: dict[str, Any] = {"restartsAtMost": 1, "wholeRestartOn": ["*"], "partialOn": [], "endsOn": []}
     if g.nodes <= 1 or g.drains_allowed < 1:
-        return {"restartsAtMost": 1, "wholeRestartOn": [], "partialOn": []}
-    if g.kind == "volcano-training" and g.recovery_timeout:
-        return {"restartsAtMost": g.nodes, "wholeRestartOn": [], "partialOn": ["master", "worker"]}
-    if g.kind == "volcano-training":
-        return {"restartsAtMost": 2, "wholeRestartOn": ["master"], "partialOn": ["worker"]}
-    return {"restartsAtMost": 1, "wholeRestartOn": ["*"], "partialOn": []}
+        out.update(wholeRestartOn=[])
+    elif g.kind == "volcano-training" and g.recovery_timeout:
+        out.update(restartsAtMost=g.nodes, wholeRestartOn=[], partialOn=["master", "worker"])
+    elif g.kind == "volcano-training":
+        out.update(restartsAtMost=2, wholeRestartOn=["master"], partialOn=["worker"])
+    elif g.kind == "indexed-job":     # every pod of the rendered Job carries the role "rank" (indexed_job.py)
+        out.update(restartsAtMost=g.nodes, wholeRestartOn=[], partialOn=["rank"])
+    elif g.kind == "mpijob" and g.launcher_retries < 1:
+        out.update(restartsAtMost=g.nodes + 1, wholeRestartOn=[], partialOn=["worker"], endsOn=["launcher"])
+    elif g.kind == "mpijob":
+        out.update(restartsAtMost=g.nodes + 1, wholeRestartOn=[], partialOn=["launcher", "worker"])
+    return out
 
 def plans(cfg: StackConfig) -> list[PoolPlan]:
     return [plan_pool(cfg, p) for p in cfg.node_pools]

@@ -306,13 +306,47 @@ def test_a_volcano_job_with_a_recovery_timeout_is_predicted_to_replace_each_evic
     plan = _volcano_job("10m")
     (timed,) = plan.gangs
     assert upgrades.restart_model(timed) == {"restartsAtMost": 4, "wholeRestartOn": [],
-                                             "partialOn": ["master", "worker"]}
+                                             "partialOn": ["master", "worker"], "endsOn": []}
     text = upgrades.gang_effect(plan, timed)
     assert "recoveryTimeout 10m" in text and "at most 4 single-pod replacements" in text
     assert "restarts the job whole (RestartJob) from its last checkpoint; so" not in text
     plain_plan = _volcano_job(None)
     (plain,) = plain_plan.gangs
-    assert upgrades.restart_model(plain) == {"restartsAtMost": 2, "wholeRestartOn": ["master"], "partialOn": ["worker"]}
+    assert upgrades.restart_model(plain) == {"restartsAtMost": 2, "wholeRestartOn": ["master"], "partialOn": ["worker"],
+                                             "endsOn": []}
     assert "at most twice" in upgrades.gang_effect(plain_plan, plain)
     gang = plan.as_dict()["gangs"][0]
     assert (gang["restartsAtMost"], gang["partialOn"]) == (4, ["master", "worker"])
+
+
+def _guide_gangs(stack: str) -> tuple[mconfig.StackConfig, dict[str, dict[str, Any]]]:
+    """The guide stack's gangs as upgrades.json gives them, by workload."""
+    raw, secrets, _ = stackfile.read_stack_file(Path(__file__).parent / "guides" / f"Pulumi.{stack}.yaml")
+    cfg = mconfig.load(raw, secrets)
+    return cfg, {g["workload"]: g for p in upgrades.plans(cfg) for g in p.as_dict()["gangs"]}
+
+
+def test_an_indexed_job_and_an_mpijob_are_predicted_to_replace_each_evicted_pod_alone():
+    """The Job controller replaces the evicted index's pod alone (k8s.io/kubernetes@v1.33.13
+    pkg/controller/job/job_controller.go:1983-1992, :1713); the MPI operator recreates a lost worker alone and the
+    launcher Job a lost launcher (kubeflow/mpi-operator@v0.8.0 mpi_job_controller.go:1010-1017, :1543). Before, both
+    were predicted to restart whole once, which the cluster box's drain judged as a finding on every eviction."""
+    _, gangs = _guide_gangs("torchrun-recipe")
+    ij, mpi = gangs["llm-finetune"], gangs["horovod-bench"]
+    assert (ij["restartsAtMost"], ij["wholeRestartOn"], ij["partialOn"], ij["endsOn"]) == (4, [], ["rank"], [])
+    assert "replaces the evicted index's pod alone" in ij["onUpgrade"] and "backoffLimit (12" in ij["onUpgrade"]
+    assert (mpi["restartsAtMost"], mpi["wholeRestartOn"], mpi["partialOn"], mpi["endsOn"]) == \
+        (3, [], ["launcher", "worker"], [])
+    # the MPIJob's budget counts its launcher: the rendered minAvailable is workers + launcher - 1
+    assert mpi["budget"] == "minAvailable 2" and mpi["disruptionsAllowed"] == 1
+
+
+def test_a_nim_mpijob_is_predicted_to_end_when_its_launcher_is_lost():
+    """NIM renders runPolicy.backoffLimit 0 (the chart's): the launcher Job fails on its first lost pod and the MPIJob
+    with it; the operator recreates no worker after that (mpi_job_controller.go:649)."""
+    cfg, gangs = _guide_gangs("nim-mpijob")
+    (g,) = gangs.values()
+    assert (g["wholeRestartOn"], g["partialOn"], g["endsOn"]) == ([], ["worker"], ["launcher"])
+    assert g["onUpgrade"].startswith("ends when the drain reaches the launcher's node")
+    (job,) = [o for o in wm.build(cfg, cfg.workloads[0]).objects if o["kind"] == "MPIJob"]
+    assert job["spec"]["runPolicy"]["backoffLimit"] == 0     # what the prediction reads

@@ -75,6 +75,12 @@ SSH_CONFS = "/ssh-confs"
 SSH_AUTH_DIR = "/root/.ssh"
 
 
+def backoff_limit(w: Workload) -> int:
+    """runPolicy.backoffLimit, which the operator gives its launcher Job (kubeflow/mpi-operator@v0.8.0
+    pkg/controller/mpi_job_controller.go:1543): NIM 0 (the chart's: no automatic restart), else maxRetry."""
+    return 0 if w.engine == "nim" else w.max_retry
+
+
 def worker_script(nim: bool = False) -> str:
     """Save the fabric env of this pod for the ranks ssh will start here, then run sshd."""
     pattern = "|".join(FORWARD_PREFIXES)
@@ -170,8 +176,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
         "Worker": {"replicas": w.nodes, "restartPolicy": restart,
                    "template": template("worker", c.shell(worker_script(nim)), gpn)},
     }
-    run_policy: dict[str, Any] = ({"backoffLimit": 0, "cleanPodPolicy": "None"} if nim
-                                  else {"backoffLimit": w.max_retry, "cleanPodPolicy": "Running"})
+    run_policy: dict[str, Any] = {"backoffLimit": backoff_limit(w), "cleanPodPolicy": "None" if nim else "Running"}
     if volcano:
         # mpi-operator (--gang-scheduling=volcano) makes a PodGroup with this minMember. Its default is
         # workers + 1 (pkg/controller/podgroup.go); with WaitForWorkersReady the launcher pod is created
