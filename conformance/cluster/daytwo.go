@@ -81,6 +81,7 @@ type upgradesJSON struct {
 			RestartsAtMost *int     `json:"restartsAtMost"`
 			WholeRestartOn []string `json:"wholeRestartOn"`
 			PartialOn      []string `json:"partialOn"`
+			EndsOn         []string `json:"endsOn"`
 		} `json:"gangs"`
 	} `json:"pools"`
 	// per LWS, what an image change rolls (multinode/upgrades.py Rollout.as_dict); other kinds carry no groups
@@ -96,10 +97,22 @@ type upgradesJSON struct {
 	} `json:"rollouts"`
 }
 
-// restartModel: upgrades.json's restartsAtMost / wholeRestartOn / partialOn of one workload's gangs.
+// restartModel: upgrades.json's restartsAtMost / wholeRestartOn / partialOn / endsOn of one workload's gangs.
 type restartModel struct {
-	most           int
-	whole, partial map[string]bool // roles ("*": any)
+	most                 int
+	whole, partial, ends map[string]bool // roles ("*": any)
+}
+
+// endsFor: a role lost is one whose loss ends the job for good (upgrades.json endsOn: a NIM MPIJob's launcher, its
+// launcher Job's backoffLimit 0); such a gang is not recreated, and must not come back whole
+func (m restartModel) endsFor(roles []string) []string {
+	var out []string
+	for _, r := range roles {
+		if m.ends[r] || m.ends["*"] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (m restartModel) wholeOn(roles map[string]bool) bool {
@@ -258,8 +271,13 @@ type dayTwo struct {
 	model map[string]restartModel // workload -> upgrades.json's restart prediction
 	objs  []Object                // the stack's objects (the LWS of the rollout)
 	gate  string                  // the health gate command (health_gate.py <stack file>), run with the kubeconfig
-	logf  func(string, ...any)
-	start time.Time
+	// the batch object played (applied again beside the services), the box's settle times, and whether a scenario
+	// ended its gang as upgrades.json predicts (endsOn): then it is run again before the next scenario
+	played        *Object
+	quiet, settle time.Duration
+	ended         bool
+	logf          func(string, ...any)
+	start         time.Time
 }
 
 func (d *dayTwo) finding(f string, a ...any) {
@@ -323,7 +341,7 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 	for _, p := range d.up.Pools {
 		for _, g := range p.Gangs {
 			predicted[g.Workload], upgrade[g.Workload], d.pool[g.Workload] = g.DisruptionsAllowed, g.OnUpgrade, p.Pool
-			m := restartModel{most: 1, whole: map[string]bool{}, partial: map[string]bool{}}
+			m := restartModel{most: 1, whole: map[string]bool{}, partial: map[string]bool{}, ends: map[string]bool{}}
 			if g.RestartsAtMost != nil {
 				m.most = *g.RestartsAtMost
 			}
@@ -333,19 +351,31 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 			for _, r := range g.PartialOn {
 				m.partial[r] = true
 			}
+			for _, r := range g.EndsOn {
+				m.ends[r] = true
+			}
 			d.model[g.Workload] = m
 			if !g.Service {
 				batchGang[g.Workload] = true
 			}
 		}
 	}
-	// the first batch object upgrades.json names as a gang, applied again beside the services
+	// the first batch object upgrades.json names as a gang (or the one --day-two-batch names), applied again beside
+	// the services
 	var played *Object
 	for i, o := range batch {
-		if batchGang[o.U.GetLabels()["multinode.dev/workload"]] || batchGang[o.U.GetName()] {
+		w := o.U.GetLabels()["multinode.dev/workload"]
+		if dayTwoBatch != "" && w != dayTwoBatch && o.U.GetName() != dayTwoBatch {
+			continue
+		}
+		if batchGang[w] || batchGang[o.U.GetName()] {
 			played = &batch[i]
 			break
 		}
+	}
+	if dayTwoBatch != "" && played == nil {
+		d.finding("day two: --day-two-batch %s names no batch gang of the stack (upgrades.json gangs, batch objects)",
+			dayTwoBatch)
 	}
 	if played != nil {
 		d.rep.Batch = played.Key()
@@ -367,7 +397,7 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 		if played == nil || o.Key() != played.Key() {
 			if w := o.U.GetLabels()["multinode.dev/workload"]; batchGang[w] {
 				d.rep.NotChecked = append(d.rep.NotChecked, fmt.Sprintf("%s: a batch gang not played (the box plays the "+
-					"first batch gang of the stack beside the services)", o.Key()))
+					"first batch gang of the stack beside the services, or the one DAY_TWO_BATCH names)", o.Key()))
 			}
 		}
 	}
@@ -431,11 +461,18 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 	sort.Slice(d.rep.Gangs, func(i, j int) bool { return d.rep.Gangs[i].Gang < d.rep.Gangs[j].Gang })
 	logf("day two: %d gangs (%s)", len(d.rep.Gangs), strings.Join(keys(d.size), ", "))
 
+	d.played, d.quiet, d.settle = played, quiet, settle
 	t0 := time.Now()
 	if err := d.nodeFailure(ctx); err != nil {
 		return d.rep, fmt.Errorf("node failure: %w", err)
 	}
 	logf("day two: node failure played in %.0fs", time.Since(t0).Seconds())
+	if d.ended {
+		// the batch gang ended as upgrades.json predicts (endsOn): the next scenario starts from a fresh run
+		if err := d.rerunBatch(ctx, "cordon"); err != nil {
+			return d.rep, err
+		}
+	}
 	t0 = time.Now()
 	if err := d.cordon(ctx); err != nil {
 		return d.rep, fmt.Errorf("cordon: %w", err)
@@ -446,30 +483,8 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 		return d.rep, fmt.Errorf("rollout: %w", err)
 	}
 	logf("day two: model rollout played in %.0fs", time.Since(t0).Seconds())
-	if played != nil {
-		// A Volcano Job counts every restart against its maxRetry over its life (RetryCount; at maxRetry it is Failed:
-		// volcano.sh/volcano@v1.14.1 pkg/controllers/job/state/restarting.go:35, running.go:38-44): the upgrade is
-		// judged on a fresh run, as upgrades.json predicts it per upgrade.
-		t1 := time.Now()
-		if err := ap.Delete(ctx, *played); err != nil {
-			return d.rep, err
-		}
-		ap.WaitGone(ctx, box, played.Key(), 30*time.Second)
-		if err := ap.Apply(ctx, *played, 20*time.Second); err != nil {
-			return d.rep, err
-		}
-		if _, _, err := Settle(ctx, box, quiet/2, settle, 2*time.Second); err != nil {
-			return d.rep, err
-		}
-		// whole before the upgrade is played (bounded): a quiet box is not yet a job whose pods exist (seen on
-		// volcano-llm-training: the job applied again after the cordon had no pod 7 s later)
-		if _, whole, err := d.waitGangs(ctx, boxRecover, true); err != nil {
-			return d.rep, err
-		} else if !whole {
-			d.rep.NotChecked = append(d.rep.NotChecked, fmt.Sprintf("drain: %s applied again was not whole within %s: "+
-				"the upgrade is judged from that state", played.Key(), boxRecover))
-		}
-		logf("day two: %s run again for the upgrade in %.0fs", played.Key(), time.Since(t1).Seconds())
+	if err := d.rerunBatch(ctx, "upgrade"); err != nil {
+		return d.rep, err
 	}
 	t0 = time.Now()
 	if err := d.drain(ctx); err != nil {
@@ -664,7 +679,7 @@ func (d *dayTwo) nodeFailure(ctx context.Context) error {
 	if res.Taint == "" {
 		d.finding("node failure: %s missed its heartbeats for %s and the node lifecycle controller did not taint it "+
 			"NoExecute (grace period %s)", victim, nodeMonitorGrace+30*time.Second, nodeMonitorGrace)
-		return d.repair(ctx, node, res)
+		return d.repair(ctx, node, res, nil)
 	}
 	res.TaintedAt = taintedAt.Sub(t0).Seconds()
 	key := strings.TrimSuffix(res.Taint, ":NoExecute")
@@ -748,8 +763,17 @@ func (d *dayTwo) nodeFailure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ended := map[string]bool{}
 	for _, k := range keys(gs) {
 		o := outcome(gs[k])
+		// A gang that lost a pod of a role upgrades.json names in endsOn (a NIM MPIJob's launcher): the job ends for
+		// good, nothing recreates it; judged after the repair (it must not come back whole)
+		if by := d.model[gs[k].workload()].endsFor(lostRoles(res.Pods, k)); len(by) > 0 {
+			o.Note = fmt.Sprintf("ended by the loss of its pod(s) of role(s) %s (upgrades.json endsOn)", strings.Join(by, ","))
+			ended[k] = true
+			res.GangsAfterLoss = append(res.GangsAfterLoss, o)
+			continue
+		}
 		// A gang whose lost pods all have roles upgrades.json names in partialOn: only that part is replaced (a
 		// Volcano job's worker -> RestartTask on the worker task; with a recoveryTimeout, any pod recreated alone
 		// while the policy's action waits) and waits, half-bound, for a node beside the rest (in a real cluster
@@ -766,7 +790,7 @@ func (d *dayTwo) nodeFailure(ctx context.Context) error {
 				"whole-Pending", k, o.End, boxRecover, victim)
 		}
 	}
-	return d.repair(ctx, node, res)
+	return d.repair(ctx, node, res, ended)
 }
 
 func orNone(s string) string {
@@ -777,7 +801,7 @@ func orNone(s string) string {
 }
 
 // repair: the cloud's node repair brings a node of the same name and shape back; every gang must be whole again.
-func (d *dayTwo) repair(ctx context.Context, node corev1.Node, res *FailureResult) error {
+func (d *dayTwo) repair(ctx context.Context, node corev1.Node, res *FailureResult, ended map[string]bool) error {
 	if _, err := d.box.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err == nil {
 		if err := d.box.Client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}); err != nil {
 			return err
@@ -804,6 +828,19 @@ func (d *dayTwo) repair(ctx context.Context, node corev1.Node, res *FailureResul
 	}
 	for _, k := range keys(gs) {
 		o := outcome(gs[k])
+		if ended[k] {
+			d.ended = true
+			if gs[k].whole() {
+				d.finding("node failure: gang %s is whole again after node %s was repaired, where upgrades.json "+
+					"predicts that the loss ends it (endsOn): %s", k, node.Name, d.onUpgrade(k))
+			} else if msg := d.endedHolding(ctx, gs[k]); msg != "" {
+				d.finding("node failure: %s", msg)
+			} else {
+				o.Note = "ended, not recreated, as upgrades.json predicts (endsOn); none of its pods holds a node"
+			}
+			res.GangsAfterRepair = append(res.GangsAfterRepair, o)
+			continue
+		}
 		res.GangsAfterRepair = append(res.GangsAfterRepair, o)
 		if !gs[k].whole() {
 			d.finding("node failure: gang %s is %s %s after the failed node %s was repaired (the pool has its nodes "+
@@ -985,6 +1022,7 @@ func (d *dayTwo) drain(ctx context.Context) error {
 			return err
 		}
 	}
+	endedBy := map[string]bool{} // gangs a drain ended as upgrades.json predicts (endsOn)
 	for _, node := range targets {
 		step := DrainStep{Node: node, LastRefusal: map[string]string{}}
 		roles := map[string]map[string]bool{} // gang -> roles (multinode.dev/role) of its pods evicted here
@@ -1080,6 +1118,15 @@ func (d *dayTwo) drain(ctx context.Context) error {
 			if o == nil {
 				continue
 			}
+			if by := d.model[strings.SplitN(g, "/", 2)[0]].endsFor(keys(rs)); len(by) > 0 && !endedBy[g] {
+				// the job ends for good (upgrades.json endsOn): nothing recreates it; judged at the end
+				endedBy[g] = true
+				o.Note = fmt.Sprintf("ended by the eviction of its pod(s) of role(s) %s from %s (upgrades.json endsOn)",
+					strings.Join(by, ","), node)
+			}
+			if endedBy[g] {
+				continue
+			}
 			// the restart the rendering promises for the pod evicted: a Volcano job's master -> the job whole
 			// (RestartJob), an LWS group's pod -> the group whole (RecreateGroupOnPodRestart)
 			wantWhole := d.model[strings.SplitN(g, "/", 2)[0]].wholeOn(rs)
@@ -1139,7 +1186,15 @@ func (d *dayTwo) drain(ctx context.Context) error {
 			d.finding("drain: gang %s lost %d Ready pods to evictions before it was whole again; its budget allows %d",
 				k, o.MostLostByEviction, allowed)
 		}
-		if !g.whole() {
+		switch {
+		case endedBy[k] && g.whole():
+			d.finding("drain: gang %s is whole after the drain, where upgrades.json predicts that the eviction of its "+
+				"pod ends it (endsOn): %s", k, o.PredictedUpgrade)
+		case endedBy[k]:
+			if msg := d.endedHolding(ctx, g); msg != "" {
+				d.finding("drain: %s", msg)
+			}
+		case !g.whole():
 			d.finding("drain: gang %s is %s after the pool's gang nodes were drained with %d surge node(s) added",
 				k, o.End, len(surge))
 		}
@@ -1169,4 +1224,71 @@ func lostRoles(pods []PodEviction, gang string) []string {
 		}
 	}
 	return keys(seen)
+}
+
+// rerunBatch deletes the played batch object and applies it again, then waits (bounded) until its gang is whole: the
+// next scenario (`next`) judges a fresh run. A Volcano Job counts every restart against its maxRetry over its life
+// (RetryCount; at maxRetry it is Failed: volcano.sh/volcano@v1.14.1 pkg/controllers/job/state/restarting.go:35,
+// running.go:38-44), and a job that ended (upgrades.json endsOn) is not recreated by its controller.
+func (d *dayTwo) rerunBatch(ctx context.Context, next string) error {
+	d.ended = false
+	if d.played == nil {
+		return nil
+	}
+	t1 := time.Now()
+	if err := d.ap.Delete(ctx, *d.played); err != nil {
+		return err
+	}
+	d.ap.WaitGone(ctx, d.box, d.played.Key(), 30*time.Second)
+	if err := d.ap.Apply(ctx, *d.played, 20*time.Second); err != nil {
+		return err
+	}
+	if _, _, err := Settle(ctx, d.box, d.quiet/2, d.settle, 2*time.Second); err != nil {
+		return err
+	}
+	// whole before the scenario is played (bounded): a quiet box is not yet a job whose pods exist (seen on
+	// volcano-llm-training: the job applied again after the cordon had no pod 7 s later)
+	if _, whole, err := d.waitGangs(ctx, boxRecover, true); err != nil {
+		return err
+	} else if !whole {
+		d.rep.NotChecked = append(d.rep.NotChecked, fmt.Sprintf("%s: %s applied again was not whole within %s: "+
+			"the scenario is judged from that state", next, d.played.Key(), boxRecover))
+	}
+	d.logf("day two: %s run again for the %s in %.0fs", d.played.Key(), next, time.Since(t1).Seconds())
+	return nil
+}
+
+// onUpgrade: upgrades.json's onUpgrade of a gang (its workload's)
+func (d *dayTwo) onUpgrade(gang string) string {
+	for _, g := range d.rep.Gangs {
+		if g.Gang == gang {
+			return g.PredictedUpgrade
+		}
+	}
+	return ""
+}
+
+// endedHolding: a gang that ended for good (upgrades.json endsOn) must not keep pods bound: nothing replaces or
+// removes them (a NIM MPIJob with cleanPodPolicy None keeps its workers Running after the job failed,
+// kubeflow/mpi-operator@v0.8.0 pkg/controller/mpi_job_controller.go:625-633), they hold their GPU nodes, and the
+// gang's budget (minAvailable over pods nobody recreates) then refuses every drain of those nodes. "" when none is
+// bound; else the finding, with the budget's count.
+func (d *dayTwo) endedHolding(ctx context.Context, g *GangView) string {
+	if g.Bound == 0 {
+		return ""
+	}
+	var bs []string
+	if budgets, err := budgetViews(ctx, d.box); err == nil {
+		for _, b := range budgets {
+			for _, pn := range b.Pods {
+				if strings.HasPrefix(pn, g.workload()) {
+					bs = append(bs, fmt.Sprintf("%s/%s disruptionsAllowed %d", b.Namespace, b.Name, b.DisruptionsAllowed))
+					break
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("gang %s ended (upgrades.json endsOn) and %d of its pods still hold node(s) %s %s later: "+
+		"nothing replaces or removes them, and a budget over pods nobody recreates refuses their drain (%s)",
+		g.Gang, g.Bound, strings.Join(g.Nodes, ", "), boxRecover, orNone(strings.Join(bs, "; ")))
 }

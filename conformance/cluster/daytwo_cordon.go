@@ -220,6 +220,7 @@ func (d *dayTwo) cordon(ctx context.Context) error {
 	}
 	// the fault ends the rank on the bad node: its pod goes (deleted, as the process's exit ends it); the gang's
 	// controller replaces it, and no new pod may land on the cordoned node
+	endedGang := ""
 	if len(onNode) == 0 {
 		d.rep.NotChecked = append(d.rep.NotChecked, "cordon: no gang pod on the cordoned node to fail")
 	} else {
@@ -251,7 +252,11 @@ func (d *dayTwo) cordon(ctx context.Context) error {
 		failedGang := gangOf(p)
 		for _, k := range keys(gs) {
 			o := outcome(gs[k])
-			if k == failedGang && gs[k].halfBound() && d.model[gs[k].workload()].partialFor([]string{p.Labels["multinode.dev/role"]}) {
+			if by := d.model[gs[k].workload()].endsFor([]string{p.Labels["multinode.dev/role"]}); k == failedGang && len(by) > 0 {
+				// its controller does not recreate it (upgrades.json endsOn): judged once the node is uncordoned
+				o.Note = fmt.Sprintf("ended by the loss of its pod of role %s (upgrades.json endsOn)", by[0])
+				endedGang = k
+			} else if k == failedGang && gs[k].halfBound() && d.model[gs[k].workload()].partialFor([]string{p.Labels["multinode.dev/role"]}) {
 				o.Note = fmt.Sprintf("its failed pod of role %s replaced alone (upgrades.json partialOn), Pending for a "+
 					"node beside the rest of the gang", p.Labels["multinode.dev/role"])
 			} else if gs[k].halfBound() {
@@ -271,6 +276,19 @@ func (d *dayTwo) cordon(ctx context.Context) error {
 	}
 	for _, k := range keys(gs) {
 		o := outcome(gs[k])
+		if k == endedGang {
+			d.ended = true
+			if gs[k].whole() {
+				d.finding("cordon: gang %s is whole again after its pod on the cordoned node %s failed, where "+
+					"upgrades.json predicts that the loss ends it (endsOn): %s", k, victim, d.onUpgrade(k))
+			} else if msg := d.endedHolding(ctx, gs[k]); msg != "" {
+				d.finding("cordon: %s", msg)
+			} else {
+				o.Note = "ended, not recreated, as upgrades.json predicts (endsOn)"
+			}
+			res.GangsBack = append(res.GangsBack, o)
+			continue
+		}
 		res.GangsBack = append(res.GangsBack, o)
 		if !gs[k].whole() {
 			d.finding("cordon: gang %s is %s %s after the cordoned node %s was uncordoned (it must be whole)", k, o.End,
