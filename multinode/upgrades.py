@@ -367,7 +367,8 @@ def gang_effect(plan: PoolPlan, g: GangOnPool) -> str:
         # and the operator then stops recreating workers (:649 done, :625 finished)
         return ("ends when the drain reaches the launcher's node: runPolicy.backoffLimit 0 (NIM: no automatic "
                 "restart) fails the launcher Job on its first lost pod and with it the MPIJob, which stays Failed "
-                "until redeployed (kubeflow/mpi-operator@v0.8.0 pkg/controller/mpi_job_controller.go:1543, 649; "
+                "until redeployed; the operator then deletes its workers (cleanPodPolicy Running), freeing their "
+                "nodes (kubeflow/mpi-operator@v0.8.0 pkg/controller/mpi_job_controller.go:1543, 649, 625-633; "
                 "k8s.io/kubernetes@v1.33.13 pkg/controller/job/job_controller.go:918). A worker's eviction: the "
                 "operator recreates that worker alone (:1010-1017), but in a real cluster mpirun in the launcher "
                 "loses its rank and fails, which ends the job the same way. Redeploy it after the upgrade")

@@ -350,3 +350,5 @@ def test_a_nim_mpijob_is_predicted_to_end_when_its_launcher_is_lost():
     assert g["onUpgrade"].startswith("ends when the drain reaches the launcher's node")
     (job,) = [o for o in wm.build(cfg, cfg.workloads[0]).objects if o["kind"] == "MPIJob"]
     assert job["spec"]["runPolicy"]["backoffLimit"] == 0     # what the prediction reads
+    # the ended job's workers are deleted by the operator: none keeps its node, none blocks a drain under the budget
+    assert job["spec"]["runPolicy"]["cleanPodPolicy"] == "Running" and "deletes its workers" in g["onUpgrade"]

@@ -70,8 +70,10 @@ def test_nim_mpijob_matches_the_chart(tmp_path_factory):
     assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
     # chart: `sshAuthMountPath: {{ nim-llm.sshDir }}` = /root/.ssh for a root pod
     assert spec["sshAuthMountPath"] == "/root/.ssh"
-    # chart: `runPolicy.cleanPodPolicy: None`; Launcher replicas 1; Worker replicas multiNode.workers
-    assert spec["runPolicy"]["cleanPodPolicy"] == "None"
+    # chart: `runPolicy.cleanPodPolicy: None`, not kept: a failed job's workers would hold their nodes and, under the
+    # gang's budget, refuse every drain of them (the cluster box's day two; docs/workloads.md): Running
+    assert spec["runPolicy"]["cleanPodPolicy"] == "Running"
+    # chart: Launcher replicas 1; Worker replicas multiNode.workers
     assert specs["Launcher"]["replicas"] == 1
     assert specs["Worker"]["replicas"] == NIM_WORKERS
     assert spec["runLauncherAsWorker"] is False

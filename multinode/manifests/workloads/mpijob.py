@@ -166,9 +166,13 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
             labels = c.single_node_labels(w, role)
         return {"metadata": {"labels": labels}, "spec": spec}
 
-    # NIM: no automatic restart. The chart sets no restartPolicy (Never, the MPIJob default) and
-    # cleanPodPolicy None; a serving NIM on MPIJob that fails stays failed until redeployed (the chart's
-    # values: "MPIJob is a batch-type resource that is not designed with service stability in mind").
+    # NIM: no automatic restart. The chart sets no restartPolicy (Never, the MPIJob default); a serving NIM on
+    # MPIJob that fails stays failed until redeployed (the chart's values: "MPIJob is a batch-type resource that is
+    # not designed with service stability in mind"). The chart's cleanPodPolicy None is not kept: after the job
+    # fails its workers (sshd) would stay Running and Ready, holding their GPU nodes, and the gang's budget
+    # (minAvailable over pods nobody recreates) would then refuse every drain of those nodes; Running makes the
+    # operator delete them once the job has failed (kubeflow/mpi-operator@v0.8.0
+    # pkg/controller/mpi_job_controller.go:625-633). Found by the cluster box's day two on nim-mpijob.
     restart = "Never" if nim else "OnFailure"
     specs: dict[str, Any] = {
         "Launcher": {"replicas": 1, "restartPolicy": restart,
@@ -176,7 +180,7 @@ def build(cfg: StackConfig, w: Workload) -> c.WorkloadManifests:
         "Worker": {"replicas": w.nodes, "restartPolicy": restart,
                    "template": template("worker", c.shell(worker_script(nim)), gpn)},
     }
-    run_policy: dict[str, Any] = {"backoffLimit": backoff_limit(w), "cleanPodPolicy": "None" if nim else "Running"}
+    run_policy: dict[str, Any] = {"backoffLimit": backoff_limit(w), "cleanPodPolicy": "Running"}
     if volcano:
         # mpi-operator (--gang-scheduling=volcano) makes a PodGroup with this minMember. Its default is
         # workers + 1 (pkg/controller/podgroup.go); with WaitForWorkersReady the launcher pod is created
