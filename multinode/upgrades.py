@@ -357,7 +357,10 @@ def gang_effect(plan: PoolPlan, g: GangOnPool) -> str:
                 f"drain replaces the job's pods one at a time (at most {g.nodes} single-pod replacements, one per "
                 f"drained node) on nodes spare or {where}; each eviction counts as a pod failure against "
                 f"backoffLimit ({g.max_retry * g.nodes}, maxRetry x nodes): an upgrade of every node uses {g.nodes} "
-                f"of it (k8s.io/kubernetes@v1.33.13 pkg/controller/job/job_controller.go:1983-1992, :918). torchrun's "
+                f"of it (k8s.io/kubernetes@v1.33.13 pkg/controller/job/job_controller.go:1983-1992, :918), and the "
+                f"controller waits longer before each replacement (10 s doubled per failure of the run, at most 10 "
+                f"min: job_controller.go:69-72, backoff_utils.go:258-270; the 4th eviction of an upgrade waits 80 s "
+                f"while the budget holds the next drain). torchrun's "
                 f"side is not the Job's: rank 0's agent hosts the c10d store, so when its pod goes the other ranks' "
                 f"agents lose the store and may exit too (each such pod failure is replaced and counted the same "
                 f"way); a real cluster shows it, the box has no processes")
