@@ -113,3 +113,49 @@ def test_prebuild_marks_each_item_done_or_failed(tmp_path):
     bad = subprocess.run(["bash", str(ROOT / ".ci" / "prebuild.sh"), str(out), "nonsense"], capture_output=True,
                          text=True, env=env, cwd=ROOT, timeout=60)
     assert bad.returncode == 2 and "unknown group" in bad.stderr
+
+
+def run_lane(tmp_path, fail_on="", **env):
+    """.ci/lane.sh (the steps beside cluster-check) with a fake make that records its arguments."""
+    log = tmp_path / "make-calls"
+    fake = tmp_path / "fake-make"
+    fake.write_text(f"#!/bin/sh\necho \"$*\" >> {log}\ncase \"$*\" in *'{fail_on or '@none@'}'*) exit 2;; esac\n")
+    fake.chmod(0o755)
+    pre = tmp_path / "pre"
+    pre.mkdir(exist_ok=True)
+    for item in ("helm", "pulumi-tools", "sdkgen"):
+        (pre / f"{item}.done").write_text("1")
+    skipped = tmp_path / "skipped"
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CI_")}
+    full_env.update({"MAKE_CMD": str(fake), "PREBUILD_DIR": str(pre), "LANE_SKIPPED": str(skipped),
+                     "prebuild_pids": "", "CI_ELAPSED": "0", "CI_BUDGET_MIN": "60", **env})
+    r = subprocess.run(["bash", str(ROOT / ".ci" / "lane.sh")], capture_output=True, text=True, env=full_env,
+                       timeout=60)
+    calls = log.read_text().splitlines() if log.exists() else []
+    return r, calls, skipped.read_text().split() if skipped.exists() else None
+
+
+def test_the_lane_runs_its_steps_in_order_without_planning_again(tmp_path):
+    r, calls, skipped = run_lane(tmp_path)
+    assert r.returncode == 0, r.stderr
+    # chart-check must not plan again: cluster-check's boxes read build/<stack> at the same time
+    assert calls == ["-o plan-all -o plan-guides chart-check", "sdks", "pulumi-check e2e", "e2e-full release-e2e"]
+    assert skipped == []
+
+
+def test_a_failing_lane_step_fails_the_lane_and_stops_it(tmp_path):
+    r, calls, _ = run_lane(tmp_path, fail_on="sdks")
+    assert r.returncode == 2
+    assert "FAIL: make sdks exited 2" in r.stderr
+    assert calls == ["-o plan-all -o plan-guides chart-check", "sdks"]
+
+
+def test_the_lane_counts_the_budget_from_ci_start_and_reports_skips(tmp_path):
+    # 82 of 85 minutes already used by .ci/run: nothing of the lane fits (chart-check needs 5)
+    r, calls, _ = run_lane(tmp_path, CI_ELAPSED=str(82 * 60), CI_BUDGET_MIN="85")
+    assert r.returncode == 1, r.stderr and "FAIL: make -o plan-all -o plan-guides chart-check cannot fit" in r.stderr
+    assert calls == []
+    (tmp_path / "make-calls").unlink(missing_ok=True)
+    r, calls, skipped = run_lane(tmp_path, CI_ELAPSED=str(82 * 60), CI_BUDGET_MIN="85", CI_ALLOW_SKIP="all")
+    assert r.returncode == 0, r.stderr
+    assert skipped == ["chart-check", "sdks", "e2e", "e2e-full"] and calls == []

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# lane.sh: the steps .ci/run runs BESIDE `make cluster-check` (issue 41), in a session of its own at nice 5, its
+# output in build/ci-lane.log (printed by .ci/run when both are done). cluster-check spends most of its time waiting
+# for controllers to settle (two boxes use ~0.8 of the 2 cores), so these steps take the idle CPU instead of adding
+# their own minutes after it. None of them writes where cluster-check reads or writes: chart-check renders into
+# build/<stack>/engines/helm.txt and build/.chart-scratch and is told not to plan again (`-o plan-all -o
+# plan-guides`: the stacks were planned by `make plan-all` before; a new plan would rewrite files a box is reading);
+# sdks writes build/sdks; pulumi-check uses pytest's tmp folders; e2e, e2e-full and release-e2e plan into build/e2e,
+# build/e2e-full and build/e2e-release and run boxes of their own (own network namespaces). Their `go build`
+# prerequisites find the binaries up to date (the build ID check: nothing is rewritten under a running box).
+# Environment from .ci/run: CI_ELAPSED (its SECONDS at the start: the budget is counted from CI's own start),
+# prebuild_pids (the background builds await_built watches), CI_BUDGET_MIN/CI_ALLOW_SKIP as there. Skipped steps
+# are appended to build/ci-lane.skipped (LANE_SKIPPED).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS=${CI_ELAPSED:?lane.sh is started by .ci/run}
+source .ci/steps.sh
+: "${LANE_SKIPPED:=build/ci-lane.skipped}"   # another file: for tests (tests/test_ci_steps.py)
+: >"$LANE_SKIPPED"
+finish() { local s; for s in "${skipped[@]}"; do echo "$s" >>"$LANE_SKIPPED"; done; }
+trap finish EXIT
+await_built helm
+step chart-check   5   -o plan-all -o plan-guides chart-check   # every Helm release rendered by Helm's library (the provider's) against ../shared/charts
+await_built pulumi-tools sdkgen
+step sdks          6   sdks                 # the nodejs/python/go SDKs from Pulumi's codegen; the TypeScript and Go examples built against them
+step e2e           8   pulumi-check e2e     # the Pulumi engine: preview with the pack, up against the box
+step e2e-full      8   e2e-full release-e2e # existing-dev, dynamo-dev and multinode release on the Pulumi engine against the box
