@@ -138,17 +138,19 @@ clean:
 ## conformance/realnode/README.md.
 REAL_STACKS = $(or $(STACKS),$(STACK))
 REAL_JOBS ?= 1
+# REAL_OUT: where the stacks are planned and boxed (default build; CI: build/realnode, beside cluster-check's build/)
+REAL_OUT ?= build
 real-node-check: go-check venv
 	@for s in $(REAL_STACKS); do f=$$(ls stacks/Pulumi.$$s.yaml tests/guides/Pulumi.$$s.yaml 2>/dev/null | head -1); \
 	  test -n "$$f" || { echo "real-node-check: no stacks/Pulumi.$$s.yaml or tests/guides/Pulumi.$$s.yaml" >&2; exit 2; }; \
-	  $(VENV)/bin/multinode plan --file $$f --out build >/dev/null || exit 1; done
+	  $(VENV)/bin/multinode plan --file $$f --out $(REAL_OUT) >/dev/null || exit 1; done
 	$(MAKE) -C conformance/kyverno build
 	$(MAKE) -C conformance/coredns build
 	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/cluster/tests/test_realnode_check.py \
 	  conformance/cluster/tests/test_realnode_registry_services.py conformance/realnode/tests \
 	  $(if $(GANG_TESTS),,--ignore=conformance/realnode/tests/test_box_gangs.py)
-	ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) conformance/realnode/run-stacks.sh $(REAL_JOBS) $(REAL_STACKS)
+	REAL_OUT=$(abspath $(REAL_OUT)) ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) conformance/realnode/run-stacks.sh $(REAL_JOBS) $(REAL_STACKS)
 
 ## gang-tests: the planted rendezvous mistakes on real nodes (issue 43; conformance/realnode/tests/test_box_gangs.py:
 ## an MPI hostfile with a slot too many, a worker short, a Ray worker pointed at a name that does not resolve), two

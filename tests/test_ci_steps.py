@@ -123,7 +123,7 @@ def run_lane(tmp_path, fail_on="", **env):
     fake.chmod(0o755)
     pre = tmp_path / "pre"
     pre.mkdir(exist_ok=True)
-    for item in ("helm", "pulumi-tools", "sdkgen"):
+    for item in ("realnode-deps", "coredns", "helm", "pulumi-tools", "sdkgen"):
         (pre / f"{item}.done").write_text("1")
     skipped = tmp_path / "skipped"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("CI_")}
@@ -139,7 +139,8 @@ def test_the_lane_runs_its_steps_in_order_without_planning_again(tmp_path):
     r, calls, skipped = run_lane(tmp_path)
     assert r.returncode == 0, r.stderr
     # chart-check must not plan again: cluster-check's boxes read build/<stack> at the same time
-    assert calls == ["-o plan-all -o plan-guides chart-check", "sdks", "pulumi-check e2e", "e2e-full release-e2e"]
+    assert calls == ["real-node-check STACK=torchrun-guide-indexed-job REAL_OUT=build/realnode",
+                     "-o plan-all -o plan-guides chart-check", "sdks", "pulumi-check e2e", "e2e-full release-e2e"]
     assert skipped == []
 
 
@@ -147,15 +148,15 @@ def test_a_failing_lane_step_fails_the_lane_and_stops_it(tmp_path):
     r, calls, _ = run_lane(tmp_path, fail_on="sdks")
     assert r.returncode == 2
     assert "FAIL: make sdks exited 2" in r.stderr
-    assert calls == ["-o plan-all -o plan-guides chart-check", "sdks"]
+    assert calls[1:] == ["-o plan-all -o plan-guides chart-check", "sdks"]
 
 
 def test_the_lane_counts_the_budget_from_ci_start_and_reports_skips(tmp_path):
-    # 82 of 85 minutes already used by .ci/run: nothing of the lane fits (chart-check needs 5)
+    # 82 of 85 minutes already used by .ci/run: nothing of the lane fits (the smallest allowance is 5)
     r, calls, _ = run_lane(tmp_path, CI_ELAPSED=str(82 * 60), CI_BUDGET_MIN="85")
     assert r.returncode == 1, r.stderr and "FAIL: make -o plan-all -o plan-guides chart-check cannot fit" in r.stderr
     assert calls == []
     (tmp_path / "make-calls").unlink(missing_ok=True)
     r, calls, skipped = run_lane(tmp_path, CI_ELAPSED=str(82 * 60), CI_BUDGET_MIN="85", CI_ALLOW_SKIP="all")
     assert r.returncode == 0, r.stderr
-    assert skipped == ["chart-check", "sdks", "e2e", "e2e-full"] and calls == []
+    assert skipped == ["real-node-check", "chart-check", "sdks", "e2e", "e2e-full"] and calls == []
