@@ -9,7 +9,7 @@
 # build/e2e-full and build/e2e-release and run boxes of their own (own network namespaces); real-node-check plans
 # into build/realnode. Their `go build`
 # prerequisites find the binaries up to date (the build ID check: nothing is rewritten under a running box).
-# real-node-check runs first: its background builds are done soonest on a cold machine.
+# real-node-check runs first: its background builds are done soonest on a cold machine; the rotation's slot last.
 # Environment from .ci/run: CI_ELAPSED (its SECONDS at the start: the budget is counted from CI's own start),
 # prebuild_pids (the background builds await_built watches), CI_BUDGET_MIN/CI_ALLOW_SKIP as there. Skipped steps
 # are appended to build/ci-lane.skipped (LANE_SKIPPED).
@@ -34,3 +34,6 @@ await_built pulumi-tools sdkgen
 step sdks          6   sdks                 # the nodejs/python/go SDKs from Pulumi's codegen; the TypeScript and Go examples built against them
 step e2e           8   pulumi-check e2e     # the Pulumi engine: preview with the pack, up against the box
 step e2e-full      8   e2e-full release-e2e # existing-dev, dynamo-dev and multinode release on the Pulumi engine against the box
+# the rotation (.ci/rotation.tsv): the one slot of rungs this commit plays (every slot over consecutive commits)
+source .ci/rotation.sh
+run_rotation
