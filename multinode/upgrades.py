@@ -199,8 +199,10 @@ def gang_budget(kind: str, nodes: int, groups: int) -> tuple[str, int]:
 
 
 def mpijob_backoff_limit(w: Workload) -> int:
-    from .manifests.workloads import mpijob  # lazily: the workload modules import this one
-    return mpijob.backoff_limit(w)
+    """An MPIJob's runPolicy.backoffLimit, which the operator gives its launcher Job (kubeflow/mpi-operator@v0.8.0
+    pkg/controller/mpi_job_controller.go:1543): NIM 0 (the chart's: no automatic restart), else maxRetry. Here,
+    not in manifests/workloads/mpijob.py (which renders it from this), as the workload modules import this one."""
+    return 0 if w.engine == "nim" else w.max_retry
 
 
 def _gangs(cfg: StackConfig, pool: NodePool, w: Workload) -> list[GangOnPool]:

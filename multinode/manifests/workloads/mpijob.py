@@ -24,7 +24,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from ... import images
+from ... import images, upgrades
 from ...config import StackConfig, Workload
 from . import common as c
 from . import training
@@ -76,9 +76,8 @@ SSH_AUTH_DIR = "/root/.ssh"
 
 
 def backoff_limit(w: Workload) -> int:
-    """runPolicy.backoffLimit, which the operator gives its launcher Job (kubeflow/mpi-operator@v0.8.0
-    pkg/controller/mpi_job_controller.go:1543): NIM 0 (the chart's: no automatic restart), else maxRetry."""
-    return 0 if w.engine == "nim" else w.max_retry
+    """runPolicy.backoffLimit (upgrades.mpijob_backoff_limit: day two's restart model reads the same value)."""
+    return upgrades.mpijob_backoff_limit(w)
 
 
 def worker_script(nim: bool = False) -> str:
