@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -146,12 +147,15 @@ def compare_registrations(state: list[dict[str, Any]], records: list[dict[str, A
 
 # ------------------------------------------------------------------------------------------ the engine
 class Cli:
-    """The Pulumi CLI run in the YAML project's folder, offline, with the tools on PATH."""
+    """The Pulumi CLI run in the YAML project's folder, offline, with the tools on PATH. Each command's output goes to
+    <work>/logs/<n>-<command>.log; with YAML_E2E_VERBOSE=1 the engine's own log too (`--logtostderr -v=9
+    --logflow`: the plugins it starts and every RPC, the way to see where a run waits)."""
 
     def __init__(self, work: Path, tools: Path) -> None:
         self.project = work / "project"
+        self.logs = work / "logs"
         home, state = work / "home", work / "state"
-        for d in (self.project, home, state):
+        for d in (self.project, home, state, self.logs):
             d.mkdir(parents=True, exist_ok=True)
         env = engine.engine_env(home, state)
         # the CLI and the kubernetes provider (conformance/pulumi/bin), the YAML language host (conformance/bin),
@@ -159,12 +163,34 @@ class Cli:
         env["PATH"] = os.pathsep.join([str(engine.BIN), str(ROOT / "conformance" / "bin"), str(tools),
                                        "/usr/bin", "/bin"])
         env.pop("MULTINODE_VENV_PYTHON", None)
+        # `--event-log` (preview, up, destroy) is registered only when PULUMI_DEBUG_COMMANDS is true (pulumi/pulumi
+        # pkg/v3@v3.274.0 cmd/pulumi/operations/preview.go:869 `if env.DebugCommands.Value()`, up.go:1023 alike;
+        # sdk/v3@v3.274.0 go/common/env/env.go:55 DebugCommands); the Automation API sets it for the same reason
+        env["PULUMI_DEBUG_COMMANDS"] = "true"
         self.env = env
+        self.verbose = os.environ.get("YAML_E2E_VERBOSE") == "1"
+        self.count = 0
 
     def __call__(self, *args: str, stdin: str | None = None, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
-        r = subprocess.run([str(engine.BIN / "pulumi"), *args, "--non-interactive"], cwd=self.project, env=self.env,
-                           input=stdin, capture_output=True, text=True, timeout=timeout)
-        print(f"$ pulumi {' '.join(args)}: exit {r.returncode}\n{(r.stdout + r.stderr)[-2500:]}", flush=True)
+        self.count += 1
+        log = self.logs / f"{self.count:02d}-{args[0]}.log"
+        cmd = [str(engine.BIN / "pulumi"), *args, "--non-interactive"]
+        if self.verbose:
+            cmd += ["--logtostderr", "--logflow", "-v=9"]
+        # a session of its own: on a timeout the CLI and every plugin it started (language host, providers, pack)
+        # are killed together, none left running
+        with log.open("w") as out:
+            proc = subprocess.Popen(cmd, cwd=self.project, env=self.env, stdin=subprocess.PIPE, stdout=out,
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            try:
+                proc.communicate(stdin, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                out.write(f"\nyaml-e2e: killed after {timeout:.0f} s\n")
+        text = log.read_text(errors="replace")
+        r = subprocess.CompletedProcess(cmd, proc.returncode, text, "")
+        print(f"$ pulumi {' '.join(args)}: exit {r.returncode} ({log.name})\n{text[-2500:]}", flush=True)
         return r
 
 

@@ -113,3 +113,20 @@ def test_a_changed_parent_fails() -> None:
     s[1]["parent"] = STACK + "pulumi:pulumi:Stack::multinode-t"
     diffs, _ = yaml_e2e.compare_registrations(s, records(), {"hf-real"})
     assert len(diffs) == 1 and "parent" in diffs[0], diffs
+
+
+def test_the_cli_environment_registers_the_event_log_flag(tmp_path: Path) -> None:
+    """The CLI registers `--event-log` only when PULUMI_DEBUG_COMMANDS is true: without it every preview and up of
+    yaml_e2e.py fails "unknown flag: --event-log". Asked of the CLI itself (its --help lists the flag)."""
+    import pytest
+
+    cli_bin = yaml_e2e.engine.BIN / "pulumi"
+    if not cli_bin.exists():
+        pytest.skip(f"{cli_bin} is not built (make pulumi-tools)")
+    cli = yaml_e2e.Cli(tmp_path, tmp_path)
+    with_env = subprocess.run([str(cli_bin), "preview", "--help"], env=cli.env, capture_output=True, text=True,
+                              timeout=120)
+    without = subprocess.run([str(cli_bin), "preview", "--help"], capture_output=True, text=True, timeout=120,
+                             env={k: v for k, v in cli.env.items() if k != "PULUMI_DEBUG_COMMANDS"})
+    assert "--event-log" in with_env.stdout, with_env.stdout[-2000:]
+    assert "--event-log" not in without.stdout       # the check can fail: the flag comes from that variable
