@@ -256,6 +256,9 @@ def main(argv: list[str]) -> int:
     stop = threading.Event()
     threading.Thread(target=e2e.finish_batch_pods, args=(api, stop), daemon=True).start()
     cli("stack", "init", name)
+    # the value read from stdin loses one trailing newline (pulumi/pulumi pkg/v3@v3.274.0
+    # cmd/pulumi/config/config.go:875 cmdutil.RemoveTrailingNewline unless --raw): the state holds that value
+    kubeconfig_value = kubeconfig.read_text().removesuffix("\n").removesuffix("\r")
     cli("config", "set", "--secret", "kubeconfig", stdin=kubeconfig.read_text())
     cli("config", "set", "--secret", "hfToken", engine.HF_TOKEN_DUMMY)
     print(f"yaml-e2e: language host {ROOT / 'conformance/bin/pulumi-language-yaml'}, provider {a.provider}, "
@@ -283,7 +286,7 @@ def main(argv: list[str]) -> int:
     state = json.loads((out / "state.json").read_text())["deployment"].get("resources") or [] \
         if r.returncode == 0 else []
     records = json.loads((plan_dir / "resources.json").read_text())
-    diffs, explained = compare_registrations(state, records, {kubeconfig.read_text(), engine.HF_TOKEN_DUMMY})
+    diffs, explained = compare_registrations(state, records, {kubeconfig_value, engine.HF_TOKEN_DUMMY})
     (out / "registrations.txt").write_text("".join(f"DIFF {d}\n" for d in diffs)
                                            + "".join(f"explained {e}\n" for e in explained))
     step(bool(state) and not diffs,
