@@ -81,9 +81,26 @@ def derive(program: Path, stack_file: Path) -> dict[str, Any]:
 RECORDED_SECRET = "[secret]"
 
 
+# How a secret value is written in an exported deployment (pulumi/pulumi sdk/v3@v3.274.0 go/common/resource/
+# sig/sig.go Secret "1b47061264138c4ac30d75fd1f0b6d22" under the key "4dabf18193072939515e22adb298388d"; with
+# --show-secrets the value is the JSON text under "plaintext": pkg/v3@v3.274.0 resource/stack/deployment.go
+# SerializePropertyValue), unwrapped before comparing
+SIG_KEY, SECRET_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1f0b6d22"
+
+
+def reveal(value: Any) -> Any:
+    """A state value with its secret wrapper removed (the plaintext of --show-secrets), else the value."""
+    if isinstance(value, dict) and value.get(SIG_KEY) == SECRET_SIG:
+        if "plaintext" in value:
+            return json.loads(value["plaintext"])
+        return value.get("value")
+    return value
+
+
 def _subset(want: Any, have: Any, path: str, secrets: set[str]) -> list[str]:
     """Where `have` lacks or differs from a value of `want` (what the Python program gives must be registered).
     A secret the Python program gave (recorded as RECORDED_SECRET) must hold one of the secrets the run set."""
+    have = reveal(have)
     if isinstance(want, dict):
         if not isinstance(have, dict):
             return [f"{path or '.'}: expected an object, found {have!r}"[:300]]
@@ -96,13 +113,16 @@ def _subset(want: Any, have: Any, path: str, secrets: set[str]) -> list[str]:
     if want == have:
         return []
     if want == RECORDED_SECRET:
-        return [] if have in secrets else [f"{path}: a secret the Python program gives; the YAML program's state "
-                                           f"holds {'another value' if isinstance(have, str) else repr(have)}"]
+        if isinstance(have, str) and have in secrets:
+            return []
+        return [f"{path}: a secret the Python program gives; the YAML program's state holds "
+                f"{'another value' if have is not None else 'nothing'} (not shown)"]
     return [f"{path}: the Python program gives {want!r}, the YAML program's state holds {have!r}"[:300]]
 
 
 def _extra_keys(want: Any, have: Any, path: str) -> list[str]:
     """Input paths the state holds that the Python program did not give (objects only)."""
+    have = reveal(have)
     if isinstance(want, dict) and isinstance(have, dict):
         out = [f"{path}.{k}" for k in have if k not in want]
         return out + [p for k in want if k in have for p in _extra_keys(want[k], have[k], f"{path}.{k}")]

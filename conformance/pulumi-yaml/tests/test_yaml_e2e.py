@@ -130,3 +130,19 @@ def test_the_cli_environment_registers_the_event_log_flag(tmp_path: Path) -> Non
                              env={k: v for k, v in cli.env.items() if k != "PULUMI_DEBUG_COMMANDS"})
     assert "--event-log" in with_env.stdout, with_env.stdout[-2000:]
     assert "--event-log" not in without.stdout       # the check can fail: the flag comes from that variable
+
+
+def _wrapped(value: Any) -> dict[str, Any]:
+    """A secret as `pulumi stack export --show-secrets` writes it."""
+    return {yaml_e2e.SIG_KEY: yaml_e2e.SECRET_SIG, "plaintext": json.dumps(value)}
+
+
+def test_a_secret_wrapped_as_the_export_writes_it_is_compared_by_its_plaintext() -> None:
+    s = state()
+    s[1]["inputs"]["stringData"]["token"] = _wrapped("hf-real")
+    s[2]["inputs"]["spec"] = _wrapped({"accessModes": ["ReadWriteMany"]})
+    assert yaml_e2e.compare_registrations(s, records(), {"hf-real"})[0] == []
+    s[1]["inputs"]["stringData"]["token"] = _wrapped("zzz-planted")
+    s[2]["inputs"]["spec"] = _wrapped({"accessModes": ["ReadWriteOnce"]})
+    diffs, _ = yaml_e2e.compare_registrations(s, records(), {"hf-real"})
+    assert len(diffs) == 2 and "zzz-planted" not in " ".join(diffs), diffs
