@@ -146,3 +146,27 @@ def test_a_secret_wrapped_as_the_export_writes_it_is_compared_by_its_plaintext()
     s[2]["inputs"]["spec"] = _wrapped({"accessModes": ["ReadWriteOnce"]})
     diffs, _ = yaml_e2e.compare_registrations(s, records(), {"hf-real"})
     assert len(diffs) == 2 and "zzz-planted" not in " ".join(diffs), diffs
+
+
+def test_string_data_moved_to_base64_data_by_the_provider_is_compared_by_value() -> None:
+    import base64
+
+    s = state()
+    s[1]["inputs"].pop("stringData")
+    s[1]["inputs"]["data"] = _wrapped({"token": base64.b64encode(b"hf-real").decode()})
+    diffs, explained = yaml_e2e.compare_registrations(s, records(), {"hf-real"})
+    assert diffs == [] and any("stringData compared with the base64" in e for e in explained), (diffs, explained)
+    s[1]["inputs"]["data"] = _wrapped({"token": base64.b64encode(b"zzz-planted").decode()})
+    diffs, _ = yaml_e2e.compare_registrations(s, records(), {"hf-real"})
+    assert len(diffs) == 1 and "stringData.token" in diffs[0] and "zzz-planted" not in diffs[0], diffs
+
+
+def test_a_quantity_in_canonical_form_is_the_same_value_another_is_a_difference() -> None:
+    want, have = records(), state()
+    want[2]["inputs"]["spec"]["resources"] = {"requests": {"storage": "1024Gi"}}
+    have[2]["inputs"]["spec"]["resources"] = {"requests": {"storage": "1Ti"}}
+    diffs, explained = yaml_e2e.compare_registrations(have, want, {"hf-real"})
+    assert diffs == [] and any("same quantity" in e and "'1Ti'" in e for e in explained), (diffs, explained)
+    have[2]["inputs"]["spec"]["resources"] = {"requests": {"storage": "1000Gi"}}
+    diffs, _ = yaml_e2e.compare_registrations(have, want, {"hf-real"})
+    assert len(diffs) == 1 and "requests.storage" in diffs[0], diffs
