@@ -82,18 +82,17 @@ RECORDED_SECRET = "[secret]"
 
 
 # How a secret value is written in an exported deployment (pulumi/pulumi sdk/v3@v3.274.0 go/common/resource/
-# sig/sig.go Secret "1b47061264138c4ac30d75fd1f0b6d22" under the key "4dabf18193072939515e22adb298388d"; with
+# sig/sig.go Secret "1b47061264138c4ac30d75fd1eb44270" under the key "4dabf18193072939515e22adb298388d"; with
 # --show-secrets the value is the JSON text under "plaintext": pkg/v3@v3.274.0 resource/stack/deployment.go
 # SerializePropertyValue), unwrapped before comparing
-SIG_KEY, SECRET_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1f0b6d22"
+SIG_KEY, SECRET_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
 
 
 def reveal(value: Any) -> Any:
-    """A state value with its secret wrapper removed (the plaintext of --show-secrets), else the value."""
-    if isinstance(value, dict) and value.get(SIG_KEY) == SECRET_SIG:
-        if "plaintext" in value:
-            return json.loads(value["plaintext"])
-        return value.get("value")
+    """A state value with its secret wrappers removed (the plaintext of --show-secrets, itself a wrapped secret when
+    the value was made secret twice), else the value."""
+    while isinstance(value, dict) and value.get(SIG_KEY) == SECRET_SIG:
+        value = json.loads(value["plaintext"]) if "plaintext" in value else value.get("value")
     return value
 
 

@@ -133,8 +133,9 @@ def test_the_cli_environment_registers_the_event_log_flag(tmp_path: Path) -> Non
 
 
 def _wrapped(value: Any) -> dict[str, Any]:
-    """A secret as `pulumi stack export --show-secrets` writes it."""
-    return {yaml_e2e.SIG_KEY: yaml_e2e.SECRET_SIG, "plaintext": json.dumps(value)}
+    """A secret as `pulumi stack export --show-secrets` writes it (the keys copied from a real export, not from
+    yaml_e2e, so a wrong signature there fails here)."""
+    return {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "plaintext": json.dumps(value)}
 
 
 def test_a_secret_wrapped_as_the_export_writes_it_is_compared_by_its_plaintext() -> None:
@@ -170,3 +171,9 @@ def test_a_quantity_in_canonical_form_is_the_same_value_another_is_a_difference(
     have[2]["inputs"]["spec"]["resources"] = {"requests": {"storage": "1000Gi"}}
     diffs, _ = yaml_e2e.compare_registrations(have, want, {"hf-real"})
     assert len(diffs) == 1 and "requests.storage" in diffs[0], diffs
+
+
+def test_a_secret_wrapped_twice_is_revealed() -> None:
+    s = state()
+    s[1]["inputs"]["stringData"]["token"] = _wrapped(_wrapped("hf-real"))
+    assert yaml_e2e.compare_registrations(s, records(), {"hf-real"})[0] == []
