@@ -20,8 +20,9 @@ monitor, and writes to build/<stack>/:
   placement.json               every gang placed on the pools' nodes (multinode.placement), per-pool use
   critical-path.json           the deploy's longest chain of creations, weighted by assumed creation times,
                                and the chain the really needed dependencies force (multinode.deploy_path)
-Exit status: 0 clean, 1 a mandatory policy violation, 2 bad config, 3 an internal error (a bug:
-please report it with the traceback printed).
+Exit status: 0 clean, 1 a mandatory policy violation, 2 bad config, 3 an internal error: a bug (please report
+it with the traceback printed), or an incomplete installation (a data file of the package missing: the message
+names it, no traceback).
 """
 from __future__ import annotations
 
@@ -722,6 +723,32 @@ def stack_name_from_file(path: Path) -> str | None:
     return m.group(1) if m else None
 
 
+def package_roots() -> list[Path]:
+    """The folders the package reads its own files from: multinode/ (its data, templates, schemas), components/ and
+    policy/ beside it (site-packages when installed, the checkout otherwise), and schemas/ wherever schemafiles
+    takes it from."""
+    from .schemafiles import SCHEMA_DIR
+    here = Path(__file__).resolve().parent
+    return [here, here.parent / "components", here.parent / "policy", SCHEMA_DIR.resolve()]
+
+
+def missing_package_file(exc: BaseException) -> str | None:
+    """The path of a file of the package itself that `exc` (or an exception it was raised from) did not find, or
+    None: an installation without its data (a wheel built without a file) is not a bug of the stack or of the
+    code, and gets a message naming the file instead of a traceback."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        name = getattr(cur, "filename", None)
+        if isinstance(cur, FileNotFoundError) and name:
+            path = Path(str(name)).resolve()
+            if any(path.is_relative_to(root) for root in package_roots()):
+                return str(path)
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 def main(argv: list[str], prog: str = "python -m multinode plan") -> int:
     import argparse
 
@@ -757,7 +784,15 @@ def main(argv: list[str], prog: str = "python -m multinode plan") -> int:
     for stack in stacks:
         try:
             result = plan(stack, args.out, args.file, args.policy_config)
-        except Exception:  # a bug, not bad input: keep it distinguishable from a policy violation
+        except Exception as e:  # a bug, not bad input: keep it distinguishable from a policy violation
+            missing = missing_package_file(e)
+            if missing is not None:
+                print(f"plan {stack}: the installed multinode package is incomplete (exit {EXIT_INTERNAL}): it has "
+                      f"no {missing}, a file it reads at run time. Reinstall the package (e.g. `uv pip install "
+                      f"--reinstall <the wheel or git URL>`); in a checkout, restore the file (`git checkout -- "
+                      f"<its path>`)", file=sys.stderr)
+                worst = max(worst, EXIT_INTERNAL)
+                continue
             import traceback
             traceback.print_exc()
             print(f"plan {stack}: internal error (exit {EXIT_INTERNAL}); this is a bug in multinode, not in "

@@ -11,7 +11,22 @@ from __future__ import annotations
 import sys
 
 
+def port_goes_out_at_once() -> None:
+    """Make what is written to stdout reach the engine at once. The engine reads the pack's gRPC port from its first
+    stdout line and waits for it without a timeout; pulumi_policy writes the port to sys.stdout.buffer and does not
+    flush (pulumi-policy 1.21.0 pulumi_policy/policy.py:137), so under a buffered stdout (a pipe, without python -u
+    or PYTHONUNBUFFERED, as when the engine starts the installed `multinode-policy-pack`) the port stays in the
+    buffer and `pulumi preview --policy-pack` waits forever. The Python language host starts a pack with -u; the
+    executable has no host, so stdout is made unbuffered here (TextIOWrapper.buffer is then the file itself)."""
+    import io
+    if isinstance(sys.stdout, io.TextIOWrapper) and not isinstance(sys.stdout.buffer, io.RawIOBase):
+        sys.stdout.flush()
+        sys.stdout = io.TextIOWrapper(io.FileIO(sys.stdout.fileno(), "w", closefd=False),
+                                      encoding=sys.stdout.encoding, errors=sys.stdout.errors, write_through=True)
+
+
 def serve() -> None:
+    port_goes_out_at_once()
     from pulumi_policy import EnforcementLevel, PolicyPack
 
     from multinode.errors import ConfigError

@@ -188,6 +188,36 @@ def test_version_is_semver_and_in_the_changelog():
     assert f"## {v}" in (ROOT / "CHANGELOG.md").read_text()
 
 
+def test_one_version_everywhere(capsys):
+    """pyproject.toml's [project].version is the release: uv.lock's entry of the project itself, the schema, the
+    provider (its GetPluginInfo version), `multinode --version`, the version docs/install.md states, and every
+    release reference of the docs and examples (the git tag `multinode@vX.Y.Z`, the wheel / npm tarball
+    `multinode-X.Y.Z`, the Go module zip `multinode-sdk-go-vX.Y.Z`, a `multinode==X.Y.Z` pin) say the same."""
+    import re
+    import tomllib
+
+    from multinode.__main__ import main as cli
+
+    v = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    (own,) = [p for p in lock["package"] if p["name"] == "multinode"]
+    assert own["version"] == v and own["source"] == {"editable": "."}
+    assert package_schema.version() == SCHEMA["version"] == v
+    assert package_schema.provider().version == v
+    assert cli(["--version"]) == 0 and capsys.readouterr().out.strip() == f"multinode {v}"
+    install = (ROOT / "docs" / "install.md").read_text()
+    assert f"(`multinode` {v}, the version in pyproject.toml)" in install
+    refs = re.compile(r"multinode@v(\d+\.\d+\.\d+)|multinode-(?:sdk-go-v)?(\d+\.\d+\.\d+)|multinode==(\d+\.\d+\.\d+)")
+    files = [*(ROOT / "docs").glob("*.md"), *(f for f in (ROOT / "examples").rglob("*")
+                                            if f.is_file() and "node_modules" not in f.parts
+                                            and f.suffix in {".md", ".yaml", ".ts", ".go", ".json", ".py"})]
+    found = [(f.relative_to(ROOT).as_posix(), m.group(0), next(g for g in m.groups() if g))
+             for f in files for m in refs.finditer(f.read_text(errors="replace"))]
+    # the references this test exists for are there to be checked (16 when written, in 6 files)
+    assert len(found) >= 12 and len({ref[0] for ref in found}) >= 6, found
+    assert [ref for ref in found if ref[2] != v] == []
+
+
 # ---------------------------------------------------------------- the engine's part
 def _secret(value: Any) -> dict[str, Any]:
     return {rpc._special_sig_key: rpc._special_secret_sig, "value": value}

@@ -99,3 +99,29 @@ def test_the_stack_folder_is_pulumi_yaml_stack_config_dir(tmp_path):
     assert stackfile.project_stacks_dir(tmp_path) == tmp_path / "stacks"
     (tmp_path / "Pulumi.yaml").write_text("name: p\nruntime: python\n")
     assert stackfile.project_stacks_dir(tmp_path) == tmp_path
+
+
+def test_the_pack_executable_gives_its_port_through_a_buffered_stdout(tmp_path):
+    """The engine starts `multinode-policy-pack` with stdout a pipe and no PYTHONUNBUFFERED, reads its port from the
+    first line and waits without a timeout: the port must come out at once (policy/analyzer.py
+    port_goes_out_at_once), not when a buffer fills. Started the same way here, PYTHONUNBUFFERED removed."""
+    import os
+    import selectors
+    import time
+
+    exe = Path(sys.executable).parent / "multinode-policy-pack"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "MULTINODE_POLICY_CONFIG")}
+    proc = subprocess.Popen([str(exe), "127.0.0.1:9"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=env, cwd=tmp_path)
+    try:
+        assert proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        deadline, line = time.monotonic() + 180, b""
+        while not line.endswith(b"\n") and time.monotonic() < deadline and proc.poll() is None:
+            if sel.select(timeout=1):
+                line += os.read(proc.stdout.fileno(), 64)
+        assert line.strip().isdigit(), f"no port on the first stdout line within 180 s: {line!r}"
+    finally:
+        proc.kill()
+        proc.wait()

@@ -367,3 +367,41 @@ def test_the_recorders_plain_answer_is_the_sdk_mocks_answer(monkeypatch):
     for stack in EXAMPLE_STACKS:
         assert mplan.plan(stack, None).exit_code == mplan.EXIT_OK, stack
     assert seen["fast"] > 150 and seen["sdk"] > 10, seen   # both ways ran (the sdk way: secrets, Helm releases)
+
+
+def test_a_missing_data_file_of_the_package_is_named_without_a_traceback(tmp_path, monkeypatch, capsys):
+    """An installation without one of its data files (a wheel built without it: tools/package_check.py's planted
+    run) stops the plan with a message naming the file, not "internal error ... a bug in multinode" and a
+    traceback. The stack's LeaderWorkerSet CRD is the file taken away (gcp-dev runs vLLM on LWS)."""
+    from multinode import plan as plan_mod
+    from multinode import schemafiles
+
+    schemas = tmp_path / "schemas"
+    for entry in schemafiles.SCHEMA_DIR.iterdir():
+        if entry.name != "lws":
+            (schemas / entry.name).parent.mkdir(parents=True, exist_ok=True)
+            (schemas / entry.name).symlink_to(entry)
+    (schemas / "lws").mkdir()
+    (schemas / "lws" / "values.yaml").symlink_to(schemafiles.SCHEMA_DIR / "lws" / "values.yaml")
+    monkeypatch.setattr(schemafiles, "SCHEMA_DIR", schemas)
+    code = plan_mod.main(["gcp-dev", "--out", str(tmp_path / "build")])
+    err = capsys.readouterr().err
+    missing = schemas.resolve() / "lws" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+    assert code == plan_mod.EXIT_INTERNAL
+    assert f"the installed multinode package is incomplete (exit 3): it has no {missing}" in err, err[-2000:]
+    assert "Traceback" not in err and "a bug in multinode" not in err
+
+
+def test_a_file_not_found_outside_the_package_is_still_a_bug():
+    """Only the package's own files are an incomplete installation; any other missing file stays a bug."""
+    from multinode import plan as plan_mod
+
+    assert plan_mod.missing_package_file(FileNotFoundError(2, "gone", "/nonexistent/elsewhere.yaml")) is None
+    inner = FileNotFoundError(2, "gone", str(plan_mod.package_roots()[0] / "data" / "gone.yaml"))
+    try:
+        try:
+            raise inner
+        except FileNotFoundError as e:
+            raise RuntimeError("wrapped") from e
+    except RuntimeError as outer:
+        assert plan_mod.missing_package_file(outer) == str(plan_mod.package_roots()[0] / "data" / "gone.yaml")

@@ -250,9 +250,15 @@ class Check:
             self.fail(f"the planted wheel (no {PLANTED_MISSING}) planned with exit 0: the check cannot see a "
                       f"missing data file")
         else:
-            last = (r.stdout + r.stderr).strip().splitlines()[-1:]
+            text = (r.stdout + r.stderr).strip()
+            last = text.splitlines()[-1:]
+            # the message must name the missing file, not report a bug with a traceback (multinode/plan.py
+            # missing_package_file)
+            if "it has no " not in text or PLANTED_MISSING not in text or "Traceback" in text:
+                self.fail(f"the planted wheel's plan failed (exit {r.returncode}) without naming the missing "
+                          f"{PLANTED_MISSING}: {' '.join(last)[:300]}")
             print(f"package-check: planted: without {PLANTED_MISSING} the plan fails (exit {r.returncode}: "
-                  f"{' '.join(last)[:200]})", flush=True)
+                  f"{' '.join(last)[:300]})", flush=True)
 
 
     def engine_preview(self, bin_dir: Path, pulumi_bin: Path) -> None:

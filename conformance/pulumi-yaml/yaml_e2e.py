@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -80,9 +81,25 @@ def derive(program: Path, stack_file: Path) -> dict[str, Any]:
 RECORDED_SECRET = "[secret]"
 
 
+# How a secret value is written in an exported deployment (pulumi/pulumi sdk/v3@v3.274.0 go/common/resource/
+# sig/sig.go Secret "1b47061264138c4ac30d75fd1eb44270" under the key "4dabf18193072939515e22adb298388d"; with
+# --show-secrets the value is the JSON text under "plaintext": pkg/v3@v3.274.0 resource/stack/deployment.go
+# SerializePropertyValue), unwrapped before comparing
+SIG_KEY, SECRET_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
+
+
+def reveal(value: Any) -> Any:
+    """A state value with its secret wrappers removed (the plaintext of --show-secrets, itself a wrapped secret when
+    the value was made secret twice), else the value."""
+    while isinstance(value, dict) and value.get(SIG_KEY) == SECRET_SIG:
+        value = json.loads(value["plaintext"]) if "plaintext" in value else value.get("value")
+    return value
+
+
 def _subset(want: Any, have: Any, path: str, secrets: set[str]) -> list[str]:
     """Where `have` lacks or differs from a value of `want` (what the Python program gives must be registered).
     A secret the Python program gave (recorded as RECORDED_SECRET) must hold one of the secrets the run set."""
+    have = reveal(have)
     if isinstance(want, dict):
         if not isinstance(have, dict):
             return [f"{path or '.'}: expected an object, found {have!r}"[:300]]
@@ -95,19 +112,65 @@ def _subset(want: Any, have: Any, path: str, secrets: set[str]) -> list[str]:
     if want == have:
         return []
     if want == RECORDED_SECRET:
-        return [] if have in secrets else [f"{path}: a secret the Python program gives; the YAML program's state "
-                                           f"holds {'another value' if isinstance(have, str) else repr(have)}"]
+        if isinstance(have, str) and have in secrets:
+            return []
+        sizes = f"{len(have)} characters; the values set: {sorted(len(v) for v in secrets)}" \
+            if isinstance(have, str) else type(have).__name__
+        return [f"{path}: a secret the Python program gives; the YAML program's state holds "
+                f"{'another value' if have is not None else 'nothing'} (not shown: {sizes})"]
+    if _same_quantity(want, have):
+        return [f"{SAME_QUANTITY}: {path} {want!r} kept by the kubernetes provider as {have!r}"]
     return [f"{path}: the Python program gives {want!r}, the YAML program's state holds {have!r}"[:300]]
 
 
 def _extra_keys(want: Any, have: Any, path: str) -> list[str]:
     """Input paths the state holds that the Python program did not give (objects only)."""
+    have = reveal(have)
     if isinstance(want, dict) and isinstance(have, dict):
         out = [f"{path}.{k}" for k in have if k not in want]
         return out + [p for k in want if k in have for p in _extra_keys(want[k], have[k], f"{path}.{k}")]
     if isinstance(want, list) and isinstance(have, list) and len(want) == len(have):
         return [p for i, (w, h) in enumerate(zip(want, have, strict=True)) for p in _extra_keys(w, h, f"{path}[{i}]")]
     return []
+
+
+# What the engine's state holds of a resource's options (pulumi/pulumi sdk/v3@v3.274.0 go/common/apitype/core.go
+# ResourceV3: protect, retainOnDelete; deleteBeforeReplace is in neither ResourceV3 nor the step events' state
+# metadata, events.go StepEventStateMetadata, so it cannot be compared from outside the engine)
+STATE_FLAGS = ("protect", "retainOnDelete")
+# The kubernetes provider's Check normalizes the inputs it keeps (pulumi-kubernetes provider/v4@v4.25.0
+# pkg/provider/provider.go:2569 normalizeInputs -> pkg/clients/unstructured.go:68 Normalize): a typed round trip,
+# so a quantity is kept in its canonical form ("1024Gi" -> "1Ti"), and a Secret's stringData becomes base64 `data`
+# (unstructured.go:126 normalizeSecretStringData). The same value is compared, not the same spelling.
+SAME_QUANTITY = "same quantity"
+
+
+def secret_string_data(want: dict[str, Any], have: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """`have` with the stringData the Python program gives decoded back from the `data` the provider's Check moved
+    it to (a Secret), and whether it was."""
+    import base64
+    if want.get("kind") != "Secret" or "stringData" not in want or "stringData" in have:
+        return have, False
+    data = reveal(have.get("data"))
+    if not isinstance(data, dict):
+        return have, False
+    decoded: dict[str, Any] = {}
+    for key in (want.get("stringData") or {}):
+        raw = reveal(data.get(key))
+        if isinstance(raw, str):
+            try:
+                decoded[key] = base64.b64decode(raw, validate=True).decode()
+            except ValueError:
+                decoded[key] = raw
+    return {**have, "stringData": decoded}, True
+
+
+def _same_quantity(want: Any, have: Any) -> bool:
+    if not (isinstance(want, str) and isinstance(have, str)):
+        return False
+    from multinode.placement import quantity
+    a, b = quantity(want), quantity(have)
+    return a is not None and a == b
 
 
 def compare_registrations(state: list[dict[str, Any]], records: list[dict[str, Any]],
@@ -132,26 +195,39 @@ def compare_registrations(state: list[dict[str, Any]], records: list[dict[str, A
             diffs.append(f"{urn}: type {w['type']} (Python) vs {h['type']} (YAML)")
         if (w.get("parent") or "") != (h.get("parent") or ""):
             diffs.append(f"{urn}: parent {w.get('parent')} (Python) vs {h.get('parent')} (YAML)")
-        for flag in ("protect", "retainOnDelete", "deleteBeforeReplace"):
+        for flag in STATE_FLAGS:
             if bool(w.get(flag)) != bool(h.get(flag)):
                 diffs.append(f"{urn}: {flag} {bool(w.get(flag))} (Python) vs {bool(h.get(flag))} (YAML)")
+        if w.get("deleteBeforeReplace"):
+            explained.append(f"{urn}: deleteBeforeReplace (the Python program sets it) not compared: the engine "
+                             f"keeps it in neither the state nor the events")
         if not w.get("custom", True) or not h.get("custom", False):
             continue        # a component's inputs are its args: the YAML side passes them over gRPC, compared below
         wi = w.get("inputs") or {}
-        diffs += [f"{urn}: {d}" for d in _subset(wi, h.get("inputs") or {}, "inputs", secrets)]
-        for extra in _extra_keys(wi, h.get("inputs") or {}, "inputs"):
-            explained.append(f"{urn}: {extra} set by the provider's Check (the Python program gives none)")
+        hi, moved = secret_string_data(wi, h.get("inputs") or {})
+        if moved:
+            explained.append(f"{urn}: inputs.stringData compared with the base64 `data` the kubernetes provider's "
+                             f"Check moved it to")
+        found = _subset(wi, hi, "inputs", secrets)
+        diffs += [f"{urn}: {d}" for d in found if not d.startswith(SAME_QUANTITY)]
+        explained += [f"{urn}: {d}" for d in found if d.startswith(SAME_QUANTITY)]
+        for extra in _extra_keys(wi, hi, "inputs"):
+            if not (moved and extra == "inputs.data"):
+                explained.append(f"{urn}: {extra} set by the provider's Check (the Python program gives none)")
     return diffs, explained
 
 
 # ------------------------------------------------------------------------------------------ the engine
 class Cli:
-    """The Pulumi CLI run in the YAML project's folder, offline, with the tools on PATH."""
+    """The Pulumi CLI run in the YAML project's folder, offline, with the tools on PATH. Each command's output goes to
+    <work>/logs/<n>-<command>.log; with YAML_E2E_VERBOSE=1 the engine's own log too (`--logtostderr -v=9
+    --logflow`: the plugins it starts and every RPC, the way to see where a run waits)."""
 
     def __init__(self, work: Path, tools: Path) -> None:
         self.project = work / "project"
+        self.logs = work / "logs"
         home, state = work / "home", work / "state"
-        for d in (self.project, home, state):
+        for d in (self.project, home, state, self.logs):
             d.mkdir(parents=True, exist_ok=True)
         env = engine.engine_env(home, state)
         # the CLI and the kubernetes provider (conformance/pulumi/bin), the YAML language host (conformance/bin),
@@ -159,12 +235,34 @@ class Cli:
         env["PATH"] = os.pathsep.join([str(engine.BIN), str(ROOT / "conformance" / "bin"), str(tools),
                                        "/usr/bin", "/bin"])
         env.pop("MULTINODE_VENV_PYTHON", None)
+        # `--event-log` (preview, up, destroy) is registered only when PULUMI_DEBUG_COMMANDS is true (pulumi/pulumi
+        # pkg/v3@v3.274.0 cmd/pulumi/operations/preview.go:869 `if env.DebugCommands.Value()`, up.go:1023 alike;
+        # sdk/v3@v3.274.0 go/common/env/env.go:55 DebugCommands); the Automation API sets it for the same reason
+        env["PULUMI_DEBUG_COMMANDS"] = "true"
         self.env = env
+        self.verbose = os.environ.get("YAML_E2E_VERBOSE") == "1"
+        self.count = 0
 
     def __call__(self, *args: str, stdin: str | None = None, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
-        r = subprocess.run([str(engine.BIN / "pulumi"), *args, "--non-interactive"], cwd=self.project, env=self.env,
-                           input=stdin, capture_output=True, text=True, timeout=timeout)
-        print(f"$ pulumi {' '.join(args)}: exit {r.returncode}\n{(r.stdout + r.stderr)[-2500:]}", flush=True)
+        self.count += 1
+        log = self.logs / f"{self.count:02d}-{args[0]}.log"
+        cmd = [str(engine.BIN / "pulumi"), *args, "--non-interactive"]
+        if self.verbose:
+            cmd += ["--logtostderr", "--logflow", "-v=9"]
+        # a session of its own: on a timeout the CLI and every plugin it started (language host, providers, pack)
+        # are killed together, none left running
+        with log.open("w") as out:
+            proc = subprocess.Popen(cmd, cwd=self.project, env=self.env, stdin=subprocess.PIPE, stdout=out,
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            try:
+                proc.communicate(stdin, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                out.write(f"\nyaml-e2e: killed after {timeout:.0f} s\n")
+        text = log.read_text(errors="replace")
+        r = subprocess.CompletedProcess(cmd, proc.returncode, text, "")
+        print(f"$ pulumi {' '.join(args)}: exit {r.returncode} ({log.name})\n{text[-2500:]}", flush=True)
         return r
 
 
@@ -230,6 +328,9 @@ def main(argv: list[str]) -> int:
     stop = threading.Event()
     threading.Thread(target=e2e.finish_batch_pods, args=(api, stop), daemon=True).start()
     cli("stack", "init", name)
+    # the value read from stdin loses one trailing newline (pulumi/pulumi pkg/v3@v3.274.0
+    # cmd/pulumi/config/config.go:875 cmdutil.RemoveTrailingNewline unless --raw): the state holds that value
+    kubeconfig_value = kubeconfig.read_text().removesuffix("\n")
     cli("config", "set", "--secret", "kubeconfig", stdin=kubeconfig.read_text())
     cli("config", "set", "--secret", "hfToken", engine.HF_TOKEN_DUMMY)
     print(f"yaml-e2e: language host {ROOT / 'conformance/bin/pulumi-language-yaml'}, provider {a.provider}, "
@@ -257,7 +358,7 @@ def main(argv: list[str]) -> int:
     state = json.loads((out / "state.json").read_text())["deployment"].get("resources") or [] \
         if r.returncode == 0 else []
     records = json.loads((plan_dir / "resources.json").read_text())
-    diffs, explained = compare_registrations(state, records, {kubeconfig.read_text(), engine.HF_TOKEN_DUMMY})
+    diffs, explained = compare_registrations(state, records, {kubeconfig_value, engine.HF_TOKEN_DUMMY})
     (out / "registrations.txt").write_text("".join(f"DIFF {d}\n" for d in diffs)
                                            + "".join(f"explained {e}\n" for e in explained))
     step(bool(state) and not diffs,
@@ -276,7 +377,9 @@ def main(argv: list[str]) -> int:
     s = summary_of(events(ev))
     step(r.returncode == 0 and set(s) == {"same"}, f"second pulumi up changes nothing: exit {r.returncode}, {s}")
 
-    r = cli("destroy", "--stack", name, "--yes", "--color", "never")
+    # --skip-preview, as the Automation API's destroy (conformance/pulumi/e2e.py): the preview before a destroy fails
+    # on the protected claim and the CLI then deletes nothing at all
+    r = cli("destroy", "--stack", name, "--yes", "--skip-preview", "--color", "never")
     core = client.CoreV1Api(api)
     ns = (conf.get(PREFIX + "storage") or {}).get("namespace", "multinode")
     claims = [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(ns).items

@@ -5,7 +5,7 @@
 //
 // Set up (needs the Pulumi CLI and Go; see README "Using it from another language"):
 //
-//	pulumi package add github.com/multinode-gpu/multinode@v0.3.0   # generates sdks/multinode, adds its replace line
+//	pulumi package add github.com/multinode-gpu/multinode@v0.4.0   # generates sdks/multinode, adds its replace line
 //	pulumi config set infraStack acme/eks/prod               # the stack that exports clusterName
 //	pulumi preview
 //

@@ -1,7 +1,7 @@
 // The gcp-dev example stack (stacks/Pulumi.gcp-dev.yaml) as a TypeScript program using the multinode
 // package, plus one more GPU node pool on its own. Set up (needs the Pulumi CLI and Node.js; see README
 // "Using it from another language"):
-//   pulumi package add github.com/multinode-gpu/multinode@v0.3.0   # generates sdks/multinode, links @pulumi/multinode
+//   pulumi package add github.com/multinode-gpu/multinode@v0.4.0   # generates sdks/multinode, links @pulumi/multinode
 //   pulumi config set --secret hfToken <token>
 //   pulumi preview
 // `make sdks` type-checks this file with tsc against the nodejs SDK Pulumi's code generator makes from the
