@@ -244,3 +244,11 @@ def test_host_network_pod_on_the_cluster_dns_or_naming_a_cluster_host_is():
     assert len(findings) == 1, findings
     assert "name 'lws-0.lws' (container main env LWS_LEADER_ADDRESS) does not resolve" in findings[0]
     assert "needs dnsPolicy ClusterFirstWithHostNet" in findings[0]
+
+
+def test_no_pod_on_real_nodes_when_no_workload_can_run():
+    """compare.py passes why when every workload is of a kind the box does not run (dynamo-dev's Dynamo graph)."""
+    findings, report = real_node_findings(_obs([_pod("fake", "cpu-0")]), "every workload ... (DynamoGraphDeployment x)")
+    assert findings == []
+    assert "real nodes ['gpu-0', 'gpu-1']: no pod was placed on them: every workload ... (DynamoGraphDeployment x)" \
+        in report["notChecked"]
