@@ -78,3 +78,21 @@ func TestPlanShadows(t *testing.T) {
 		t.Fatalf("planShadows: %d entries, want %d", len(got), len(want))
 	}
 }
+
+// gcp-dev's filestore.csi.storage.gke.io made a registration socket path of 108 bytes under the box's folder, one
+// more than a unix socket path holds ("bind: invalid argument"): the sockets are named by a short hash.
+func TestCSISocketsFitAUnixSocketPath(t *testing.T) {
+	root := "/tmp/multinode-box-1410070128/try1/nodes/gpu-0/kubelet"
+	for _, d := range []string{"filestore.csi.storage.gke.io", "file.csi.azure.com", "fsx.csi.aws.com",
+		"a-csi-driver-with-a-name-as-long-as-a-dns-subdomain.example.com"} {
+		e, r := csiSockets(root, d)
+		for _, p := range []string{e, r} {
+			if len(p) > 107 {
+				t.Errorf("%s: %s is %d bytes, a unix socket path holds 107", d, p, len(p))
+			}
+		}
+		if e2, r2 := csiSockets(root, d+"x"); e2 == e || r2 == r {
+			t.Errorf("%s: same sockets as another driver", d)
+		}
+	}
+}
