@@ -96,3 +96,19 @@ func TestCSISocketsFitAUnixSocketPath(t *testing.T) {
 		}
 	}
 }
+
+// gcp-dev's fabric MutatingPolicy adds the tcpxo-daemon sidecar in a CEL expression: its image was not among the
+// references the box's registry served, so the LWS pods on real nodes stayed in ImagePullBackOff.
+func TestImageRefsOfAdmissionPolicies(t *testing.T) {
+	mp := map[string]any{"kind": "MutatingPolicy", "spec": map[string]any{"mutations": []any{map[string]any{
+		"patchType": "JSONPatch", "jsonPatch": map[string]any{"expression": "[JSONPatch{op: 'add', path: " +
+			"'/spec/initContainers/-', value: {'name': dyn('tcpxo-daemon'), 'image': dyn('us-docker.pkg.dev/gce-ai-infra/" +
+			"gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21'), 'restartPolicy': dyn('Always')}}]"}}}}}
+	pod := map[string]any{"kind": "Pod", "spec": map[string]any{"containers": []any{map[string]any{"name": "a",
+		"image": "docker.io/vllm/vllm-openai:v0.31.0-cu129", "args": []any{"--image-size", "echo 'image'"}}}}}
+	got := ImageRefs([]Object{{U: &unstructured.Unstructured{Object: mp}}, {U: &unstructured.Unstructured{Object: pod}}})
+	want := []string{"docker.io/vllm/vllm-openai:v0.31.0-cu129", "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ImageRefs = %v, want %v", got, want)
+	}
+}
