@@ -120,8 +120,8 @@ def run_script(tmp_path: Path, output: str, mpirun_rc: int = 0, curl: bool = Tru
         _stub(bin_, "curl", f'printf "%s\\n" "$@" > {tmp_path}/curl-args\n')
     # HOSTNAME: the pod's hostname, as containerd's CRI sets it in every container
     # (containerd/containerd@v1.6.20 pkg/cri/server/container_create_linux.go:164)
-    env = {"PATH": f"{bin_}:/usr/bin:/bin", "HOSTNAME": "nccl-check-master-0", "MPI_HOST": "nccl-check-worker-0.nccl-check",
-           "NCCL_NET": "AWS Libfabric", "FI_PROVIDER": "efa"}
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "HOSTNAME": "nccl-check-master-0",
+           "MPI_HOST": "nccl-check-worker-0.nccl-check", "NCCL_NET": "AWS Libfabric", "FI_PROVIDER": "efa"}
     if not curl:   # hide curl and python3 from the script
         for tool in ("awk", "sed", "tee", "cat", "seq", "tr", "cut", "grep", "sort", "env", "readlink"):
             src = shutil.which(tool)
