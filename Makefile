@@ -128,7 +128,7 @@ clean:
 
 ## real-node-check: one stack (STACK=aws-dev, or a guide stack of tests/guides), or several (STACKS="a b c"), in the
 ## box with real nodes (issue 42): the box in a network namespace of its own (only loopback), whole pools (at most
-## REAL_MAX=4 nodes) run by real kubelets (k8s.io/kubernetes, the box's version) with their own containerd, CNI
+## REAL_MAX=8 nodes) run by real kubelets (k8s.io/kubernetes, the box's version) with their own containerd, CNI
 ## bridge, our device plugin and a stand-in CSI plugin, CoreDNS (conformance/coredns) behind kube-proxy, the
 ## stack's images stood in for by a Debian rootfs (debootstrap, cached in ~/.cache/multinode/realnode) and served
 ## by the box's own registry. Runs the planted-defect tests first (REAL_TESTS=0 leaves them out: a run of stacks
