@@ -128,16 +128,18 @@ clean:
 
 ## real-node-check: one stack (STACK=aws-dev, or a guide stack of tests/guides), or several (STACKS="a b c"), in the
 ## box with real nodes (issue 42): the box in a network namespace of its own (only loopback), whole pools (at most
-## REAL_MAX=4 nodes) run by real kubelets (k8s.io/kubernetes, the box's version) with their own containerd, CNI
+## REAL_MAX=8 nodes) run by real kubelets (k8s.io/kubernetes, the box's version) with their own containerd, CNI
 ## bridge, our device plugin and a stand-in CSI plugin, CoreDNS (conformance/coredns) behind kube-proxy, the
 ## stack's images stood in for by a Debian rootfs (debootstrap, cached in ~/.cache/multinode/realnode) and served
-## by the box's own registry. Runs the planted-defect tests first, then the boxes REAL_JOBS at a time (default 1)
+## by the box's own registry. Runs the planted-defect tests first (REAL_TESTS=0 leaves them out: a run of stacks
+## only, e.g. a CI slot whose planted tests ran in another), then the boxes REAL_JOBS at a time (default 1)
 ## with their times in build/real-node-times.tsv. Fails on any finding (build/<stack>/cluster.json realNodes).
 ## Root only; installs Debian packages with apt-get (conformance/realnode/install-deps.sh). Kyverno is built; LWS,
 ## Volcano and the MPI operator run when cluster-check has built them (else their gangs are listed as not checked).
 ## conformance/realnode/README.md.
 REAL_STACKS = $(or $(STACKS),$(STACK))
 REAL_JOBS ?= 1
+REAL_TESTS ?= 1
 # REAL_OUT: where the stacks are planned and boxed (default build; CI: build/realnode, beside cluster-check's build/)
 REAL_OUT ?= build
 real-node-check: go-check venv
@@ -147,9 +149,10 @@ real-node-check: go-check venv
 	$(MAKE) -C conformance/kyverno build
 	$(MAKE) -C conformance/coredns build
 	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
+	$(if $(filter 0,$(REAL_TESTS)),@echo "real-node-check: REAL_TESTS=0: the planted-defect tests not run", \
 	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/cluster/tests/test_realnode_check.py \
 	  conformance/cluster/tests/test_realnode_registry_services.py conformance/realnode/tests \
-	  $(if $(GANG_TESTS),,--ignore=conformance/realnode/tests/test_box_gangs.py)
+	  $(if $(GANG_TESTS),,--ignore=conformance/realnode/tests/test_box_gangs.py))
 	REAL_OUT=$(abspath $(REAL_OUT)) ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) conformance/realnode/run-stacks.sh $(REAL_JOBS) $(REAL_STACKS)
 
 ## gang-tests: the planted rendezvous mistakes on real nodes (issue 43; conformance/realnode/tests/test_box_gangs.py:

@@ -85,6 +85,22 @@ def test_job_spans_every_node_of_the_pool_with_the_fabric():
     assert m.runtime_written == ["nccl-check-verdict"]
 
 
+def test_master_command_holds_no_kubelet_reference_to_an_undefined_variable():
+    """The kubelet expands $(NAME) in a container's command and args from the container's env and leaves an
+    undefined one literal (k8s.io/kubernetes@v1.33.13 third_party/forked/golang/expansion/expand.go): a shell command
+    substitution written $(hostname) is such a reference (the real-node box reported it left unexpanded on
+    existing-dev's master); the script names the pod's host through $HOSTNAME instead."""
+    import re
+    cfg = cfg_with()
+    job = next(o for o in nccl_test.build(cfg, cfg.workloads[0]).objects if o["kind"] == "Job")
+    for t in job["spec"]["tasks"]:
+        for ctr in t["template"]["spec"]["containers"]:
+            defined = {e["name"] for e in ctr.get("env") or []}
+            refs = {m for a in (ctr.get("command") or []) + (ctr.get("args") or [])
+                    for m in re.findall(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)", a)}
+            assert refs <= defined, (t["name"], sorted(refs - defined))
+
+
 # ------------------------------------------------------------------ the script, for real
 def _stub(dirpath: Path, name: str, body: str) -> None:
     p = dirpath / name
@@ -100,11 +116,12 @@ def run_script(tmp_path: Path, output: str, mpirun_rc: int = 0, curl: bool = Tru
     (tmp_path / "out.txt").write_text(output)
     _stub(bin_, "mpirun", f'echo "$@" > {tmp_path}/mpirun-args\ncat {tmp_path}/out.txt\nexit {mpirun_rc}\n')
     _stub(bin_, "ssh", "exit 0\n")
-    _stub(bin_, "hostname", "echo nccl-check-master-0\n")
     if curl:
         _stub(bin_, "curl", f'printf "%s\\n" "$@" > {tmp_path}/curl-args\n')
-    env = {"PATH": f"{bin_}:/usr/bin:/bin", "MPI_HOST": "nccl-check-worker-0.nccl-check",
-           "NCCL_NET": "AWS Libfabric", "FI_PROVIDER": "efa"}
+    # HOSTNAME: the pod's hostname, as containerd's CRI sets it in every container
+    # (containerd/containerd@v1.6.20 pkg/cri/server/container_create_linux.go:164)
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "HOSTNAME": "nccl-check-master-0",
+           "MPI_HOST": "nccl-check-worker-0.nccl-check", "NCCL_NET": "AWS Libfabric", "FI_PROVIDER": "efa"}
     if not curl:   # hide curl and python3 from the script
         for tool in ("awk", "sed", "tee", "cat", "seq", "tr", "cut", "grep", "sort", "env", "readlink"):
             src = shutil.which(tool)

@@ -540,7 +540,11 @@ def compare(stack_dir: Path, kyverno: bool, day_two_expected: bool = False) -> d
             effective.append({"file": f.name, "pod": cands[0]["name"], "differences": out,
                               "verdict": "equal" if not out else "differs"})
             findings += [f"effective/{f.name}: pod {cands[0]['namespace']}/{cands[0]['name']}: {d}" for d in out]
-    real_findings, real_report = real_node_findings(obs)
+    # a stack whose every workload is of a kind the box does not run (Dynamo, Grove) places nothing on real nodes
+    idle = [w["owner"] for w in workloads if w.get("verdict") == "not checked"]
+    idle_why = (f"every workload of the stack is of a kind whose controller the box does not run ({', '.join(idle)})"
+                if workloads and len(idle) == len(workloads) and obs.get("phases") else None)
+    real_findings, real_report = real_node_findings(obs, idle_why)
     findings += real_findings
     # the gangs real kubelets ran (issue 43): formed or not, world size against plan, time to form
     gang_f, gang_report = gang_findings(obs, placement)

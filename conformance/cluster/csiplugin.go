@@ -12,6 +12,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -71,23 +73,32 @@ func EnsureCSIDrivers(ctx context.Context, client kubernetes.Interface, drivers 
 	return nil
 }
 
+// csiSockets: the driver's CSI endpoint and its registration socket under the node's kubelet root dir, named by a
+// short hash of the driver: a unix socket path holds at most 107 bytes (sun_path is 108 with its NUL; Linux
+// unix(7)), and <box dir>/try1/nodes/<node>/kubelet/plugins_registry/<driver>-reg.sock was 108 for gcp-dev's
+// filestore.csi.storage.gke.io ("bind: invalid argument"). The kubelet learns the driver's name and endpoint from
+// the registration reply, not from the file names (k8s.io/kubelet@v0.33.13 pkg/apis/pluginregistration/v1).
+func csiSockets(kubeletRoot, driver string) (endpoint, registration string) {
+	sum := sha256.Sum256([]byte(driver))
+	base := "csi-" + hex.EncodeToString(sum[:4])
+	return filepath.Join(kubeletRoot, "plugins", base, "csi.sock"), filepath.Join(kubeletRoot, "plugins_registry", base+"-reg.sock")
+}
+
 // Serve starts the CSI and the registration sockets under the node's kubelet root dir.
 func (p *CSIPlugin) Serve(ctx context.Context, kubeletRoot string) error {
-	base := strings.NewReplacer("/", "-", ".", "-").Replace(p.driver)
-	dir := filepath.Join(kubeletRoot, "plugins", base)
-	reg := filepath.Join(kubeletRoot, "plugins_registry")
-	for _, d := range []string{dir, reg} {
+	endpoint, regSock := csiSockets(kubeletRoot, p.driver)
+	for _, d := range []string{filepath.Dir(endpoint), filepath.Dir(regSock)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	p.endpoint = filepath.Join(dir, "csi.sock")
+	p.endpoint = endpoint
 	for _, s := range []struct {
 		path string
 		reg  func(*grpc.Server)
 	}{
 		{p.endpoint, func(g *grpc.Server) { csi.RegisterIdentityServer(g, p); csi.RegisterNodeServer(g, p) }},
-		{filepath.Join(reg, base+"-reg.sock"), func(g *grpc.Server) { registerapi.RegisterRegistrationServer(g, p) }},
+		{regSock, func(g *grpc.Server) { registerapi.RegisterRegistrationServer(g, p) }},
 	} {
 		_ = os.Remove(s.path)
 		l, err := net.Listen("unix", s.path)

@@ -127,7 +127,10 @@ def gang_findings(obs: dict[str, Any], placement: dict[str, Any]) -> tuple[list[
                                      "onRealNodes": sorted(p["name"] for p in pods if p.get("node") in real)}
             if kind == "MPIJob":
                 want = int(w["gpus"]) if w.get("gpus") else None
-                per_node = int(w["gpus"] // w["nodes"]) if w.get("gpus") and w.get("nodes") else None
+                # GPUs per worker: plan's nodes of the gang include the launcher's when it has a node of its own
+                # (existing-dev's mpi-alltoall: 3 nodes, 16 GPUs on its 2 workers), which asks no GPU
+                n_workers = sum("-worker-" in pod for pod in plan.get("nodes") or {}) or w.get("nodes")
+                per_node = int(w["gpus"] // n_workers) if w.get("gpus") and n_workers else None
             else:
                 want = plan.get("pods")   # the pods of one group: LWS's size
                 per_node = None

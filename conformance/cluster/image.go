@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -26,8 +27,14 @@ import (
 // the sandbox image of every real node's containerd (containerd.toml sandbox_image)
 const pauseImage = "registry.k8s.io/pause:3.10"
 
+// policyImage: an image an admission policy adds to pods, written inside one of its expressions: the CEL of a
+// Kyverno MutatingPolicy's applyConfiguration or JSON patch (`'image': dyn('<ref>')`, gcp-dev's tcpxo-daemon
+// sidecar) or a quoted "image": "<ref>" in a patch's text.
+var policyImage = regexp.MustCompile(`['"]image['"]\s*:\s*(?:dyn\(\s*)?['"]([^'"\s]+)['"]`)
+
 // ImageRefs: every container image the stack's objects name (any "image" string in a pod template, a
-// LeaderWorkerSet's two templates, a Volcano Job's tasks ...), normalized as containerd names them.
+// LeaderWorkerSet's two templates, a Volcano Job's tasks ..., and the images an admission policy's expressions
+// add to pods), normalized as containerd names them.
 func ImageRefs(objects []Object) []string {
 	seen := map[string]bool{}
 	var walk func(v any)
@@ -37,6 +44,12 @@ func ImageRefs(objects []Object) []string {
 			for k, x := range t {
 				if s, ok := x.(string); ok && k == "image" && s != "" {
 					seen[s] = true
+					continue
+				}
+				if s, ok := x.(string); ok && strings.Contains(s, "image") {
+					for _, m := range policyImage.FindAllStringSubmatch(s, -1) {
+						seen[m[1]] = true
+					}
 					continue
 				}
 				walk(x)

@@ -361,6 +361,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			obs.ImagesSkipped = skipped
 			logf("stand-in image archive written in %.1fs (%d references skipped)", time.Since(t0).Seconds(), len(skipped))
 		}
+		nodeHostPaths = HostPaths(objects)
 		drivers := CSIDrivers(objects)
 		if err := EnsureCSIDrivers(ctx, box.Client, drivers); err != nil {
 			return err

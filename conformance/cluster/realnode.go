@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -44,6 +45,7 @@ type RealNodeView struct {
 	Images      []string          `json:"images,omitempty"`
 	Error       string            `json:"error,omitempty"`
 	Dir         string            `json:"dir"`
+	HostPaths   []HostPathShadow  `json:"hostPaths,omitempty"` // the stack's hostPath volumes in the node's mount namespace
 }
 
 // RealNode is one running real node.
@@ -284,6 +286,15 @@ state = %q
 	if err != nil {
 		return err
 	}
+	if len(nodeHostPaths) > 0 {
+		hp, err := json.Marshal(nodeHostPaths)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(d, "hostpaths.json"), hp, 0o644); err != nil {
+			return err
+		}
+	}
 	rn.containerd = exec.CommandContext(ctx, self, "node-ns", d, "--", "containerd", "--config", filepath.Join(d, "containerd.toml"))
 	rn.containerd.Stdout, rn.containerd.Stderr = clog, clog
 	rn.containerd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
@@ -293,6 +304,16 @@ state = %q
 	rn.watch(rn.containerd)
 	if err := waitSocket(rn.socket, 30*time.Second); err != nil {
 		return fmt.Errorf("containerd: %w (log %s)", err, clog.Name())
+	}
+	if data, err := os.ReadFile(filepath.Join(d, "hostpaths-done.json")); err == nil {
+		if err := json.Unmarshal(data, &rn.View.HostPaths); err != nil {
+			return fmt.Errorf("hostpaths-done.json: %w", err)
+		}
+		for _, h := range rn.View.HostPaths {
+			if h.Failed != "" {
+				return fmt.Errorf("hostPath %s: tmpfs at %s failed: %s", h.Path, h.Tmpfs, h.Failed)
+			}
+		}
 	}
 	// the stand-in images, into the CRI's namespace (k8s.io)
 	if imageArchive != "" {
@@ -659,6 +680,11 @@ func nodeNS(args []string) int {
 	dir, cmd := args[0], args[2:]
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		fmt.Fprintln(os.Stderr, "node-ns: make / private:", err)
+		return 2
+	}
+	// the stack's hostPath directories: an empty tmpfs of this node over each (hostpaths.go)
+	if err := shadowHostPaths(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "node-ns: hostPath volumes:", err)
 		return 2
 	}
 	const dp = "/var/lib/kubelet/device-plugins"

@@ -53,13 +53,41 @@ def _unexpanded(spec_env: list[dict[str, Any]], seen: dict[str, str]) -> list[st
     return out
 
 
-def _name_problems(checks: list[dict[str, Any]]) -> list[str]:
+# The kubelet gives a pod its node's resolv.conf, not the cluster DNS, for dnsPolicy Default and for ClusterFirst
+# (the API server's default) with hostNetwork; only ClusterFirstWithHostNet puts a hostNetwork pod on the cluster
+# DNS (k8s.io/kubernetes@v1.33.13 pkg/kubelet/network/dns/dns.go:303-318 getPodDNSType). A real node's resolv.conf
+# names the cloud's resolver, which serves no cluster.local (the box's real kubelets have `resolvConf: ""`).
+NODE_DNS_HINT = ("the pod resolves names through its node's resolv.conf, not the cluster DNS (hostNetwork with "
+                 "dnsPolicy ClusterFirst falls back to Default: k8s.io/kubernetes@v1.33.13 "
+                 "pkg/kubelet/network/dns/dns.go:310-317); a hostNetwork pod that names a cluster name needs "
+                 "dnsPolicy ClusterFirstWithHostNet")
+
+
+def node_dns(spec: dict[str, Any]) -> bool:
+    """The pod gets its node's resolv.conf instead of the cluster DNS (NODE_DNS_HINT)."""
+    policy = spec.get("dnsPolicy") or "ClusterFirst"
+    return policy == "Default" or (policy == "ClusterFirst" and bool(spec.get("hostNetwork")))
+
+
+def judged_names(checks: list[dict[str, Any]], spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The names a pod is held to. names.go resolves every Service of the pod's namespace from every pod, as a
+    pod on the cluster DNS would find them; a pod on its node's DNS names none of them itself (a hostNetwork
+    DaemonSet in kube-system does not look up kube-dns), so only the names it carries (env, command line,
+    hostfile) are judged for it."""
+    if not node_dns(spec):
+        return checks
+    return [c for c in checks if not str(c.get("from", "")).startswith("Service ")]
+
+
+def _name_problems(checks: list[dict[str, Any]], on_node_dns: bool = False) -> list[str]:
     """Host names resolved from inside the pod (names.go) that did not resolve, or not to what they stand for."""
     out = []
     for c in checks:
         where = f"name {c['name']!r} ({c['from']})"
         target, expect, got = c.get("target") or "", c.get("expect") or [], c.get("resolved") or []
         hint = f"; {c['hint']}" if c.get("hint") else ""
+        if on_node_dns:
+            hint += f"; {NODE_DNS_HINT}"
         if not got and target and not expect and not hint:
             continue   # a headless Service with no ready endpoint: no address is the right answer
         if not got:
@@ -149,7 +177,9 @@ def _service_problems(conns: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tuple[list[str], dict[str, Any]]:
+    """idle_why: why no pod of the stack can reach a node in the box (compare.py: every workload is of a kind whose
+    controller the box does not run); real nodes with no pod are then listed as not checked, not a finding."""
     findings: list[str] = []
     report: dict[str, Any] = {}
     ns, ns_end = obs.get("netns"), obs.get("netnsEnd")
@@ -180,6 +210,7 @@ def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
                               "blobRequests": registry.get("blobs", 0), "misses": registry.get("misses") or []}
     pods_out = []
     services_out = []
+    not_judged = 0
     for ph in obs.get("phases") or []:
         for m in _service_problems(ph.get("serviceConnections") or []):
             findings.append(f"phase {ph['name']}: {m}")
@@ -229,8 +260,9 @@ def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
                         env_problems.append(f"container {c['name']}: command line: $({ref}) left unexpanded "
                                             f"(no env var {ref} in the container's spec)")
             problems += env_problems
-            names = p.get("names")
-            problems += _name_problems(names or [])
+            names = judged_names(p.get("names") or [], spec)
+            not_judged += len(p.get("names") or []) - len(names)
+            problems += _name_problems(names, node_dns(spec))
             problems += _probe_problems(spec, status, p.get("listening"))
             if problems and status.get("phase") != "Failed":
                 # what the kubelet said about it (FailedMount, FailedCreatePodSandBox, BackOff ...)
@@ -248,12 +280,19 @@ def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     report["serviceConnections"] = services_out
     report["notChecked"] = ["real nodes: headless Services' ports are not dialled (their clients reach the pods by "
                             "name: the names check)"]
+    if not_judged:
+        report["notChecked"].append(f"real nodes: {not_judged} lookups of their namespace's Services from pods on "
+                                    "their node's DNS (hostNetwork, dnsPolicy ClusterFirst or Default) not judged: "
+                                    "such a pod does not use the cluster DNS, and names none of them itself")
     if "coredns" not in (obs.get("versions") or {}):
         # without CoreDNS the kubelet has no clusterDNS and falls back to dnsPolicy Default (MissingClusterDNS)
         report["notChecked"].append("real nodes: no cluster DNS (CoreDNS) in this run: the host names the pods "
                                     "carry are not resolved")
     if not pods_out:
-        findings.append(f"real nodes {sorted(real)}: no pod was placed on them")
+        if idle_why:
+            report["notChecked"].append(f"real nodes {sorted(real)}: no pod was placed on them: {idle_why}")
+        else:
+            findings.append(f"real nodes {sorted(real)}: no pod was placed on them")
     return findings, report
 
 

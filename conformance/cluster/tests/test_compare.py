@@ -271,3 +271,26 @@ def test_node_of_no_known_pool_is_a_finding(tmp_path: Path) -> None:
         {"metadata": {"name": n, "labels": {}}} for n in ("gpu-0", "gpu-1", "cpu-0")]}))
     r = compare.compare(stack, kyverno=True)
     assert any("of no known pool" in f for f in r["findings"]) and not r["pass"]
+
+
+def _real(observed: dict[str, Any]) -> dict[str, Any]:
+    """The observation of a box whose gpu nodes were real (realnode_check.py reads these keys)."""
+    lo = {"links": [{"ifname": "lo"}], "defaultRoute": False, "outside": []}
+    observed.update({"netns": lo, "netnsEnd": lo, "realNodes": [{"name": "gpu-0", "ready": True},
+                                                                 {"name": "gpu-1", "ready": True}]})
+    return observed
+
+
+def test_real_nodes_idle_because_no_workload_can_run_are_not_checked(tmp_path: Path) -> None:
+    """dynamo-dev: every workload of a kind whose controller the box does not run: nothing can reach a real node."""
+    r = compare.compare(_stack(tmp_path, _real(_volcano(_observed(), ran=False, pods=False))), kyverno=False)
+    assert r["findings"] == []
+    assert any(n.startswith("real nodes ['gpu-0', 'gpu-1']: no pod was placed on them: every workload of the stack "
+                            f"is of a kind whose controller the box does not run ({OWNER})") for n in r["notChecked"])
+
+
+def test_real_nodes_idle_while_a_workload_ran_elsewhere_is_a_finding(tmp_path: Path) -> None:
+    obs = _real(_observed())
+    obs["realNodes"] = [{"name": "cpu-0", "ready": True}]
+    r = compare.compare(_stack(tmp_path, obs), kyverno=True)
+    assert "real nodes ['cpu-0']: no pod was placed on them" in r["findings"]

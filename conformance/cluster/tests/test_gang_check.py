@@ -116,3 +116,16 @@ def test_gangs_only_on_real_nodes() -> None:
     obs = copy.deepcopy(_mpi({}, verdict=False))
     obs["realNodes"] = [{"name": "gpu-9"}]
     assert gang_findings(obs, PLACEMENT) == ([], [])
+
+
+def test_launcher_on_a_node_of_its_own_is_not_counted_as_a_worker() -> None:
+    """existing-dev's mpi-alltoall: plan places the launcher on a node of its own (3 nodes, 16 GPUs on 2 workers):
+    8 ranks per worker agree with plan (it was judged against 16 // 3 = 5)."""
+    placement = copy.deepcopy(PLACEMENT)
+    placement["pools"][0]["use"]["workloads"][0]["nodes"] = 3
+    placement["batchEachBesideServices"][0]["nodes"] = {"nim-worker-0": "gpu-6", "nim-worker-1": "gpu-7",
+                                                         "nim-launcher-0": "gpu-0"}
+    findings, _ = gang_findings(_mpi({"nim-worker-0": 8, "nim-worker-1": 8}), placement)
+    assert findings == []
+    findings, _ = gang_findings(_mpi({"nim-worker-0": 9, "nim-worker-1": 7}), placement)
+    assert len(findings) == 1 and "plan says 8 per node" in findings[0]

@@ -210,3 +210,45 @@ def test_probe_naming_an_undeclared_port_and_unread_ports():
     findings, _ = real_node_findings(_obs([p]))
     assert len(findings) == 1 and "names port 'metrics', which the container does not declare" in findings[0]
     assert real_node_findings(_obs([_probed(None)]))[0] == []    # ports not read (no running process): no judgement
+
+
+# a hostNetwork pod with dnsPolicy ClusterFirst gets its node's resolv.conf (oci-dev's rdma-cni DaemonSet in
+# kube-system): the box's lookup of every Service of its namespace is not held against it, a name it carries is
+_KUBE_DNS = {"name": "kube-dns", "from": "Service kube-system/kube-dns", "container": "main", "resolved": [],
+             "error": "getent ahostsv4 kube-dns: exit status 2", "target": "Service kube-system/kube-dns (ClusterIP)",
+             "expect": ["10.96.0.10"]}
+
+
+def _host_network(policy: str | None, names: list[dict[str, Any]]) -> dict[str, Any]:
+    p = _pod("rdma-cni-x", namespace="kube-system", names=names)
+    p["pod"]["spec"]["hostNetwork"] = True
+    if policy:
+        p["pod"]["spec"]["dnsPolicy"] = policy
+    return p
+
+
+def test_host_network_pod_is_not_held_to_its_namespaces_services():
+    findings, report = real_node_findings(_obs([_host_network(None, [_KUBE_DNS])]))
+    assert findings == []
+    assert report["pods"][0]["namesResolved"] == 0
+    assert any("1 lookups of their namespace's Services from pods on their node's DNS" in n
+               for n in report["notChecked"])
+    assert real_node_findings(_obs([_host_network("Default", [_KUBE_DNS])]))[0] == []
+
+
+def test_host_network_pod_on_the_cluster_dns_or_naming_a_cluster_host_is():
+    findings, _ = real_node_findings(_obs([_host_network("ClusterFirstWithHostNet", [_KUBE_DNS])]))
+    assert len(findings) == 1 and "name 'kube-dns' (Service kube-system/kube-dns) does not resolve" in findings[0]
+    leader = dict(_LEADER, resolved=[], error="getent ahostsv4 lws-0.lws: exit status 2")
+    findings, _ = real_node_findings(_obs([_host_network(None, [leader, _KUBE_DNS])]))
+    assert len(findings) == 1, findings
+    assert "name 'lws-0.lws' (container main env LWS_LEADER_ADDRESS) does not resolve" in findings[0]
+    assert "needs dnsPolicy ClusterFirstWithHostNet" in findings[0]
+
+
+def test_no_pod_on_real_nodes_when_no_workload_can_run():
+    """compare.py passes why when every workload is of a kind the box does not run (dynamo-dev's Dynamo graph)."""
+    findings, report = real_node_findings(_obs([_pod("fake", "cpu-0")]), "every workload ... (DynamoGraphDeployment x)")
+    assert findings == []
+    assert "real nodes ['gpu-0', 'gpu-1']: no pod was placed on them: every workload ... (DynamoGraphDeployment x)" \
+        in report["notChecked"]

@@ -99,7 +99,7 @@ SLOTS={gpn}
 CM={verdict_name(w)}
 STATIC='{static}'
 LOG=/tmp/nccl-tests.log
-HOSTS="$(hostname):$SLOTS"
+HOSTS="$HOSTNAME:$SLOTS"
 for h in $(echo "${{MPI_HOST:-}}" | tr ',' ' '); do HOSTS="$HOSTS,$h:$SLOTS"; done
 # wait (at most 10 minutes) until every worker's sshd answers
 for h in $(echo "${{MPI_HOST:-}}" | tr ',' ' '); do
