@@ -281,6 +281,8 @@ type PodView struct {
 	Names []NameCheck `json:"names,omitempty"`
 	// on a real node: the TCP ports something listens on in the pod's network namespace (/proc/<pid>/net/tcp{,6})
 	Listening []int `json:"listening"`
+	// on a real node, a pod of a PyTorch gang: its containers' log lines (gangs.go)
+	Logs map[string][]string `json:"logs,omitempty"`
 }
 
 type EventView struct {

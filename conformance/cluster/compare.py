@@ -48,6 +48,7 @@ import yaml
 from multinode import k8sfiles
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gangs_check import gang_findings  # noqa: E402
 from realnode_check import real_node_findings  # noqa: E402
 
 # Controllers the box runs, by the group/kind of the object that owns a gang's pods (the top owner).
@@ -542,6 +543,12 @@ def compare(stack_dir: Path, kyverno: bool, day_two_expected: bool = False) -> d
     real_findings, real_report = real_node_findings(obs)
     findings += real_findings
     not_checked += real_report.get("notChecked", [])
+    # the PyTorch gangs on real nodes (issue 43, gangs_check.py)
+    g_findings, gangs, g_not_checked = gang_findings(obs, lambda owner: rendered_object(stack_dir, owner))
+    findings += g_findings
+    not_checked += g_not_checked
+    if gangs or obs.get("gangSettings"):
+        real_report["gangs"], real_report["gangSettings"] = gangs, obs.get("gangSettings")
     admitted = {f"{p['namespace']}/{p['name']}": p["pod"]
                 for ph in (obs.get("phases") or []) for p in ph.get("pods", [])}
     b_findings, b_not_checked, budgets = budget_findings(obs.get("phases") or [])

@@ -58,11 +58,49 @@ func ImageRefs(objects []Object) []string {
 	return out
 }
 
-// WriteStandInArchive writes the archive: the rootfs layer, the stand-in layer (every file of standinDir/bin as
+// TorchImageRefs: the images of the containers that run PyTorch (a command or args word naming torchrun, torch.distributed
+// or `import torch`, e.g. the launchers and the NCCL preflight): these get the PyTorch layer (rootfs.sh
+// torch-layer.tar, Debian's python3-torch) between the rootfs and the stand-in layer; the others do not carry it.
+func TorchImageRefs(objects []Object) map[string]bool {
+	out := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			if img, ok := t["image"].(string); ok && img != "" {
+				for _, k := range []string{"command", "args"} {
+					words, _ := t[k].([]any)
+					for _, w := range words {
+						if s, ok := w.(string); ok && strings.Contains(s, "torch") {
+							out[img] = true
+						}
+					}
+				}
+			}
+			for _, x := range t {
+				walk(x)
+			}
+		case []any:
+			for _, x := range t {
+				walk(x)
+			}
+		}
+	}
+	for _, o := range objects {
+		walk(o.U.Object)
+	}
+	return out
+}
+
+// torchNprocMax: the box-only cap on torchrun's --nproc_per_node (--torch-nproc-max; 0: none), given to the
+// PyTorch images as MULTINODE_BOX_NPROC_MAX in their config's Env (standin/python/multinode_box_torch applies it)
+var torchNprocMax int
+
+// WriteStandInArchive writes the archive: the rootfs layer, the PyTorch layer for the refs in torch, the stand-in layer (every file of standinDir/bin as
 // /usr/local/bin/<name>, mode 0755), one image config per reference (entrypoint: standin-entrypoint, which says
 // so and sleeps, for a container that names no command), the pause image. Refs that are digests cannot be
 // stood in for (the digest is the content); they are returned as skipped.
-func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skipped []string, err error) {
+func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string, torch map[string]bool) (skipped []string, err error) {
 	f, err := os.Create(out)
 	if err != nil {
 		return nil, err
@@ -94,6 +132,13 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 		return nil, err
 	}
 	rootDigest := "sha256:" + hex.EncodeToString(h.Sum(nil))
+	// layer 1b: PyTorch (rootfs.sh writes it beside the rootfs), only when an image needs it
+	torchDigest := ""
+	if len(torch) > 0 {
+		if torchDigest, err = addLayerFile(tw, "torch/layer.tar", filepath.Join(filepath.Dir(rootfsTar), "torch-layer.tar")); err != nil {
+			return nil, err
+		}
+	}
 	// layer 2: the stand-in commands
 	layer2, err := standInLayer(standinDir)
 	if err != nil {
@@ -110,15 +155,23 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 		Layers   []string
 	}
 	var manifests []manifest
-	config := func(ref string, entrypoint []string) (string, error) {
+	config := func(ref string, entrypoint []string, withTorch bool) (string, error) {
+		env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MULTINODE_STANDIN_IMAGE=" + ref}
+		diffs := []string{rootDigest, standDigest}
+		if withTorch {
+			diffs = []string{rootDigest, torchDigest, standDigest}
+			if torchNprocMax > 0 {
+				env = append(env, fmt.Sprintf("MULTINODE_BOX_NPROC_MAX=%d", torchNprocMax))
+			}
+		}
 		c := map[string]any{
 			"architecture": "amd64", "os": "linux",
 			"config": map[string]any{
-				"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MULTINODE_STANDIN_IMAGE=" + ref},
+				"Env":        env,
 				"Entrypoint": entrypoint,
 				"Labels":     map[string]string{"dev.multinode.box.stand-in-for": ref},
 			},
-			"rootfs": map[string]any{"type": "layers", "diff_ids": []string{rootDigest, standDigest}},
+			"rootfs": map[string]any{"type": "layers", "diff_ids": diffs},
 		}
 		data, err := json.Marshal(c)
 		if err != nil {
@@ -144,11 +197,15 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 		if ref == pauseImage {
 			entry = []string{"/usr/local/bin/standin-pause"}
 		}
-		name, err := config(ref, entry)
+		name, err := config(ref, entry, torch[ref])
 		if err != nil {
 			return nil, err
 		}
-		manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: []string{"rootfs/layer.tar", "standin/layer.tar"}})
+		layers := []string{"rootfs/layer.tar", "standin/layer.tar"}
+		if torch[ref] {
+			layers = []string{"rootfs/layer.tar", "torch/layer.tar", "standin/layer.tar"}
+		}
+		manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: layers})
 	}
 	data, err := json.Marshal(manifests)
 	if err != nil {
@@ -158,6 +215,27 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 		return nil, err
 	}
 	return skipped, tw.Close()
+}
+
+// addLayerFile copies the layer tar at src into the archive as name and returns its diff ID (sha256 of the tar).
+func addLayerFile(tw *tar.Writer, name, src string) (string, error) {
+	st, err := os.Stat(src)
+	if err != nil {
+		return "", fmt.Errorf("stand-in layer: %w (conformance/realnode/rootfs.sh builds it)", err)
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: st.Size(), Typeflag: tar.TypeReg}); err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tw, h), f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // standInLayer: standinDir/bin/* as /usr/local/bin/* (mode 0755), standinDir/python/** under Debian's

@@ -63,6 +63,8 @@ type Phase struct {
 	Budgets []BudgetView `json:"budgets,omitempty"`
 	// Services with their owners (LWS's headless Service per set, budgets.go serviceViews)
 	Services []ServiceView `json:"services,omitempty"`
+	// the wait for the PyTorch gangs on real nodes (gangs.go)
+	Gangs []GangWait `json:"gangs,omitempty"`
 }
 
 type Observed struct {
@@ -79,6 +81,8 @@ type Observed struct {
 	// real nodes (realnode.go)
 	RealNodes     []RealNodeView `json:"realNodes,omitempty"`
 	ImagesSkipped []string       `json:"imagesSkipped,omitempty"`
+	// what the box changed for the PyTorch gangs on real nodes (gangs.go)
+	GangSettings *GangSettings `json:"gangSettings,omitempty"`
 }
 
 func main() {
@@ -108,6 +112,8 @@ func main() {
 	standin := flag.String("standin-dir", "", "conformance/realnode/standin (the stand-in commands)")
 	dayTwo := flag.Bool("day-two", false, "after the phases, play a node failure and a pool upgrade (daytwo.go); writes <stack-dir>/day-two.json")
 	coredns := flag.String("coredns", "", "CoreDNS (conformance/coredns), serving cluster.local to the real nodes' pods; empty: no cluster DNS")
+	flag.DurationVar(&gangTimeout, "gang-timeout", gangTimeout, "longest wait for a phase's PyTorch gangs on real nodes to finish (gangs.go)")
+	flag.IntVar(&torchNprocMax, "torch-nproc-max", torchNprocMax, "box-only cap on torchrun's --nproc_per_node in the stand-in images (0: none)")
 	flag.Parse()
 	if *netns && os.Getenv(inNetnsEnv) == "" {
 		os.Exit(reexecInNetns())
@@ -317,7 +323,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		if standinRootfs != "" {
 			archive = filepath.Join(box.Dir, "standin-images.tar")
 			t0 := time.Now()
-			skipped, err := WriteStandInArchive(archive, standinRootfs, standinDir, ImageRefs(objects))
+			torch := TorchImageRefs(objects)
+			obs.GangSettings = &GangSettings{Bound: gangTimeout.Seconds(), NprocMax: torchNprocMax, TorchLayer: len(torch) > 0}
+			skipped, err := WriteStandInArchive(archive, standinRootfs, standinDir, ImageRefs(objects), torch)
 			if err != nil {
 				return fmt.Errorf("stand-in images: %w", err)
 			}
@@ -462,6 +470,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		}
 		if err == nil {
 			ph.Services, err = serviceViews(ctx, box)
+		}
+		if err == nil && len(realNodeNames) > 0 {
+			WaitGangs(ctx, box, ph, logf)
 		}
 		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
 		return err

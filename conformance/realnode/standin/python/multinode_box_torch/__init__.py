@@ -1,0 +1,190 @@
+"""The box's CPU answer to a CUDA/NCCL program, in the stand-in image that carries the real PyTorch (Debian
+bookworm's python3-torch 1.13.1, CPU only). Loaded by every python3 of the image (multinode_box_torch.pth) and
+inert until a program imports torch: then, and only then, the modules below are patched as they load, and each
+patch says so in the program's output (lines starting "multinode box:").
+
+- the launcher (torch.distributed.launcher.api.launch_agent, what `torchrun` and `python3 -m
+  torch.distributed.run` call with the rendered flags, unchanged): a training script that is not in the image
+  (the real image's /workspace/train.py ...) is replaced by the box's trainer stand-in (trainer.py) with the
+  script's own arguments; everything else (rendezvous backend, endpoint, --nnodes, --node_rank, restarts) is the
+  real launcher's. A box-only cap on --nproc_per_node (MULTINODE_BOX_NPROC_MAX, set in the stand-in image's
+  config by the box) is applied here and printed. The NCCL preflight's bandwidth floor and message size
+  (PREFLIGHT_FLOOR_GBPS, PREFLIGHT_MESSAGE_BYTES) are replaced for the workers: no floor is checked on CPU.
+- torch.distributed.init_process_group: the "nccl" backend is answered by "gloo"; on return each process prints
+  one MULTINODE_BOX_RANK line (rank, world size, seconds since its launcher started), which the box reads.
+- CUDA calls on a machine with no GPU: torch.cuda.set_device/synchronize/current_device are no-ops, tensors asked
+  for on "cuda" are made on the CPU (the factory functions, Tensor.cuda, Tensor.to).
+- The c10d rendezvous's "am I the host" test (torch.distributed.elastic.rendezvous.utils._matches_machine_hostname)
+  gets the rule of later PyTorch: 1.13 compares the endpoint's host only with this machine's host names, 2.x also
+  with the addresses the endpoint's host resolves to (pytorch/pytorch@v2.5.0
+  torch/distributed/elastic/rendezvous/utils.py _matches_machine_hostname), which is what lets the pod named by
+  `--rdzv_endpoint=<job>-0.<subdomain>:PORT` host the store when its hostname is its FQDN (setHostnameAsFQDN) in
+  the real images (PyTorch 2.x).
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+TRAINER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trainer.py")
+# the preflight's message on CPU: 1 MiB per rank instead of the rendered size (1 GiB per rank on 8 ranks is 8 GiB
+# of memory per pod and minutes of gloo)
+PREFLIGHT_BYTES_ON_CPU = 1 << 20
+
+
+def say(msg: str) -> None:
+    print(f"multinode box: {msg}", flush=True)
+
+
+def _cpu(device: Any) -> Any:
+    """A device that names CUDA, as the CPU."""
+    s = str(device) if device is not None else ""
+    return "cpu" if s == "cuda" or s.startswith("cuda:") else device
+
+
+def _patch_torch(torch: Any) -> None:
+    cuda = torch.cuda
+    cuda.set_device = lambda device: None
+    cuda.synchronize = lambda device=None: None
+    cuda.current_device = lambda: 0
+    for name in ("ones", "zeros", "empty", "full", "rand", "randn", "randint", "arange", "tensor", "ones_like",
+                 "zeros_like", "empty_like", "full_like", "rand_like", "randn_like", "as_tensor"):
+        orig = getattr(torch, name, None)
+        if orig is None:
+            continue
+
+        def factory(*a: Any, _orig: Callable[..., Any] = orig, **kw: Any) -> Any:
+            if "device" in kw:
+                kw["device"] = _cpu(kw["device"])
+            return _orig(*a, **kw)
+        setattr(torch, name, factory)
+    tensor = torch.Tensor
+    tensor.cuda = lambda self, *a, **kw: self
+    to = tensor.to
+
+    def to_cpu(self: Any, *a: Any, **kw: Any) -> Any:
+        a = tuple(_cpu(x) if isinstance(x, (str, torch.device)) else x for x in a)
+        if "device" in kw:
+            kw["device"] = _cpu(kw["device"])
+        return to(self, *a, **kw)
+    tensor.to = to_cpu
+
+
+def _patch_c10d(c10d: Any) -> None:
+    orig = c10d.init_process_group
+
+    def init_process_group(backend: Any = None, *a: Any, **kw: Any) -> Any:
+        asked = str(backend) if backend is not None else str(kw.get("backend") or "")
+        if asked.lower() == "nccl":
+            say("init_process_group: backend nccl asked, gloo used (no GPU, no NCCL in the box)")
+            backend = "gloo"
+        kw.pop("backend", None)
+        out = orig(backend or "gloo", *a, **kw)
+        t0 = float(os.environ.get("MULTINODE_BOX_LAUNCH_T0") or time.time())
+        env = os.environ
+        print("MULTINODE_BOX_RANK " + json.dumps({
+            "rank": c10d.get_rank(), "worldSize": c10d.get_world_size(), "localRank": int(env.get("LOCAL_RANK", -1)),
+            "groupRank": int(env.get("GROUP_RANK", -1)), "backendAsked": asked or "default",
+            "backend": str(c10d.get_backend()), "seconds": round(time.time() - t0, 1)}), flush=True)
+        return out
+    c10d.init_process_group = init_process_group
+
+
+def _patch_rdzv_utils(utils: Any) -> None:
+    import socket
+    orig = utils._matches_machine_hostname
+
+    def matches(host: str) -> bool:
+        if orig(host):
+            return True
+        try:   # PyTorch 2.x's rule (see the module's docstring): host resolves to an address of this machine
+            theirs = {a[4][0] for a in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+            ours = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None, proto=socket.IPPROTO_TCP)}
+        except (ValueError, OSError):
+            return False
+        return bool(theirs & ours)
+    utils._matches_machine_hostname = matches
+
+
+def _patch_launcher(api: Any) -> None:
+    orig = api.launch_agent
+
+    def launch_agent(config: Any, entrypoint: Any, args: list[Any]) -> Any:
+        env = os.environ
+        env["MULTINODE_BOX_LAUNCH_T0"] = str(time.time())
+        import torch
+        say(f"torch.distributed.run of PyTorch {torch.__version__} (Debian python3-torch, CPU), nodes "
+            f"{config.min_nodes}:{config.max_nodes}, nproc_per_node {config.nproc_per_node}, rendezvous "
+            f"{config.rdzv_backend} {config.rdzv_endpoint}")
+        cap = int(env.get("MULTINODE_BOX_NPROC_MAX") or 0)
+        env["MULTINODE_BOX_NPROC_RENDERED"] = str(config.nproc_per_node)
+        if cap and config.nproc_per_node > cap:
+            say(f"nproc_per_node {config.nproc_per_node} capped at {cap} for the box (MULTINODE_BOX_NPROC_MAX)")
+            config.nproc_per_node = cap
+        env["MULTINODE_BOX_NNODES"] = str(config.max_nodes)
+        env["MULTINODE_BOX_NPROC"] = str(config.nproc_per_node)
+        args = list(args)
+        script_at = 1 if args[:1] == ["-u"] else 0
+        if isinstance(entrypoint, str) and os.path.basename(entrypoint).startswith("python") and \
+                len(args) > script_at and args[script_at] != "-m" and not os.path.exists(str(args[script_at])):
+            say(f"training script {args[script_at]} is not in the stand-in image: the box's trainer stand-in "
+                f"runs in its place with the same arguments ({TRAINER})")
+            args[script_at] = TRAINER
+        if "PREFLIGHT_FLOOR_GBPS" in env:
+            say(f"preflight: bandwidth floor {env['PREFLIGHT_FLOOR_GBPS']} GB/s not checked on CPU (gloo over the "
+                f"box's bridges), message {env.get('PREFLIGHT_MESSAGE_BYTES')} bytes sent as {PREFLIGHT_BYTES_ON_CPU}")
+            env["MULTINODE_BOX_FLOOR_RENDERED"] = env["PREFLIGHT_FLOOR_GBPS"]
+            env["PREFLIGHT_FLOOR_GBPS"] = "0"
+            env["PREFLIGHT_MESSAGE_BYTES"] = str(PREFLIGHT_BYTES_ON_CPU)
+        print("MULTINODE_BOX_LAUNCH " + json.dumps({
+            "rdzvBackend": config.rdzv_backend, "rdzvEndpoint": config.rdzv_endpoint, "minNodes": config.min_nodes,
+            "maxNodes": config.max_nodes, "nprocPerNode": config.nproc_per_node,
+            "nprocRendered": int(env["MULTINODE_BOX_NPROC_RENDERED"]), "script": str(args[script_at:][:1])}),
+            flush=True)
+        return orig(config, entrypoint, args)
+    api.launch_agent = launch_agent
+
+
+PATCHES: dict[str, Callable[[Any], None]] = {
+    "torch": _patch_torch,
+    "torch.distributed.distributed_c10d": _patch_c10d,
+    "torch.distributed.elastic.rendezvous.utils": _patch_rdzv_utils,
+    "torch.distributed.launcher.api": _patch_launcher,
+}
+
+
+class _Loader(importlib.abc.Loader):
+    """Runs the real loader, then the patch of the module."""
+
+    def __init__(self, real: Any, patch: Callable[[Any], None]) -> None:
+        self.real, self.patch = real, patch
+
+    def create_module(self, spec: Any) -> Any:
+        return self.real.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.real.exec_module(module)
+        self.patch(module)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        patch = PATCHES.get(name)
+        if patch is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _Loader(spec.loader, patch)
+        return spec
+
+
+def install() -> None:
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
