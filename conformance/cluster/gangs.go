@@ -1,9 +1,9 @@
 package main
 
 // Gangs on real nodes (issue 43): after a phase settled and its pods were read, the box waits, at most
-// --gang-timeout, for the PyTorch gangs on real nodes to finish: every real-node pod of the phase with a container
-// that runs PyTorch (its command or args name torch: torchrun, torch.distributed.run, the NCCL preflight) Succeeded
-// or Failed (or gone, after it was seen). Meanwhile it keeps each such pod's container logs as the kubelet writes
+// --gang-timeout, for the PyTorch gangs on real nodes to finish: in every real-node pod of the phase, each
+// container that launches PyTorch (its command or args name torchrun or torch.distributed.run: the trainers, the
+// NCCL preflight) terminated, or the pod ended (or is gone, after it was seen). Meanwhile it keeps each such pod's container logs as the kubelet writes
 // them (<node>/pod-logs/<ns>_<pod>_<uid>/<container>/<restart>.log, CRI log format): the lines the stand-in image's
 // PyTorch hooks print (MULTINODE_BOX_RANK per process that joined its process group, MULTINODE_BOX_TRAIN per
 // trainer stand-in, MULTINODE_PREFLIGHT per preflight) and the last lines of each container. compare.py
@@ -32,7 +32,7 @@ type GangWait struct {
 	Pods     []string `json:"pods"`     // namespace/name of the pods waited for
 	Seconds  float64  `json:"seconds"`  // how long the wait took
 	Bound    float64  `json:"bound"`    // --gang-timeout, seconds
-	Finished bool     `json:"finished"` // every pod ended (Succeeded, Failed or gone) before the bound
+	Finished bool     `json:"finished"` // every PyTorch container terminated (or its pod ended or is gone) before the bound
 }
 
 // GangSettings goes into observed.json: what the box changed for its PyTorch gangs.
@@ -44,13 +44,40 @@ type GangSettings struct {
 
 const logTail = 25 // last lines kept per container
 
-func runsTorch(c corev1.Container) bool {
-	for _, w := range append(append([]string{}, c.Command...), c.Args...) {
-		if strings.Contains(w, "torch") {
+// launchesTorch: a command or args word names PyTorch's launcher (torchrun, python3 -m torch.distributed.run)
+func launchesTorch(words []string) bool {
+	for _, w := range words {
+		if strings.Contains(w, "torchrun") || strings.Contains(w, "torch.distributed.run") {
 			return true
 		}
 	}
 	return false
+}
+
+func runsTorch(c corev1.Container) bool {
+	return launchesTorch(append(append([]string{}, c.Command...), c.Args...))
+}
+
+// torchDone: every container of the pod that launches PyTorch has terminated (an init container's restarts
+// count: the kubelet reruns a failed one under restartPolicy OnFailure/Always), or the pod ended.
+func torchDone(p corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	state := map[string]corev1.ContainerStatus{}
+	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		state[s.Name] = s
+	}
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		if !runsTorch(c) {
+			continue
+		}
+		s, ok := state[c.Name]
+		if !ok || s.State.Terminated == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func torchPod(p corev1.Pod) bool {
@@ -161,7 +188,7 @@ func WaitGangs(ctx context.Context, box *Box, ph *Phase, logf func(string, ...an
 			case err == nil:
 				t.pod = *p
 			}
-			if t.pod.Status.Phase != corev1.PodSucceeded && t.pod.Status.Phase != corev1.PodFailed {
+			if !torchDone(t.pod) {
 				ended = false
 			}
 		}

@@ -27,6 +27,9 @@ from typing import Any
 _NNODES = re.compile(r"--nnodes[= ](\d+)(?::(\d+))?")
 _NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](\d+)")
 LAST_LINES = 5
+# a LeaderWorkerSet's pods form one gang per group (kubernetes-sigs/lws@v0.9.0 api/leaderworkerset/v1/
+# leaderworkerset_types.go GroupIndexLabelKey)
+LWS_GROUP = "leaderworkerset.sigs.k8s.io/group-index"
 
 
 def _words(c: dict[str, Any]) -> str:
@@ -80,14 +83,16 @@ def gang_findings(obs: dict[str, Any], rendered: Callable[[str], dict[str, Any] 
         waited = max(g.get("seconds", 0) for g in ph["gangs"])
         by_owner: dict[str, list[dict[str, Any]]] = {}
         for p in ph.get("pods") or []:
-            by_owner.setdefault(p.get("owner") or f"Pod {p['namespace']}/{p['name']}", []).append(p)
+            owner = p.get("owner") or f"Pod {p['namespace']}/{p['name']}"
+            group = (((p.get("pod") or {}).get("metadata") or {}).get("labels") or {}).get(LWS_GROUP)
+            by_owner.setdefault(owner + (f" group {group}" if group is not None else ""), []).append(p)
         for owner, pods in sorted(by_owner.items()):
             spec0 = (pods[0].get("pod") or {}).get("spec") or {}
             conts = [(c, True) for c in spec0.get("initContainers") or []] + \
                 [(c, False) for c in spec0.get("containers") or []]
             for c, is_init in conts:
                 words = _words(c)
-                if "torch" not in words:
+                if "torchrun" not in words and "torch.distributed.run" not in words:
                     continue
                 gang = f"gang {owner} container {c['name']}"
                 m, g = _NNODES.search(words), _NPROC.search(words)
@@ -104,7 +109,7 @@ def gang_findings(obs: dict[str, Any], rendered: Callable[[str], dict[str, Any] 
                     not_checked.append(f"{gang}: pods {[p['name'] for p in off]} not on real nodes: its rendezvous was "
                                        "not run")
                     continue
-                planned = planned_pods(rendered(owner))
+                planned = planned_pods(rendered(owner.split(" group ")[0]))
                 logs = [(p.get("logs") or {}).get(c["name"], []) for p in pods]
                 ranks = [r for lines in logs for r in _marked(lines, "MULTINODE_BOX_RANK")]
                 trains = [t for lines in logs for t in _marked(lines, "MULTINODE_BOX_TRAIN")]

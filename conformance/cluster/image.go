@@ -58,9 +58,10 @@ func ImageRefs(objects []Object) []string {
 	return out
 }
 
-// TorchImageRefs: the images of the containers that run PyTorch (a command or args word naming torchrun, torch.distributed
-// or `import torch`, e.g. the launchers and the NCCL preflight): these get the PyTorch layer (rootfs.sh
-// torch-layer.tar, Debian's python3-torch) between the rootfs and the stand-in layer; the others do not carry it.
+// TorchImageRefs: the images of the containers that launch PyTorch (a command or args word naming torchrun or
+// torch.distributed.run: the trainers' launchers, the NCCL preflight; gangs.go launchesTorch): these get the
+// PyTorch layer (rootfs.sh torch-layer.tar, Debian's python3-torch) between the rootfs and the stand-in layer;
+// the others do not carry it.
 func TorchImageRefs(objects []Object) map[string]bool {
 	out := map[string]bool{}
 	var walk func(v any)
@@ -70,10 +71,14 @@ func TorchImageRefs(objects []Object) map[string]bool {
 			if img, ok := t["image"].(string); ok && img != "" {
 				for _, k := range []string{"command", "args"} {
 					words, _ := t[k].([]any)
+					var ws []string
 					for _, w := range words {
-						if s, ok := w.(string); ok && strings.Contains(s, "torch") {
-							out[img] = true
+						if s, ok := w.(string); ok {
+							ws = append(ws, s)
 						}
+					}
+					if launchesTorch(ws) {
+						out[img] = true
 					}
 				}
 			}

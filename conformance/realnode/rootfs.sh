@@ -40,6 +40,27 @@ trap 'umount "$root/proc" 2>/dev/null || true' EXIT
 { chroot "$root" apt-get update && DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y \
 	--no-install-recommends $tpkgs; } >"$cache/$key.torch.log" 2>&1 ||
 	{ echo "rootfs.sh: apt-get install of $tpkgs failed, log $cache/$key.torch.log" >&2; tail -5 "$cache/$key.torch.log" >&2; exit 1; }
+# Prune what PyTorch never loads: python3-torch pulls libtorch1.13, which links OpenCV and FFmpeg, whose
+# packages bring GUI, codec and GPU-driver libraries, docs and locales (about 1 GB). Kept: every Python module,
+# and of the shared libraries this install added, those in the ldd closure of the Python extension modules and
+# of libtorch; removed: the other new shared libraries, docs, man pages, locales, and libtorch-test. A smoke test
+# in the chroot (import torch, its launcher, gloo) must pass after the prune.
+new_files() { comm -13 "$work/before" "$(listing >"$work/now"; echo "$work/now")" | cut -f1 | sed 's|^\.||'; }
+chroot "$root" sh -c '{ find /usr/lib/x86_64-linux-gnu -maxdepth 1 -name "libtorch*.so*"; find /usr/lib/python3/dist-packages \
+	/usr/lib/python3.11 -name "*.so*"; echo /usr/bin/python3.11; } | xargs -r ldd 2>/dev/null |
+	sed -n "s/.*=> \(\/[^ ]*\) .*/\1/p" | xargs -r realpath | sort -u' >"$work/closure"
+chroot "$root" dpkg -L libtorch-test 2>/dev/null | sed 's|^|:|' >"$work/test-files" || :
+new_files | while IFS= read -r f; do
+	case "$f" in
+	/usr/share/doc/* | /usr/share/man/* | /usr/share/locale/* | /usr/share/info/* | /usr/share/icons/*) rm -f "$root$f" ;;
+	/usr/lib/x86_64-linux-gnu/*.so | /usr/lib/x86_64-linux-gnu/*.so.* | /usr/lib/x86_64-linux-gnu/*/*.so*)
+		[ -d "$root$f" ] && continue
+		real=$(chroot "$root" realpath -m "$f")
+		if ! grep -qxF "$real" "$work/closure"; then rm -f "$root$f"; fi ;;
+	esac
+	if grep -qxF ":$f" "$work/test-files" && [ ! -d "$root$f" ]; then rm -f "$root$f"; fi
+done
+chroot "$root" python3 -c 'import torch, torch.distributed.run, torch.distributed as d; assert d.is_gloo_available(); print("rootfs.sh: PyTorch", torch.__version__, "imports after the prune")' >&2
 umount "$root/proc"
 rm -rf "$root/var/cache/apt/archives"/*.deb "$root/var/lib/apt/lists"/* "$root/usr/sbin/policy-rc.d"
 : >"$root/etc/resolv.conf"
