@@ -12,8 +12,9 @@ patch says so in the program's output (lines starting "multinode box:").
   (PREFLIGHT_FLOOR_GBPS, PREFLIGHT_MESSAGE_BYTES) are replaced for the workers: no floor is checked on CPU.
 - torch.distributed.init_process_group: the "nccl" backend is answered by "gloo"; on return each process prints
   one MULTINODE_BOX_RANK line (rank, world size, seconds since its launcher started), which the box reads.
-- CUDA calls on a machine with no GPU: torch.cuda.set_device/synchronize/current_device are no-ops, tensors asked
-  for on "cuda" are made on the CPU (the factory functions, Tensor.cuda, Tensor.to).
+- CUDA calls on a machine with no GPU: torch.cuda.set_device/synchronize/current_device do nothing, and once a
+  program called one of them, tensors asked for on "cuda" are made on the CPU (the factory functions,
+  Tensor.cuda, Tensor.to).
 - The c10d rendezvous's "am I the host" test (torch.distributed.elastic.rendezvous.utils._matches_machine_hostname)
   gets the rule of later PyTorch: 1.13 compares the endpoint's host only with this machine's host names, 2.x also
   with the addresses the endpoint's host resolves to (pytorch/pytorch@v2.5.0
@@ -49,31 +50,49 @@ def _cpu(device: Any) -> Any:
 
 
 def _patch_torch(torch: Any) -> None:
+    """torch.cuda's device calls answer on the CPU; the first of them (a program that asks for a GPU, as the NCCL
+    preflight does with set_device) also makes tensors asked for on "cuda" land on the CPU from then on. Only then:
+    the factory functions become Python wrappers, which TorchScript could not compile."""
     cuda = torch.cuda
-    cuda.set_device = lambda device: None
-    cuda.synchronize = lambda device=None: None
-    cuda.current_device = lambda: 0
-    for name in ("ones", "zeros", "empty", "full", "rand", "randn", "randint", "arange", "tensor", "ones_like",
-                 "zeros_like", "empty_like", "full_like", "rand_like", "randn_like", "as_tensor"):
-        orig = getattr(torch, name, None)
-        if orig is None:
-            continue
+    done: list[bool] = []
 
-        def factory(*a: Any, _orig: Callable[..., Any] = orig, **kw: Any) -> Any:
+    def on_cpu() -> None:
+        if done:
+            return
+        done.append(True)
+        say("CUDA asked for: no GPU here, tensors on \"cuda\" are made on the CPU")
+        for name in ("ones", "zeros", "empty", "full", "rand", "randn", "randint", "arange", "tensor", "ones_like",
+                     "zeros_like", "empty_like", "full_like", "rand_like", "randn_like", "as_tensor"):
+            orig = getattr(torch, name, None)
+            if orig is None:
+                continue
+
+            def factory(*a: Any, _orig: Callable[..., Any] = orig, **kw: Any) -> Any:
+                if "device" in kw:
+                    kw["device"] = _cpu(kw["device"])
+                return _orig(*a, **kw)
+            setattr(torch, name, factory)
+        tensor = torch.Tensor
+        tensor.cuda = lambda self, *a, **kw: self
+        to = tensor.to
+
+        def to_cpu(self: Any, *a: Any, **kw: Any) -> Any:
+            a = tuple(_cpu(x) if isinstance(x, (str, torch.device)) else x for x in a)
             if "device" in kw:
                 kw["device"] = _cpu(kw["device"])
-            return _orig(*a, **kw)
-        setattr(torch, name, factory)
-    tensor = torch.Tensor
-    tensor.cuda = lambda self, *a, **kw: self
-    to = tensor.to
+            return to(self, *a, **kw)
+        tensor.to = to_cpu
 
-    def to_cpu(self: Any, *a: Any, **kw: Any) -> Any:
-        a = tuple(_cpu(x) if isinstance(x, (str, torch.device)) else x for x in a)
-        if "device" in kw:
-            kw["device"] = _cpu(kw["device"])
-        return to(self, *a, **kw)
-    tensor.to = to_cpu
+    def set_device(device: Any) -> None:
+        on_cpu()
+
+    def synchronize(device: Any = None) -> None:
+        on_cpu()
+
+    def current_device() -> int:
+        on_cpu()
+        return 0
+    cuda.set_device, cuda.synchronize, cuda.current_device = set_device, synchronize, current_device
 
 
 def _patch_c10d(c10d: Any) -> None:
@@ -145,7 +164,8 @@ def _patch_launcher(api: Any) -> None:
         print("MULTINODE_BOX_LAUNCH " + json.dumps({
             "rdzvBackend": config.rdzv_backend, "rdzvEndpoint": config.rdzv_endpoint, "minNodes": config.min_nodes,
             "maxNodes": config.max_nodes, "nprocPerNode": config.nproc_per_node,
-            "nprocRendered": int(env["MULTINODE_BOX_NPROC_RENDERED"]), "script": str(args[script_at:][:1])}),
+            "nprocRendered": int(env["MULTINODE_BOX_NPROC_RENDERED"]),
+            "script": str(args[script_at]) if len(args) > script_at else ""}),
             flush=True)
         return orig(config, entrypoint, args)
     api.launch_agent = launch_agent
