@@ -52,7 +52,8 @@ chroot "$root" sh -c '{ find /usr/lib/x86_64-linux-gnu -maxdepth 1 -name "libtor
 chroot "$root" dpkg -L libtorch-test 2>/dev/null | sed 's|^|:|' >"$work/test-files" || :
 new_files | while IFS= read -r f; do
 	case "$f" in
-	/usr/share/doc/* | /usr/share/man/* | /usr/share/locale/* | /usr/share/info/* | /usr/share/icons/*) rm -f "$root$f" ;;
+	/usr/share/doc/* | /usr/share/man/* | /usr/share/locale/* | /usr/share/info/* | /usr/share/icons/*)
+		[ -d "$root$f" ] || rm -f "$root$f" ;;
 	/usr/lib/x86_64-linux-gnu/*.so | /usr/lib/x86_64-linux-gnu/*.so.* | /usr/lib/x86_64-linux-gnu/*/*.so*)
 		[ -d "$root$f" ] && continue
 		real=$(chroot "$root" realpath -m "$f")
