@@ -46,9 +46,11 @@ trap 'umount "$root/proc" 2>/dev/null || true' EXIT
 # of libtorch; removed: the other new shared libraries, docs, man pages, locales, and libtorch-test. A smoke test
 # in the chroot (import torch, its launcher, gloo) must pass after the prune.
 new_files() { comm -13 "$work/before" "$(listing >"$work/now"; echo "$work/now")" | cut -f1 | sed 's|^\.||'; }
-chroot "$root" sh -c '{ find /usr/lib/x86_64-linux-gnu -maxdepth 1 -name "libtorch*.so*"; find /usr/lib/python3/dist-packages \
-	/usr/lib/python3.11 -name "*.so*"; echo /usr/bin/python3.11; } | xargs -r ldd 2>/dev/null |
-	sed -n "s/.*=> \(\/[^ ]*\) .*/\1/p" | xargs -r realpath | sort -u' >"$work/closure"
+# (the roots themselves are kept too: torch/__init__.py dlopens libtorch_global_deps, which nothing links)
+chroot "$root" sh -c '{ find /usr/lib/x86_64-linux-gnu -maxdepth 1 \( -name "libtorch*.so*" -o -name "libc10*.so*" -o \
+	-name "libshm*.so*" \); find /usr/lib/python3/dist-packages /usr/lib/python3.11 -name "*.so*"; echo /usr/bin/python3.11; } >/tmp/roots
+	{ cat /tmp/roots; xargs -r ldd </tmp/roots 2>/dev/null | sed -n "s/.*=> \(\/[^ ]*\) .*/\1/p"; } | xargs -r realpath -e 2>/dev/null |
+	sort -u; rm -f /tmp/roots' >"$work/closure"
 chroot "$root" dpkg -L libtorch-test 2>/dev/null | sed 's|^|:|' >"$work/test-files" || :
 new_files | while IFS= read -r f; do
 	case "$f" in

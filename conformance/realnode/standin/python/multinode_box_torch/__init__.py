@@ -138,6 +138,14 @@ def _patch_launcher(api: Any) -> None:
         env = os.environ
         env["MULTINODE_BOX_LAUNCH_T0"] = str(time.time())
         import torch
+        from torch.distributed.elastic.multiprocessing.api import Std
+        # Debian's 1.13.1 under Python 3.11: Std.from_str("0") returns None (it tests `Std(0) in Std`, which a
+        # zero flag no longer is in 3.11's enum), and the agent then fails in to_map with "'NoneType' object has
+        # no attribute 'get'" before any worker starts; None means the default, Std.NONE.
+        if config.redirects is None or config.tee is None:
+            say("--redirects/--tee default restored (PyTorch 1.13 on Python 3.11 parsed them as None)")
+            config.redirects = Std.NONE if config.redirects is None else config.redirects
+            config.tee = Std.NONE if config.tee is None else config.tee
         say(f"torch.distributed.run of PyTorch {torch.__version__} (Debian python3-torch, CPU), nodes "
             f"{config.min_nodes}:{config.max_nodes}, nproc_per_node {config.nproc_per_node}, rendezvous "
             f"{config.rdzv_backend} {config.rdzv_endpoint}")
