@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/multinode/conformance/k8sfiles"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
@@ -96,7 +97,7 @@ func main() {
 
 // checkStack checks every object of one build/<stack>/k8s/.
 func checkStack(dir string, base crdSet) (*stackResult, error) {
-	files, err := orderedYAMLFiles(filepath.Join(dir, "k8s")) // k8s/apply-order.txt's order
+	files, err := k8sfiles.OrderedYAMLFiles(filepath.Join(dir, "k8s")) // k8s/apply-order.txt's order
 	if err != nil {
 		return nil, err
 	}

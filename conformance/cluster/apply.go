@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/multinode/conformance/k8sfiles"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -58,7 +59,7 @@ func NewApplier(b *Box) *Applier {
 
 // ReadObjects reads build/<stack>/k8s/*.yaml in the apply order plan writes (k8s/apply-order.txt).
 func ReadObjects(dir string) ([]Object, error) {
-	files, err := orderedYAMLFiles(dir)
+	files, err := k8sfiles.OrderedYAMLFiles(dir)
 	if err != nil {
 		return nil, err
 	}

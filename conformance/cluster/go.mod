@@ -182,6 +182,12 @@ require (
 	sigs.k8s.io/structured-merge-diff/v4 v4.6.0 // indirect
 )
 
+require github.com/multinode/conformance/k8sfiles v0.0.0
+
+// conformance/k8sfiles: our own small module (reading build/<stack>/k8s/ in apply-order.txt's order), shared
+// with the other conformance module that reads it
+replace github.com/multinode/conformance/k8sfiles => ../k8sfiles
+
 // BEGIN staging replaces: written by ./pin.sh from k8s.io/kubernetes' go.mod (v1.33.13 -> v0.33.13). Do not edit by hand.
 replace (
 	k8s.io/api => k8s.io/api v0.33.13

@@ -1,4 +1,7 @@
-package main
+// Package k8sfiles reads a build/<stack>/k8s/ folder that `multinode plan` wrote, in apply order. One small
+// module that conformance/apiserver and conformance/cluster both require through a replace line (their go.mod), so
+// the reading of apply-order.txt is written once.
+package k8sfiles
 
 import (
 	"fmt"
@@ -8,21 +11,21 @@ import (
 	"strings"
 )
 
-// applyOrderIndex is the file `multinode plan` writes into build/<stack>/k8s/: the file names of the folder in
+// ApplyOrderIndex is the file `multinode plan` writes into build/<stack>/k8s/: the file names of the folder in
 // apply order, one per line, dependencies first (multinode/k8sfiles.py). The file names themselves carry no
 // order (<Kind>-<namespace>-<name>.yaml), so a folder with the index is read in its order; a folder without it
 // (a hand-made fixture, the chart-check's helm-objects/k8s/) in name order.
-const applyOrderIndex = "apply-order.txt"
+const ApplyOrderIndex = "apply-order.txt"
 
-// orderedYAMLFiles returns every *.yaml of a k8s/ folder in apply order. An index that does not list exactly
+// OrderedYAMLFiles returns every *.yaml of a k8s/ folder in apply order. An index that does not list exactly
 // the folder's files is an error (a hand edit or a partial copy), never guessed around.
-func orderedYAMLFiles(dir string) ([]string, error) {
+func OrderedYAMLFiles(dir string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(files)
-	data, err := os.ReadFile(filepath.Join(dir, applyOrderIndex))
+	data, err := os.ReadFile(filepath.Join(dir, ApplyOrderIndex))
 	if os.IsNotExist(err) {
 		return files, nil
 	}
@@ -42,7 +45,7 @@ func orderedYAMLFiles(dir string) ([]string, error) {
 		}
 		if !present[name] || listed[name] {
 			return nil, fmt.Errorf("%s: lists %q, which is not a file of the folder (or twice); run `multinode plan` again",
-				filepath.Join(dir, applyOrderIndex), name)
+				filepath.Join(dir, ApplyOrderIndex), name)
 		}
 		listed[name] = true
 		out = append(out, filepath.Join(dir, name))
@@ -54,7 +57,7 @@ func orderedYAMLFiles(dir string) ([]string, error) {
 				missing = append(missing, filepath.Base(f))
 			}
 		}
-		return nil, fmt.Errorf("%s: does not list %v; run `multinode plan` again", filepath.Join(dir, applyOrderIndex), missing)
+		return nil, fmt.Errorf("%s: does not list %v; run `multinode plan` again", filepath.Join(dir, ApplyOrderIndex), missing)
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package main
+package k8sfiles
 
 import (
 	"os"
@@ -23,22 +23,22 @@ func TestOrderedYAMLFiles(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
-	got, err := orderedYAMLFiles(dir)
+	got, err := OrderedYAMLFiles(dir)
 	if err != nil || base(got) != "CustomResourceDefinition-x.example.com.yaml,Job-multinode-train.yaml,Namespace-multinode.yaml" {
 		t.Fatalf("without an index, name order: %v %v", got, err)
 	}
 	index := "# header\nNamespace-multinode.yaml\nCustomResourceDefinition-x.example.com.yaml\nJob-multinode-train.yaml\n"
-	if err := os.WriteFile(filepath.Join(dir, applyOrderIndex), []byte(index), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ApplyOrderIndex), []byte(index), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err = orderedYAMLFiles(dir)
+	got, err = OrderedYAMLFiles(dir)
 	if err != nil || base(got) != "Namespace-multinode.yaml,CustomResourceDefinition-x.example.com.yaml,Job-multinode-train.yaml" {
 		t.Fatalf("the index's order: %v %v", got, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "Service-multinode-extra.yaml"), []byte("kind: X\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := orderedYAMLFiles(dir); err == nil || !strings.Contains(err.Error(), "Service-multinode-extra.yaml") {
+	if _, err := OrderedYAMLFiles(dir); err == nil || !strings.Contains(err.Error(), "Service-multinode-extra.yaml") {
 		t.Fatalf("a file the index does not list: %v", err)
 	}
 }
