@@ -24,8 +24,11 @@ this process under cProfile, with policy/wire.py and without, and prints where t
 conversion of the properties (MessageToDict, deserialize_properties, unknown_checking_proxy), our adapter
 (policy/pack.py: props to Resource) and the rules, for the Analyze calls and the AnalyzeStack call apart.
 
+`--floor` runs the floor pack (bench/floor_pack: one resource policy that checks nothing, served by pulumi_policy
+as ours is) after each run of ours on the same requests and reports the ratio of the totals (issue 47: <= 2).
+
 Usage: python bench/pack_bench.py [--runs 5] [--stacks aws-dev,...] [--workloads 10,40,80,160,320] [--pools 1]
-                                  [--json out.json] [--profile STACK]
+                                  [--json out.json] [--profile STACK] [--floor]
 """
 from __future__ import annotations
 
@@ -99,16 +102,19 @@ def requests(stack: str, file: Path | None = None) -> tuple[list[Any], Any]:
     return per, pb.AnalyzeStackRequest(resources=stack_resources)
 
 
-def one_run(per: list[Any], whole: Any) -> dict[str, float]:
-    """A fresh analyzer process: its start, all Analyze calls, the AnalyzeStack call (CPU seconds of the
-    process), and the wall time of the calls as this client saw them."""
+FLOOR = ROOT / "bench" / "floor_pack"
+
+
+def one_run(per: list[Any], whole: Any, pack: Path = ROOT / "policy") -> dict[str, float]:
+    """A fresh analyzer process of `pack` (ours, or the floor pack): its start, all Analyze calls, the AnalyzeStack
+    call (CPU seconds of the process), and the wall time of the calls as this client saw them."""
     import grpc
     from google.protobuf import empty_pb2
     from pulumi.runtime.proto import analyzer_pb2_grpc
 
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "policy" / "__main__.py"), "127.0.0.1:1", "."],
-                            cwd=ROOT / "policy", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, str(pack / "__main__.py"), "127.0.0.1:1", "."],
+                            cwd=pack, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline().decode().strip())
@@ -133,12 +139,24 @@ def one_run(per: list[Any], whole: Any) -> dict[str, float]:
         proc.wait()
 
 
-def measure(name: str, per: list[Any], whole: Any, runs: int) -> dict[str, Any]:
-    rs = [one_run(per, whole) for _ in range(runs)]
+def measure(name: str, per: list[Any], whole: Any, runs: int, floor: bool = False) -> dict[str, Any]:
+    """Median over `runs` fresh processes of our pack; with `floor`, each run followed by one of the floor pack
+    (interleaved, so load on the machine hits both alike) and the ratio of the two totals (issue 47: <= 2)."""
+    rs, fs = [], []
+    for _ in range(runs):
+        rs.append(one_run(per, whole))
+        if floor:
+            fs.append(one_run(per, whole, FLOOR))
     med = statistics.median
     row = {k: med(r[k] for r in rs) for k in ("start", "analyze", "stack", "analyzeWall", "stackWall")}
     row.update(resources=len(per), total=row["analyze"] + row["stack"], diagnostics=rs[0]["diagnostics"],
                stackDiagnostics=rs[0]["stackDiagnostics"])
+    if floor:
+        row["floor"] = med(f["analyze"] + f["stack"] for f in fs)
+        row["floorRatio"] = med((r["analyze"] + r["stack"]) / max(f["analyze"] + f["stack"], 1e-9)
+                                for r, f in zip(rs, fs, strict=True))
+        print(f"{'':<16}floor pack {row['floor']:.2f} s; ours / floor {row['floorRatio']:.2f} (target <= 2)",
+              flush=True)
     verdict = "ok" if row["total"] <= TARGET else "OVER"
     print(f"{name:<16}{len(per):>10}{row['start']:>9.2f}{row['analyze']:>10.2f}{row['stack']:>8.2f}"
           f"{row['total']:>8.2f}{verdict:>6}{row['analyze'] / max(len(per), 1) * 1000:>12.1f}"
@@ -216,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pools", default="1")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--profile", metavar="STACK", help="where the CPU goes (cProfile, in process), then exit")
+    ap.add_argument("--floor", action="store_true", help="also run the floor pack (bench/floor_pack) per run")
     args = ap.parse_args(argv)
     if args.profile:
         profile(args.profile)
@@ -228,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'stack':<16}{'resources':>10}{'start':>9}{'analyze':>10}{'stack':>8}{'total':>8}{'<=' + str(TARGET):>6}"
           f"{'ms/res an.':>12}{'ms/res st.':>10}{'diags':>7}{'stackd':>7}")
     for stack in [s for s in args.stacks.split(",") if s]:
-        report["stacks"][stack] = measure(stack, *requests(stack), args.runs)
+        report["stacks"][stack] = measure(stack, *requests(stack), args.runs, args.floor)
     workloads = [int(x) for x in args.workloads.split(",") if x]
     if workloads:
         from plan_bench import synthetic_stack
@@ -238,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             for w in workloads:
                 f = synthetic_stack(w, p, tmp)
                 name = f.stem.split(".", 1)[1]
-                report["scaling"][f"{w}x{p}"] = measure(f"{w}w x {p}p", *requests(name, f), args.runs)
+                report["scaling"][f"{w}x{p}"] = measure(f"{w}w x {p}p", *requests(name, f), args.runs, args.floor)
         report["growth"] = growth(list(report["scaling"].values()))
     end = os.getloadavg()
     report["loadavgEnd"] = end

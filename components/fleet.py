@@ -43,7 +43,8 @@ def fleet_object(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -
 
 
 def stack_reference(name: str, stack: str, full: str | None) -> pulumi.StackReference:
-    """<org>/<project>/<stack> of a member stack of this project (same org and project unless given)."""
+    """The fully qualified name (organization/project/stack) of a member stack of this project (same organization
+    and project unless given)."""
     ref = full or f"{pulumi.get_organization()}/{pulumi.get_project()}/{stack}"
     return pulumi.StackReference(name, stack_name=ref)
 

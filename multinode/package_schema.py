@@ -85,9 +85,10 @@ def complete(spec: dict[str, Any]) -> dict[str, Any]:
         "repository": urls.get("repository"),
         "license": project.get("license"),
     }.items() if v})
-    # The Go SDK's import path, explicit: Pulumi's default for a package without namespace or repository
-    # (codegen/go ExtractImportBasePath), so it does not follow the placeholder in the repository address. A
-    # generated Go SDK is used through a `replace` line (`pulumi package add`, examples/go/go.mod).
+    # The Go SDK's import path, explicit (Pulumi's codegen/go ExtractImportBasePath would otherwise derive it): the
+    # repository's address + sdk/go/multinode, so the packed Go SDK is the module github.com/multinode-gpu/multinode/
+    # sdk/go (conformance/sdkgen/pack.py). A generated Go SDK is used through a `replace` line (`pulumi package add`,
+    # examples/go/go.mod).
     language = dict(spec.get("language") or {})
     language["go"] = {**dict(language.get("go") or {}), "importBasePath": GO_IMPORT_PATH}
     spec["language"] = language

@@ -32,6 +32,7 @@ Pure: no I/O.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from decimal import ROUND_CEILING, Decimal, localcontext
@@ -91,6 +92,21 @@ def _too_large(value: Any) -> str:
 def parse(value: Any) -> Decimal:
     """The quantity's exact value in base units (cores, bytes, devices), rounded up to the nano as Kubernetes
     does. Raises QuantityError with a message naming the value and the fix."""
+    try:
+        return _parse_hashable(value)
+    except TypeError:                   # an unhashable value (a list, a map): not a quantity, said by _parse
+        return _parse(value)
+
+
+# A plan reads the same few quantities again and again (every pod's "8", "64Gi", "1": 50,000 parses on the
+# 4,096-node, 400-workload frontier stack, 3% of its profile). The value is a pure function of the input, a Decimal
+# is immutable, and typed=True keeps 1, 1.0, True and "1" apart; a value that raises is not kept (it raises again).
+@functools.lru_cache(maxsize=4096, typed=True)
+def _parse_hashable(value: Any) -> Decimal:
+    return _parse(value)
+
+
+def _parse(value: Any) -> Decimal:
     text = _text(value)
     bad_format = QuantityError(value, f"{_show(value)} is not a Kubernetes quantity: a number with an optional "
                                       f"suffix (n u m k M G T P E, Ki Mi Gi Ti Pi Ei, or e<exponent>), {EXAMPLES}")

@@ -280,3 +280,39 @@ def test_plan_says_what_a_change_does_to_grove_and_batch_jobs():
             assert "RollingRecreate" in o["imageChange"] and "no surge" in o["imageChange"]
         elif kinds[name] != "lws-inference":
             assert "not rolled" in o["imageChange"] and "checkpoint" in o["imageChange"]
+
+
+# ---------------------------------------------------------------- issue 44: the restart model the box judges by
+def _volcano_job(recovery_timeout: str | None) -> upgrades.PoolPlan:
+    raw, _ = example_raw("aws-dev")
+    raw["nodePools"] = raw["nodePools"][:1]
+    raw["nodePools"][0]["nodeCount"] = 4
+    raw["nodePools"][0].pop("capacityReservation", None)
+    pool = raw["nodePools"][0]["name"]
+    w = {"name": "train", "kind": "volcano-training", "engine": "torchrun", "nodePool": pool, "nodes": 4,
+         "image": "public.ecr.aws/deep-learning-containers/pytorch-training:2.8.0-gpu-py312-cu129-ubuntu22.04-ec2",
+         "script": "/workspace/train.py", "maxRetry": 3}
+    if recovery_timeout:
+        w["recoveryTimeout"] = recovery_timeout
+    raw["workloads"] = [w]
+    cfg = _cfg(raw)
+    return upgrades.plan_pool(cfg, cfg.node_pools[0])
+
+
+def test_a_volcano_job_with_a_recovery_timeout_is_predicted_to_replace_each_evicted_pod_alone():
+    """Volcano v1.14.1 delays a policy's action by its timeout and cancels it when the pod is Running again
+    (job_controller.go:374-382, 415-450); the box saw each drained node's pod replaced alone on volcano-llm-training
+    (conformance/cluster/daytwo.go). Without a timeout the worker task and then the job restart (at most twice)."""
+    plan = _volcano_job("10m")
+    (timed,) = plan.gangs
+    assert upgrades.restart_model(timed) == {"restartsAtMost": 4, "wholeRestartOn": [],
+                                             "partialOn": ["master", "worker"]}
+    text = upgrades.gang_effect(plan, timed)
+    assert "recoveryTimeout 10m" in text and "at most 4 single-pod replacements" in text
+    assert "restarts the job whole (RestartJob) from its last checkpoint; so" not in text
+    plain_plan = _volcano_job(None)
+    (plain,) = plain_plan.gangs
+    assert upgrades.restart_model(plain) == {"restartsAtMost": 2, "wholeRestartOn": ["master"], "partialOn": ["worker"]}
+    assert "at most twice" in upgrades.gang_effect(plain_plan, plain)
+    gang = plan.as_dict()["gangs"][0]
+    assert (gang["restartsAtMost"], gang["partialOn"]) == (4, ["master", "worker"])

@@ -192,13 +192,13 @@ def test_multi_pool_one_stack_wide_check_covers_every_pool():
 def test_fabric_pool_expression_requires_every_selector_label():
     cfg = load("existing-dev", nodePools=[{"name": "gpu", "machine": "p5.48xlarge", "nodeCount": 2,
                                            "nodeSelector": {"node.kubernetes.io/instance-type": "p5.48xlarge",
-                                                            "lab.example.com/rack": "r1"}}],
+                                                            "lab.multinode.dev/rack": "r1"}}],
                workloads=[])
     pol = checks_of(cfg)
     one = gpu_pod(labels=FABRIC, node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge"})
     assert refused_by_pool_rule(pol, one) == ["engine"]
     both = gpu_pod(labels=FABRIC, node_selector={"node.kubernetes.io/instance-type": "p5.48xlarge",
-                                                 "lab.example.com/rack": "r1"})
+                                                 "lab.multinode.dev/rack": "r1"})
     assert refused_by_pool_rule(pol, both) == []
 
 

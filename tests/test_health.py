@@ -228,3 +228,12 @@ def test_pools_for_stack_reads_selectors_and_spares():
     specs = pools_for_stack("aws-dev")
     assert specs and all(mpools.POOL_LABEL in s.selector or s.selector for s in specs)
     assert all(0 <= s.spare_nodes <= s.node_count for s in specs)
+
+
+def test_pools_for_stack_file_reads_a_stack_file_anywhere(tmp_path):
+    """The cluster box's day two runs the gate on test stacks outside stacks/ (conformance/cluster/health_gate.py)."""
+    from multinode import stackfile
+    from multinode.release.health import pools_for_stack, pools_for_stack_file
+    f = tmp_path / "Pulumi.elsewhere.yaml"
+    f.write_text(stackfile.stack_path("aws-dev").read_text())
+    assert pools_for_stack_file(f) == pools_for_stack("aws-dev")

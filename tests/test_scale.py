@@ -131,3 +131,142 @@ def test_plan_exits_2_on_a_hard_cloud_limit_before_writing_anything(tmp_path):
     result = mplan.plan("azure-dev", tmp_path / "out", path)
     assert result.exit_code == mplan.EXIT_CONFIG == 2 and "maximum of 5000 nodes per cluster" in result.error
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ issue 47 item 3: the limits read since
+def _sized_pools(template: dict, total: int, per_pool: int = 500, cidrs: bool = False) -> list[dict]:
+    """Pools of `per_pool` nodes (the last one takes the rest) summing to exactly `total` nodes; with `cidrs`
+    each pool gets its own GPU range (gcp: only the first 16 pools get a default one)."""
+    counts = [per_pool] * (total // per_pool) + ([total % per_pool] if total % per_pool else [])
+    out = []
+    for i, n in enumerate(counts):
+        pool = {**template, "name": f"gpu{i}", "nodeCount": n}
+        if cidrs:
+            pool["gpuNetworkCidr"] = f"10.{i}.0.0/20"
+        out.append(pool)
+    return out
+
+
+def _on_first_pool(c, pools):
+    c["multinode:nodePools"] = pools
+    for w in c.get("multinode:workloads") or []:
+        w["nodePool"] = "gpu0"
+
+
+@pytest.mark.parametrize("total,outcome", [(5000, "ok"), (5001, "advised"), (15000, "advised"), (15001, "refused")])
+def test_gke_nodes_per_cluster_limit_and_its_cluster_size_quota(tmp_path, total, outcome):
+    """GKE: 15,000 nodes per Standard cluster (refused above), the cluster size quota lifted above 5,000 (advised)."""
+    from multinode.errors import ConfigError
+
+    def edit(c):
+        _on_first_pool(c, _sized_pools(c["multinode:nodePools"][0], total, cidrs=True))
+    if outcome == "refused":
+        with pytest.raises(ConfigError) as e:
+            _load(tmp_path, "gcp-dev", edit)
+        (p,) = [p for p in e.value.problems if p.path == "nodePools"]
+        assert p.message.startswith("15001 nodes over all pools")
+        assert "limit of 15000 nodes per Standard cluster" in p.message
+        assert "cloud.google.com/kubernetes-engine/quotas" in p.message and "multinode:fleet" in p.message
+        return
+    cfg = _load(tmp_path, "gcp-dev", edit)
+    got = [a for a in _advised(cfg, "nodePools") if "cluster size quota" in a.message]
+    assert bool(got) is (outcome == "advised")
+    if got:
+        assert got[0].message.startswith(f"{total} nodes over all pools, above the 5000 nodes")
+
+
+@pytest.mark.parametrize("nodes,ok", [(512, True), (513, False)])
+def test_gke_nodes_per_pool_is_held_below_the_node_pool_zone_limit(tmp_path, nodes, ok):
+    """GKE's 1,000 nodes per node pool zone is above the config model's 512 per pool: 513 is refused by the model."""
+    from multinode.errors import ConfigError
+
+    def edit(c):
+        c["multinode:nodePools"][0]["nodeCount"] = nodes
+    if ok:
+        assert _load(tmp_path, "gcp-dev", edit).node_pools[0].node_count == 512
+        return
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, "gcp-dev", edit)
+    assert any(p.path == "nodePools[0].nodeCount" and "512" in p.message for p in e.value.problems)
+
+
+@pytest.mark.parametrize("per_gpu,ok", [(1, True), (1.125, False)])
+def test_gke_gpu_networks_beyond_the_machines_nics_are_refused(tmp_path, per_gpu, ok):
+    """a3-megagpu-8g has 8 GPU NICs, one GPU VPC network each (a VM attaches one network per NIC): devicesPerGpu 1
+    gives 8 networks, 1.125 gives 9, refused by the override checks (multinode/overrides.py) before any VPC is made."""
+    from multinode.errors import ConfigError
+
+    def edit(c):
+        c.setdefault("multinode:fabric", {})["devicesPerGpu"] = per_gpu
+    if ok:
+        _load(tmp_path, "gcp-dev", edit)
+        return
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, "gcp-dev", edit)
+    (p,) = [p for p in e.value.problems if p.path == "fabric.devicesPerGpu"]
+    assert "= 9 GPU NICs (one GPU network each)" in p.message and "a3-megagpu-8g (pool 'gpu') has 8" in p.message
+
+
+@pytest.mark.parametrize("cards,ok", [(32, True), (33, False)])
+def test_eks_launch_template_network_cards_are_bounded(tmp_path, cards, ok):
+    """One EFA interface per network card: 32 (p5.48xlarge's, the most of any type) launch, 33 cannot."""
+    from multinode.errors import ConfigError
+
+    def edit(c):
+        pool = c["multinode:nodePools"][0]
+        pool.pop("machine", None)
+        pool["machineSpec"] = {"name": "p-custom", "gpus": 8, "gpuModel": "H100", "gpuMemoryGb": 80, "fabric": "efa",
+                               "fabricNics": cards, "bandwidthGbps": 3200}
+    if ok:
+        cfg = _load(tmp_path, "aws-dev", edit)
+        from multinode.clouds import aws
+        assert len(aws.network_interfaces(cfg.machine(cfg.node_pools[0]), True, [])) == 32
+        return
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, "aws-dev", edit)
+    (p,) = [p for p in e.value.problems if p.path == "nodePools[0].machineSpec.fabricNics"]
+    assert p.message.startswith("33 EFA interfaces") and "at most 32 network cards" in p.message
+
+
+def test_eks_node_group_renders_the_integer_max_unavailable_only(tmp_path):
+    """EKS takes maxUnavailable or maxUnavailablePercentage (both at most 100); the integer form is rendered,
+    bounded at 100 (tests/test_upgrade_limits.py), and the percentage form never, so the two cannot disagree."""
+    from tests.cloudstacks import run_variant
+
+    prog = run_variant(tmp_path, "aws-dev")
+    groups = [r for r in prog.registrations if r.type == "aws:eks/nodeGroup:NodeGroup"]
+    assert groups
+    for g in groups:
+        uc = g.inputs["updateConfig"]
+        assert set(uc) <= {"maxUnavailable", "updateStrategy"} and 1 <= uc["maxUnavailable"] <= 100, uc
+
+
+@pytest.mark.parametrize("pools,ok", [(100, True), (101, False)])
+def test_aks_node_pools_per_cluster(tmp_path, pools, ok):
+    """AKS: at most 100 node pools per cluster (limits.NODE_POOLS, the config model refuses the 101st)."""
+    from multinode.errors import ConfigError
+
+    def edit(c):
+        _on_first_pool(c, _pools(pools, 2, c["multinode:nodePools"][0]))
+    if ok:
+        assert len(_load(tmp_path, "azure-dev", edit).node_pools) == 100
+        return
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, "azure-dev", edit)
+    assert any(p.path == "nodePools" and "100" in p.message for p in e.value.problems), e.value.problems
+
+
+@pytest.mark.parametrize("total,ok", [(5000, True), (5001, False)])
+def test_oke_worker_nodes_per_cluster(tmp_path, total, ok):
+    """OKE: 5,000 worker nodes per enhanced cluster, our self-managed cluster-network nodes included."""
+    from multinode.errors import ConfigError
+
+    def edit(c):
+        _on_first_pool(c, _sized_pools(c["multinode:nodePools"][0], total))
+    if ok:
+        assert sum(p.node_count for p in _load(tmp_path, "oci-dev", edit).node_pools) == 5000
+        return
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, "oci-dev", edit)
+    (p,) = [p for p in e.value.problems if p.path == "nodePools"]
+    assert p.message.startswith("5001 nodes over all pools") and "maximum of 5000 worker nodes" in p.message

@@ -14,13 +14,20 @@
      reads it); `pulumi-resource-multinode` (the provider) likewise.
 4. The planted failure: the same wheel without one data file the plan reads (a CRD of schemas/), installed into a
    second venv, must fail the plan; the check fails if it does not (the check proves it can fail).
+5. With --engine DIR (the Pulumi CLI and kubernetes provider of `make pulumi-tools`; `make package-preview`): the new
+   `existing` project's `pulumi preview --policy-pack $(multinode policy-path)` on the real engine, run by the venv's
+   interpreter from the project folder (tools/project_preview.py: the Automation API's inline program, the Python
+   language host being unavailable here; add-ons marked provided, as no chart can be fetched offline) must pass;
+   the same project with a planted mandatory violation (a hand-written Deployment setting LOG_LEVEL twice, rule
+   env-defined-once) must fail the preview naming the rule.
 
 Exit 0 when everything holds; 1 with one `package-check: FAIL ...` line per problem. Prints its wall time.
-    python tools/package_check.py [--uv UV] [--keep]
+    python tools/package_check.py [--uv UV] [--keep] [--engine conformance/pulumi/bin]
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shlex
@@ -32,13 +39,37 @@ import time
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _engine_module() -> Any:
+    """conformance/pulumi/engine.py (stdlib imports only), for what the engine preview shares with the engine tests."""
+    spec = importlib.util.spec_from_file_location("multinode_engine", ROOT / "conformance" / "pulumi" / "engine.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 CLOUDS = ("aws", "azure", "gcp", "oci", "existing")
 # The data file the planted run removes: the LeaderWorkerSet CRD (multinode/manifests/crds.py), which the new gcp
 # project's plan reads (its vLLM workload runs on LWS; the aws project's nccl-test does not install LWS since LWS
 # comes only where used); were it not read, the planted run would plan clean and the check would fail.
 PLANTED_MISSING = "multinode/schemas/lws/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+# The engine preview's project (--engine): `existing` registers only Kubernetes resources, whose provider is built
+# here (the cloud providers' plugins are not: conformance/pulumi/README.md).
+ENGINE_CLOUD = "existing"
+# The planted mandatory violation no config check sees (the pack's env-defined-once), as in conformance/pulumi's
+# engine tests: a hand-written Deployment whose container sets LOG_LEVEL twice.
+PLANTED_DEPLOYMENT = {
+    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "tools", "namespace": "multinode"},
+    "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "tools"}}, "template": {
+        "metadata": {"labels": {"app": "tools"}},
+        "spec": {"containers": [{"name": "tools", "image": "busybox:1.36", "command": ["sleep", "3600"],
+                                 "env": [{"name": "LOG_LEVEL", "value": "info"},
+                                         {"name": "LOG_LEVEL", "value": "debug"}]}]}}}}
 
 
 def pyproject_version() -> str:
@@ -224,10 +255,62 @@ class Check:
                   f"{' '.join(last)[:200]})", flush=True)
 
 
+    def engine_preview(self, bin_dir: Path, pulumi_bin: Path) -> None:
+        """The new project's `pulumi preview --policy-pack $(multinode policy-path)` on the real engine: clean, then
+        with the planted violation (tools/project_preview.py, run by the venv's interpreter outside the checkout)."""
+        import yaml
+
+        for exe in ("pulumi", "pulumi-resource-kubernetes"):
+            if not (pulumi_bin / exe).is_file():
+                self.fail(f"--engine {pulumi_bin}: no {exe} there (make pulumi-tools)")
+                return
+        r = self.run([str(bin_dir / "multinode"), "policy-path"], cwd=self.work)
+        pack = r.stdout.strip()
+        work = self.work / "engine"
+        work.mkdir()
+        driver = work / "project_preview.py"
+        shutil.copy(ROOT / "tools" / "project_preview.py", driver)
+        kubeconfig = work / "kubeconfig"
+        kubeconfig.write_text(_engine_module().UNREACHABLE_KUBECONFIG)   # the engine tests' unreachable cluster
+        for variant in ("clean", "planted"):
+            project = work / variant
+            shutil.copytree(self.work / "projects" / f"gpu-{ENGINE_CLOUD}", project)
+            if variant == "planted":
+                sf = project / "Pulumi.dev.yaml"
+                doc = yaml.safe_load(sf.read_text())
+                doc["config"]["multinode:manifests"] = [PLANTED_DEPLOYMENT]
+                sf.write_text(yaml.safe_dump(doc, sort_keys=False))
+            start = time.monotonic()
+            r = self.run([str(bin_dir / "python"), str(driver), str(project), "dev", "--pulumi", str(pulumi_bin),
+                          "--pack", pack, "--kubeconfig", str(kubeconfig), "--state", str(work / f"{variant}-state"),
+                          "--addons-provided"], cwd=project, timeout=1200)
+            took = time.monotonic() - start
+            out = r.stdout + r.stderr
+            lines = [ln for ln in out.splitlines() if ln.startswith("project-preview:")]
+            source = next((ln for ln in lines if "the multinode package from" in ln), "")
+            if str(bin_dir.parent) not in source or str(ROOT) in source:
+                self.fail(f"the {variant} project's preview did not run the venv's package: {source or out[-600:]}")
+            if variant == "clean":
+                ok = r.returncode == 0 and any(": dev: passed" in ln for ln in lines)
+            else:
+                fails = [ln for ln in lines if ln.startswith("project-preview: FAIL mandatory policy")]
+                ok = (r.returncode == 1 and len(fails) == 1 and "env-defined-once" in fails[0]
+                      and any("(env-defined-once), preview failed" in ln for ln in lines))
+            if not ok:
+                self.fail(f"the {variant} `multinode new --cloud {ENGINE_CLOUD}` project's pulumi preview on the "
+                          f"engine exited {r.returncode}: {out.strip()[-1500:]}")
+            else:
+                print(f"package-check: engine: the {variant} {ENGINE_CLOUD} project's pulumi preview --policy-pack "
+                      f"$(multinode policy-path): {lines[-1].removeprefix('project-preview: ')} ({took:.0f} s)",
+                      flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--uv", default=os.environ.get("UV", "uv"), help="the uv command (default $UV or uv)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (printed)")
+    ap.add_argument("--engine", metavar="DIR", help="also preview a new project on the real engine with the Pulumi CLI "
+                                                    "and kubernetes provider in DIR (make pulumi-tools)")
     opts = ap.parse_args(argv)
     uv = shlex.split(opts.uv)
     if "/" in uv[0]:
@@ -249,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         check.installed(bin_dir, wheel)
         check.projects(bin_dir, wheel)
         check.pack(bin_dir)
+        if opts.engine:
+            check.engine_preview(bin_dir, Path(opts.engine).resolve())
         check.planted(wheel)
     finally:
         if opts.keep:
@@ -259,8 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     if check.failures:
         print(f"package-check: {len(check.failures)} problem(s) ({took:.0f} s wall)")
         return 1
+    engine_note = ("; the existing project previewed clean on the engine and its planted violation failed it"
+                   if opts.engine else "")
     print(f"package-check: ok: {wheel.name} installed outside the checkout, {len(CLOUDS)} new projects planned "
-          f"clean, the planted missing file failed the plan ({took:.0f} s wall)")
+          f"clean, the planted missing file failed the plan{engine_note} ({took:.0f} s wall)")
     return 0
 
 

@@ -282,8 +282,9 @@ type PodView struct {
 	Names []NameCheck `json:"names,omitempty"`
 	// on a real node: the TCP ports something listens on in the pod's network namespace (/proc/<pid>/net/tcp{,6})
 	Listening []int `json:"listening"`
-	// on a real node, a pod of a PyTorch gang: its containers' log lines (gangs.go)
+	// on a real node: each container's last log lines, and the gang verdict lines of its stand-ins (gangs.go)
 	Logs map[string][]string `json:"logs,omitempty"`
+	Gang []string            `json:"gang,omitempty"`
 }
 
 type EventView struct {
@@ -307,7 +308,8 @@ func podKey(p corev1.Pod) string {
 	}
 	if realNodeNames[p.Spec.NodeName] {
 		for _, c := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-			s += "|" + c.Name + ":" + containerState(c)
+			// the kubelet's back-off alternates ErrImagePull and ImagePullBackOff: one state for a pull that fails
+			s += "|" + c.Name + ":" + strings.Replace(containerState(c), "ImagePullBackOff", "ErrImagePull", 1)
 		}
 	}
 	return p.Namespace + "/" + p.Name + "=" + s
@@ -392,6 +394,9 @@ func (a *Applier) snapshot(ctx context.Context, b *Box, withNames bool) ([]PodVi
 		if realNodeNames[p.Spec.NodeName] {
 			v.Env, v.Cmdline, v.Listening = containerEnvs(ctx, p)
 			v.Names = CheckNames(ctx, world, p, v.Env, v.Cmdline)
+			if withNames {
+				v.Logs, v.Gang = podLogs(p, 15)
+			}
 		}
 		p.ManagedFields = nil
 		raw, _ := json.Marshal(p)

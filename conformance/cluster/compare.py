@@ -48,7 +48,7 @@ import yaml
 from multinode import k8sfiles
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gangs_check import gang_findings  # noqa: E402
+from gang_check import gang_findings  # noqa: E402
 from realnode_check import real_node_findings  # noqa: E402
 
 # Controllers the box runs, by the group/kind of the object that owns a gang's pods (the top owner).
@@ -542,13 +542,13 @@ def compare(stack_dir: Path, kyverno: bool, day_two_expected: bool = False) -> d
             findings += [f"effective/{f.name}: pod {cands[0]['namespace']}/{cands[0]['name']}: {d}" for d in out]
     real_findings, real_report = real_node_findings(obs)
     findings += real_findings
+    # the gangs real kubelets ran (issue 43): formed or not, world size against plan, time to form
+    gang_f, gang_report = gang_findings(obs, placement)
+    findings += gang_f
+    not_checked += [g["notChecked"] for g in gang_report if g.get("notChecked")]
+    if gang_report:
+        real_report["gangs"] = gang_report
     not_checked += real_report.get("notChecked", [])
-    # the PyTorch gangs on real nodes (issue 43, gangs_check.py)
-    g_findings, gangs, g_not_checked = gang_findings(obs, lambda owner: rendered_object(stack_dir, owner))
-    findings += g_findings
-    not_checked += g_not_checked
-    if gangs or obs.get("gangSettings"):
-        real_report["gangs"], real_report["gangSettings"] = gangs, obs.get("gangSettings")
     admitted = {f"{p['namespace']}/{p['name']}": p["pod"]
                 for ph in (obs.get("phases") or []) for p in ph.get("pods", [])}
     b_findings, b_not_checked, budgets = budget_findings(obs.get("phases") or [])

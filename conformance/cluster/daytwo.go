@@ -77,8 +77,54 @@ type upgradesJSON struct {
 			Budget             string `json:"budget"`
 			DisruptionsAllowed int    `json:"disruptionsAllowed"`
 			OnUpgrade          string `json:"onUpgrade"`
+			// the same prediction for a program (multinode/upgrades.py restart_model)
+			RestartsAtMost *int     `json:"restartsAtMost"`
+			WholeRestartOn []string `json:"wholeRestartOn"`
+			PartialOn      []string `json:"partialOn"`
 		} `json:"gangs"`
 	} `json:"pools"`
+	// per LWS, what an image change rolls (multinode/upgrades.py Rollout.as_dict); other kinds carry no groups
+	Rollouts []struct {
+		Workload       string `json:"workload"`
+		Kind           string `json:"kind"`
+		Groups         int    `json:"groups"`
+		GroupSize      int    `json:"groupSize"`
+		MaxSurge       int    `json:"maxSurge"`
+		MaxUnavailable int    `json:"maxUnavailable"`
+		SpareNodes     int    `json:"spareNodes"`
+		ImageChange    string `json:"imageChange"`
+	} `json:"rollouts"`
+}
+
+// restartModel: upgrades.json's restartsAtMost / wholeRestartOn / partialOn of one workload's gangs.
+type restartModel struct {
+	most           int
+	whole, partial map[string]bool // roles ("*": any)
+}
+
+func (m restartModel) wholeOn(roles map[string]bool) bool {
+	if m.whole["*"] {
+		return true
+	}
+	for r := range roles {
+		if m.whole[r] {
+			return true
+		}
+	}
+	return false
+}
+
+// partialFor: every role lost is one whose loss replaces only part of the gang
+func (m restartModel) partialFor(roles []string) bool {
+	if len(roles) == 0 {
+		return false
+	}
+	for _, r := range roles {
+		if !m.partial[r] && !m.partial["*"] {
+			return false
+		}
+	}
+	return true
 }
 
 // GangView: one gang (the pods of one workload, or of one LWS group) as the box holds it.
@@ -171,6 +217,8 @@ type DayTwoReport struct {
 	Batch      string            `json:"batchGang,omitempty"` // the batch object applied again for the scenarios
 	Gangs      []GangView        `json:"gangs"`               // when the scenarios start
 	Failure    *FailureResult    `json:"nodeFailure,omitempty"`
+	Cordon     *CordonResult     `json:"cordon,omitempty"`
+	Rollout    *RolloutResult    `json:"rollout,omitempty"`
 	Drain      *DrainResult      `json:"drain,omitempty"`
 	Findings   []string          `json:"findings"`
 	NotChecked []string          `json:"notChecked"`
@@ -206,7 +254,10 @@ type dayTwo struct {
 	up    upgradesJSON
 	size  map[string]int // gang -> pods when whole
 	pool  map[string]string
-	nodes []corev1.Node // nodes.yaml
+	nodes []corev1.Node           // nodes.yaml
+	model map[string]restartModel // workload -> upgrades.json's restart prediction
+	objs  []Object                // the stack's objects (the LWS of the rollout)
+	gate  string                  // the health gate command (health_gate.py <stack file>), run with the kubeconfig
 	logf  func(string, ...any)
 	start time.Time
 }
@@ -248,9 +299,9 @@ func (d *dayTwo) gangs(ctx context.Context) (map[string]*GangView, []corev1.Pod,
 
 // RunDayTwo plays the scenarios on the box as boxRun leaves it and writes build/<stack>/day-two.json.
 func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stackDir string, nodes []corev1.Node,
-	batch []Object, quiet, settle time.Duration, logf func(string, ...any)) (*DayTwoReport, error) {
+	objects, batch []Object, gate string, quiet, settle time.Duration, logf func(string, ...any)) (*DayTwoReport, error) {
 	d := &dayTwo{box: box, kl: kl, ap: ap, nodes: nodes, logf: logf, start: time.Now(), size: map[string]int{},
-		pool: map[string]string{}, rep: &DayTwoReport{Stack: filepath.Base(stackDir), Findings: []string{},
+		pool: map[string]string{}, model: map[string]restartModel{}, objs: objects, gate: gate, rep: &DayTwoReport{Stack: filepath.Base(stackDir), Findings: []string{},
 			NotChecked: []string{}, Settings: map[string]string{
 				"node-monitor-grace-period (controller-manager)":               nodeMonitorGrace.String(),
 				"default not-ready/unreachable tolerationSeconds (API server)": defaultTolerationSeconds.String(),
@@ -272,6 +323,17 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 	for _, p := range d.up.Pools {
 		for _, g := range p.Gangs {
 			predicted[g.Workload], upgrade[g.Workload], d.pool[g.Workload] = g.DisruptionsAllowed, g.OnUpgrade, p.Pool
+			m := restartModel{most: 1, whole: map[string]bool{}, partial: map[string]bool{}}
+			if g.RestartsAtMost != nil {
+				m.most = *g.RestartsAtMost
+			}
+			for _, r := range g.WholeRestartOn {
+				m.whole[r] = true
+			}
+			for _, r := range g.PartialOn {
+				m.partial[r] = true
+			}
+			d.model[g.Workload] = m
 			if !g.Service {
 				batchGang[g.Workload] = true
 			}
@@ -374,6 +436,16 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 		return d.rep, fmt.Errorf("node failure: %w", err)
 	}
 	logf("day two: node failure played in %.0fs", time.Since(t0).Seconds())
+	t0 = time.Now()
+	if err := d.cordon(ctx); err != nil {
+		return d.rep, fmt.Errorf("cordon: %w", err)
+	}
+	logf("day two: cordoned bad node played in %.0fs", time.Since(t0).Seconds())
+	t0 = time.Now()
+	if err := d.rollout(ctx); err != nil {
+		return d.rep, fmt.Errorf("rollout: %w", err)
+	}
+	logf("day two: model rollout played in %.0fs", time.Since(t0).Seconds())
 	if played != nil {
 		// A Volcano Job counts every restart against its maxRetry over its life (RetryCount; at maxRetry it is Failed:
 		// volcano.sh/volcano@v1.14.1 pkg/controllers/job/state/restarting.go:35, running.go:38-44): the upgrade is
@@ -388,6 +460,14 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 		}
 		if _, _, err := Settle(ctx, box, quiet/2, settle, 2*time.Second); err != nil {
 			return d.rep, err
+		}
+		// whole before the upgrade is played (bounded): a quiet box is not yet a job whose pods exist (seen on
+		// volcano-llm-training: the job applied again after the cordon had no pod 7 s later)
+		if _, whole, err := d.waitGangs(ctx, boxRecover, true); err != nil {
+			return d.rep, err
+		} else if !whole {
+			d.rep.NotChecked = append(d.rep.NotChecked, fmt.Sprintf("drain: %s applied again was not whole within %s: "+
+				"the upgrade is judged from that state", played.Key(), boxRecover))
 		}
 		logf("day two: %s run again for the upgrade in %.0fs", played.Key(), time.Since(t1).Seconds())
 	}
@@ -430,6 +510,31 @@ func (d *dayTwo) gangNodes(ctx context.Context) ([]string, map[string]int, error
 		}
 	}
 	return keys(count), count, nil
+}
+
+// busiestGangNode is the node a fault scenario strikes: the one holding the most gang pods, the first by name among
+// them. "" when no gang pod is bound or that node is a real node (each said in NotChecked, `what` naming the scenario
+// and `realWhy` why a real node is left alone).
+func (d *dayTwo) busiestGangNode(ctx context.Context, what, realWhy string) (string, error) {
+	names, count, err := d.gangNodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(names) == 0 {
+		d.rep.NotChecked = append(d.rep.NotChecked, what+": no gang pod is bound")
+		return "", nil
+	}
+	victim := names[0]
+	for _, n := range names {
+		if count[n] > count[victim] {
+			victim = n
+		}
+	}
+	if realNodeNames[victim] {
+		d.rep.NotChecked = append(d.rep.NotChecked, what+": "+victim+" is a real node"+realWhy)
+		return "", nil
+	}
+	return victim, nil
 }
 
 // waitGangs polls until every gang is whole or holds no bound pod (whole-Pending) and nothing changed for 4 s, or
@@ -527,24 +632,9 @@ func (d *dayTwo) nodeFailure(ctx context.Context) error {
 	res := &FailureResult{}
 	d.rep.Failure = res
 	defer func() { res.Seconds = time.Since(t0).Seconds(); res.Events = d.events(ctx, t0) }()
-	names, count, err := d.gangNodes(ctx)
-	if err != nil {
+	victim, err := d.busiestGangNode(ctx, "node failure", " (its kubelet is not stopped by the box)")
+	if err != nil || victim == "" {
 		return err
-	}
-	if len(names) == 0 {
-		d.rep.NotChecked = append(d.rep.NotChecked, "node failure: no gang pod is bound")
-		return nil
-	}
-	// the node holding the most gang pods, the first by name among them
-	victim := names[0]
-	for _, n := range names {
-		if count[n] > count[victim] {
-			victim = n
-		}
-	}
-	if realNodeNames[victim] {
-		d.rep.NotChecked = append(d.rep.NotChecked, "node failure: "+victim+" is a real node (its kubelet is not stopped by the box)")
-		return nil
 	}
 	res.Node = victim
 	var node corev1.Node
@@ -658,27 +748,16 @@ func (d *dayTwo) nodeFailure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	predicted := map[string]string{}
-	for _, g := range d.rep.Gangs {
-		predicted[g.Gang] = g.PredictedUpgrade
-	}
 	for _, k := range keys(gs) {
 		o := outcome(gs[k])
-		// A Volcano training job whose lost pods were all workers: the rendered PodEvicted -> RestartTask on the
-		// worker task recreates the workers only; the master keeps its node and the job waits, half-bound, for a
-		// node (or for torchrun's rendezvous to time out, which fails the master: RestartJob). That is the
-		// rendering's promise (manifests/workloads/volcano.py), judged as such.
-		workersOnly := false
-		for _, e := range res.Pods {
-			if e.Gang == k {
-				workersOnly = e.Role == "worker"
-				if !workersOnly {
-					break
-				}
-			}
-		}
-		if gs[k].halfBound() && workersOnly && strings.Contains(predicted[k], "a worker's eviction restarts the worker task") {
-			o.Note = "its lost worker(s) recreated alone (RestartTask), Pending for a node; the master keeps its node"
+		// A gang whose lost pods all have roles upgrades.json names in partialOn: only that part is replaced (a
+		// Volcano job's worker -> RestartTask on the worker task; with a recoveryTimeout, any pod recreated alone
+		// while the policy's action waits) and waits, half-bound, for a node beside the rest (in a real cluster
+		// torchrun's rendezvous timeout may then fail the master: RestartJob). That is the rendering's promise
+		// (manifests/workloads/volcano.py, upgrades.py restart_model), judged as such.
+		if gs[k].halfBound() && d.model[gs[k].workload()].partialFor(lostRoles(res.Pods, k)) {
+			o.Note = fmt.Sprintf("its lost pod(s) of role(s) %s replaced alone (upgrades.json partialOn), Pending for a "+
+				"node beside the rest of the gang", strings.Join(lostRoles(res.Pods, k), ","))
 			gs[k].Bound = 0 // not judged as half-bound below
 		}
 		res.GangsAfterLoss = append(res.GangsAfterLoss, o)
@@ -1003,8 +1082,7 @@ func (d *dayTwo) drain(ctx context.Context) error {
 			}
 			// the restart the rendering promises for the pod evicted: a Volcano job's master -> the job whole
 			// (RestartJob), an LWS group's pod -> the group whole (RecreateGroupOnPodRestart)
-			wantWhole := (rs["master"] && strings.Contains(o.PredictedUpgrade, "the master's restarts the job whole")) ||
-				strings.Contains(o.PredictedUpgrade, "restarts whole")
+			wantWhole := d.model[strings.SplitN(g, "/", 2)[0]].wholeOn(rs)
 			if wantWhole && restarted[g] != "whole" {
 				d.finding("drain: gang %s: pod(s) of role(s) %s evicted from %s and the gang's restart was %q, where "+
 					"upgrades.json predicts a whole restart: %s", g, strings.Join(keys(rs), ","), node,
@@ -1065,10 +1143,11 @@ func (d *dayTwo) drain(ctx context.Context) error {
 			d.finding("drain: gang %s is %s after the pool's gang nodes were drained with %d surge node(s) added",
 				k, o.End, len(surge))
 		}
-		// how many restarts upgrades.json allows: "at most twice" (a Volcano job: worker task, then the job), else once
-		most := 1
-		if strings.Contains(o.PredictedUpgrade, "at most twice") {
-			most = 2
+		// how many restarts upgrades.json allows (restartsAtMost: a Volcano job 2, worker task then the job; with a
+		// recoveryTimeout one single-pod replacement per node; else once)
+		most := d.model[strings.SplitN(k, "/", 2)[0]].most
+		if most < 1 {
+			most = 1
 		}
 		if n := o.Restarts + o.PartialRestarts; n > most && o.PredictedUpgrade != "" {
 			d.finding("drain: gang %s restarted %d times (%d whole, %d partial) where upgrades.json predicts at most %d "+
@@ -1077,4 +1156,17 @@ func (d *dayTwo) drain(ctx context.Context) error {
 		res.Gangs = append(res.Gangs, *o)
 	}
 	return nil
+}
+
+func (g GangView) workload() string { return strings.SplitN(g.Gang, "/", 2)[0] }
+
+// lostRoles: the roles (multinode.dev/role) of the gang's pods on the lost node
+func lostRoles(pods []PodEviction, gang string) []string {
+	seen := map[string]bool{}
+	for _, e := range pods {
+		if e.Gang == gang {
+			seen[e.Role] = true
+		}
+	}
+	return keys(seen)
 }

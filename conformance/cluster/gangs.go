@@ -1,65 +1,131 @@
 package main
 
-// Gangs on real nodes (issue 43): after a phase settled and its pods were read, the box waits, at most
-// --gang-timeout, for the PyTorch gangs on real nodes to finish: in every real-node pod of the phase, each
-// container that launches PyTorch (its command or args name torchrun or torch.distributed.run: the trainers, the
-// NCCL preflight) terminated, or the pod ended (or is gone, after it was seen). Meanwhile it keeps each such pod's container logs as the kubelet writes
-// them (<node>/pod-logs/<ns>_<pod>_<uid>/<container>/<restart>.log, CRI log format): the lines the stand-in image's
-// PyTorch hooks print (MULTINODE_BOX_RANK per process that joined its process group, MULTINODE_BOX_TRAIN per
-// trainer stand-in, MULTINODE_PREFLIGHT per preflight) and the last lines of each container. compare.py
-// (gangs_check.py) judges them: formed or not, world size seen, time to form.
+// Gangs on real nodes (issue 43): the pods of an MPIJob or of a LeaderWorkerSet group run the real coordination
+// layer in the stand-in images (mpirun over ssh with the operator's hostfile and keys; `ray start`; the NIM
+// stand-in's rendezvous), and the stand-ins print one verdict line, `MULTINODE_GANG {json}`
+// (conformance/realnode/standin/python/multinode_standin/gang.py), on the gang's leading pod: the MPIJob's launcher
+// (mpirun forwards rank 0's output) or the LWS group's leader. The box waits, bounded, for that line after a phase
+// settled (a settled phase means the pods run, not that their gang formed), and records each real-node pod's last
+// log lines and its verdict lines (PodView.Logs, PodView.Gang) from the kubelet's container logs; gang_check.py
+// judges them against placement.json.
+//
+// PyTorch gangs (the containers that launch torchrun / torch.distributed.run: trainers, the NCCL preflight): the
+// real launcher in the image's PyTorch layer (image.go, TorchRefs) runs the rendered flags; rank 0 of the process
+// group prints the verdict (standin/python/multinode_standin/torch_hooks.py), in whichever pod of the gang it ran,
+// and each pod's launcher a `MULTINODE_GANG_LAUNCH {json}` line (its endpoint and node rank, for a gang that does
+// not form). The box waits, bounded, until every such container on a real node has terminated (or its pod ended):
+// a gang that does not form keeps its launchers waiting at the rendezvous.
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// gangTimeout: the longest wait for a phase's PyTorch gangs on real nodes (--gang-timeout)
+const gangMarker = "MULTINODE_GANG "
+
+// the PyTorch launcher's line per pod (torch_hooks.py LAUNCH_MARKER), kept with the verdict lines
+const gangLaunchMarker = "MULTINODE_GANG_LAUNCH "
+
+// how long the box waits for a gang's verdict once the phase settled (--gang-timeout)
 var gangTimeout = 240 * time.Second
 
-// GangWait is what the box saw while it waited for a phase's PyTorch pods on real nodes.
-type GangWait struct {
-	Pods     []string `json:"pods"`     // namespace/name of the pods waited for
-	Seconds  float64  `json:"seconds"`  // how long the wait took
-	Bound    float64  `json:"bound"`    // --gang-timeout, seconds
-	Finished bool     `json:"finished"` // every PyTorch container terminated (or its pod ended or is gone) before the bound
+// labels of the operators (kubeflow/mpi-operator@v0.8.0 pkg/apis/kubeflow/v2beta1/constants.go JobRoleLabel;
+// sigs.k8s.io/lws@v0.9.0 api/leaderworkerset/v1/leaderworkerset_types.go SetNameLabelKey (lwsNameLabel, daytwo_rollout.go), WorkerIndexLabelKey)
+const (
+	mpiRoleLabel     = "training.kubeflow.org/job-role"
+	mpiJobNameLabel  = "training.kubeflow.org/job-name"
+	lwsWorkerIdLabel = "leaderworkerset.sigs.k8s.io/worker-index"
+)
+
+// gangLeader: the pod whose log carries its gang's verdict (an MPIJob's launcher, an LWS group's leader).
+func gangLeader(p corev1.Pod) bool {
+	return p.Labels[mpiRoleLabel] == "launcher" || (p.Labels[lwsNameLabel] != "" && p.Labels[lwsWorkerIdLabel] == "0")
 }
 
-// GangSettings goes into observed.json: what the box changed for its PyTorch gangs.
-type GangSettings struct {
-	Bound      float64 `json:"bound"`
-	NprocMax   int     `json:"nprocMax"`
-	TorchLayer bool    `json:"torchLayer"`
+// RayRefs: the images of the containers whose command line runs Ray (`ray start`, `import ray`, vLLM's Ray
+// executor): they get the Ray layer (image.go).
+func RayRefs(objects []Object) map[string]bool {
+	return refsOf(objects, func(line string) bool {
+		return strings.Contains(line, "ray start") || strings.Contains(line, "import ray") ||
+			strings.Contains(line, "executor-backend ray") || strings.Contains(line, "executor-backend=ray")
+	})
 }
 
-const logTail = 25 // last lines kept per container
+// TorchRefs: the images of the containers that launch PyTorch (launchesTorch): they get the PyTorch layer (image.go).
+func TorchRefs(objects []Object) map[string]bool {
+	return refsOf(objects, launchesTorch)
+}
 
-// launchesTorch: a command or args word names PyTorch's launcher (torchrun, python3 -m torch.distributed.run)
-func launchesTorch(words []string) bool {
-	for _, w := range words {
-		if strings.Contains(w, "torchrun") || strings.Contains(w, "torch.distributed.run") {
-			return true
-		}
-	}
-	return false
+// launchesTorch: a command line that runs PyTorch's launcher (torchrun, python3 -m torch.distributed.run)
+func launchesTorch(line string) bool {
+	return strings.Contains(line, "torchrun") || strings.Contains(line, "torch.distributed.run")
 }
 
 func runsTorch(c corev1.Container) bool {
-	return launchesTorch(append(append([]string{}, c.Command...), c.Args...))
+	return launchesTorch(strings.Join(append(append([]string{}, c.Command...), c.Args...), " "))
 }
 
-// torchDone: every container of the pod that launches PyTorch has terminated (an init container's restarts
-// count: the kubelet reruns a failed one under restartPolicy OnFailure/Always), or the pod ended.
+// refsOf: the images of the containers (any map with an "image" string: pod templates, LWS templates, Volcano
+// tasks ...) whose command and args, joined by spaces, match.
+func refsOf(objects []Object, match func(line string) bool) map[string]bool {
+	out := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			if img, ok := t["image"].(string); ok && img != "" {
+				var words []string
+				for _, k := range []string{"command", "args"} {
+					if l, ok := t[k].([]any); ok {
+						for _, w := range l {
+							if s, ok := w.(string); ok {
+								words = append(words, s)
+							}
+						}
+					}
+				}
+				if match(strings.Join(words, " ")) {
+					out[img] = true
+				}
+			}
+			for _, x := range t {
+				walk(x)
+			}
+		case []any:
+			for _, x := range t {
+				walk(x)
+			}
+		}
+	}
+	for _, o := range objects {
+		walk(o.U.Object)
+	}
+	return out
+}
+
+// torchContainers: the names of the pod's containers (init or not) that launch PyTorch
+func torchContainers(p corev1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		if runsTorch(c) {
+			out[c.Name] = true
+		}
+	}
+	return out
+}
+
+// torchDone: every container of the pod that launches PyTorch has terminated (and is not to be restarted: a
+// container waiting for its restart is not done), or the pod ended.
 func torchDone(p corev1.Pod) bool {
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return true
@@ -68,159 +134,214 @@ func torchDone(p corev1.Pod) bool {
 	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		state[s.Name] = s
 	}
-	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
-		if !runsTorch(c) {
-			continue
-		}
-		s, ok := state[c.Name]
-		if !ok || s.State.Terminated == nil {
+	for name := range torchContainers(p) {
+		if s, ok := state[name]; !ok || s.State.Terminated == nil {
 			return false
 		}
 	}
 	return true
 }
 
-func torchPod(p corev1.Pod) bool {
-	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
-		if runsTorch(c) {
-			return true
-		}
-	}
-	return false
-}
-
-// podLogs reads the pod's container logs on its real node: per container, the marked lines (MULTINODE_*) and the
-// last logTail lines, over its restarts in order.
-func podLogs(p corev1.Pod) map[string][]string {
+// podLogs reads each container's current log file as the kubelet wrote it (<podLogsDir>/<ns>_<pod>_<uid>/
+// <container>/<restart>.log, CRI format: "<RFC3339 time> <stream> <tag> <line>"): the last `tail` lines, and
+// every verdict line (which may have scrolled out of the tail).
+func podLogs(p corev1.Pod, tail int) (map[string][]string, []string) {
 	sock := realNodeSockets[p.Spec.NodeName]
 	if sock == "" {
-		return nil
+		return nil, nil
 	}
 	dir := filepath.Join(filepath.Dir(filepath.Dir(sock)), "pod-logs", p.Namespace+"_"+p.Name+"_"+string(p.UID))
-	out := map[string][]string{}
-	conts, _ := os.ReadDir(dir)
+	conts, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil
+	}
+	logs := map[string][]string{}
+	var gang []string
 	for _, c := range conts {
 		files, _ := filepath.Glob(filepath.Join(dir, c.Name(), "*.log"))
-		sort.Slice(files, func(i, j int) bool { return restartOf(files[i]) < restartOf(files[j]) })
-		var marked, tail []string
-		for _, f := range files {
-			fh, err := os.Open(f)
-			if err != nil {
-				continue
-			}
-			sc := bufio.NewScanner(fh)
-			sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-			for sc.Scan() {
-				// CRI log line: <RFC3339 time> <stream> <P|F> <text>
-				parts := strings.SplitN(sc.Text(), " ", 4)
-				if len(parts) < 4 {
-					continue
-				}
-				line := parts[3]
-				if strings.HasPrefix(line, "MULTINODE_") && len(marked) < 512 {
-					marked = append(marked, line)
-				}
-				tail = append(tail, line)
-				if len(tail) > logTail {
-					tail = tail[1:]
-				}
-			}
-			fh.Close()
+		if len(files) == 0 {
+			continue
 		}
-		out[c.Name()] = append(marked, append([]string{"--- last lines ---"}, tail...)...)
+		sort.Slice(files, func(i, j int) bool { return restartOf(files[i]) < restartOf(files[j]) })
+		f, err := os.Open(files[len(files)-1])
+		if err != nil {
+			continue
+		}
+		var last []string
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.Contains(line, gangMarker) || strings.Contains(line, gangLaunchMarker) {
+				gang = append(gang, c.Name()+" "+line)
+			}
+			last = append(last, line)
+			if len(last) > tail {
+				last = last[1:]
+			}
+		}
+		f.Close()
+		logs[c.Name()] = last
 	}
-	return out
+	return logs, gang
 }
 
-func restartOf(f string) int {
+func restartOf(path string) int {
 	n := 0
-	for _, r := range strings.TrimSuffix(filepath.Base(f), ".log") {
-		if r < '0' || r > '9' {
-			return 0
+	for _, ch := range strings.TrimSuffix(filepath.Base(path), ".log") {
+		if ch < '0' || ch > '9' {
+			return -1
 		}
-		n = n*10 + int(r-'0')
+		n = n*10 + int(ch-'0')
 	}
 	return n
 }
 
-// WaitGangs waits for the phase's PyTorch pods on real nodes (bounded by gangTimeout) and updates their views in
-// ph.Pods: the pod as it is at the end (if it still exists), its container logs.
-func WaitGangs(ctx context.Context, box *Box, ph *Phase, logf func(string, ...any)) {
-	type tracked struct {
-		idx  int
-		pod  corev1.Pod
-		logs map[string][]string
-		gone bool
-	}
-	var ts []*tracked
-	for i, v := range ph.Pods {
-		if !realNodeNames[v.Node] {
-			continue
-		}
-		p, err := box.Client.CoreV1().Pods(v.Namespace).Get(ctx, v.Name, metav1.GetOptions{})
-		if err != nil || !torchPod(*p) {
-			continue
-		}
-		ts = append(ts, &tracked{idx: i, pod: *p})
-	}
-	if len(ts) == 0 {
-		return
+// waitGangs waits (at most gangTimeout) until every gang with a pod on a real node has its verdict: the leading
+// pod's log holds the verdict line, or that pod has ended or failed (no line will come); and every container that
+// launches PyTorch on a real node has terminated (its pod ended, or it is gone). An MPIJob whose workers
+// run on real nodes and whose launcher pod does not exist yet (the operator creates it once the workers are
+// Ready) is waited for too. Returns how many gangs were still without a verdict at the end.
+func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
+	if len(realNodeNames) == 0 {
+		return 0
 	}
 	t0 := time.Now()
-	w := GangWait{Bound: gangTimeout.Seconds()}
-	for _, t := range ts {
-		w.Pods = append(w.Pods, t.pod.Namespace+"/"+t.pod.Name)
-	}
 	for {
-		ended := true
-		for _, t := range ts {
-			if t.gone {
-				continue
-			}
-			if l := podLogs(t.pod); len(l) > 0 {
-				t.logs = l
-			}
-			p, err := box.Client.CoreV1().Pods(t.pod.Namespace).Get(ctx, t.pod.Name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err) || (err == nil && p.UID != t.pod.UID):
-				t.gone = true
-				continue
-			case err == nil:
-				t.pod = *p
-			}
-			if !torchDone(t.pod) {
-				ended = false
+		pods, err := box.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return -1
+		}
+		launchers := map[string]bool{}
+		for _, p := range pods.Items {
+			if p.Labels[mpiRoleLabel] == "launcher" {
+				launchers[p.Namespace+"/"+p.Labels[mpiJobNameLabel]] = true
 			}
 		}
-		if ended || time.Since(t0) > gangTimeout || ctx.Err() != nil {
-			w.Finished = ended
-			break
+		var waiting []string
+		for _, p := range pods.Items {
+			if !realNodeNames[p.Spec.NodeName] || p.DeletionTimestamp != nil {
+				continue
+			}
+			torch := torchContainers(p)
+			if len(torch) > 0 && !torchDone(p) {
+				waiting = append(waiting, "PyTorch launcher in pod "+p.Namespace+"/"+p.Name)
+				continue
+			}
+			if p.Labels[mpiRoleLabel] == "worker" && !launchers[p.Namespace+"/"+p.Labels[mpiJobNameLabel]] {
+				waiting = append(waiting, "MPIJob "+p.Namespace+"/"+p.Labels[mpiJobNameLabel]+" (no launcher pod yet)")
+				continue
+			}
+			if !gangLeader(p) || p.Status.Phase != corev1.PodRunning {
+				continue // a leader held in its init containers, or ended: no verdict will come (realnode_check.py says why)
+			}
+			_, lines := podLogs(p, 0)
+			verdict := false
+			for _, l := range lines {
+				// a verdict of the pod's own engine, not its PyTorch preflight's (an init container)
+				verdict = verdict || (strings.Contains(l, gangMarker) && !torch[strings.SplitN(l, " ", 2)[0]])
+			}
+			if !verdict {
+				waiting = append(waiting, "pod "+p.Namespace+"/"+p.Name)
+			}
+		}
+		sort.Strings(waiting)
+		if len(waiting) == 0 {
+			if time.Since(t0) > 2*time.Second {
+				logf("gangs: every verdict in after %.0fs", time.Since(t0).Seconds())
+			}
+			return 0
+		}
+		if time.Since(t0) > gangTimeout || ctx.Err() != nil {
+			logf("gangs: no verdict after %.0fs from %s", time.Since(t0).Seconds(), strings.Join(dedup(waiting), ", "))
+			return len(dedup(waiting))
 		}
 		time.Sleep(2 * time.Second)
 	}
-	w.Seconds = time.Since(t0).Seconds()
-	for _, t := range ts {
-		v := &ph.Pods[t.idx]
-		v.Logs = t.logs
-		if !t.gone {
-			v.Phase = string(t.pod.Status.Phase)
-			raw := t.pod.DeepCopy()
-			raw.ManagedFields = nil
-			if m, err := toMap(raw); err == nil {
-				v.Pod = m
+}
+
+func dedup(s []string) []string {
+	var out []string
+	for i, x := range s {
+		if i == 0 || x != s[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// env vars that name an MPI hostfile, as the MPI operator sets them on the launcher
+// (kubeflow/mpi-operator@v0.8.0 pkg/controller/mpi_job_controller.go ompiEnvVars, intelEnvVars, mpichEnvVars)
+var hostfileEnvs = []string{"OMPI_MCA_orte_default_hostfile", "I_MPI_HYDRA_HOST_FILE", "HYDRA_HOST_FILE"}
+
+// hostfileNames: the hosts of the MPI hostfile a running container's env names, read from inside the container
+// (`cat` through its node's containerd: the file as the kubelet mounted it from the operator's ConfigMap), one
+// NameCheck each (first field of each line; Open MPI's "host slots=N", Intel's and MPICH's "host:N").
+func hostfileNames(ctx context.Context, p corev1.Pod, env map[string]map[string]string, have []NameCheck) []NameCheck {
+	seen := map[string]bool{}
+	for _, c := range have {
+		seen[c.Name] = true
+	}
+	var out []NameCheck
+	for _, c := range p.Spec.Containers {
+		for _, key := range hostfileEnvs {
+			path := env[c.Name][key]
+			if path == "" {
+				continue
+			}
+			text, err := execIn(ctx, p, c.Name, "cat", path)
+			if err != nil {
+				out = append(out, NameCheck{Name: path, From: fmt.Sprintf("container %s hostfile %s (env %s)", c.Name, path, key),
+					Container: c.Name, Error: "the hostfile cannot be read: " + err.Error(), Resolved: []string{}})
+				continue
+			}
+			for _, line := range strings.Split(text, "\n") {
+				f := strings.Fields(strings.SplitN(line, "#", 2)[0])
+				if len(f) == 0 {
+					continue
+				}
+				host := strings.SplitN(f[0], ":", 2)[0]
+				if hostOf(host) == "" || seen[host] {
+					continue
+				}
+				seen[host] = true
+				out = append(out, NameCheck{Name: host, From: fmt.Sprintf("container %s hostfile %s: %s", c.Name, path,
+					strings.TrimSpace(line)), Container: c.Name})
 			}
 		}
 	}
-	ph.Gangs = append(ph.Gangs, w)
-	logf("phase %q: %d PyTorch pods on real nodes, ended=%v after %.0fs (bound %.0fs)", ph.Name, len(ts), w.Finished,
-		w.Seconds, w.Bound)
+	return out
 }
 
-func toMap(v any) (map[string]any, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
+// containerTask: the containerd socket of the pod's real node, the container's task id there and a fifo folder for
+// `ctr tasks exec`; ok is false when the pod is not on a real node or the container has not started.
+func containerTask(p corev1.Pod, container string) (sock, id, fifo string, ok bool) {
+	sock = realNodeSockets[p.Spec.NodeName]
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == container {
+			id = strings.TrimPrefix(c.ContainerID, "containerd://")
+		}
 	}
-	var m map[string]any
-	return m, json.Unmarshal(raw, &m)
+	if sock == "" || id == "" {
+		return "", "", "", false
+	}
+	fifo = filepath.Join(filepath.Dir(filepath.Dir(sock)), "fifo")
+	_ = os.MkdirAll(fifo, 0o755)
+	return sock, id, fifo, true
+}
+
+// execIn runs a command in a running container of a pod on a real node (ctr tasks exec) and returns its output.
+func execIn(ctx context.Context, p corev1.Pod, container string, args ...string) (string, error) {
+	sock, id, fifo, ok := containerTask(p, container)
+	if !ok {
+		return "", fmt.Errorf("container %s not found on its node", container)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, "ctr", append([]string{"--address", sock, "-n", "k8s.io", "tasks", "exec",
+		"--fifo-dir", fifo, "--exec-id", fmt.Sprintf("box-exec-%d", execSeq.Add(1)), id}, args...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s: %v %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
 }

@@ -58,54 +58,11 @@ func ImageRefs(objects []Object) []string {
 	return out
 }
 
-// TorchImageRefs: the images of the containers that launch PyTorch (a command or args word naming torchrun or
-// torch.distributed.run: the trainers' launchers, the NCCL preflight; gangs.go launchesTorch): these get the
-// PyTorch layer (rootfs.sh torch-layer.tar, Debian's python3-torch) between the rootfs and the stand-in layer;
-// the others do not carry it.
-func TorchImageRefs(objects []Object) map[string]bool {
-	out := map[string]bool{}
-	var walk func(v any)
-	walk = func(v any) {
-		switch t := v.(type) {
-		case map[string]any:
-			if img, ok := t["image"].(string); ok && img != "" {
-				for _, k := range []string{"command", "args"} {
-					words, _ := t[k].([]any)
-					var ws []string
-					for _, w := range words {
-						if s, ok := w.(string); ok {
-							ws = append(ws, s)
-						}
-					}
-					if launchesTorch(ws) {
-						out[img] = true
-					}
-				}
-			}
-			for _, x := range t {
-				walk(x)
-			}
-		case []any:
-			for _, x := range t {
-				walk(x)
-			}
-		}
-	}
-	for _, o := range objects {
-		walk(o.U.Object)
-	}
-	return out
-}
-
-// torchNprocMax: the box-only cap on torchrun's --nproc_per_node (--torch-nproc-max; 0: none), given to the
-// PyTorch images as MULTINODE_BOX_NPROC_MAX in their config's Env (standin/python/multinode_box_torch applies it)
-var torchNprocMax int
-
-// WriteStandInArchive writes the archive: the rootfs layer, the PyTorch layer for the refs in torch, the stand-in layer (every file of standinDir/bin as
+// WriteStandInArchive writes the archive: the rootfs layer, the stand-in layer (every file of standinDir/bin as
 // /usr/local/bin/<name>, mode 0755), one image config per reference (entrypoint: standin-entrypoint, which says
 // so and sleeps, for a container that names no command), the pause image. Refs that are digests cannot be
 // stood in for (the digest is the content); they are returned as skipped.
-func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string, torch map[string]bool) (skipped []string, err error) {
+func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skipped []string, err error) {
 	f, err := os.Create(out)
 	if err != nil {
 		return nil, err
@@ -137,13 +94,6 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string, torch
 		return nil, err
 	}
 	rootDigest := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	// layer 1b: PyTorch (rootfs.sh writes it beside the rootfs), only when an image needs it
-	torchDigest := ""
-	if len(torch) > 0 {
-		if torchDigest, err = addLayerFile(tw, "torch/layer.tar", filepath.Join(filepath.Dir(rootfsTar), "torch-layer.tar")); err != nil {
-			return nil, err
-		}
-	}
 	// layer 2: the stand-in commands
 	layer2, err := standInLayer(standinDir)
 	if err != nil {
@@ -154,20 +104,37 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string, torch
 	if err := addFile("standin/layer.tar", layer2); err != nil {
 		return nil, err
 	}
+	// the same content for the box's registry (registry.go): the two layers, each reference's config, and the Ray
+	// layer for the images given it (Extra)
+	content := &StandInContent{Configs: map[string][]byte{}, Layers: []standInBlob{
+		{Digest: rootDigest, Size: st.Size(), File: rootfsTar},
+		{Digest: standDigest, Size: int64(len(layer2)), Data: layer2}}, Extra: map[string][]standInBlob{}}
+	// layer 3, only for the images whose pods run Ray (gangs.go RayRefs): Ray from PyPI (ray-layer.sh); layer 4,
+	// only for the images whose containers launch PyTorch (gangs.go TorchRefs): Debian's PyTorch (torch-layer.sh)
+	rayBlob, err := extraLayer(tw, "ray/layer.tar", rayLayerTar, len(rayRefs) > 0)
+	if err != nil {
+		return nil, err
+	}
+	torchBlob, err := extraLayer(tw, "torch/layer.tar", torchLayerTar, len(torchRefs) > 0)
+	if err != nil {
+		return nil, err
+	}
 	type manifest struct {
 		Config   string
 		RepoTags []string
 		Layers   []string
 	}
 	var manifests []manifest
-	config := func(ref string, entrypoint []string, withTorch bool) (string, error) {
+	configs := map[string][]byte{}
+	config := func(ref string, entrypoint []string, diffIDs []string, ray, torch bool) (string, error) {
 		env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MULTINODE_STANDIN_IMAGE=" + ref}
-		diffs := []string{rootDigest, standDigest}
-		if withTorch {
-			diffs = []string{rootDigest, torchDigest, standDigest}
-			if torchNprocMax > 0 {
-				env = append(env, fmt.Sprintf("MULTINODE_BOX_NPROC_MAX=%d", torchNprocMax))
-			}
+		if ray {
+			// Ray's usage-stats report (on by default for `ray start --head`) would try to reach Ray's server
+			env = append(env, "RAY_USAGE_STATS_ENABLED=0")
+		}
+		if torch && torchNprocMax > 0 {
+			// the box-only cap on --nproc_per_node (torch_hooks.py applies it and says so)
+			env = append(env, fmt.Sprintf("MULTINODE_BOX_NPROC_MAX=%d", torchNprocMax))
 		}
 		c := map[string]any{
 			"architecture": "amd64", "os": "linux",
@@ -176,7 +143,7 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string, torch
 				"Entrypoint": entrypoint,
 				"Labels":     map[string]string{"dev.multinode.box.stand-in-for": ref},
 			},
-			"rootfs": map[string]any{"type": "layers", "diff_ids": diffs},
+			"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
 		}
 		data, err := json.Marshal(c)
 		if err != nil {
@@ -184,6 +151,7 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string, torch
 		}
 		sum := sha256.Sum256(data)
 		name := hex.EncodeToString(sum[:]) + ".json"
+		configs[name] = data
 		return name, addFile(name, data)
 	}
 	all := append([]string{pauseImage}, refs...)
@@ -202,15 +170,24 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string, torch
 		if ref == pauseImage {
 			entry = []string{"/usr/local/bin/standin-pause"}
 		}
-		name, err := config(ref, entry, torch[ref])
+		diffIDs, layers := []string{rootDigest, standDigest}, []string{"rootfs/layer.tar", "standin/layer.tar"}
+		ray, torch := rayBlob != nil && rayRefs[ref], torchBlob != nil && torchRefs[ref]
+		for _, x := range []struct {
+			on   bool
+			blob *standInBlob
+			file string
+		}{{ray, rayBlob, "ray/layer.tar"}, {torch, torchBlob, "torch/layer.tar"}} {
+			if x.on {
+				diffIDs, layers = append(diffIDs, x.blob.Digest), append(layers, x.file)
+				content.Extra[tag] = append(content.Extra[tag], *x.blob)
+			}
+		}
+		name, err := config(ref, entry, diffIDs, ray, torch)
 		if err != nil {
 			return nil, err
 		}
-		layers := []string{"rootfs/layer.tar", "standin/layer.tar"}
-		if torch[ref] {
-			layers = []string{"rootfs/layer.tar", "torch/layer.tar", "standin/layer.tar"}
-		}
 		manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: layers})
+		content.Configs[tag] = configs[name]
 	}
 	data, err := json.Marshal(manifests)
 	if err != nil {
@@ -219,28 +196,8 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string, torch
 	if err := addFile("manifest.json", data); err != nil {
 		return nil, err
 	}
+	standInContent = content
 	return skipped, tw.Close()
-}
-
-// addLayerFile copies the layer tar at src into the archive as name and returns its diff ID (sha256 of the tar).
-func addLayerFile(tw *tar.Writer, name, src string) (string, error) {
-	st, err := os.Stat(src)
-	if err != nil {
-		return "", fmt.Errorf("stand-in layer: %w (conformance/realnode/rootfs.sh builds it)", err)
-	}
-	f, err := os.Open(src)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: st.Size(), Typeflag: tar.TypeReg}); err != nil {
-		return "", err
-	}
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tw, h), f); err != nil {
-		return "", err
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // standInLayer: standinDir/bin/* as /usr/local/bin/* (mode 0755), standinDir/python/** under Debian's
@@ -260,6 +217,16 @@ func standInLayer(dir string) ([]byte, error) {
 	for _, f := range files {
 		entries = append(entries, entry{f, "usr/local/bin/" + filepath.Base(f)})
 	}
+	// standinDir/root/** at the same path in the image (the programs rendered commands name by absolute path,
+	// e.g. /opt/nim/start-mpi-cluster.sh), with the file's own mode
+	rootDir := filepath.Join(dir, "root")
+	_ = filepath.Walk(rootDir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			rel, _ := filepath.Rel(rootDir, p)
+			entries = append(entries, entry{p, rel})
+		}
+		return nil
+	})
 	pyRoot := filepath.Join(dir, "python")
 	_ = filepath.Walk(pyRoot, func(p string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() {
@@ -286,7 +253,7 @@ func standInLayer(dir string) ([]byte, error) {
 			return nil, err
 		}
 		mode := int64(0o644)
-		if strings.HasPrefix(e.dst, "usr/local/bin/") {
+		if st, err := os.Stat(e.src); strings.HasPrefix(e.dst, "usr/local/bin/") || (err == nil && st.Mode()&0o111 != 0) {
 			mode = 0o755
 		}
 		if err := tw.WriteHeader(&tar.Header{Name: e.dst, Mode: mode, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
@@ -300,4 +267,51 @@ func standInLayer(dir string) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(b.String()), nil
+}
+
+// the Ray layer (conformance/realnode/ray-layer.sh, --ray-layer) and the references that get it (RayRefs)
+var rayLayerTar string
+var rayRefs = map[string]bool{}
+
+// the PyTorch layer (conformance/realnode/torch-layer.sh, --torch-layer), the references that get it (TorchRefs)
+// and the box-only cap on torchrun's --nproc_per_node in those images (--torch-nproc-max; 0: none)
+var torchLayerTar string
+var torchRefs = map[string]bool{}
+var torchNprocMax int
+
+// extraLayer adds the layer tar at src to the archive as name when it is given and some image needs it (want).
+func extraLayer(tw *tar.Writer, name, src string, want bool) (*standInBlob, error) {
+	if src == "" || !want {
+		return nil, nil
+	}
+	digest, err := addTarFile(tw, name, src)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		return nil, err
+	}
+	return &standInBlob{Digest: digest, Size: st.Size(), File: src}, nil
+}
+
+// addTarFile copies the file at src into the archive as name and returns its sha256 digest ("sha256:...").
+func addTarFile(tw *tar.Writer, name, src string) (string, error) {
+	st, err := os.Stat(src)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: st.Size(), Typeflag: tar.TypeReg}); err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tw, h), f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }

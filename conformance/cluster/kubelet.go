@@ -27,10 +27,19 @@ import (
 
 const kubeletVersion = "v1.33.13"
 
-// heartbeatEvery: how often the fake kubelet renews each Lease and NodeStatus. The real kubelet renews its Lease
-// every 10 s (a quarter of the 40 s lease) and posts NodeStatus on change or every 5 min; here a quarter of the box's
-// node-monitor grace period (controlplane.go), so a busy machine does not make a healthy node look dead.
+// heartbeatEvery: how often the fake kubelet renews each node's Lease. The real kubelet renews its Lease every 10 s (a
+// quarter of the 40 s lease); here a quarter of the box's node-monitor grace period (controlplane.go), so a busy
+// machine does not make a healthy node look dead. The Lease alone keeps a node healthy: the node lifecycle controller
+// moves a node's probe time forward whenever its Lease's renewTime does ("Always update the probe time if node lease
+// is renewed", k8s.io/kubernetes@v1.33.13 pkg/controller/nodelifecycle/node_lifecycle_controller.go:915-923).
 const heartbeatEvery = 5 * time.Second
+
+// statusEvery: how often NodeStatus is posted (its conditions' heartbeat times). The real kubelet posts it on change
+// or every nodeStatusReportFrequency, 5 min by default (k8s.io/kubernetes@v1.33.13 pkg/kubelet/apis/config/v1beta1/
+// defaults.go). The fake kubelet used to post it with every Lease renewal: at 512 nodes that was 1,024 more requests
+// every 5 s (a Get and an UpdateStatus per node), each Node update fanned out to every informer of the box
+// (scheduler, controllers, Volcano, LWS, Kyverno), for nothing the lifecycle controller needs (above).
+const statusEvery = 5 * time.Minute
 
 type FakeKubelet struct {
 	client kubernetes.Interface
@@ -40,6 +49,9 @@ type FakeKubelet struct {
 	mu      sync.Mutex
 	nextIP  int
 	logf    func(string, ...any)
+	// each node's Lease as last written (renewed with one Update, no Get) and its InternalIP (pod hostIP)
+	leases  map[string]*coordinationv1.Lease
+	hostIPs map[string]string
 }
 
 func nodeConditions(now metav1.Time) []corev1.NodeCondition {
@@ -59,12 +71,14 @@ func nodeConditions(now metav1.Time) []corev1.NodeCondition {
 func (k *FakeKubelet) RegisterNodes(ctx context.Context, nodes []corev1.Node) error {
 	k.mu.Lock()
 	k.nodes, k.stopped = map[string]bool{}, map[string]bool{}
+	k.leases, k.hostIPs = map[string]*coordinationv1.Lease{}, map[string]string{}
 	k.mu.Unlock()
 	return k.AddNodes(ctx, nodes, 0)
 }
 
 // AddNodes registers more nodes (a pool's surge nodes, a repaired node: daytwo.go); first numbers their addresses.
 func (k *FakeKubelet) AddNodes(ctx context.Context, nodes []corev1.Node, first int) error {
+	renewed := time.Now()
 	for j := range nodes {
 		i := first + j
 		n := nodes[j].DeepCopy()
@@ -77,26 +91,49 @@ func (k *FakeKubelet) AddNodes(ctx context.Context, nodes []corev1.Node, first i
 		status.NodeInfo.OperatingSystem, status.NodeInfo.Architecture = "linux", "amd64"
 		status.Phase = corev1.NodeRunning
 		n.Status = status
-		created, err := k.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-		if err != nil {
+		// one request: the API server keeps a Node's status on create ("Nodes allow *all* fields, including status,
+		// to be set on create", k8s.io/kubernetes@v1.33.13 pkg/registry/core/node/strategy.go:95); a Get and an
+		// UpdateStatus used to follow, 1,024 more requests at 512 nodes
+		if _, err := k.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
-		}
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if created, err = k.client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
-				return err
-			}
-			created.Status = status
-			_, err := k.client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("node %s status: %w", n.Name, err)
 		}
 		k.mu.Lock()
 		k.nodes[n.Name], k.stopped[n.Name] = true, false
+		k.hostIPs[n.Name] = status.Addresses[0].Address
+		delete(k.leases, n.Name) // a node registered again (daytwo.go repair) gets its Lease read afresh
 		k.mu.Unlock()
+		// Registering 512 nodes takes longer than the node-monitor grace period on a busy machine: the Leases of
+		// the nodes registered so far are renewed meanwhile (each node's own is made at once), or the lifecycle
+		// controller would find the first ones silent before the last one exists.
+		if err := k.renewLease(ctx, n.Name); err != nil {
+			return fmt.Errorf("lease %s: %w", n.Name, err)
+		}
+		if time.Since(renewed) >= heartbeatEvery {
+			if err := k.renew(ctx, false); err != nil {
+				return err
+			}
+			renewed = time.Now()
+		}
 	}
-	return k.renew(ctx)
+	return k.renew(ctx, false)
+}
+
+// postStatus posts a live node's NodeStatus with every condition healthy and fresh: what a kubelet does when its
+// status changed, here when the lifecycle controller marked a node Unknown after a late heartbeat (a busy machine)
+// while its fake kubelet still runs.
+func (k *FakeKubelet) postStatus(ctx context.Context, name string) {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := k.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Conditions = nodeConditions(metav1.Now())
+		_, err = k.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		k.logf("fake kubelet: status of node %s: %v", name, err)
+	}
 }
 
 // Stop stops a node's kubelet: its Lease and NodeStatus are no longer renewed and its pods no longer touched.
@@ -133,22 +170,14 @@ func (k *FakeKubelet) runs(node string) bool {
 	return k.nodes[node] && !k.stopped[node]
 }
 
-func (k *FakeKubelet) renew(ctx context.Context) error {
-	leases := k.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+// renew renews every live node's Lease and, with status, posts every live node's NodeStatus (heartbeat times).
+func (k *FakeKubelet) renew(ctx context.Context, status bool) error {
 	for _, name := range k.live() {
-		now := metav1.NewMicroTime(time.Now())
-		l, err := leases.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = leases.Create(ctx, &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: name},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40),
-					RenewTime: &now}}, metav1.CreateOptions{})
-		} else if err == nil {
-			l.Spec.RenewTime = &now
-			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
-		}
-		if err != nil {
+		if err := k.renewLease(ctx, name); err != nil {
 			return fmt.Errorf("lease %s: %w", name, err)
+		}
+		if !status {
+			continue
 		}
 		n, err := k.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -168,18 +197,70 @@ func (k *FakeKubelet) renew(ctx context.Context) error {
 	return nil
 }
 
+// renewLease: one Update of the Lease as last written; a Get only for a node seen the first time or on a conflict.
+func (k *FakeKubelet) renewLease(ctx context.Context, name string) error {
+	leases := k.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	k.mu.Lock()
+	l := k.leases[name]
+	k.mu.Unlock()
+	now := metav1.NewMicroTime(time.Now())
+	var err error
+	if l == nil {
+		l, err = leases.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			l, err = leases.Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40),
+					RenewTime: &now}}, metav1.CreateOptions{})
+			if err == nil {
+				k.keepLease(name, l)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+	}
+	l = l.DeepCopy()
+	l.Spec.RenewTime = &now
+	updated, err := leases.Update(ctx, l, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		k.keepLease(name, nil) // written by someone else, or deleted: read it afresh next time
+		return nil
+	}
+	if err == nil {
+		k.keepLease(name, updated)
+	}
+	return err
+}
+
+func (k *FakeKubelet) keepLease(name string, l *coordinationv1.Lease) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if l == nil {
+		delete(k.leases, name)
+	} else {
+		k.leases[name] = l
+	}
+}
+
 // Run keeps leases fresh and acts on the pods bound to the nodes until ctx ends.
 func (k *FakeKubelet) Run(ctx context.Context) {
 	go func() {
 		// every heartbeatEvery, well inside the controller-manager's --node-monitor-grace-period (controlplane.go)
 		t := time.NewTicker(heartbeatEvery)
 		defer t.Stop()
+		lastStatus := time.Now() // registration posted the first NodeStatus
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := k.renew(ctx); err != nil && ctx.Err() == nil {
+				status := time.Since(lastStatus) >= statusEvery
+				if status {
+					lastStatus = time.Now()
+				}
+				if err := k.renew(ctx, status); err != nil && ctx.Err() == nil {
 					k.logf("fake kubelet: %v", err)
 				}
 			}
@@ -193,6 +274,21 @@ func (k *FakeKubelet) Run(ctx context.Context) {
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: handle, UpdateFunc: func(_, o any) { handle(o) }})
+	// a live node the lifecycle controller found silent (Ready not True): its status posted again at once
+	notReady := func(obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok || !k.runs(n.Name) {
+			return
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+				go k.postStatus(ctx, n.Name)
+				return
+			}
+		}
+	}
+	_, _ = f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notReady,
+		UpdateFunc: func(_, o any) { notReady(o) }})
 	f.Start(ctx.Done())
 }
 
@@ -218,12 +314,11 @@ func (k *FakeKubelet) sync(ctx context.Context, p *corev1.Pod) {
 	now := metav1.Now()
 	q := p.DeepCopy()
 	q.Status.Phase = corev1.PodRunning
-	q.Status.HostIP = "" // set below from the node's address
-	for _, n := range []string{p.Spec.NodeName} {
-		if node, err := k.client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil && len(node.Status.Addresses) > 0 {
-			q.Status.HostIP = node.Status.Addresses[0].Address
-			q.Status.HostIPs = []corev1.HostIP{{IP: q.Status.HostIP}}
-		}
+	k.mu.Lock()
+	q.Status.HostIP = k.hostIPs[p.Spec.NodeName] // the node's InternalIP, as registered (AddNodes)
+	k.mu.Unlock()
+	if q.Status.HostIP != "" {
+		q.Status.HostIPs = []corev1.HostIP{{IP: q.Status.HostIP}}
 	}
 	q.Status.PodIP, q.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
 	q.Status.StartTime = &now

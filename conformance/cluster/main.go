@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +33,9 @@ var batchKinds = map[string]bool{"batch/Job": true, "batch.volcano.sh/Job": true
 
 var kyvernoBin, volcanoDir, lwsBin, mpiBin string
 var playDayTwo bool
+
+// healthGateCmd: the release health gate day two runs against the box (health_gate.py <stack file>; daytwo_cordon.go)
+var healthGateCmd string
 
 // real nodes (realnode.go): their names, the stand-in rootfs tar and the stand-in commands' folder
 var realNodeNames = map[string]bool{}
@@ -63,8 +67,8 @@ type Phase struct {
 	Budgets []BudgetView `json:"budgets,omitempty"`
 	// Services with their owners (LWS's headless Service per set, budgets.go serviceViews)
 	Services []ServiceView `json:"services,omitempty"`
-	// the wait for the PyTorch gangs on real nodes (gangs.go)
-	Gangs []GangWait `json:"gangs,omitempty"`
+	// on real nodes: each ClusterIP Service port selecting their pods, dialled from a client pod (svcconn.go)
+	ServiceConns []ServiceConn `json:"serviceConnections,omitempty"`
 }
 
 type Observed struct {
@@ -79,10 +83,18 @@ type Observed struct {
 	Netns    *NetnsView `json:"netns,omitempty"`
 	NetnsEnd *NetnsView `json:"netnsEnd,omitempty"`
 	// real nodes (realnode.go)
-	RealNodes     []RealNodeView `json:"realNodes,omitempty"`
-	ImagesSkipped []string       `json:"imagesSkipped,omitempty"`
-	// what the box changed for the PyTorch gangs on real nodes (gangs.go)
-	GangSettings *GangSettings `json:"gangSettings,omitempty"`
+	RealNodes []RealNodeView `json:"realNodes,omitempty"`
+	// processes of the real nodes' pods still running once the nodes were stopped (StopRealNodes): must be none
+	RealNodeLeftovers []string `json:"realNodeLeftovers,omitempty"`
+	ImagesSkipped     []string `json:"imagesSkipped,omitempty"`
+	// gangs on real nodes (gangs.go): the bound on the wait for their verdicts, and the images given the Ray layer
+	GangTimeout float64  `json:"gangTimeout,omitempty"`
+	RayImages   []string `json:"rayImages,omitempty"`
+	// the images given the PyTorch layer, and the box-only cap on torchrun's --nproc_per_node in them (0: none)
+	TorchImages   []string `json:"torchImages,omitempty"`
+	TorchNprocMax int      `json:"torchNprocMax,omitempty"`
+	// the box's registry on the real nodes (registry.go)
+	Registry *RegistryView `json:"registry,omitempty"`
 }
 
 func main() {
@@ -110,10 +122,13 @@ func main() {
 	realNodes := flag.String("real-nodes", "", "comma-separated nodes of nodes.yaml run by a real kubelet with containerd (needs --netns)")
 	rootfs := flag.String("standin-rootfs", "", "the stand-in images' root filesystem tar (conformance/realnode/rootfs.sh)")
 	standin := flag.String("standin-dir", "", "conformance/realnode/standin (the stand-in commands)")
-	dayTwo := flag.Bool("day-two", false, "after the phases, play a node failure and a pool upgrade (daytwo.go); writes <stack-dir>/day-two.json")
+	dayTwo := flag.Bool("day-two", false, "after the phases, play a node failure, a cordoned bad node, a model rollout and a pool upgrade (daytwo.go); writes <stack-dir>/day-two.json")
+	healthGate := flag.String("health-gate", "", "day two: the release health gate command, run with the box's kubeconfig as its last argument (health_gate.py <stack file>)")
 	coredns := flag.String("coredns", "", "CoreDNS (conformance/coredns), serving cluster.local to the real nodes' pods; empty: no cluster DNS")
-	flag.DurationVar(&gangTimeout, "gang-timeout", gangTimeout, "longest wait for a phase's PyTorch gangs on real nodes to finish (gangs.go)")
-	flag.IntVar(&torchNprocMax, "torch-nproc-max", torchNprocMax, "box-only cap on torchrun's --nproc_per_node in the stand-in images (0: none)")
+	rayLayer := flag.String("ray-layer", "", "the stand-in images' Ray layer (conformance/realnode/ray-layer.sh), for the images whose pods run Ray")
+	gangWait := flag.Duration("gang-timeout", gangTimeout, "longest wait, after a phase settled, for the verdict of a gang on real nodes")
+	torchLayer := flag.String("torch-layer", "", "the stand-in images' PyTorch layer (conformance/realnode/torch-layer.sh), for the images whose containers launch torchrun")
+	flag.IntVar(&torchNprocMax, "torch-nproc-max", 0, "box-only cap on torchrun's --nproc_per_node in the PyTorch images (0: none; recorded in observed.json)")
 	flag.Parse()
 	if *netns && os.Getenv(inNetnsEnv) == "" {
 		os.Exit(reexecInNetns())
@@ -128,8 +143,10 @@ func main() {
 		}
 	}
 	standinRootfs, standinDir, corednsBin = *rootfs, *standin, *coredns
+	rayLayerTar, gangTimeout, torchLayerTar = *rayLayer, *gangWait, *torchLayer
 	kyvernoBin, volcanoDir, lwsBin, mpiBin = *kyverno, *volcano, *lws, *mpi
 	playDayTwo = *dayTwo
+	healthGateCmd = *healthGate
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
 		os.Exit(2)
@@ -218,6 +235,12 @@ func run(stackDir string, timeout, settle, quiet time.Duration, keep bool, compa
 		obs.Kubeconfig = box.Kubeconfig
 		if err := boxRun(ctx, box, stackDir, boxIn, settle, quiet, &obs, logf); err != nil {
 			obs.Error = err.Error()
+		}
+		if len(obs.RealNodeLeftovers) > 0 {
+			// a process of a pod that outlives its node is an error of the box (StopRealNodes)
+			msg := fmt.Sprintf("%d processes of pods still run after the real nodes stopped: %s", len(obs.RealNodeLeftovers),
+				strings.Join(obs.RealNodeLeftovers, ", "))
+			obs.Error = strings.TrimPrefix(obs.Error+"; "+msg, "; ")
 		}
 		if obs.Netns != nil {
 			if v, err := ReadNetns(); err == nil {
@@ -323,9 +346,23 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		if standinRootfs != "" {
 			archive = filepath.Join(box.Dir, "standin-images.tar")
 			t0 := time.Now()
-			torch := TorchImageRefs(objects)
-			obs.GangSettings = &GangSettings{Bound: gangTimeout.Seconds(), NprocMax: torchNprocMax, TorchLayer: len(torch) > 0}
-			skipped, err := WriteStandInArchive(archive, standinRootfs, standinDir, ImageRefs(objects), torch)
+			if rayLayerTar != "" {
+				rayRefs = RayRefs(objects)
+				for r := range rayRefs {
+					obs.RayImages = append(obs.RayImages, r)
+				}
+				sort.Strings(obs.RayImages)
+			}
+			if torchLayerTar != "" {
+				torchRefs = TorchRefs(objects)
+				for r := range torchRefs {
+					obs.TorchImages = append(obs.TorchImages, r)
+				}
+				sort.Strings(obs.TorchImages)
+				obs.TorchNprocMax = torchNprocMax
+			}
+			obs.GangTimeout = gangTimeout.Seconds()
+			skipped, err := WriteStandInArchive(archive, standinRootfs, standinDir, ImageRefs(objects))
 			if err != nil {
 				return fmt.Errorf("stand-in images: %w", err)
 			}
@@ -339,13 +376,16 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		rns, err := StartRealNodes(ctx, box, real, archive, boxIn, drivers, logf)
 		defer func() {
 			t0 := time.Now()
-			StopRealNodes(rns)
-			logf("real nodes stopped in %.1fs", time.Since(t0).Seconds())
+			seen, left := StopRealNodes(rns)
+			obs.RealNodeLeftovers = left
+			logf("real nodes stopped in %.1fs (%d processes of pods ended, %d left)", time.Since(t0).Seconds(), seen,
+				len(left))
 		}()
 		defer func() {
 			for _, rn := range rns {
 				obs.RealNodes = append(obs.RealNodes, rn.View)
 			}
+			obs.Registry = boxRegistry.View()
 		}()
 		if err != nil {
 			return err
@@ -461,6 +501,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			return err
 		}
 		ph.Settled, ph.Seconds = ok, took.Seconds()
+		waitGangs(ctx, box, logf) // a settled phase runs its pods; their gangs may still be forming (gangs.go)
 		ph.Pods, ph.Events, err = ap.Snapshot(ctx, box)
 		if err == nil {
 			ph.PodGroups = ap.PodGroups(ctx)
@@ -471,8 +512,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		if err == nil {
 			ph.Services, err = serviceViews(ctx, box)
 		}
-		if err == nil && len(realNodeNames) > 0 {
-			WaitGangs(ctx, box, ph, logf)
+		if err == nil {
+			// real nodes: every ClusterIP Service port that selects their pods, dialled from a client pod (svcconn.go)
+			ph.ServiceConns, err = CheckServiceConns(ctx, box, ph.Pods)
 		}
 		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
 		return err
@@ -498,7 +540,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 	}
 	if playDayTwo {
 		t0 := time.Now()
-		rep, err := RunDayTwo(ctx, box, kl, ap, stackDir, nodes.Items, batch, quiet, settle, logf)
+		rep, err := RunDayTwo(ctx, box, kl, ap, stackDir, nodes.Items, objects, batch, healthGateCmd, quiet, settle, logf)
 		if err != nil {
 			rep.Findings = append(rep.Findings, "day two: "+err.Error())
 		}

@@ -10,9 +10,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -250,19 +248,11 @@ var execSeq atomic.Int64
 // resolveIn runs `getent ahostsv4 NAME` in the pod's container through its node's containerd (a process of the
 // container: its network namespace, its /etc/resolv.conf and nsswitch.conf).
 func resolveIn(ctx context.Context, p corev1.Pod, container string, nc *NameCheck) {
-	sock := realNodeSockets[p.Spec.NodeName]
-	id := ""
-	for _, c := range p.Status.ContainerStatuses {
-		if c.Name == container {
-			id = strings.TrimPrefix(c.ContainerID, "containerd://")
-		}
-	}
-	if sock == "" || id == "" {
+	sock, id, fifo, ok := containerTask(p, container)
+	if !ok {
 		nc.Error = "container not found on its node"
 		return
 	}
-	fifo := filepath.Join(filepath.Dir(filepath.Dir(sock)), "fifo")
-	_ = os.MkdirAll(fifo, 0o755)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, "ctr", "--address", sock, "-n", "k8s.io", "tasks", "exec", "--fifo-dir", fifo,
@@ -289,7 +279,11 @@ func CheckNames(ctx context.Context, w *nameWorld, p corev1.Pod, env map[string]
 		return nil
 	}
 	checks := namesOf(p, env, cmdline, w.svcs)
+	checks = append(checks, hostfileNames(ctx, p, env, checks)...) // the MPI hostfile's hosts (gangs.go)
 	for i := range checks {
+		if checks[i].Error != "" {
+			continue // nothing to resolve (a hostfile that cannot be read: gangs.go)
+		}
 		w.expect(&checks[i], p.Namespace)
 		if checks[i].Expect == nil {
 			checks[i].Expect = []string{}

@@ -95,6 +95,12 @@ func StartRealNodes(ctx context.Context, box *Box, nodes []corev1.Node, imageArc
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("ip_forward in the box's namespace: %w", err)
 	}
+	// the box's registry (registry.go): every pull of every real node goes there (hosts dir, containerd.toml)
+	if standInContent != nil {
+		if err := startBoxRegistry(box.Dir, logf); err != nil {
+			return nil, err
+		}
+	}
 	// CoreDNS first: every kubelet's clusterDNS points at it (coredns.go)
 	if corednsBin != "" {
 		c, err := StartCoreDNS(ctx, box, corednsBin, logDir, logf)
@@ -253,6 +259,10 @@ state = %q
     max_conf_num = 1
 `, filepath.Join(d, "containerd/root"), filepath.Join(d, "containerd/state"), rn.socket, rn.socket+".ttrpc",
 		filepath.Join(d, "containerd/opt"), pauseImage, rn.View.IP, cniBinDir, filepath.Join(d, "cni/conf"))
+	if registryHostsDir != "" {
+		// every registry host to the box's registry (registry.go; containerd@v1.6.20 docs/hosts.md "CRI")
+		conf += fmt.Sprintf("  [plugins.\"io.containerd.grpc.v1.cri\".registry]\n    config_path = %q\n", registryHostsDir)
+	}
 	if err := os.WriteFile(filepath.Join(d, "containerd.toml"), []byte(conf), 0o644); err != nil {
 		return err
 	}
@@ -422,6 +432,17 @@ func containerEnvs(ctx context.Context, p corev1.Pod) (map[string]map[string]str
 				env[k] = v
 			}
 		}
+		if _, ok := env["PATH"]; !ok {
+			// a process that rewrote its environ area for its title (OpenSSH's sshd does: setproctitle): the
+			// environment the runtime gives the container's processes, read by a process exec'd in it (gangs.go)
+			if out, err := execIn(ctx, p, c.Name, "env", "-0"); err == nil {
+				for _, kv := range strings.Split(out, "\x00") {
+					if k, v, ok := strings.Cut(kv, "="); ok {
+						env[k] = v
+					}
+				}
+			}
+		}
 		envs[c.Name] = env
 		if listen == nil {
 			listen = listeningPorts(pid)
@@ -489,45 +510,99 @@ func (rn *RealNode) exited() string {
 	return ""
 }
 
-// StopRealNodes stops every node's kubelet and containerd (SIGTERM, at most 5 s, then SIGKILL) and the
-// containers' shims, all nodes at once.
-func StopRealNodes(rns []*RealNode) {
+// StopRealNodes stops every node, all nodes at once: the kubelets first (SIGTERM, at most 5 s, then SIGKILL; no
+// kubelet restarts a container after that), then every process of every container: each task killed through its
+// node's containerd (`ctr tasks kill --all -s SIGKILL`), then SIGKILL to any process below the node's shims that
+// still runs; then containerd, CoreDNS, kube-proxy and the shims. It returns how many processes of pods it saw
+// below the shims, and those of them still running at the end with any process in the cgroup of one of the nodes'
+// containers: none may outlive the box.
+func StopRealNodes(rns []*RealNode) (int, []string) {
 	type proc struct {
 		c    *exec.Cmd
 		done chan struct{}
 	}
-	var procs []proc
-	for _, rn := range rns {
-		for _, c := range []*exec.Cmd{rn.kubelet, rn.containerd} {
-			if c != nil && rn.done[c] != nil {
-				procs = append(procs, proc{c, rn.done[c]})
-				_ = c.Process.Signal(syscall.SIGTERM)
+	stop := func(cmds func(rn *RealNode) []*exec.Cmd) {
+		var procs []proc
+		for _, rn := range rns {
+			for _, c := range cmds(rn) {
+				if c != nil && rn.done[c] != nil {
+					procs = append(procs, proc{c, rn.done[c]})
+					_ = c.Process.Signal(syscall.SIGTERM)
+				}
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for _, p := range procs {
+			select {
+			case <-p.done:
+			case <-time.After(time.Until(deadline)):
+				_ = p.c.Process.Kill()
+				<-p.done
 			}
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-time.After(time.Until(deadline)):
-			_ = p.c.Process.Kill()
-			<-p.done
+	stop(func(rn *RealNode) []*exec.Cmd { return []*exec.Cmd{rn.kubelet} })
+	// every process of every pod, as the shims hold them now
+	var seen []procID
+	for _, rn := range rns {
+		seen = append(seen, containerProcs(rn.dir)...)
+	}
+	ids := map[string]bool{} // every container of every node, by id (the name of its cgroup)
+	for _, rn := range rns {
+		if rn.containerd == nil || rn.done[rn.containerd] == nil || rn.hasExited(rn.containerd) {
+			continue
+		}
+		if out, err := exec.Command("ctr", "--address", rn.socket, "-n", "k8s.io", "containers", "ls", "-q").Output(); err == nil {
+			for _, id := range strings.Fields(string(out)) {
+				ids[id] = true
+			}
+		}
+		out, err := exec.Command("ctr", "--address", rn.socket, "-n", "k8s.io", "tasks", "ls", "-q").Output()
+		if err != nil {
+			continue
+		}
+		for _, id := range strings.Fields(string(out)) {
+			_ = exec.Command("ctr", "--address", rn.socket, "-n", "k8s.io", "tasks", "kill", "--all", "-s", "SIGKILL", id).Run()
 		}
 	}
+	if left := waitGone(seen, 5*time.Second); len(left) > 0 {
+		killProcs(left) // what containerd did not end (a task it no longer listed, a process outside the task's cgroup)
+		waitGone(left, 3*time.Second)
+	}
+	stop(func(rn *RealNode) []*exec.Cmd { return []*exec.Cmd{rn.containerd} })
+	boxRegistry.Stop()
 	for _, c := range []**exec.Cmd{&corednsCmd, &proxyCmd} {
 		if *c != nil {
 			_ = (*c).Process.Kill()
 			*c = nil
 		}
 	}
-	// the containers' shims outlive containerd: end them (their cgroups and mounts go with them)
+	// the shims outlive containerd: end them (their cgroups and mounts go with them)
 	for _, rn := range rns {
 		killShims(rn.dir)
 	}
+	// the end-of-box check: no process of a pod is left
+	left := waitGone(seen, 2*time.Second)
+	for _, p := range inContainers(ids) {
+		if !containsProc(left, p) {
+			left = append(left, p)
+		}
+	}
+	leftovers := describeProcs(left)
 	if realNodesMount != "" {
 		_ = syscall.Unmount(realNodesMount, syscall.MNT_DETACH)
 		realNodesMount = ""
 	}
+	return len(seen), leftovers
+}
+
+func containsProc(ps []procID, p procID) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
 }
 
 // clusterDNSConfig: the kubelet's clusterDNS, the kube-dns Service's ClusterIP when the box runs CoreDNS (and

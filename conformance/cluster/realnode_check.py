@@ -15,6 +15,8 @@ from typing import Any
 _REF = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 # waiting reasons of a container that has not come to an error (the kubelet is still working on it)
 _STARTING = {"ContainerCreating", "PodInitializing", ""}
+# a pull that failed (the kubelet's back-off alternates the two)
+_PULL_FAILED = {"waiting:ErrImagePull", "waiting:ImagePullBackOff"}
 
 
 def _state(c: dict[str, Any]) -> tuple[str, str]:
@@ -98,6 +100,55 @@ def _probe_problems(spec: dict[str, Any], status: dict[str, Any], listening: lis
     return out
 
 
+def normalize_image(ref: str) -> str:
+    """An image reference as containerd names it (docker.io/library/x:latest), as the box's registry keys it
+    (distribution/reference ParseNormalizedNamed + TagNameOnly)."""
+    name, _, digest = ref.partition("@")
+    first = name.split("/", 1)[0]
+    if "/" not in name or ("." not in first and ":" not in first and first != "localhost"):
+        name = ("docker.io/library/" if "/" not in name else "docker.io/") + name
+    if digest:
+        return f"{name}@{digest}"
+    return name if ":" in name.rsplit("/", 1)[1] else f"{name}:latest"
+
+
+def _pull_hint(image: str, registry: dict[str, Any] | None) -> str:
+    """Why a pull failed, from what the box's registry (registry.go) recorded."""
+    if registry is None:
+        return ""
+    ref = normalize_image(image)
+    if ref in (registry.get("held") or []):
+        return ""
+    return (f" (the box's registry {registry.get('address')} holds no image {ref}: it serves the stand-in under the "
+            f"{len(registry.get('held') or [])} references the stack's objects name, and no digest reference)")
+
+
+def _service_problems(conns: list[dict[str, Any]]) -> list[str]:
+    """Service ports dialled from a client pod (svcconn.go): nothing answered, or a selected pod does not listen
+    on the targetPort (kube-proxy sends a share of the connections to each ready pod)."""
+    out = []
+    for c in conns:
+        where = f"Service {c['service']} port {c['port']} (targetPort {c['targetPort']})"
+        parts = []
+        for a in c.get("attempts") or []:
+            if not a.get("connected"):
+                parts.append(f"connecting to {a['dial']} ({a['via']}) from pod {c.get('client') or '-'}: "
+                             f"{a.get('error') or 'no answer'}")
+        read = [p for p in c.get("pods") or [] if p.get("listening") is not None]
+        undeclared = [p["pod"] for p in read if not p.get("targetPort")]
+        silent = [p for p in read if p.get("targetPort") and p["targetPort"] not in p["listening"]]
+        if undeclared:
+            parts.append(f"pods {undeclared} declare no container port named {c['targetPort']!r}")
+        if silent:
+            parts.append("nothing listens on " + ", ".join(
+                f"{p['targetPort']} in pod {p['pod']} (listening: {p['listening']})" for p in silent))
+        if parts and c.get("pods") and not any(p.get("ready") for p in c["pods"]):
+            parts.append("no selected pod is Ready, so kube-proxy has no endpoint for it")
+        if parts:
+            out.append(f"{where}, selecting pods {[p['pod'] for p in c.get('pods') or []]}: " + "; ".join(parts))
+    return out
+
+
 def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     findings: list[str] = []
     report: dict[str, Any] = {}
@@ -122,8 +173,19 @@ def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
             findings.append(f"real node {n['name']}: {n['error']}")
         elif not n.get("ready"):
             findings.append(f"real node {n['name']}: not Ready")
+    registry = obs.get("registry")
+    if registry is not None:
+        report["registry"] = {"address": registry.get("address"), "held": len(registry.get("held") or []),
+                              "manifestRequests": len(registry.get("manifests") or []),
+                              "blobRequests": registry.get("blobs", 0), "misses": registry.get("misses") or []}
     pods_out = []
+    services_out = []
     for ph in obs.get("phases") or []:
+        for m in _service_problems(ph.get("serviceConnections") or []):
+            findings.append(f"phase {ph['name']}: {m}")
+        services_out += [{"phase": ph["name"], "service": c["service"], "port": c["port"],
+                          "connected": bool(c.get("attempts")) and all(a.get("connected") for a in c["attempts"])}
+                         for c in ph.get("serviceConnections") or []]
         for p in ph.get("pods") or []:
             if p.get("node") not in real:
                 continue
@@ -139,7 +201,8 @@ def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
                 if sidecar and state == "running":
                     continue
                 if state != "terminated:0":
-                    problems.append(f"init container {c['name']}: {state}{': ' + why if why else ''}")
+                    hint = _pull_hint(c.get("image", ""), registry) if state in _PULL_FAILED else ""
+                    problems.append(f"init container {c['name']}: {state}{': ' + why if why else ''}{hint}")
             conts = {c["name"]: c for c in status.get("containerStatuses") or []}
             for c in spec.get("containers") or []:
                 s = conts.get(c["name"])
@@ -147,7 +210,8 @@ def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
                 if state == "running" or (state == "terminated:0" and status.get("phase") == "Succeeded"):
                     continue
                 if not problems or state.split(":")[0] != "waiting" or state[8:] not in _STARTING:
-                    problems.append(f"container {c['name']}: {state}{': ' + why if why else ''}")
+                    hint = _pull_hint(c.get("image", ""), registry) if state in _PULL_FAILED else ""
+                    problems.append(f"container {c['name']}: {state}{': ' + why if why else ''}{hint}")
             env_checked, env_problems = 0, []
             for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
                 seen = (p.get("env") or {}).get(c["name"])
@@ -181,9 +245,9 @@ def real_node_findings(obs: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
                              "problems": problems, "verdict": "ok" if not problems else "failed"})
             findings += [f"{key}: {m}" for m in problems]
     report["pods"] = pods_out
-    report["notChecked"] = ["real nodes: no connection is made to a Service's port (names resolve through CoreDNS "
-                            "behind kube-proxy's kube-dns rule; the stand-in images serve nothing); the MPI hostfile's "
-                            "names are not read (issue 42)"]
+    report["serviceConnections"] = services_out
+    report["notChecked"] = ["real nodes: headless Services' ports are not dialled (their clients reach the pods by "
+                            "name: the names check)"]
     if "coredns" not in (obs.get("versions") or {}):
         # without CoreDNS the kubelet has no clusterDNS and falls back to dnsPolicy Default (MissingClusterDNS)
         report["notChecked"].append("real nodes: no cluster DNS (CoreDNS) in this run: the host names the pods "

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..catalog import Machine, node_share_per_gpu
+from ..catalog import Machine, UnknownMachine, node_share_per_gpu
 from ..errors import Problem
 from ..pools import node_taints
 
@@ -78,6 +78,13 @@ def storage_problems(storage: Any) -> list[Problem]:
     return p
 
 
+# The launch template puts one EFA interface on each network card (network_interfaces below; "at most one EFA per
+# card"). The EC2 user guide's network cards table (catalog source A10) lists the maximum network cards per instance
+# type; the most of any type there is 32 (p5.48xlarge, p5e.48xlarge), so a machineSpec asking more interfaces
+# cannot launch. A catalog machine renders exactly its own card count.
+EC2_MAX_NETWORK_CARDS = 32
+EC2_NETWORK_CARDS_SOURCE = "docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-eni.html#network-cards"
+
 _AZ_ID = re.compile(r"^[a-z]{2,4}\d+-az\d+$")      # an AZ ID (use1-az1), not a zone name
 
 
@@ -96,6 +103,17 @@ def config_problems(cfg: Any, machines: dict[str, Any]) -> list[Problem]:
             p.append(Problem(f"nodePools[{i}].zone", f"{pool.zone!r} is not an availability zone of the cluster's "
                                                      f"region {region!r} (cluster.region); use one such as "
                                                      f"{region}a"))
+        try:
+            m = cfg.machine(pool)
+        except UnknownMachine:
+            continue                                  # reported by the generic checks
+        cards = efa_interface_count(m, cfg.fabric.enabled)
+        if cards > EC2_MAX_NETWORK_CARDS:
+            p.append(Problem(f"nodePools[{i}].machineSpec.fabricNics", (
+                f"{cards} EFA interfaces, one per network card in the launch template (network_interfaces), but "
+                f"an EC2 instance has at most {EC2_MAX_NETWORK_CARDS} network cards ({EC2_NETWORK_CARDS_SOURCE}): "
+                f"EC2 refuses the launch; set fabricNics to the instance type's network cards (at most "
+                f"{EC2_MAX_NETWORK_CARDS})")))
     if cfg.storage is not None:
         p.extend(storage_problems(cfg.storage))
     return p

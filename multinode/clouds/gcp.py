@@ -298,8 +298,27 @@ def _region_of(location: str) -> str:
     return "-".join(parts[:2]) if len(parts) >= 3 else location
 
 
+# GKE "Quotas and limits" (cloud.google.com/kubernetes-engine/quotas, "Limits per cluster", Standard clusters):
+# "Nodes per cluster" 15,000 (a limit: refused), and "running more than 5,000 nodes requires lifting a cluster size
+# quota" (advised: ask support first); "Nodes per node pool zone" 1,000, held by the config model (every pool we
+# create is zonal, compact placement, and NodePool.node_count <= 512).
+GKE_NODES_PER_CLUSTER = 15000
+GKE_NODES_QUOTA = 5000
+GKE_QUOTAS_SOURCE = "cloud.google.com/kubernetes-engine/quotas"
+
+
+def _cluster_nodes(cfg: StackConfig) -> int:
+    return sum(p.node_count for p in cfg.node_pools)
+
+
 def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]:
     p: list[Problem] = []
+    total = _cluster_nodes(cfg)
+    if total > GKE_NODES_PER_CLUSTER:
+        p.append(Problem("nodePools", f"{total} nodes over all pools (nodePools[].nodeCount), above GKE's limit of "
+                                      f"{GKE_NODES_PER_CLUSTER} nodes per Standard cluster ({GKE_QUOTAS_SOURCE}); "
+                                      f"lower the pools' nodeCount or split the stack into clusters "
+                                      f"(multinode:fleet)"))
     for i, pool in enumerate(cfg.node_pools):
         if not pool.zone:
             p.append(Problem(f"nodePools[{i}].zone", "GPU node pools with compact placement live in one zone; "
@@ -390,7 +409,12 @@ def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]
 
 
 def advisories(cfg: Any) -> list[Problem]:
-    """Non-fatal findings of this cloud (none so far)."""
+    """Non-fatal findings of this cloud: a cluster above GKE's default cluster size quota."""
+    total = _cluster_nodes(cfg)
+    if GKE_NODES_QUOTA < total <= GKE_NODES_PER_CLUSTER:
+        return [Problem("nodePools", f"{total} nodes over all pools, above the {GKE_NODES_QUOTA} nodes a GKE cluster "
+                                     f"runs before its cluster size quota is lifted ({GKE_QUOTAS_SOURCE}): ask Google "
+                                     f"Cloud support to lift it (up to {GKE_NODES_PER_CLUSTER}) before `pulumi up`")]
     return []
 
 # ---------------------------------------------------------------- access

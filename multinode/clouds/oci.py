@@ -260,8 +260,23 @@ def ocid_region(ocid: str) -> str | None:
     return OCID_REGION_KEYS.get(where)
 
 
+# Nodes per OKE cluster: "clusters with up to 5,000 worker nodes on enhanced clusters, whether they are managed or
+# self-managed" (blogs.oracle.com/developers/oci-kubernetes-engine-now-scales-to-5000-worker-nodes; enabled by default
+# with the Flannel CNI, on request from OCI with VCN-native pod networking). Our pools are self-managed nodes in
+# cluster networks (components/clouds/oci.py), so they count; a stack above the limit is refused. OKE's node pools
+# per cluster do not apply: this stack creates no OKE node pool (one ClusterNetwork per pool instead).
+OKE_NODES_PER_CLUSTER = 5000
+OKE_NODES_SOURCE = "blogs.oracle.com/developers/oci-kubernetes-engine-now-scales-to-5000-worker-nodes"
+
+
 def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]:
     p: list[Problem] = []
+    total = sum(pool.node_count for pool in cfg.node_pools)
+    if total > OKE_NODES_PER_CLUSTER:
+        p.append(Problem("nodePools", f"{total} nodes over all pools (nodePools[].nodeCount), above OKE's maximum of "
+                                      f"{OKE_NODES_PER_CLUSTER} worker nodes per enhanced cluster, self-managed nodes "
+                                      f"included ({OKE_NODES_SOURCE}); lower the pools' nodeCount or split the stack "
+                                      f"into clusters (multinode:fleet)"))
     region = (cfg.cluster.region or "").lower()
     region_key = region.rsplit("-", 1)[0].upper() if region else ""
     for i, pool in enumerate(cfg.node_pools):

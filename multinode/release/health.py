@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from .. import health
@@ -84,9 +85,16 @@ def judge(nodes: Sequence[NodeInfo], pools: Sequence[PoolHealthSpec]) -> list[Po
 
 def pools_for_stack(stack: str) -> list[PoolHealthSpec]:
     """The node pools of stacks/Pulumi.<stack>.yaml with their selectors and spare nodes. Raises ConfigError."""
+    from .. import stackfile
+
+    return pools_for_stack_file(stackfile.stack_path(stack), f"stack {stack}")
+
+
+def pools_for_stack_file(path: Path, source: str = "") -> list[PoolHealthSpec]:
+    """pools_for_stack for a stack file anywhere (the cluster box's day two runs the gate on test stacks too)."""
     from .. import checks, pools, stackfile, upgrades
 
-    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path(stack))
-    cfg = checks.load(raw, secrets, source=f"stack {stack}")
+    raw, secrets, _ = stackfile.read_stack_file(path)
+    cfg = checks.load(raw, secrets, source=source or str(path))
     return [PoolHealthSpec(p.name, pools.node_selector(cfg, p), upgrades.plan_pool(cfg, p).spare_nodes, p.node_count)
             for p in cfg.node_pools]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from boxnet import netns_flags
 
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent.parent
@@ -83,7 +84,7 @@ def _box(tmp_path: Path, name: str, plant=None, kyverno: bool = False, plant_k8s
         nodes = yaml.safe_load(nodes_file.read_text())
         plant(nodes["items"])
         nodes_file.write_text(yaml.safe_dump(nodes))
-    r = subprocess.run([str(BIN), "--stack-dir", str(out), "--timeout", "4m", "--settle", "45s"]
+    r = subprocess.run([str(BIN), *netns_flags(), "--stack-dir", str(out), "--timeout", "4m", "--settle", "45s"]
                        + (["--kyverno", str(KYVERNO)] if kyverno else [])
                        + ["--compare", f"{py} {HERE / 'compare.py'} {out}" + (" --kyverno" if kyverno else "")],
                        capture_output=True, text=True, cwd=ROOT,
@@ -181,7 +182,7 @@ def _volcano_box(tmp_path: Path, name: str, plant=None) -> tuple[int, dict]:
         nodes = yaml.safe_load(nodes_file.read_text())
         plant(nodes["items"])
         nodes_file.write_text(yaml.safe_dump(nodes))
-    r = subprocess.run([str(BIN), "--stack-dir", str(out), "--timeout", "5m", "--settle", "60s",
+    r = subprocess.run([str(BIN), *netns_flags(), "--stack-dir", str(out), "--timeout", "5m", "--settle", "60s",
                         "--volcano", str(VC_BIN), "--compare", f"{py} {HERE / 'compare.py'} {out}"],
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     print(r.stdout[-4000:], r.stderr[-4000:])

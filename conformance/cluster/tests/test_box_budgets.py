@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from boxnet import netns_flags
 
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent.parent
@@ -84,7 +85,7 @@ def _box(tmp_path: Path, kind: str, plant: bool) -> tuple[int, dict]:
                    + (["--volcano", _volcano_module()] if volcano else []), check=True, cwd=ROOT)
     if not volcano:
         _default_scheduler(out)
-    r = subprocess.run([str(BOX), "--stack-dir", str(out), "--timeout", "5m", "--settle", "60s",
+    r = subprocess.run([str(BOX), *netns_flags(), "--stack-dir", str(out), "--timeout", "5m", "--settle", "60s",
                         *(["--volcano", str(BIN_DIR)] if volcano else []),
                         "--compare", f"{py} {HERE / 'compare.py'} {out}"],
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -171,7 +172,8 @@ def test_a_client_service_named_like_the_set_keeps_lws_s_headless_service_out(tm
     svc["metadata"]["name"] = "llama"                             # planted: the set's own name
     svc_file.write_text(yaml.safe_dump(svc))
     subprocess.run([py, str(HERE / "prepare.py"), str(out), str(f), "--lws-crds", _lws_crds()], check=True, cwd=ROOT)
-    r = subprocess.run([str(BOX), "--stack-dir", str(out), "--timeout", "5m", "--settle", "40s", "--lws", str(LWS_BIN),
+    r = subprocess.run([str(BOX), *netns_flags(), "--stack-dir", str(out), "--timeout", "5m", "--settle", "40s",
+                        "--lws", str(LWS_BIN),
                         "--compare", f"{py} {HERE / 'compare.py'} {out}"],
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     print(r.stdout[-4000:], r.stderr[-4000:])

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from boxnet import netns_flags
 
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent.parent
@@ -27,7 +28,7 @@ def test_check_cluster_passes_on_the_box_and_names_each_missing_prerequisite(tmp
     assert (out / "placement.json").exists()
     subprocess.run([py, str(HERE / "prepare.py"), str(out), str(stack_file)], check=True, cwd=ROOT)
     result = tmp_path / "check-cluster.json"
-    r = subprocess.run([str(BIN), "--stack-dir", str(out), "--timeout", "5m", "--settle", "30s",
+    r = subprocess.run([str(BIN), *netns_flags(), "--stack-dir", str(out), "--timeout", "5m", "--settle", "30s",
                         "--compare", f"{py} {HERE / 'check_cluster_box.py'} {out} {stack_file} {result}"],
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     print(r.stdout[-3000:], r.stderr[-3000:])

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from boxnet import netns_flags
 
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent.parent
@@ -57,7 +58,8 @@ def _box(tmp_path: Path, plant=None) -> tuple[int, dict]:
                     "--volcano", _module_dir("volcano", "volcano.sh/volcano")], check=True, cwd=ROOT)
     if plant is not None:
         plant(out / "k8s")
-    r = subprocess.run([str(BIN_DIR / "clusterbox"), "--stack-dir", str(out), "--timeout", "5m", "--settle", "60s",
+    r = subprocess.run([str(BIN_DIR / "clusterbox"), *netns_flags(), "--stack-dir", str(out), "--timeout", "5m",
+                        "--settle", "60s",
                         "--lws", str(BIN_DIR / "lws"), "--volcano", str(BIN_DIR),
                         "--compare", f"{py} {HERE / 'compare.py'} {out}"],
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from boxnet import netns_flags
 
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent.parent
@@ -66,7 +67,8 @@ def _box(tmp_path: Path, name: str, plant=None) -> tuple[int, dict]:
         nodes = yaml.safe_load(nodes_file.read_text())
         plant(nodes["items"])
         nodes_file.write_text(yaml.safe_dump(nodes))
-    r = subprocess.run([str(BIN_DIR / "clusterbox"), "--stack-dir", str(out), "--timeout", "5m", "--settle", "60s",
+    r = subprocess.run([str(BIN_DIR / "clusterbox"), *netns_flags(), "--stack-dir", str(out), "--timeout", "5m",
+                        "--settle", "60s",
                         "--volcano", str(BIN_DIR), "--mpi-operator", str(BIN_DIR / "mpi-operator"),
                         "--compare", f"{py} {HERE / 'compare.py'} {out}"],
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})

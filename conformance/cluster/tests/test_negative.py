@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from boxnet import netns_flags
 
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent.parent
@@ -44,7 +45,7 @@ def _box(out: Path, name: str) -> tuple[int, dict[str, Any], str]:
     subprocess.run([py, str(HERE / "prepare.py"), str(out), str(NEGATIVE / f"Pulumi.{name}.yaml")], check=True,
                    cwd=ROOT)
     _to_kube_scheduler(out / "k8s")
-    r = subprocess.run([str(BIN), "--stack-dir", str(out), "--timeout", "4m", "--settle", "45s",
+    r = subprocess.run([str(BIN), *netns_flags(), "--stack-dir", str(out), "--timeout", "4m", "--settle", "45s",
                         "--compare", f"{py} {HERE / 'compare.py'} {out}"],
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     print(r.stdout[-4000:], r.stderr[-4000:])

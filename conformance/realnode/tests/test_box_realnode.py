@@ -42,6 +42,9 @@ pytestmark = [
                        reason="containerd/debootstrap not installed (conformance/realnode/install-deps.sh)"),
 ]
 
+IMAGE = "public.ecr.aws/deep-learning-containers/pytorch-training:2.8.0-gpu-py312-cu129-ubuntu22.04-ec2"
+MISSING = "public.ecr.aws/deep-learning-containers/pytorch-training@sha256:" + "0" * 64
+
 STACK = """\
 config:
   multinode:cloud: aws
@@ -57,7 +60,7 @@ config:
     - name: train
       kind: indexed-job
       engine: torchrun
-      image: public.ecr.aws/deep-learning-containers/pytorch-training:2.8.0-gpu-py312-cu129-ubuntu22.04-ec2
+      image: {IMAGE}
       nodePool: gpu
       nodes: 2
       script: /workspace/train.py
@@ -113,8 +116,26 @@ def _plant(k8s: Path) -> None:
     c["ports"] = [{"name": "http", "containerPort": 8000}]
     c["livenessProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 5}
     c["readinessProbe"] = {"tcpSocket": {"port": 8001}, "periodSeconds": 5}
+    # the box's registry: the probe gang's trainer is pulled on every start (policy Always, as the API server
+    # defaults it for a :latest tag), which only the box's registry can serve; a pod whose image is a digest
+    # reference (planted) cannot be stood in for, so its pull finds nothing there
+    c["imagePullPolicy"] = "Always"
     planted.append(job_file.name.replace("-train.yaml", "-train-probe.yaml"))
     (k8s / planted[-1]).write_text(yaml.safe_dump(fourth))
+    ns = doc["metadata"]["namespace"]
+    missing = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "missing-image", "namespace": ns},
+               "spec": {"containers": [{"name": "main", "image": MISSING, "command": ["sleep", "infinity"]}],
+                        "tolerations": pod.get("tolerations") or [], "nodeSelector": pod.get("nodeSelector") or {}}}
+    planted.append(f"Pod-{ns}-missing-image.yaml")
+    (k8s / planted[-1]).write_text(yaml.safe_dump(missing))
+    # connections to a Service's ports: port 80 to the trainer's 8000 (http.server answers), port 81 to 9000
+    # (planted: nothing listens there); publishNotReadyAddresses: the pods are never Ready (the probe on 8001)
+    api = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "train-probe-api", "namespace": ns},
+           "spec": {"selector": {"batch.kubernetes.io/job-name": "train-probe"}, "publishNotReadyAddresses": True,
+                    "ports": [{"name": "http", "port": 80, "targetPort": 8000},
+                              {"name": "nothing", "port": 81, "targetPort": 9000}]}}
+    planted.append(f"Service-{ns}-train-probe-api.yaml")
+    (k8s / planted[-1]).write_text(yaml.safe_dump(api))
     index = k8s / "apply-order.txt"          # the apply order lists every file of k8s/ (multinode/k8sfiles.py)
     listed = "".join(f"{name}\n" for name in planted)
     index.write_text(index.read_text().replace(f"{job_file.name}\n", f"{job_file.name}\n{listed}"))
@@ -122,7 +143,7 @@ def _plant(k8s: Path) -> None:
 
 def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_path: Path) -> None:
     f = tmp_path / "Pulumi.realnode.yaml"
-    f.write_text(STACK)
+    f.write_text(STACK.replace("{IMAGE}", IMAGE))
     py = sys.executable
     subprocess.run([str(Path(py).parent / "multinode"), "plan", "--file", str(f), "--out", str(tmp_path)],
                    capture_output=True, text=True, cwd=ROOT)
@@ -148,8 +169,8 @@ def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_pat
     assert [n["name"] for n in real["nodes"]] == ["gpu-0", "gpu-1"] and all(n["ready"] for n in real["nodes"])
     assert all(n["allocatable"]["nvidia.com/gpu"] == "8" for n in real["nodes"])     # our device plugin's
     by_phase: dict[str, list[dict]] = {}
-    for p in real["pods"]:
-        by_phase.setdefault(p["phase"], []).append(p)
+    for p in real["pods"]:   # the planted missing-image pod (applied with the Services) is in every phase: apart
+        by_phase.setdefault(p["phase"] if p["pod"] != "multinode/missing-image" else "missing-image", []).append(p)
     env_pods = by_phase["batch Job multinode/train"]
     assert len(env_pods) == 2 and all(p["podPhase"] == "Running" for p in env_pods), env_pods
     for p in env_pods:   # the trainer runs; its env holds the reference the kubelet could not expand
@@ -182,3 +203,19 @@ def test_real_nodes_report_a_failing_preflight_and_an_unexpanded_env_var(tmp_pat
         probes = [m for m in p["problems"] if "Probe" in m]
         assert probes == ["container trainer: readinessProbe tcpSocket on port 8001: nothing listens on it in the pod "
                           "(listening: [8000])"], p
+    # the trainer with policy Always ran (above): its image came from the box's registry
+    registry = json.loads((out / "engines" / "cluster" / "observed.json").read_text())["registry"]
+    pulls = [m for m in registry["manifests"] if m["ref"] == IMAGE and m["status"] == 200]
+    assert pulls, registry
+    # the digest reference the registry does not hold: a clear finding, and the registry's miss
+    miss = [p for p in by_phase["missing-image"] if p["phase"] == "services"]
+    assert len(miss) == 1 and len(miss[0]["problems"]) >= 1, miss
+    assert "the box's registry 10.2.0.253:5000 holds no image " + MISSING in miss[0]["problems"][0], miss
+    assert MISSING in registry["misses"] and MISSING in real["registry"]["misses"], registry
+    # the Service's ports: 80 answers (no finding), 81 is a finding naming the Service, port, targetPort and pods
+    conns = [m for m in result["findings"] if "Service multinode/train-probe-api" in m]
+    assert len(conns) == 1, conns
+    assert "port 81 (targetPort 9000)" in conns[0] and "nothing listens on 9000 in pod multinode/train-probe-" \
+        in conns[0] and "connecting to train-probe-api:81 (clusterIP)" in conns[0], conns
+    dialled = {(c["service"], c["port"]): c["connected"] for c in real["serviceConnections"]}
+    assert dialled[("multinode/train-probe-api", 80)] is True and dialled[("multinode/train-probe-api", 81)] is False

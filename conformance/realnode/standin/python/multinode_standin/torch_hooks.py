@@ -1,17 +1,22 @@
 """The box's CPU answer to a CUDA/NCCL program, in the stand-in image that carries the real PyTorch (Debian
-bookworm's python3-torch 1.13.1, CPU only). Loaded by every python3 of the image (multinode_box_torch.pth) and
+bookworm's python3-torch 1.13.1, CPU only). Loaded by every python3 of the image (multinode_standin_torch.pth) and
 inert until a program imports torch: then, and only then, the modules below are patched as they load, and each
 patch says so in the program's output (lines starting "multinode box:").
 
 - the launcher (torch.distributed.launcher.api.launch_agent, what `torchrun` and `python3 -m
   torch.distributed.run` call with the rendered flags, unchanged): a training script that is not in the image
-  (the real image's /workspace/train.py ...) is replaced by the box's trainer stand-in (trainer.py) with the
+  (the real image's /workspace/train.py ...) is replaced by the box's trainer stand-in (torch_trainer.py) with the
   script's own arguments; everything else (rendezvous backend, endpoint, --nnodes, --node_rank, restarts) is the
   real launcher's. A box-only cap on --nproc_per_node (MULTINODE_BOX_NPROC_MAX, set in the stand-in image's
   config by the box) is applied here and printed. The NCCL preflight's bandwidth floor and message size
   (PREFLIGHT_FLOOR_GBPS, PREFLIGHT_MESSAGE_BYTES) are replaced for the workers: no floor is checked on CPU.
-- torch.distributed.init_process_group: the "nccl" backend is answered by "gloo"; on return each process prints
-  one MULTINODE_BOX_RANK line (rank, world size, seconds since its launcher started), which the box reads.
+  The launcher prints one line `MULTINODE_GANG_LAUNCH {json}` per pod (its rendezvous endpoint, --nnodes, the
+  node rank it was given, its host), which the box reads when a gang does not form.
+- torch.distributed.init_process_group: the "nccl" backend is answered by "gloo"; once the group is up, every
+  process checks what the launcher gave it (RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK against --nnodes x
+  --nproc_per_node as the launcher read them), all-reduces rank + 1 and gathers every rank's record; rank 0 prints
+  the gang's verdict line `MULTINODE_GANG {json}` (gang.py: engine "torchrun", world size, ranks per host, the
+  problems seen, seconds to form), which the box reads (conformance/cluster/gangs.go, gang_check.py).
 - CUDA calls on a machine with no GPU: torch.cuda.set_device/synchronize/current_device do nothing, and once a
   program called one of them, tensors asked for on "cuda" are made on the CPU (the factory functions,
   Tensor.cuda, Tensor.to).
@@ -33,7 +38,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-TRAINER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trainer.py")
+TRAINER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_trainer.py")
+LAUNCH_MARKER = "MULTINODE_GANG_LAUNCH "
+# the gang's problems as rank 0 gathered them at init_process_group (the trainer stand-in exits 1 on any)
+PROBLEMS: list[str] = []
 # the preflight's message on CPU: 1 MiB per rank instead of the rendered size (1 GiB per rank on 8 ranks is 8 GiB
 # of memory per pod and minutes of gloo)
 PREFLIGHT_BYTES_ON_CPU = 1 << 20
@@ -95,6 +103,56 @@ def _patch_torch(torch: Any) -> None:
     cuda.set_device, cuda.synchronize, cuda.current_device = set_device, synchronize, current_device
 
 
+def _gang_check(c10d: Any) -> None:
+    """Every process of a group that just formed: its own checks, one all_reduce of rank + 1, every rank's record
+    gathered; rank 0 prints the verdict (gang.py). Each process of the group runs this from its
+    init_process_group, so the collectives match across ranks."""
+    import socket
+
+    import torch
+
+    from multinode_standin import gang
+    env = os.environ
+    rank, world = c10d.get_rank(), c10d.get_world_size()
+    nnodes, nproc = int(env.get("MULTINODE_BOX_NNODES") or 0), int(env.get("MULTINODE_BOX_NPROC") or 0)
+    local, group = int(env.get("LOCAL_RANK", -1)), int(env.get("GROUP_RANK", -1))
+    problems = []
+    if env.get("RANK") is not None and (int(env["RANK"]) != rank or int(env.get("WORLD_SIZE", -1)) != world):
+        problems.append(f"process group says rank {rank} of {world}, env RANK {env['RANK']} of "
+                        f"WORLD_SIZE {env.get('WORLD_SIZE')}")
+    if nnodes and nproc:
+        if world != nnodes * nproc:
+            problems.append(f"world size {world} != --nnodes {nnodes} x --nproc_per_node {nproc}")
+        if int(env.get("LOCAL_WORLD_SIZE", -1)) != nproc or not 0 <= local < nproc:
+            problems.append(f"LOCAL_RANK {local} / LOCAL_WORLD_SIZE {env.get('LOCAL_WORLD_SIZE')} for "
+                            f"--nproc_per_node {nproc}")
+        if rank != group * nproc + local:
+            problems.append(f"RANK {rank} != GROUP_RANK {group} x {nproc} + LOCAL_RANK {local}")
+    x = torch.tensor([float(rank + 1)])
+    c10d.all_reduce(x)
+    if x.item() != world * (world + 1) / 2:
+        problems.append(f"all_reduce of rank+1 gave {x.item()}, not {world * (world + 1) / 2}")
+    t0 = float(env.get("MULTINODE_BOX_LAUNCH_T0") or time.time())
+    mine = {"rank": rank, "host": socket.gethostname(), "groupRank": group, "localRank": local,
+            "seconds": round(time.time() - t0, 1), "problems": [f"rank {rank}: {m}" for m in problems]}
+    every: list[Any] = [None] * world
+    c10d.all_gather_object(every, mine)
+    PROBLEMS[:] = [m for r in every for m in r["problems"]]
+    if rank != 0:
+        return
+    per_host: dict[str, int] = {}
+    for r in every:
+        per_host[r["host"]] = per_host.get(r["host"], 0) + 1
+    expected = nnodes * nproc if nnodes and nproc else world
+    gang.verdict("torchrun", sorted(r["rank"] for r in every) == list(range(expected)), world, expected,
+                 ranksPerHost=per_host, groupRanks={r["host"]: r["groupRank"] for r in every},
+                 nnodes=nnodes or None, nprocPerNode=nproc or None,
+                 nprocRendered=int(env.get("MULTINODE_BOX_NPROC_RENDERED") or 0) or None,
+                 rdzvEndpoint=env.get("MULTINODE_BOX_RDZV_ENDPOINT"), backend=str(c10d.get_backend()),
+                 torch=torch.__version__, allReduce=x.item(), problems=PROBLEMS,
+                 secondsToForm=max(r["seconds"] for r in every))
+
+
 def _patch_c10d(c10d: Any) -> None:
     orig = c10d.init_process_group
 
@@ -105,12 +163,7 @@ def _patch_c10d(c10d: Any) -> None:
             backend = "gloo"
         kw.pop("backend", None)
         out = orig(backend or "gloo", *a, **kw)
-        t0 = float(os.environ.get("MULTINODE_BOX_LAUNCH_T0") or time.time())
-        env = os.environ
-        print("MULTINODE_BOX_RANK " + json.dumps({
-            "rank": c10d.get_rank(), "worldSize": c10d.get_world_size(), "localRank": int(env.get("LOCAL_RANK", -1)),
-            "groupRank": int(env.get("GROUP_RANK", -1)), "backendAsked": asked or "default",
-            "backend": str(c10d.get_backend()), "seconds": round(time.time() - t0, 1)}), flush=True)
+        _gang_check(c10d)
         return out
     c10d.init_process_group = init_process_group
 
@@ -129,6 +182,21 @@ def _patch_rdzv_utils(utils: Any) -> None:
             return False
         return bool(theirs & ours)
     utils._matches_machine_hostname = matches
+
+
+def _node_rank(argv: list[str]) -> int | None:
+    """--node_rank / --node-rank as given to the launcher (c10d's rendezvous does not use it: the ranks come in
+    the order the agents joined; it says which pod this is when the gang does not form)."""
+    for i, a in enumerate(argv):
+        for flag in ("--node_rank", "--node-rank"):
+            val = a[len(flag) + 1:] if a.startswith(flag + "=") else argv[i + 1] if a == flag and i + 1 < len(argv) \
+                else None
+            if val is not None:
+                try:
+                    return int(val)
+                except ValueError:
+                    return None
+    return None
 
 
 def _patch_launcher(api: Any) -> None:
@@ -156,6 +224,7 @@ def _patch_launcher(api: Any) -> None:
             config.nproc_per_node = cap
         env["MULTINODE_BOX_NNODES"] = str(config.max_nodes)
         env["MULTINODE_BOX_NPROC"] = str(config.nproc_per_node)
+        env["MULTINODE_BOX_RDZV_ENDPOINT"] = str(config.rdzv_endpoint)
         args = list(args)
         script_at = 1 if args[:1] == ["-u"] else 0
         if isinstance(entrypoint, str) and os.path.basename(entrypoint).startswith("python") and \
@@ -169,12 +238,14 @@ def _patch_launcher(api: Any) -> None:
             env["MULTINODE_BOX_FLOOR_RENDERED"] = env["PREFLIGHT_FLOOR_GBPS"]
             env["PREFLIGHT_FLOOR_GBPS"] = "0"
             env["PREFLIGHT_MESSAGE_BYTES"] = str(PREFLIGHT_BYTES_ON_CPU)
-        print("MULTINODE_BOX_LAUNCH " + json.dumps({
-            "rdzvBackend": config.rdzv_backend, "rdzvEndpoint": config.rdzv_endpoint, "minNodes": config.min_nodes,
-            "maxNodes": config.max_nodes, "nprocPerNode": config.nproc_per_node,
-            "nprocRendered": int(env["MULTINODE_BOX_NPROC_RENDERED"]),
-            "script": str(args[script_at]) if len(args) > script_at else ""}),
-            flush=True)
+        import socket
+        rank = _node_rank(sys.argv[1:])
+        print(LAUNCH_MARKER + json.dumps({
+            "engine": "torchrun", "host": socket.gethostname(), "rdzvBackend": config.rdzv_backend,
+            "rdzvEndpoint": config.rdzv_endpoint, "minNodes": config.min_nodes, "maxNodes": config.max_nodes,
+            "nodeRank": rank if isinstance(rank, int) and rank >= 0 else None,
+            "nprocPerNode": config.nproc_per_node, "nprocRendered": int(env["MULTINODE_BOX_NPROC_RENDERED"]),
+            "script": str(args[script_at]) if len(args) > script_at else ""}, sort_keys=True), flush=True)
         return orig(config, entrypoint, args)
     api.launch_agent = launch_agent
 

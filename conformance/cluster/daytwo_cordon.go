@@ -1,0 +1,281 @@
+package main
+
+// Day two, scenario 3 (issue 44): a bad GPU node is cordoned, as NVSentinel's fault quarantine does with its default
+// rule sets (cordon only: docs/node-health.md) or as the cloud's repair does before it replaces a node. Expected, as
+// docs/node-health.md says:
+//   - kube-controller-manager's node lifecycle controller adds node.kubernetes.io/unschedulable:NoSchedule to the
+//     cordoned node (k8s.io/kubernetes@v1.33.13 pkg/controller/nodelifecycle/node_lifecycle_controller.go
+//     doNoScheduleTaintingPass, the taint for spec.unschedulable);
+//   - the gang pods running there keep running (NoSchedule evicts nothing);
+//   - the release health gate (the product's own code, health_gate.py, against this API server) refuses to promote
+//     while the pool has more unhealthy nodes than spare nodes (upgrades.json spareNodes) and passes otherwise;
+//   - when the fault ends the rank on that node (its pod deleted, as the process's exit ends it), the gang's
+//     controller replaces it and no new pod lands on the cordoned node (kube-scheduler's and Volcano's
+//     NodeUnschedulable filter: volcano.sh/volcano@v1.14.1 pkg/scheduler/plugins/predicates/predicates.go:433-437):
+//     the gang is whole elsewhere when the pool has room, or whole-Pending, never half-bound (except the part
+//     upgrades.json's partialOn says is replaced alone);
+//   - once the node is uncordoned (repaired, the quarantine lifted) every gang is whole again.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+const unschedulableTaint = "node.kubernetes.io/unschedulable"
+
+// GateCheck: one run of the release health gate with some nodes of a pool cordoned.
+type GateCheck struct {
+	Pool      string   `json:"pool"`
+	Cordoned  []string `json:"cordoned"`
+	Spare     int      `json:"spareNodes"` // upgrades.json
+	Unhealthy int      `json:"unhealthyCounted"`
+	Pass      bool     `json:"pass"`
+	Want      bool     `json:"wantPass"` // cordoned <= spare
+	Message   string   `json:"message"`
+}
+
+type CordonResult struct {
+	Node        string        `json:"node"`
+	Pool        string        `json:"pool,omitempty"`
+	Taint       string        `json:"taint,omitempty"`
+	TaintedAt   float64       `json:"taintedAfterSeconds,omitempty"`
+	KeptRunning []string      `json:"runningPodsKept"`
+	Evicted     []string      `json:"runningPodsEvicted,omitempty"`
+	Gate        []GateCheck   `json:"healthGate,omitempty"`
+	Failed      string        `json:"podEndedByTheFault,omitempty"`
+	NewOnNode   []string      `json:"newPodsOnCordonedNode,omitempty"`
+	GangsAfter  []GangOutcome `json:"gangsAfterRestart"`
+	GangsBack   []GangOutcome `json:"gangsAfterUncordon"`
+	Events      []EventView   `json:"events,omitempty"`
+	Seconds     float64       `json:"seconds"`
+}
+
+// runGate runs the health gate command with the box's kubeconfig and returns the pool's verdict.
+func (d *dayTwo) runGate(ctx context.Context, pool string) (*GateCheck, error) {
+	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "sh", "-c", d.gate+" "+d.box.Kubeconfig)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		return nil, fmt.Errorf("%s: %v %s", d.gate, err, strings.TrimSpace(stderr))
+	}
+	var pools []struct {
+		Pool      string              `json:"pool"`
+		Unhealthy map[string][]string `json:"unhealthy"`
+		Pass      bool                `json:"pass"`
+		Message   string              `json:"message"`
+	}
+	if err := json.Unmarshal(out, &pools); err != nil {
+		return nil, fmt.Errorf("%s printed no verdict: %v (%.200s)", d.gate, err, out)
+	}
+	for _, p := range pools {
+		if p.Pool == pool {
+			return &GateCheck{Pool: pool, Unhealthy: len(p.Unhealthy), Pass: p.Pass, Message: p.Message}, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: no verdict for pool %s", d.gate, pool)
+}
+
+func (d *dayTwo) spareOf(pool string) (int, bool) {
+	for _, p := range d.up.Pools {
+		if p.Pool == pool {
+			return p.SpareNodes, true
+		}
+	}
+	return 0, false
+}
+
+func (d *dayTwo) gateCheck(ctx context.Context, res *CordonResult, cordoned []string) error {
+	spare, _ := d.spareOf(res.Pool)
+	g, err := d.runGate(ctx, res.Pool)
+	if err != nil {
+		d.finding("cordon: the release health gate did not run: %v", err)
+		return nil
+	}
+	g.Cordoned, g.Spare, g.Want = append([]string(nil), cordoned...), spare, len(cordoned) <= spare
+	res.Gate = append(res.Gate, *g)
+	if g.Unhealthy != len(cordoned) {
+		d.finding("cordon: the release health gate counted %d unhealthy node(s) in pool %s with %d cordoned (%s): %s",
+			g.Unhealthy, res.Pool, len(cordoned), strings.Join(cordoned, ", "), g.Message)
+	}
+	if g.Pass != g.Want {
+		verb := map[bool]string{true: "promotes", false: "refuses"}
+		d.finding("cordon: the release health gate %s with %d cordoned node(s) in pool %s of %d spare (it must "+
+			"refuse while more nodes are unhealthy than spares): %s", verb[g.Pass], len(cordoned), res.Pool, spare,
+			g.Message)
+	}
+	return nil
+}
+
+func (d *dayTwo) cordon(ctx context.Context) error {
+	t0 := time.Now()
+	victim, err := d.busiestGangNode(ctx, "cordon", "")
+	if err != nil || victim == "" {
+		return err
+	}
+	res := &CordonResult{Node: victim}
+	d.rep.Cordon = res
+	defer func() { res.Seconds = time.Since(t0).Seconds(); res.Events = d.events(ctx, t0) }()
+	for _, n := range d.nodes {
+		if n.Name == victim {
+			res.Pool = poolOfNode(n)
+		}
+	}
+	before, err := d.box.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + victim})
+	if err != nil {
+		return err
+	}
+	running := map[types.UID]string{}
+	var onNode []corev1.Pod
+	for _, p := range before.Items {
+		if gangOf(p) != "" && p.DeletionTimestamp == nil && !ownedByDaemonSet(p) {
+			running[p.UID] = p.Namespace + "/" + p.Name
+			onNode = append(onNode, p)
+		}
+	}
+	sort.Slice(onNode, func(i, j int) bool { return onNode[i].Name < onNode[j].Name })
+	// the quarantine: cordon (spec.unschedulable), nothing else
+	if err := d.setUnschedulable(ctx, victim, true); err != nil {
+		return err
+	}
+	d.logf("day two: node %s cordoned (a bad GPU node quarantined)", victim)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && res.Taint == ""; time.Sleep(500 * time.Millisecond) {
+		n, err := d.box.Client.CoreV1().Nodes().Get(ctx, victim, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, t := range n.Spec.Taints {
+			if t.Key == unschedulableTaint {
+				res.Taint, res.TaintedAt = t.Key+":"+string(t.Effect), time.Since(t0).Seconds()
+			}
+		}
+	}
+	if res.Taint == "" {
+		d.finding("cordon: %s cordoned for 20s and the node lifecycle controller did not taint it %s:NoSchedule "+
+			"(docs/node-health.md)", victim, unschedulableTaint)
+	}
+	// NoSchedule evicts nothing: the running gang pods stay (a few seconds of watching: the taint-eviction
+	// controller acts at once on a NoExecute taint a pod does not tolerate)
+	time.Sleep(5 * time.Second)
+	for uid, key := range running {
+		ns, name, _ := strings.Cut(key, "/")
+		p, err := d.box.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.UID != uid || p.DeletionTimestamp != nil {
+			res.Evicted = append(res.Evicted, key)
+		} else {
+			res.KeptRunning = append(res.KeptRunning, key)
+		}
+	}
+	sort.Strings(res.Evicted)
+	sort.Strings(res.KeptRunning)
+	if len(res.Evicted) > 0 {
+		d.finding("cordon: pod(s) %s left the cordoned node %s: a cordon (NoSchedule) evicts nothing "+
+			"(docs/node-health.md)", strings.Join(res.Evicted, ", "), victim)
+	}
+	// the release health gate: one cordoned node, then (a pool with spares) one more than its spares
+	if d.gate == "" {
+		d.rep.NotChecked = append(d.rep.NotChecked, "cordon: the release health gate (clusterbox --health-gate not given)")
+	} else {
+		if err := d.gateCheck(ctx, res, []string{victim}); err != nil {
+			return err
+		}
+		if spare, ok := d.spareOf(res.Pool); ok && spare >= 1 {
+			extra := []string{}
+			for _, n := range d.nodes {
+				if poolOfNode(n) == res.Pool && n.Name != victim && len(extra) < spare && !realNodeNames[n.Name] {
+					extra = append(extra, n.Name)
+				}
+			}
+			if len(extra) == spare {
+				for _, n := range extra {
+					if err := d.setUnschedulable(ctx, n, true); err != nil {
+						return err
+					}
+				}
+				if err := d.gateCheck(ctx, res, append([]string{victim}, extra...)); err != nil {
+					return err
+				}
+				for _, n := range extra {
+					if err := d.setUnschedulable(ctx, n, false); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	// the fault ends the rank on the bad node: its pod goes (deleted, as the process's exit ends it); the gang's
+	// controller replaces it, and no new pod may land on the cordoned node
+	if len(onNode) == 0 {
+		d.rep.NotChecked = append(d.rep.NotChecked, "cordon: no gang pod on the cordoned node to fail")
+	} else {
+		p := onNode[0]
+		res.Failed = p.Namespace + "/" + p.Name
+		err := d.box.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		gs, _, err := d.waitGangs(ctx, boxRecover, false)
+		if err != nil {
+			return err
+		}
+		_, pods, err := d.gangs(ctx)
+		if err != nil {
+			return err
+		}
+		for _, q := range pods {
+			if q.Spec.NodeName == victim && q.DeletionTimestamp == nil && gangOf(q) != "" && running[q.UID] == "" {
+				res.NewOnNode = append(res.NewOnNode, q.Namespace+"/"+q.Name)
+			}
+		}
+		sort.Strings(res.NewOnNode)
+		if len(res.NewOnNode) > 0 {
+			d.finding("cordon: new pod(s) %s placed on the cordoned node %s after the gang's pod there failed: a "+
+				"quarantined node must keep new gang pods off (a toleration of %s?)", strings.Join(res.NewOnNode, ", "),
+				victim, unschedulableTaint)
+		}
+		failedGang := gangOf(p)
+		for _, k := range keys(gs) {
+			o := outcome(gs[k])
+			if k == failedGang && gs[k].halfBound() && d.model[gs[k].workload()].partialFor([]string{p.Labels["multinode.dev/role"]}) {
+				o.Note = fmt.Sprintf("its failed pod of role %s replaced alone (upgrades.json partialOn), Pending for a "+
+					"node beside the rest of the gang", p.Labels["multinode.dev/role"])
+			} else if gs[k].halfBound() {
+				d.finding("cordon: gang %s %s %s after its pod %s on the cordoned node %s failed: a gang must come back "+
+					"whole or stay whole-Pending", k, o.End, boxRecover, res.Failed, victim)
+			}
+			res.GangsAfter = append(res.GangsAfter, o)
+		}
+	}
+	// the node repaired, the quarantine lifted
+	if err := d.setUnschedulable(ctx, victim, false); err != nil {
+		return err
+	}
+	gs, _, err := d.waitGangs(ctx, boxRecover, true)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys(gs) {
+		o := outcome(gs[k])
+		res.GangsBack = append(res.GangsBack, o)
+		if !gs[k].whole() {
+			d.finding("cordon: gang %s is %s %s after the cordoned node %s was uncordoned (it must be whole)", k, o.End,
+				boxRecover, victim)
+		}
+	}
+	return nil
+}
