@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 # `make test` starts a dozen processes, and spent ~110 s CPU instead of ~94 s (measured here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check gang-tests pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack yaml-e2e yaml-host package-preview sdk-pack
+.PHONY: go-download venv plan plan-all reference test lint bench clean package-check plan-guides conformance conformance-kyverno conformance-apiserver chart-check go-check cluster-check real-node-check gang-tests day-two-tests scale-check rotation-all pulumi-tools pulumi-preview pulumi-check e2e pr-check e2e-full release-e2e sdks bench-pack yaml-e2e yaml-host package-preview sdk-pack
 
 $(UV_BOOT)/bin/uv:
 	$(PYTHON) -m venv $(UV_BOOT)
@@ -138,17 +138,19 @@ clean:
 ## conformance/realnode/README.md.
 REAL_STACKS = $(or $(STACKS),$(STACK))
 REAL_JOBS ?= 1
+# REAL_OUT: where the stacks are planned and boxed (default build; CI: build/realnode, beside cluster-check's build/)
+REAL_OUT ?= build
 real-node-check: go-check venv
 	@for s in $(REAL_STACKS); do f=$$(ls stacks/Pulumi.$$s.yaml tests/guides/Pulumi.$$s.yaml 2>/dev/null | head -1); \
 	  test -n "$$f" || { echo "real-node-check: no stacks/Pulumi.$$s.yaml or tests/guides/Pulumi.$$s.yaml" >&2; exit 2; }; \
-	  $(VENV)/bin/multinode plan --file $$f --out build >/dev/null || exit 1; done
+	  $(VENV)/bin/multinode plan --file $$f --out $(REAL_OUT) >/dev/null || exit 1; done
 	$(MAKE) -C conformance/kyverno build
 	$(MAKE) -C conformance/coredns build
 	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/cluster/tests/test_realnode_check.py \
 	  conformance/cluster/tests/test_realnode_registry_services.py conformance/realnode/tests \
 	  $(if $(GANG_TESTS),,--ignore=conformance/realnode/tests/test_box_gangs.py)
-	ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) conformance/realnode/run-stacks.sh $(REAL_JOBS) $(REAL_STACKS)
+	REAL_OUT=$(abspath $(REAL_OUT)) ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) conformance/realnode/run-stacks.sh $(REAL_JOBS) $(REAL_STACKS)
 
 ## gang-tests: the planted rendezvous mistakes on real nodes (issue 43; conformance/realnode/tests/test_box_gangs.py:
 ## an MPI hostfile with a slot too many, a worker short, a Ray worker pointed at a name that does not resolve), two
@@ -161,6 +163,28 @@ gang-tests: go-check venv
 	$(MAKE) -C conformance/mpi-operator build
 	$(MAKE) -C conformance/cluster build realnode-deps ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
 	MULTINODE_ENGINES_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider conformance/realnode/tests/test_box_gangs.py
+
+## day-two-tests: the planted day-two boxes (issue 44; conformance/cluster/tests/test_box_daytwo.py: the rendered
+## Volcano job and LWS as they are, then budgets that allow no drain, a toleration of the unreachable taint without
+## limit, a Volcano job without restart policies, a surge beyond the spare nodes); DAY_TWO_K= a pytest -k expression
+## for some of them. scale-check: the 512-node box with its 64-node gang (issue 47). Root for the boxes' own network
+## namespaces. In CI by rotation (.ci/rotation.tsv).
+day-two-tests: go-check venv
+	$(MAKE) -C conformance/kyverno build
+	$(MAKE) -C conformance/volcano build
+	$(MAKE) -C conformance/lws build
+	$(MAKE) -C conformance/cluster day-two-tests ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) $(if $(DAY_TWO_K),DAY_TWO_K='$(DAY_TWO_K)')
+
+scale-check: go-check venv
+	$(MAKE) -C conformance/kyverno build
+	$(MAKE) -C conformance/volcano build
+	$(MAKE) -C conformance/lws build
+	$(MAKE) -C conformance/cluster scale-check ROOT=$(CURDIR) PY=$(CURDIR)/$(PY)
+
+## rotation-all: every slot of CI's rotation (.ci/rotation.tsv: the rungs each CI run plays one of), one after the
+## other, each under its allowance (CI_BUDGET_MIN, default 180 here, for all of them)
+rotation-all:
+	CI_BUDGET_MIN=$${CI_BUDGET_MIN:-180} bash -c 'set -euo pipefail; source .ci/steps.sh; source .ci/rotation.sh; CI_ROTATION=all run_rotation'
 
 ## conformance-apiserver: every object of every stack (stacks/, the guide stacks, fleet-dev) through the API
 ## server's own CREATE path, k8s.io/kubernetes as a Go library (conformance/apiserver/README.md). Plans the

@@ -2,7 +2,7 @@
 # prebuild.sh <dir> <group>: started in the background by .ci/run (issue 41), at the lowest CPU priority, so that
 # the slow cold work of the later steps runs while the Python steps (tests, plans, lint) use the CPU in front.
 #   go:       the conformance Go programs, one after the other, in the order the steps need them (conformance,
-#             cluster-check, chart-check, the Pulumi steps, sdks); `go build` fetches the modules it needs
+#             cluster-check, then the lane beside it: real-node-check, chart-check, the Pulumi steps, sdks); `go build` fetches the modules it needs
 #             through the Go module proxy as it goes (network time overlapped too).
 #   realnode: the Debian packages and the stand-in root filesystem of real-node-check (apt-get and debootstrap:
 #             network- and disk-bound).
@@ -30,10 +30,10 @@ go)
 	item lws make -C conformance/lws build
 	item mpi-operator make -C conformance/mpi-operator build
 	item volcano make -C conformance/volcano build
+	item coredns make -C conformance/coredns build   # real-node-check, the first step of the lane beside cluster-check
 	item helm make -C conformance/helm build
 	item pulumi-tools make pulumi-tools
 	item sdkgen make -C conformance/sdkgen build
-	item coredns make -C conformance/coredns build
 	;;
 realnode)
 	item realnode-deps make -C conformance/cluster realnode-deps

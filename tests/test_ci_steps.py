@@ -113,3 +113,105 @@ def test_prebuild_marks_each_item_done_or_failed(tmp_path):
     bad = subprocess.run(["bash", str(ROOT / ".ci" / "prebuild.sh"), str(out), "nonsense"], capture_output=True,
                          text=True, env=env, cwd=ROOT, timeout=60)
     assert bad.returncode == 2 and "unknown group" in bad.stderr
+
+
+def run_lane(tmp_path, fail_on="", **env):
+    """.ci/lane.sh (the steps beside cluster-check) with a fake make that records its arguments."""
+    log = tmp_path / "make-calls"
+    fake = tmp_path / "fake-make"
+    fake.write_text(f"#!/bin/sh\necho \"$*\" >> {log}\ncase \"$*\" in *'{fail_on or '@none@'}'*) exit 2;; esac\n")
+    fake.chmod(0o755)
+    pre = tmp_path / "pre"
+    pre.mkdir(exist_ok=True)
+    for item in ("realnode-deps", "coredns", "helm", "pulumi-tools", "sdkgen"):
+        (pre / f"{item}.done").write_text("1")
+    skipped = tmp_path / "skipped"
+    rot = tmp_path / "rotation.tsv"
+    rot.write_text("# one slot\n5\tslot-a\tslot-target X=1\n")
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CI_")}
+    full_env.update({"MAKE_CMD": str(fake), "PREBUILD_DIR": str(pre), "LANE_SKIPPED": str(skipped),
+                     "ROTATION_FILE": str(rot),
+                     "prebuild_pids": "", "CI_ELAPSED": "0", "CI_BUDGET_MIN": "60", **env})
+    r = subprocess.run(["bash", str(ROOT / ".ci" / "lane.sh")], capture_output=True, text=True, env=full_env,
+                       timeout=60)
+    calls = log.read_text().splitlines() if log.exists() else []
+    return r, calls, skipped.read_text().split() if skipped.exists() else None
+
+
+def test_the_lane_runs_its_steps_in_order_without_planning_again(tmp_path):
+    r, calls, skipped = run_lane(tmp_path)
+    assert r.returncode == 0, r.stderr
+    # chart-check must not plan again: cluster-check's boxes read build/<stack> at the same time
+    assert calls == ["real-node-check STACK=torchrun-guide-indexed-job REAL_OUT=build/realnode",
+                     "-o plan-all -o plan-guides chart-check", "sdks", "pulumi-check e2e", "e2e-full release-e2e",
+                     "slot-target X=1"]
+    assert skipped == []
+    assert "== rotation: slot 0 of 1 (slot-a: make slot-target X=1)" in r.stdout
+
+
+def test_a_failing_lane_step_fails_the_lane_and_stops_it(tmp_path):
+    r, calls, _ = run_lane(tmp_path, fail_on="sdks")
+    assert r.returncode == 2
+    assert "FAIL: make sdks exited 2" in r.stderr
+    assert calls[1:] == ["-o plan-all -o plan-guides chart-check", "sdks"]
+
+
+def test_the_lane_counts_the_budget_from_ci_start_and_reports_skips(tmp_path):
+    # 82 of 85 minutes already used by .ci/run: nothing of the lane fits (the smallest allowance is 5)
+    r, calls, _ = run_lane(tmp_path, CI_ELAPSED=str(82 * 60), CI_BUDGET_MIN="85")
+    assert r.returncode == 1, r.stderr and "FAIL: make -o plan-all -o plan-guides chart-check cannot fit" in r.stderr
+    assert calls == []
+    (tmp_path / "make-calls").unlink(missing_ok=True)
+    r, calls, skipped = run_lane(tmp_path, CI_ELAPSED=str(82 * 60), CI_BUDGET_MIN="85", CI_ALLOW_SKIP="all")
+    assert r.returncode == 0, r.stderr
+    assert skipped == ["real-node-check", "chart-check", "sdks", "e2e", "e2e-full", "rotation-slot-a"] and calls == []
+
+
+def run_rotation(tmp_path, rotation, script="run_rotation", repo=None, **env):
+    rot = tmp_path / "rotation.tsv"
+    rot.write_text(rotation)
+    return run_steps(tmp_path, f"source {ROOT}/.ci/rotation.sh\ncd {repo or ROOT}\n{script}",
+                     CI_BUDGET_MIN="60", ROTATION_FILE=str(rot), **env)
+
+
+ROTATION = "# comment\n5 a ok\n\n5 b ok STACKS=\"x y\"\n5 c bad\n"
+
+
+def test_rotation_plays_the_slot_of_the_commit_count(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git[:3], "init", "-q"], check=True)
+    for i in range(4):       # 4 commits: slot 4 % 3 = 1
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", str(i)], check=True)
+    r = run_rotation(tmp_path, ROTATION, repo=repo)
+    assert r.returncode == 0, r.stderr
+    assert "== rotation: slot 1 of 3 (b: make ok STACKS=\"x y\")" in r.stdout
+    assert "== make ok STACKS=x y took" in r.stdout          # the quoted value reached make as one argument
+
+
+def test_rotation_slot_chosen_by_a_person_and_a_failing_slot_fails(tmp_path):
+    r = run_rotation(tmp_path, ROTATION, CI_ROTATION_SLOT="2")
+    assert r.returncode == 2 and "FAIL: make bad exited 2" in r.stderr
+    r = run_rotation(tmp_path, ROTATION, CI_ROTATION_SLOT="3")
+    assert r.returncode == 2 and "a slot of .ci/rotation.tsv is 0..2" in r.stderr
+
+
+def test_rotation_all_plays_every_slot(tmp_path):
+    r = run_rotation(tmp_path, "5 a ok\n5 b ok\n", CI_ROTATION="all")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("ran-ok") == 2 and "every slot (CI_ROTATION=all), 2 of 2" in r.stdout
+
+
+def test_the_rotation_file_of_ci_names_make_targets_that_exist():
+    targets = subprocess.run(["make", "-C", str(ROOT), "-pRrq", "-f", "Makefile", ":"], capture_output=True,
+                             text=True).stdout
+    slots = [ln.split() for ln in (ROOT / ".ci" / "rotation.tsv").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    assert len(slots) >= 2
+    for allowance, name, *args in slots:
+        assert int(allowance) <= 15, name                      # a slot fits beside the rest of the cold run
+        goals = [a for a in args if "=" not in a and not a.startswith("-")]
+        assert goals, name
+        for g in goals:
+            assert f"\n{g}:" in targets, f"{name}: no make target {g}"

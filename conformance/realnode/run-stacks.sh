@@ -4,10 +4,12 @@
 # namespace of its own with its own addresses, tmpfs, containerd sockets and iptables, so boxes do not see each
 # other. Writes build/real-node-times.tsv: per stack its exit code, wall seconds, user and system CPU seconds of
 # the box and all its children (kubelets, containerd, the pods), and the number of findings in cluster.json.
-# Exits 1 naming the stacks with findings. ROOT and PY come from the calling make.
+# Exits 1 naming the stacks with findings. ROOT and PY come from the calling make; REAL_OUT (default ROOT/build)
+# is where the stacks were planned, and where the times go.
 set -uo pipefail
 jobs=${1:-1}; shift
 root=${ROOT:?}
+out_dir=${REAL_OUT:-$root/build}
 runs=$(mktemp -d)
 trap 'rm -rf "$runs"' EXIT
 file_of() { ls "$root/stacks/Pulumi.$1.yaml" "$root/tests/guides/Pulumi.$1.yaml" 2>/dev/null | head -1; }
@@ -15,9 +17,9 @@ one() {   # one <stack>: the box, then its times (bash's `times`: this subshell'
   local s=$1 t0 rc=0
   t0=$(date +%s.%N)
   if (( jobs == 1 )); then
-    make --no-print-directory -C "$root/conformance/cluster" realbox S="$s" F="$(file_of "$s")" ROOT="$root" PY="$PY" || rc=$?
+    make --no-print-directory -C "$root/conformance/cluster" realbox S="$s" F="$(file_of "$s")" ROOT="$root" PY="$PY" REAL_OUT="$out_dir" || rc=$?
   else
-    make --no-print-directory -C "$root/conformance/cluster" realbox S="$s" F="$(file_of "$s")" ROOT="$root" PY="$PY" \
+    make --no-print-directory -C "$root/conformance/cluster" realbox S="$s" F="$(file_of "$s")" ROOT="$root" PY="$PY" REAL_OUT="$out_dir" \
       >"$runs/$s.log" 2>&1 || rc=$?
   fi
   local wall cpu
@@ -34,13 +36,13 @@ for s in "$@"; do
 done
 wait
 secs() { local m=${1%%m*} s=${1#*m}; awk -v m="$m" -v s="${s%s}" 'BEGIN{print m*60+s}'; }
-out="$root/build/real-node-times.tsv"
+out="$out_dir/real-node-times.tsv"
 printf 'stack\trc\twall_s\tuser_s\tsys_s\tfindings\n' >"$out"
 fail=""
 for s in "${order[@]}"; do
   if (( jobs > 1 )); then cat "$runs/$s.log"; fi
   read -r rc wall user sys <"$runs/$s.rc" || rc=1
-  n=$("$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["findings"]))' "$root/build/$s/cluster.json" 2>/dev/null || echo "?")
+  n=$("$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["findings"]))' "$out_dir/$s/cluster.json" 2>/dev/null || echo "?")
   printf '%s\t%s\t%.0f\t%.1f\t%.1f\t%s\n' "$s" "$rc" "$wall" "$(secs "$user")" "$(secs "$sys")" "$n" >>"$out"
   [ "$rc" = 0 ] || fail="$fail $s"
 done
