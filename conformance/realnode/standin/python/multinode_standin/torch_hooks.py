@@ -22,7 +22,7 @@ patch says so in the program's output (lines starting "multinode box:").
   Tensor.cuda, Tensor.to).
 - The c10d rendezvous's "am I the host" test (torch.distributed.elastic.rendezvous.utils._matches_machine_hostname)
   gets the rule of later PyTorch: 1.13 compares the endpoint's host only with this machine's host names, 2.x also
-  with the addresses the endpoint's host resolves to (pytorch/pytorch@v2.5.0
+  with the addresses the endpoint's host resolves to (pytorch/pytorch@0128317766202d2b0aaaf35f7b21b5baccd7dbc9
   torch/distributed/elastic/rendezvous/utils.py _matches_machine_hostname), which is what lets the pod named by
   `--rdzv_endpoint=<job>-0.<subdomain>:PORT` host the store when its hostname is its FQDN (setHostnameAsFQDN) in
   the real images (PyTorch 2.x).
