@@ -115,7 +115,10 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 	if err != nil {
 		return nil, err
 	}
-	torchBlob, err := extraLayer(tw, "torch/layer.tar", torchLayerTar, len(torchRefs) > 0)
+	// The PyTorch images are left out of the archive every node imports: the box's registry alone serves them
+	// (registry.go), so only the nodes whose pods run them pull them, and their pulls drop the layer blobs once
+	// unpacked (containerd.toml discard_unpacked_layers): the layer is kept once per node that runs it.
+	torchBlob, err := extraLayer(nil, "", torchLayerTar, len(torchRefs) > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +189,9 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 		if err != nil {
 			return nil, err
 		}
-		manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: layers})
+		if !torch {
+			manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: layers})
+		}
 		content.Configs[tag] = configs[name]
 	}
 	data, err := json.Marshal(manifests)
@@ -279,20 +284,39 @@ var torchLayerTar string
 var torchRefs = map[string]bool{}
 var torchNprocMax int
 
-// extraLayer adds the layer tar at src to the archive as name when it is given and some image needs it (want).
+// extraLayer: the layer tar at src for the registry when it is given and some image needs it (want), also added
+// to the archive as name when tw is not nil.
 func extraLayer(tw *tar.Writer, name, src string, want bool) (*standInBlob, error) {
 	if src == "" || !want {
 		return nil, nil
-	}
-	digest, err := addTarFile(tw, name, src)
-	if err != nil {
-		return nil, err
 	}
 	st, err := os.Stat(src)
 	if err != nil {
 		return nil, err
 	}
+	var digest string
+	if tw != nil {
+		digest, err = addTarFile(tw, name, src)
+	} else {
+		digest, err = fileDigest(src)
+	}
+	if err != nil {
+		return nil, err
+	}
 	return &standInBlob{Digest: digest, Size: st.Size(), File: src}, nil
+}
+
+func fileDigest(src string) (string, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // addTarFile copies the file at src into the archive as name and returns its sha256 digest ("sha256:...").
