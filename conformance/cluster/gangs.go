@@ -139,7 +139,17 @@ func torchDone(p corev1.Pod) bool {
 			return false
 		}
 	}
-	return true
+	if p.Spec.RestartPolicy == corev1.RestartPolicyAlways {
+		return true
+	}
+	// every container ended: the kubelet posts the pod's terminal phase next (seen: a status with the container
+	// terminated and the phase still Running); wait for it, so the pod is read as it ends
+	for _, c := range p.Spec.Containers {
+		if s, ok := state[c.Name]; !ok || s.State.Terminated == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // podLogs reads each container's current log file as the kubelet wrote it (<podLogsDir>/<ns>_<pod>_<uid>/

@@ -271,7 +271,7 @@ def test_torchrun_gangs_form_and_each_planted_mistake_is_found(tmp_path: Path) -
         g = gangs[f"Job {ns}/train container {c}"]
         assert g["formed"] is True and g["worldSize"] == 4 and g["expected"] == 4, g
         assert g["nprocPerNode"] == 8 and g["nprocUsed"] == 2 and "boxOnly" in g, g
-        assert g["verdict"]["torch"].startswith("1.13.1") and g["verdict"]["backend"] == "gloo", g
+        assert g["verdict"]["torch"].startswith("1.13") and g["verdict"]["backend"] == "gloo", g
         assert sorted(g["verdict"]["ranksPerHost"].values()) == [2, 2] and not g["problems"], g
         assert g["secondsToForm"] is not None and g["secondsToForm"] < 75, g
     findings = result["findings"]
