@@ -10,16 +10,20 @@ import math
 from typing import Any
 
 
-def value_to_python(value: Any, whole_as_int: bool = False) -> Any:
+def value_to_python(value: Any, whole_as_int: bool = False, sort_keys: bool = False) -> Any:
     """A google.protobuf.Value as MessageToDict gives it: numbers as floats (as ints when whole and
-    `whole_as_int`), infinity and NaN refused with ValueError the same way."""
+    `whole_as_int`), infinity and NaN refused with ValueError the same way. A Struct's fields are a protobuf map,
+    whose iteration order can change from one process to the next: `sort_keys` gives every object's keys in sorted
+    order, for output that must be the same on every run."""
     kind = value.WhichOneof("kind")
     if kind == "string_value":
         return value.string_value
     if kind == "struct_value":
-        return {k: value_to_python(v, whole_as_int) for k, v in value.struct_value.fields.items()}
+        fields = value.struct_value.fields
+        keys = sorted(fields) if sort_keys else fields
+        return {k: value_to_python(fields[k], whole_as_int, sort_keys) for k in keys}
     if kind == "list_value":
-        return [value_to_python(v, whole_as_int) for v in value.list_value.values]
+        return [value_to_python(v, whole_as_int, sort_keys) for v in value.list_value.values]
     if kind == "number_value":
         n = value.number_value
         if math.isinf(n) or math.isnan(n):

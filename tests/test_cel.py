@@ -482,3 +482,18 @@ def test_kept_condition_results_serve_pods_that_read_the_same_and_no_other():
                 effective_pod.apply_policies_to_template(bad, pools_only, p)
     finally:
         cel._evaluate = real
+
+
+def test_objects_from_cel_have_their_keys_in_one_order_on_every_run():
+    # a Struct (a JSONPatch's value) and a CEL map iterate in hash order, which changed from one plan to the next
+    # (gcp-dev's effective tcpxo-daemon sidecar: env before or after args); their keys come out sorted
+    keys = ["name", "image", "restartPolicy", "command", "args", "env", "volumeMounts", "startupProbe",
+            "securityContext", "imagePullPolicy", "ports", "resources", "workingDir"]
+    lit = "{" + ", ".join(f"'{k}': {i}" for i, k in enumerate(keys)) + "}"
+    patch = cel.evaluate(f"JSONPatch{{op: 'add', path: '/x', value: {{'c': {lit}, 'b': [{lit}]}}}}")
+    assert list(patch["value"]) == ["b", "c"]
+    assert list(patch["value"]["c"]) == sorted(keys) and list(patch["value"]["b"][0]) == sorted(keys)
+    assert patch["value"]["c"]["name"] == 0 and patch["value"]["c"]["workingDir"] == 12
+    plain = cel.evaluate(lit)
+    assert list(plain) == sorted(keys)
+    assert cel.evaluate("{2: 'x', 1: 'y'}") == {1: "y", 2: "x"}

@@ -192,8 +192,10 @@ def _number(x: Any) -> Any:
 
 
 def _json_value(value: Any) -> Any:
-    """A google.protobuf.Value as _number(json_format.MessageToDict(value)) gives it (whole numbers as ints)."""
-    return value_to_python(value, whole_as_int=True)
+    """A google.protobuf.Value as _number(json_format.MessageToDict(value)) gives it (whole numbers as ints), each
+    object's keys sorted: the protobuf map behind a Struct iterates in an order that changes from one process to
+    the next, and an effective pod (plan's effective/) must be the same file on every run."""
+    return value_to_python(value, whole_as_int=True, sort_keys=True)
 
 
 def _plain(value: Any) -> Any:
@@ -208,8 +210,8 @@ def _plain(value: Any) -> Any:
         return _number(json_format.MessageToDict(value))
     if isinstance(value, list):
         return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, dict):      # a CEL map: cel-cpp's hash map order, sorted as _json_value's
+        return {k: _plain(value[k]) for k in sorted(value, key=lambda k: (type(k).__name__, k))}
     return value
 
 
