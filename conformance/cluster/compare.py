@@ -549,6 +549,7 @@ def compare(stack_dir: Path, kyverno: bool, day_two_expected: bool = False) -> d
     # the gangs real kubelets ran (issue 43): formed or not, world size against plan, time to form
     gang_f, gang_report = gang_findings(obs, placement)
     findings += gang_f
+    not_checked += [g["notChecked"] for g in gang_report if g.get("notChecked")]
     if gang_report:
         real_report["gangs"] = gang_report
     not_checked += real_report.get("notChecked", [])

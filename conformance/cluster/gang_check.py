@@ -7,15 +7,33 @@ gang's leading pod (the MPIJob's launcher: mpirun forwards rank 0's output; the 
 (gangs.go) waits for it, bounded (observed.json `gangTimeout`), and records it with each container's last log
 lines. Judged here against placement.json: an MPIJob's world size is its GPUs (one rank per GPU: `mpirun -n` as
 rendered, `slotsPerWorker` = the GPUs of a node), with that many ranks on each worker; an LWS group's Ray or NIM
-cluster holds the group's pods. No Go, no box: tests/test_gang_check.py plants each finding.
+cluster holds the group's pods.
+
+PyTorch gangs: one container that launches torchrun / torch.distributed.run (a trainer, the NCCL preflight) of the
+pods of one workload (an LWS group's pods for an LWS), e.g. "Job ns/train container trainer". The pods ran the
+real launcher with the rendered flags (Debian's PyTorch 1.13.1 in the image's PyTorch layer); rank 0 of the
+process group printed the verdict in whichever pod it ran (standin/python/multinode_standin/torch_hooks.py: world
+size, ranks per host, the ranks' own checks), each pod's launcher a `MULTINODE_GANG_LAUNCH {json}` line (its
+endpoint, its node rank). Judged against placement.json: `--nnodes` equals the pods plan gives the gang,
+`--nproc_per_node` the GPUs plan gives each of its nodes (one process per GPU), the world size seen equals
+pods x processes per node (processes per node: the box-only cap observed.json `torchNprocMax` where it is lower,
+recorded), every pod holds that many ranks. A gang that did not form names its pods, the node ranks whose
+launcher never started or whose pod ran no rank, the endpoints the launchers used when they differ, and the last
+lines of each pod's container. A gang with a pod on a fake node is not checked (its rendezvous was not run).
+
+No Go, no box: tests/test_gang_check.py plants each finding.
 """
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any
 
 MARKER = "MULTINODE_GANG "
+LAUNCH_MARKER = "MULTINODE_GANG_LAUNCH "
+_NNODES = re.compile(r"--nnodes[= ](\d+)(?::(\d+))?")
+_NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](\d+)")
 MPI_ROLE, MPI_JOB = "training.kubeflow.org/job-role", "training.kubeflow.org/job-name"
 LWS_NAME, LWS_GROUP, LWS_WORKER = ("leaderworkerset.sigs.k8s.io/name", "leaderworkerset.sigs.k8s.io/group-index",
                                    "leaderworkerset.sigs.k8s.io/worker-index")
@@ -34,10 +52,12 @@ def _time(s: str) -> datetime | None:
         return None
 
 
-def parse_verdict(line: str) -> tuple[str, datetime | None, dict[str, Any]] | None:
+def parse_verdict(line: str, marker: str = MARKER) -> tuple[str, datetime | None, dict[str, Any]] | None:
     """'<container> <time> <stream> <tag> MULTINODE_GANG {json}' (gangs.go PodView.Gang) -> (container, time,
-    record)."""
-    head, _, js = line.partition(MARKER)
+    record); marker LAUNCH_MARKER reads the PyTorch launchers' lines."""
+    head, sep, js = line.partition(marker)
+    if not sep:
+        return None
     f = head.split()
     try:
         rec = json.loads(js)
@@ -88,6 +108,12 @@ def _last_lines(p: dict[str, Any], n: int = 4) -> list[str]:
     return out or [f"{p['name']}: no container log"]
 
 
+def _last_lines_of(p: dict[str, Any], container: str, n: int = 4) -> str:
+    lines = (p.get("logs") or {}).get(container) or []
+    msgs = [ln.split(" ", 3)[3] if ln.count(" ") >= 3 else ln for ln in lines[-n:]]
+    return f"{p['name']}/{container}: " + (" | ".join(m.strip() for m in msgs) if msgs else "(no output)")
+
+
 def _plan(placement: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """placement.json's gangs by owner ("MPIJob ns/name") and its workloads' use (nodes, gpus) by gang name."""
     gangs = (placement.get("services") or []) + (placement.get("batchEachBesideServices") or [])
@@ -120,7 +146,10 @@ def gang_findings(obs: dict[str, Any], placement: dict[str, Any]) -> tuple[list[
             w = use.get(plan.get("gang", "")) or {}
             labels_of = {p["name"]: ((p.get("pod") or {}).get("metadata") or {}).get("labels") or {} for p in pods}
             leaders = [p for p in pods if _leader(kind, labels_of[p["name"]])]
-            verdicts = [v for p in leaders for line in p.get("gang") or [] if (v := parse_verdict(line))]
+            if leaders and all(_torch_only(p) for p in leaders):
+                continue   # a group whose containers all launch PyTorch: judged as a PyTorch gang (below)
+            verdicts = [v for p in leaders for line in p.get("gang") or [] if (v := parse_verdict(line))
+                        and v[2].get("engine") != "torchrun"]   # not its PyTorch preflight's
             gang = f"{kind} {ns}/{name}"
             names = sorted(p["name"] for p in pods)
             entry: dict[str, Any] = {"gang": gang, "phase": ph["name"], "pods": names,
@@ -178,4 +207,133 @@ def gang_findings(obs: dict[str, Any], placement: dict[str, Any]) -> tuple[list[
                 findings.append(f"gang {gang} (pods {', '.join(names)}): " + "; ".join(problems) + "; last lines: "
                                 + "; ".join(ln for p in sorted(pods, key=lambda x: x['name']) for ln in _last_lines(p)))
             report.append(entry)
+        t_findings, t_report = _torch_gangs(ph, real, by_owner, use, timeout, int(obs.get("torchNprocMax") or 0))
+        findings += t_findings
+        report += t_report
+    return findings, report
+
+
+def _words(c: dict[str, Any]) -> str:
+    return " ".join((c.get("command") or []) + (c.get("args") or []))
+
+
+def _launches_torch(c: dict[str, Any]) -> bool:
+    """The container runs PyTorch's launcher (gangs.go launchesTorch)."""
+    w = _words(c)
+    return "torchrun" in w or "torch.distributed.run" in w
+
+
+def _torch_only(p: dict[str, Any]) -> bool:
+    conts = ((p.get("pod") or {}).get("spec") or {}).get("containers") or []
+    return bool(conts) and all(_launches_torch(c) for c in conts)
+
+
+def _started_of(pod: dict[str, Any], container: str) -> datetime | None:
+    status = pod.get("status") or {}
+    for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        if c.get("name") == container:
+            st = c.get("state") or {}
+            t = (st.get("running") or st.get("terminated") or {}).get("startedAt")
+            return _time(t) if t else None
+    return None
+
+
+def _torch_gangs(ph: dict[str, Any], real: set[str], by_owner: dict[str, dict[str, Any]],
+                 use: dict[str, dict[str, Any]], timeout: Any, cap: int) -> tuple[list[str], list[dict[str, Any]]]:
+    findings: list[str] = []
+    report: list[dict[str, Any]] = []
+    gangs: dict[tuple[str, str, bool], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for p in ph.get("pods") or []:
+        pod = p.get("pod") or {}
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        owner = p.get("owner") or f"Pod {p['namespace']}/{p['name']}"
+        if labels.get(LWS_NAME):
+            owner += f" group {labels.get(LWS_GROUP, '0')}"
+        spec = pod.get("spec") or {}
+        for c, init in [(c, True) for c in spec.get("initContainers") or []] + \
+                [(c, False) for c in spec.get("containers") or []]:
+            if _launches_torch(c):
+                gangs.setdefault((owner, c["name"], init), []).append((p, c))
+    for (owner, cname, init), members in sorted(gangs.items(), key=lambda kv: kv[0]):
+        pods = [p for p, _ in members]
+        if not any(p.get("node") in real for p in pods):
+            continue
+        gang = f"{owner} container {cname}"
+        names = sorted(p["name"] for p in pods)
+        entry: dict[str, Any] = {"gang": gang, "phase": ph["name"], "engine": "torchrun", "container": cname,
+                                 "initContainer": init, "pods": names,
+                                 "onRealNodes": sorted(p["name"] for p in pods if p.get("node") in real)}
+        off = sorted(p["name"] for p in pods if p.get("node") not in real)
+        words = _words(members[0][1])
+        m, g = _NNODES.search(words), _NPROC.search(words)
+        if off or not m or not g:
+            entry.update(formed=None, worldSize=None, secondsToForm=None, notChecked=(
+                f"gang {gang}: pods {off} not on real nodes: its rendezvous was not run" if off else
+                f"gang {gang}: no --nnodes / --nproc_per_node in its command: its world size is not known"))
+            report.append(entry)
+            continue
+        nnodes, nproc = int(m.group(2) or m.group(1)), int(g.group(1))
+        used = min(nproc, cap) if cap else nproc
+        plan = by_owner.get(owner.split(" group ")[0]) or {}
+        w = use.get(plan.get("gang", "")) or {}
+        planned = plan.get("pods")
+        want = (planned if planned is not None else nnodes) * used
+        entry.update(nnodes=nnodes, nprocPerNode=nproc, nprocUsed=used, plannedPods=planned, expected=want)
+        if used != nproc:
+            entry["boxOnly"] = f"--nproc_per_node {nproc} run as {used} processes per pod in the box (torchNprocMax)"
+        launches = {p["name"]: v[2] for p in pods for line in p.get("gang") or []
+                    if (v := parse_verdict(line, LAUNCH_MARKER)) and v[0] == cname}
+        verdicts = [v for p in pods for line in p.get("gang") or []
+                    if (v := parse_verdict(line)) and v[0] == cname and v[2].get("engine") == "torchrun"]
+        problems = []
+        if planned is not None and nnodes != planned:
+            problems.append(f"--nnodes={nnodes}, plan gives the gang {planned} pods")
+        if w.get("gpus") and w.get("nodes") and nproc != int(w["gpus"] // w["nodes"]):
+            problems.append(f"--nproc_per_node={nproc}, plan gives {int(w['gpus'] // w['nodes'])} GPUs per node "
+                            "(one process per GPU)")
+        if planned is not None and len(pods) != planned:
+            problems.append(f"{len(pods)} pods of the gang in the box, plan gives {planned}")
+        if not verdicts:
+            entry.update(formed=False, worldSize=None, secondsToForm=None)
+            ranks = {r.get("nodeRank") for r in launches.values()}
+            missing = sorted(set(range(nnodes)) - ranks) if None not in ranks else []
+            why = (f"not formed: no rank of its process group reported within {timeout or '?'}s of its phase "
+                   f"settling; {len(launches)} of --nnodes={nnodes} launchers started")
+            if missing:
+                why += f", node ranks that never joined: {missing}"
+            ends = sorted({str(r.get("rdzvEndpoint")) for r in launches.values()})
+            if len(ends) > 1:
+                why += "; the launchers name different rendezvous endpoints: " + ", ".join(
+                    f"{n} {r.get('rdzvEndpoint')}" for n, r in sorted(launches.items()))
+            states = "; ".join(f"{p['name']} on {p.get('node')}: {_state(p.get('pod') or {})}"
+                               for p in sorted(pods, key=lambda x: x["name"]))
+            problems.insert(0, f"{why}; {states}")
+        else:
+            cont, when, rec = verdicts[-1]
+            seen = rec.get("worldSize")
+            took = rec.get("secondsToForm")
+            if took is None:
+                starts = [t for p in pods if (t := _started_of(p.get("pod") or {}, cname))]
+                took = round((when - min(starts)).total_seconds(), 1) if when and starts else None
+            entry.update(formed=bool(rec.get("formed")), worldSize=seen, secondsToForm=took, verdict=rec)
+            if not rec.get("formed"):
+                problems.append(f"not formed: the process group holds {seen} of {rec.get('expected')} ranks")
+            if seen != want:
+                problems.append(f"world size {seen}, plan says {want} ({planned} pods x {used} processes)")
+            per_host = rec.get("ranksPerHost") or {}
+            hosts = {(p.get("pod") or {}).get("spec", {}).get("hostname") or p["name"]: p["name"] for p in pods}
+            # the hostname a pod's processes see: <hostname>[.<subdomain>...] (setHostnameAsFQDN gives the FQDN)
+            seen_hosts = {h.split(".")[0] for h in per_host}
+            idle = sorted(n for h, n in hosts.items() if h not in seen_hosts)
+            if idle:
+                problems.append(f"pods with no rank (did not join): {idle}")
+            off_count = {h: n for h, n in per_host.items() if n != used}
+            if off_count:
+                problems.append(f"ranks per pod {off_count}, {used} expected (--nproc_per_node)")
+            problems += [str(x) for x in rec.get("problems") or []]
+        entry["problems"] = problems
+        if problems:
+            findings.append(f"gang {gang} (pods {', '.join(names)}): " + "; ".join(problems) + "; last lines: "
+                            + "; ".join(_last_lines_of(p, cname) for p in sorted(pods, key=lambda x: x['name'])))
+        report.append(entry)
     return findings, report

@@ -8,6 +8,13 @@ package main
 // settled (a settled phase means the pods run, not that their gang formed), and records each real-node pod's last
 // log lines and its verdict lines (PodView.Logs, PodView.Gang) from the kubelet's container logs; gang_check.py
 // judges them against placement.json.
+//
+// PyTorch gangs (the containers that launch torchrun / torch.distributed.run: trainers, the NCCL preflight): the
+// real launcher in the image's PyTorch layer (image.go, TorchRefs) runs the rendered flags; rank 0 of the process
+// group prints the verdict (standin/python/multinode_standin/torch_hooks.py), in whichever pod of the gang it ran,
+// and each pod's launcher a `MULTINODE_GANG_LAUNCH {json}` line (its endpoint and node rank, for a gang that does
+// not form). The box waits, bounded, until every such container on a real node has terminated (or its pod ended):
+// a gang that does not form keeps its launchers waiting at the rendezvous.
 
 import (
 	"bufio"
@@ -25,6 +32,9 @@ import (
 )
 
 const gangMarker = "MULTINODE_GANG "
+
+// the PyTorch launcher's line per pod (torch_hooks.py LAUNCH_MARKER), kept with the verdict lines
+const gangLaunchMarker = "MULTINODE_GANG_LAUNCH "
 
 // how long the box waits for a gang's verdict once the phase settled (--gang-timeout)
 var gangTimeout = 240 * time.Second
@@ -45,6 +55,29 @@ func gangLeader(p corev1.Pod) bool {
 // RayRefs: the images of the containers whose command line runs Ray (`ray start`, `import ray`, vLLM's Ray
 // executor): they get the Ray layer (image.go).
 func RayRefs(objects []Object) map[string]bool {
+	return refsOf(objects, func(line string) bool {
+		return strings.Contains(line, "ray start") || strings.Contains(line, "import ray") ||
+			strings.Contains(line, "executor-backend ray") || strings.Contains(line, "executor-backend=ray")
+	})
+}
+
+// TorchRefs: the images of the containers that launch PyTorch (launchesTorch): they get the PyTorch layer (image.go).
+func TorchRefs(objects []Object) map[string]bool {
+	return refsOf(objects, launchesTorch)
+}
+
+// launchesTorch: a command line that runs PyTorch's launcher (torchrun, python3 -m torch.distributed.run)
+func launchesTorch(line string) bool {
+	return strings.Contains(line, "torchrun") || strings.Contains(line, "torch.distributed.run")
+}
+
+func runsTorch(c corev1.Container) bool {
+	return launchesTorch(strings.Join(append(append([]string{}, c.Command...), c.Args...), " "))
+}
+
+// refsOf: the images of the containers (any map with an "image" string: pod templates, LWS templates, Volcano
+// tasks ...) whose command and args, joined by spaces, match.
+func refsOf(objects []Object, match func(line string) bool) map[string]bool {
 	out := map[string]bool{}
 	var walk func(v any)
 	walk = func(v any) {
@@ -61,9 +94,7 @@ func RayRefs(objects []Object) map[string]bool {
 						}
 					}
 				}
-				line := strings.Join(words, " ")
-				if strings.Contains(line, "ray start") || strings.Contains(line, "import ray") ||
-					strings.Contains(line, "executor-backend ray") || strings.Contains(line, "executor-backend=ray") {
+				if match(strings.Join(words, " ")) {
 					out[img] = true
 				}
 			}
@@ -80,6 +111,45 @@ func RayRefs(objects []Object) map[string]bool {
 		walk(o.U.Object)
 	}
 	return out
+}
+
+// torchContainers: the names of the pod's containers (init or not) that launch PyTorch
+func torchContainers(p corev1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		if runsTorch(c) {
+			out[c.Name] = true
+		}
+	}
+	return out
+}
+
+// torchDone: every container of the pod that launches PyTorch has terminated (and is not to be restarted: a
+// container waiting for its restart is not done), or the pod ended.
+func torchDone(p corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	state := map[string]corev1.ContainerStatus{}
+	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		state[s.Name] = s
+	}
+	for name := range torchContainers(p) {
+		if s, ok := state[name]; !ok || s.State.Terminated == nil {
+			return false
+		}
+	}
+	if p.Spec.RestartPolicy == corev1.RestartPolicyAlways {
+		return true
+	}
+	// every container ended: the kubelet posts the pod's terminal phase next (seen: a status with the container
+	// terminated and the phase still Running); wait for it, so the pod is read as it ends
+	for _, c := range p.Spec.Containers {
+		if s, ok := state[c.Name]; !ok || s.State.Terminated == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // podLogs reads each container's current log file as the kubelet wrote it (<podLogsDir>/<ns>_<pod>_<uid>/
@@ -112,7 +182,7 @@ func podLogs(p corev1.Pod, tail int) (map[string][]string, []string) {
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
 		for sc.Scan() {
 			line := sc.Text()
-			if strings.Contains(line, gangMarker) {
+			if strings.Contains(line, gangMarker) || strings.Contains(line, gangLaunchMarker) {
 				gang = append(gang, c.Name()+" "+line)
 			}
 			last = append(last, line)
@@ -138,7 +208,8 @@ func restartOf(path string) int {
 }
 
 // waitGangs waits (at most gangTimeout) until every gang with a pod on a real node has its verdict: the leading
-// pod's log holds the verdict line, or that pod has ended or failed (no line will come). An MPIJob whose workers
+// pod's log holds the verdict line, or that pod has ended or failed (no line will come); and every container that
+// launches PyTorch on a real node has terminated (its pod ended, or it is gone). An MPIJob whose workers
 // run on real nodes and whose launcher pod does not exist yet (the operator creates it once the workers are
 // Ready) is waited for too. Returns how many gangs were still without a verdict at the end.
 func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
@@ -162,6 +233,11 @@ func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
 			if !realNodeNames[p.Spec.NodeName] || p.DeletionTimestamp != nil {
 				continue
 			}
+			torch := torchContainers(p)
+			if len(torch) > 0 && !torchDone(p) {
+				waiting = append(waiting, "PyTorch launcher in pod "+p.Namespace+"/"+p.Name)
+				continue
+			}
 			if p.Labels[mpiRoleLabel] == "worker" && !launchers[p.Namespace+"/"+p.Labels[mpiJobNameLabel]] {
 				waiting = append(waiting, "MPIJob "+p.Namespace+"/"+p.Labels[mpiJobNameLabel]+" (no launcher pod yet)")
 				continue
@@ -169,7 +245,13 @@ func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
 			if !gangLeader(p) || p.Status.Phase != corev1.PodRunning {
 				continue // a leader held in its init containers, or ended: no verdict will come (realnode_check.py says why)
 			}
-			if _, gang := podLogs(p, 0); len(gang) == 0 {
+			_, lines := podLogs(p, 0)
+			verdict := false
+			for _, l := range lines {
+				// a verdict of the pod's own engine, not its PyTorch preflight's (an init container)
+				verdict = verdict || (strings.Contains(l, gangMarker) && !torch[strings.SplitN(l, " ", 2)[0]])
+			}
+			if !verdict {
 				waiting = append(waiting, "pod "+p.Namespace+"/"+p.Name)
 			}
 		}

@@ -122,18 +122,18 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 	content := &StandInContent{Configs: map[string][]byte{}, Layers: []standInBlob{
 		{Digest: rootDigest, Size: st.Size(), File: rootfsTar},
 		{Digest: standDigest, Size: int64(len(layer2)), Data: layer2}}, Extra: map[string][]standInBlob{}}
-	// layer 3, only for the images whose pods run Ray (gangs.go RayRefs): Ray from PyPI (ray-layer.sh)
-	rayDigest := ""
-	var rayBlob standInBlob
-	if rayLayerTar != "" && len(rayRefs) > 0 {
-		if rayDigest, err = addTarFile(tw, "ray/layer.tar", rayLayerTar); err != nil {
-			return nil, err
-		}
-		rst, err := os.Stat(rayLayerTar)
-		if err != nil {
-			return nil, err
-		}
-		rayBlob = standInBlob{Digest: rayDigest, Size: rst.Size(), File: rayLayerTar}
+	// layer 3, only for the images whose pods run Ray (gangs.go RayRefs): Ray from PyPI (ray-layer.sh); layer 4,
+	// only for the images whose containers launch PyTorch (gangs.go TorchRefs): Debian's PyTorch (torch-layer.sh)
+	rayBlob, err := extraLayer(tw, "ray/layer.tar", rayLayerTar, len(rayRefs) > 0)
+	if err != nil {
+		return nil, err
+	}
+	// The PyTorch images are left out of the archive every node imports: the box's registry alone serves them
+	// (registry.go), so only the nodes whose pods run them pull them, and their pulls drop the layer blobs once
+	// unpacked (containerd.toml discard_unpacked_layers): the layer (832 MB here) is kept once per node that runs it.
+	torchBlob, err := extraLayer(nil, "", torchLayerTar, len(torchRefs) > 0)
+	if err != nil {
+		return nil, err
 	}
 	type manifest struct {
 		Config   string
@@ -142,11 +142,15 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 	}
 	var manifests []manifest
 	configs := map[string][]byte{}
-	config := func(ref string, entrypoint []string, diffIDs []string) (string, error) {
+	config := func(ref string, entrypoint []string, diffIDs []string, ray, torch bool) (string, error) {
 		env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MULTINODE_STANDIN_IMAGE=" + ref}
-		if len(diffIDs) > 2 {
+		if ray {
 			// Ray's usage-stats report (on by default for `ray start --head`) would try to reach Ray's server
 			env = append(env, "RAY_USAGE_STATS_ENABLED=0")
+		}
+		if torch && torchNprocMax > 0 {
+			// the box-only cap on --nproc_per_node (torch_hooks.py applies it and says so)
+			env = append(env, fmt.Sprintf("MULTINODE_BOX_NPROC_MAX=%d", torchNprocMax))
 		}
 		c := map[string]any{
 			"architecture": "amd64", "os": "linux",
@@ -183,18 +187,25 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 			entry = []string{"/usr/local/bin/standin-pause"}
 		}
 		diffIDs, layers := []string{rootDigest, standDigest}, []string{"rootfs/layer.tar", "standin/layer.tar"}
-		if rayDigest != "" && rayRefs[ref] {
-			diffIDs, layers = append(diffIDs, rayDigest), append(layers, "ray/layer.tar")
+		ray, torch := rayBlob != nil && rayRefs[ref], torchBlob != nil && torchRefs[ref]
+		for _, x := range []struct {
+			on   bool
+			blob *standInBlob
+			file string
+		}{{ray, rayBlob, "ray/layer.tar"}, {torch, torchBlob, "torch/layer.tar"}} {
+			if x.on {
+				diffIDs, layers = append(diffIDs, x.blob.Digest), append(layers, x.file)
+				content.Extra[tag] = append(content.Extra[tag], *x.blob)
+			}
 		}
-		name, err := config(ref, entry, diffIDs)
+		name, err := config(ref, entry, diffIDs, ray, torch)
 		if err != nil {
 			return nil, err
 		}
-		manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: layers})
-		content.Configs[tag] = configs[name]
-		if len(layers) > 2 {
-			content.Extra[tag] = []standInBlob{rayBlob}
+		if !torch {
+			manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: layers})
 		}
+		content.Configs[tag] = configs[name]
 	}
 	data, err := json.Marshal(manifests)
 	if err != nil {
@@ -279,6 +290,47 @@ func standInLayer(dir string) ([]byte, error) {
 // the Ray layer (conformance/realnode/ray-layer.sh, --ray-layer) and the references that get it (RayRefs)
 var rayLayerTar string
 var rayRefs = map[string]bool{}
+
+// the PyTorch layer (conformance/realnode/torch-layer.sh, --torch-layer), the references that get it (TorchRefs)
+// and the box-only cap on torchrun's --nproc_per_node in those images (--torch-nproc-max; 0: none)
+var torchLayerTar string
+var torchRefs = map[string]bool{}
+var torchNprocMax int
+
+// extraLayer: the layer tar at src for the registry when it is given and some image needs it (want), also added
+// to the archive as name when tw is not nil.
+func extraLayer(tw *tar.Writer, name, src string, want bool) (*standInBlob, error) {
+	if src == "" || !want {
+		return nil, nil
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		return nil, err
+	}
+	var digest string
+	if tw != nil {
+		digest, err = addTarFile(tw, name, src)
+	} else {
+		digest, err = fileDigest(src)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &standInBlob{Digest: digest, Size: st.Size(), File: src}, nil
+}
+
+func fileDigest(src string) (string, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
 
 // addTarFile copies the file at src into the archive as name and returns its sha256 digest ("sha256:...").
 func addTarFile(tw *tar.Writer, name, src string) (string, error) {

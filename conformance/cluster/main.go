@@ -93,6 +93,9 @@ type Observed struct {
 	// gangs on real nodes (gangs.go): the bound on the wait for their verdicts, and the images given the Ray layer
 	GangTimeout float64  `json:"gangTimeout,omitempty"`
 	RayImages   []string `json:"rayImages,omitempty"`
+	// the images given the PyTorch layer, and the box-only cap on torchrun's --nproc_per_node in them (0: none)
+	TorchImages   []string `json:"torchImages,omitempty"`
+	TorchNprocMax int      `json:"torchNprocMax,omitempty"`
 	// the box's registry on the real nodes (registry.go)
 	Registry *RegistryView `json:"registry,omitempty"`
 }
@@ -128,6 +131,8 @@ func main() {
 	coredns := flag.String("coredns", "", "CoreDNS (conformance/coredns), serving cluster.local to the real nodes' pods; empty: no cluster DNS")
 	rayLayer := flag.String("ray-layer", "", "the stand-in images' Ray layer (conformance/realnode/ray-layer.sh), for the images whose pods run Ray")
 	gangWait := flag.Duration("gang-timeout", gangTimeout, "longest wait, after a phase settled, for the verdict of a gang on real nodes")
+	torchLayer := flag.String("torch-layer", "", "the stand-in images' PyTorch layer (conformance/realnode/torch-layer.sh), for the images whose containers launch torchrun")
+	flag.IntVar(&torchNprocMax, "torch-nproc-max", 0, "box-only cap on torchrun's --nproc_per_node in the PyTorch images (0: none; recorded in observed.json)")
 	flag.Parse()
 	if *netns && os.Getenv(inNetnsEnv) == "" {
 		os.Exit(reexecInNetns())
@@ -142,7 +147,7 @@ func main() {
 		}
 	}
 	standinRootfs, standinDir, corednsBin = *rootfs, *standin, *coredns
-	rayLayerTar, gangTimeout = *rayLayer, *gangWait
+	rayLayerTar, gangTimeout, torchLayerTar = *rayLayer, *gangWait, *torchLayer
 	kyvernoBin, volcanoDir, lwsBin, mpiBin = *kyverno, *volcano, *lws, *mpi
 	playDayTwo = *dayTwo
 	healthGateCmd = *healthGate
@@ -352,6 +357,14 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 					obs.RayImages = append(obs.RayImages, r)
 				}
 				sort.Strings(obs.RayImages)
+			}
+			if torchLayerTar != "" {
+				torchRefs = TorchRefs(objects)
+				for r := range torchRefs {
+					obs.TorchImages = append(obs.TorchImages, r)
+				}
+				sort.Strings(obs.TorchImages)
+				obs.TorchNprocMax = torchNprocMax
 			}
 			obs.GangTimeout = gangTimeout.Seconds()
 			skipped, err := WriteStandInArchive(archive, standinRootfs, standinDir, ImageRefs(objects))

@@ -226,7 +226,9 @@ func (rn *RealNode) start(ctx context.Context, box *Box, self string, n corev1.N
 	realNodeSockets[n.Name] = rn.socket
 	// containerd 1.6 config (version 2): own root/state/socket; CRI with the stand-in pause image, cgroupfs,
 	// restrict_oom_score_adj (these machines deny lowering oom_score_adj: runc failed the sandbox with "can't get
-	// final child's PID from pipe: EOF" without it), CNI from this node's conf dir.
+	// final child's PID from pipe: EOF" without it), CNI from this node's conf dir; a pulled image's layer blobs
+	// dropped once unpacked (discard_unpacked_layers: the PyTorch layer, pulled from the box's registry, is then
+	// kept once per node, in its snapshot, not twice).
 	// Keys: containerd/containerd@v1.6.20 docs/cri/config.md.
 	conf := fmt.Sprintf(`version = 2
 root = %q
@@ -250,6 +252,7 @@ state = %q
   enable_selinux = false
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
+    discard_unpacked_layers = true
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"

@@ -129,3 +129,119 @@ def test_launcher_on_a_node_of_its_own_is_not_counted_as_a_worker() -> None:
     assert findings == []
     findings, _ = gang_findings(_mpi({"nim-worker-0": 9, "nim-worker-1": 7}), placement)
     assert len(findings) == 1 and "plan says 8 per node" in findings[0]
+
+
+# PyTorch gangs: an indexed Job of 2 pods, torchrun with the rendered flags (2 nodes x 8 processes, the box's cap)
+TORCH_PLACEMENT = {
+    "pools": [{"name": "gpu", "use": {"workloads": [{"gang": "train", "kind": "batch", "nodes": 2, "gpus": 16.0}]}}],
+    "services": [], "batchEachBesideServices": [{"gang": "train", "owner": "Job ns/train", "pods": 2}]}
+TORCHRUN = ("torchrun --nnodes={n} --nproc_per_node=8 --node_rank=$(JOB_COMPLETION_INDEX) --rdzv_backend=c10d "
+            "--rdzv_endpoint=train-0.train:{port} /workspace/train.py")
+
+
+def _launch(i: int, n: int, port: int) -> str:
+    rec = {"engine": "torchrun", "host": f"train-{i}.train.ns.svc.cluster.local", "nodeRank": i, "maxNodes": n,
+           "rdzvEndpoint": f"train-0.train:{port}", "nprocPerNode": 2, "nprocRendered": 8}
+    return f"trainer {T0} stdout F MULTINODE_GANG_LAUNCH {json.dumps(rec)}"
+
+
+def _torch(per_host: dict[str, int] | None, n: int = 2, pods: int = 2, ports: tuple[int, ...] = (29400, 29400),
+           problems: list[str] | None = None, cap: int = 2) -> dict[str, Any]:
+    out = []
+    for i in range(pods):
+        gang = [_launch(i, n, ports[i])]
+        if per_host is not None and i == 0:
+            world = sum(per_host.values())
+            rec = {"engine": "torchrun", "formed": world == n * 2, "worldSize": world, "expected": n * 2,
+                   "ranksPerHost": per_host, "torch": "1.13.1", "backend": "gloo", "secondsToForm": 9.5,
+                   "problems": problems or []}
+            gang.append(f"trainer 2026-11-28T13:00:12Z stdout F MULTINODE_GANG {json.dumps(rec)}")
+        p = _pod(f"train-{i}", {"batch.kubernetes.io/job-name": "train"}, node=f"gpu-{i}", gang=gang,
+                 logs=[f"{T0} stdout F multinode box: torch.distributed.run of PyTorch 1.13.1",
+                       f"{T0} stderr F waiting at the rendezvous in pod {i}"])
+        p["owner"] = "Job ns/train"
+        p["logs"] = {"trainer": p["logs"]["main"]}
+        p["pod"]["spec"] = {"hostname": f"train-{i}", "subdomain": "train", "containers": [
+            {"name": "trainer", "command": ["/bin/bash", "-c"], "args": [TORCHRUN.format(n=n, port=ports[i])]}]}
+        p["pod"]["status"]["containerStatuses"][0]["name"] = "trainer"
+        out.append(p)
+    return {"realNodes": [{"name": "gpu-0"}, {"name": "gpu-1"}], "gangTimeout": 75.0, "torchNprocMax": cap,
+            "phases": [{"name": "batch Job ns/train", "pods": out}]}
+
+
+FQDN = {"train-0.train.ns.svc.cluster.local": 2, "train-1.train.ns.svc.cluster.local": 2}
+
+
+def test_torchrun_gang_formed_agrees_with_plan() -> None:
+    findings, report = gang_findings(_torch(FQDN), TORCH_PLACEMENT)
+    assert findings == []
+    g = report[0]
+    assert g["gang"] == "Job ns/train container trainer" and g["formed"] is True and g["worldSize"] == 4
+    assert g["expected"] == 4 and g["nprocPerNode"] == 8 and g["nprocUsed"] == 2 and g["plannedPods"] == 2
+    assert g["secondsToForm"] == 9.5 and "run as 2 processes per pod" in g["boxOnly"] and g["problems"] == []
+    # without the cap the same ranks are a gang short of its 16 (2 pods x 8 GPUs)
+    obs = _torch(FQDN, cap=0)
+    findings, _ = gang_findings(obs, TORCH_PLACEMENT)
+    assert len(findings) == 1 and "world size 4, plan says 16 (2 pods x 8 processes)" in findings[0], findings
+
+
+def test_torchrun_nnodes_one_larger_than_the_pods() -> None:
+    findings, report = gang_findings(_torch(None, n=3), TORCH_PLACEMENT)
+    assert len(findings) == 1 and report[0]["formed"] is False
+    f = findings[0]
+    assert f.startswith("gang Job ns/train container trainer (pods train-0, train-1): not formed: no rank of its "
+                        "process group reported within 75.0s"), f
+    assert "2 of --nnodes=3 launchers started, node ranks that never joined: [2]" in f
+    assert "--nnodes=3, plan gives the gang 2 pods" in f
+    assert "train-1/trainer: multinode box: torch.distributed.run of PyTorch 1.13.1 | waiting at the rendezvous " \
+        "in pod 1" in f
+
+
+def test_torchrun_endpoint_on_another_port() -> None:
+    findings, _ = gang_findings(_torch(None, ports=(29400, 29401)), TORCH_PLACEMENT)
+    assert len(findings) == 1
+    assert "the launchers name different rendezvous endpoints: train-0 train-0.train:29400, train-1 " \
+        "train-0.train:29401" in findings[0], findings
+
+
+def test_torchrun_gang_one_pod_short() -> None:
+    findings, _ = gang_findings(_torch(None, pods=1), TORCH_PLACEMENT)
+    assert len(findings) == 1
+    assert "1 of --nnodes=2 launchers started, node ranks that never joined: [1]" in findings[0]
+    assert "1 pods of the gang in the box, plan gives 2" in findings[0]
+
+
+def test_torchrun_ranks_per_pod_and_the_ranks_own_problems() -> None:
+    findings, _ = gang_findings(_torch({"train-0.train.ns.svc.cluster.local": 4},
+                                       problems=["rank 3: LOCAL_RANK 3 / LOCAL_WORLD_SIZE 4 for --nproc_per_node 2"]),
+                                TORCH_PLACEMENT)
+    assert len(findings) == 1
+    f = findings[0]
+    assert "pods with no rank (did not join): ['train-1']" in f
+    assert "ranks per pod {'train-0.train.ns.svc.cluster.local': 4}, 2 expected" in f
+    assert "rank 3: LOCAL_RANK 3 / LOCAL_WORLD_SIZE 4 for --nproc_per_node 2" in f
+
+
+def test_torchrun_processes_per_node_against_the_plans_gpus() -> None:
+    placement = copy.deepcopy(TORCH_PLACEMENT)
+    placement["pools"][0]["use"]["workloads"][0]["gpus"] = 8.0       # 4 GPUs per node
+    findings, _ = gang_findings(_torch(FQDN), placement)
+    assert len(findings) == 1 and "--nproc_per_node=8, plan gives 4 GPUs per node" in findings[0], findings
+
+
+def test_torchrun_gang_with_a_pod_on_a_fake_node_is_not_checked() -> None:
+    obs = _torch(None)
+    obs["phases"][0]["pods"][1]["node"] = "gpu-9"
+    findings, report = gang_findings(obs, TORCH_PLACEMENT)
+    assert findings == [] and report[0]["formed"] is None
+    assert "pods ['train-1'] not on real nodes: its rendezvous was not run" in report[0]["notChecked"]
+
+
+def test_lws_preflight_verdict_is_not_the_groups_ray_verdict() -> None:
+    obs = _ray([], verdict=False)
+    leader = obs["phases"][0]["pods"][0]
+    rec = {"engine": "torchrun", "formed": True, "worldSize": 2, "expected": 2}
+    leader["gang"] = [f"preflight {T0} stdout F MULTINODE_GANG {json.dumps(rec)}"]
+    findings, report = gang_findings(obs, PLACEMENT)
+    ray = [g for g in report if g["gang"] == "LeaderWorkerSet ns/llm group 0"]
+    assert ray and ray[0]["formed"] is False and any("no verdict" in f for f in findings), (report, findings)

@@ -11,11 +11,17 @@ with the reason otherwise). The unplanted gangs are the stacks' own, run by `mak
   ranks, 8 per worker, and its hostfile's names resolve from inside the launcher.
 - Ray on a LeaderWorkerSet (oci-dev's vLLM group): the worker's `ray start --address` pointed at a name that does
   not resolve (planted): the group's Ray cluster never holds 2 nodes, the gang is a finding with the last lines of
-  the worker's log."""
+  the worker's log.
+- torchrun (an indexed Job of 2 pods as the torchrun engine renders it, with the NCCL preflight): the real
+  launcher of Debian's PyTorch 1.13.1 with the rendered flags, c10d rendezvous, gloo; the preflight and the trainer
+  form with world size 2 x 2 (the box's cap of 2 processes per pod). Planted, each a copy of the Job: --nnodes one
+  larger than the pods, pod 1 naming the rendezvous endpoint on another port, a gang one pod short."""
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -153,3 +159,134 @@ def test_ray_worker_pointed_at_a_name_that_does_not_resolve(tmp_path: Path) -> N
     mine = [f for f in result["findings"] if f.startswith("gang LeaderWorkerSet multinode/llama-405b group 0 ")]
     assert len(mine) == 1 and "not formed" in mine[0], mine
     assert "llama-405b-0.no-such-service.multinode" in mine[0], mine   # the worker's last lines name it
+
+
+# PyTorch gangs: a one-pool stack of 2 nodes whose indexed Job runs torchrun with a script the image lacks, and
+# the NCCL preflight init container as plan renders them
+TORCH_STACK = """\
+config:
+  multinode:cloud: aws
+  multinode:cluster: {name: box, region: us-east-1}
+  multinode:nodePools:
+    - name: gpu
+      machine: p5.48xlarge
+      nodeCount: 2
+      zone: us-east-1a
+      subnetId: subnet-0a1b2c3d4e5f60718
+  multinode:storage: {kind: fsx-lustre, sizeGib: 2400, throughput: 250}
+  multinode:workloads:
+    - name: train
+      kind: indexed-job
+      engine: torchrun
+      image: public.ecr.aws/deep-learning-containers/pytorch-training:2.8.0-gpu-py312-cu129-ubuntu22.04-ec2
+      nodePool: gpu
+      nodes: 2
+      script: /workspace/train.py
+"""
+
+
+def _torch_layer() -> str:
+    rootfs = subprocess.run([str(REALNODE / "rootfs.sh"), str(CACHE)], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    return subprocess.run([str(REALNODE / "torch-layer.sh"), str(CACHE), rootfs], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _trainer_line(job: dict) -> list[str]:
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    return c["args"] if any("torchrun" in a for a in c.get("args") or []) else c["command"]
+
+
+def _plant_torch(out: Path) -> None:
+    """Three copies of the rendered Job, each with its own subdomain and headless Service and no preflight, each
+    with one classic mistake; placement.json gives each the rendered Job's plan (2 pods, 8 GPUs each)."""
+    k8s = out / "k8s"
+    job_file = next(k8s.glob("Job-*-train.yaml"))
+    doc = yaml.safe_load(job_file.read_text())
+    doc["spec"]["template"]["spec"].pop("schedulerName", None)   # no Volcano in this box: kube-scheduler binds
+    job_file.write_text(yaml.safe_dump(doc))
+    ns = doc["metadata"]["namespace"]
+    line = _trainer_line(doc)
+    assert "--nnodes=2" in line[-1] and "train-0.train:29400" in line[-1], line
+
+    def nnodes(job: dict) -> None:         # --nnodes one larger than the replicas
+        args = _trainer_line(job)
+        args[-1] = args[-1].replace("--nnodes=2", "--nnodes=3")
+
+    def port(job: dict) -> None:           # pod 1 names the endpoint on another port (nothing listens there)
+        args = _trainer_line(job)
+        args[-1] = args[-1].replace(
+            "train-0.train:29400", "train-0.train:$((29400 + (JOB_COMPLETION_INDEX > 0)))").replace(
+            "torchrun ", "torchrun --rdzv_conf=read_timeout=600 ")   # pod 1 keeps trying (not failing the Job)
+
+    def short(job: dict) -> None:          # one pod of the gang of two runs
+        job["spec"]["parallelism"] = 1
+    listed = []
+    placement = json.loads((out / "placement.json").read_text())
+    gang = next(g for g in placement["batchEachBesideServices"] if g["owner"] == f"Job {ns}/train")
+    pool = next(pl for pl in placement["pools"] if any(w["gang"] == "train"
+                                                       for w in (pl.get("use") or {}).get("workloads") or []))
+    use = next(w for w in pool["use"]["workloads"] if w["gang"] == "train")
+    for name, edit in (("train-nnodes", nnodes), ("train-port", port), ("train-short", short)):
+        job = copy.deepcopy(doc)
+        job["metadata"]["name"] = name
+        spec = job["spec"]["template"]["spec"]
+        spec.pop("initContainers", None)
+        spec["subdomain"] = name
+        job["spec"]["backoffLimit"] = 0
+        edit(job)
+        text = yaml.safe_dump(job).replace("train-0.train:", f"{name}-0.{name}:")
+        assert f"{name}-0.{name}:" in text
+        svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
+               "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                        "selector": {"batch.kubernetes.io/job-name": name},
+                        "ports": [{"name": "rdzv", "port": 29400, "targetPort": 29400}]}}
+        (k8s / f"Service-{ns}-{name}.yaml").write_text(yaml.safe_dump(svc))
+        (k8s / f"Job-{ns}-{name}.yaml").write_text(text)
+        listed += [f"Service-{ns}-{name}.yaml", f"Job-{ns}-{name}.yaml"]
+        planned = json.loads(json.dumps(gang).replace('"train', f'"{name}'))
+        placement["batchEachBesideServices"].append({**planned, "owner": f"Job {ns}/{name}"})
+        pool["use"]["workloads"].append({**use, "gang": name})
+    (out / "placement.json").write_text(json.dumps(placement, indent=1))
+    index = k8s / "apply-order.txt"
+    index.write_text(index.read_text().replace(f"{job_file.name}\n", f"{job_file.name}\n" + "".join(
+        f"{n}\n" for n in listed)))
+
+
+def test_torchrun_gangs_form_and_each_planted_mistake_is_found(tmp_path: Path) -> None:
+    """The real torchrun (Debian's PyTorch 1.13.1) with the rendered flags, 2 processes per pod (the box's cap
+    --torch-nproc-max 2 for the rendered 8), the gangs waited for at most 75 s each. As rendered, the preflight
+    and the trainer form with world size 2 pods x 2; --nnodes one larger than the pods, the endpoint on another
+    port in pod 1 and a gang one pod short do not form, each a finding for its reason."""
+    f = tmp_path / "Pulumi.gangs-torch.yaml"
+    f.write_text(TORCH_STACK)
+    out = _plan(tmp_path, f, "gangs-torch")
+    _plant_torch(out)
+    code, result = _run(out, "--torch-layer", _torch_layer(), "--torch-nproc-max", "2", "--gang-timeout", "75s",
+                        "--timeout", "14m")
+    gangs = _gangs(result)
+    print(json.dumps(gangs, indent=1)[:8000])
+    assert code == 1
+    ns = "multinode"
+    for c in ("preflight-nccl", "trainer"):
+        g = gangs[f"Job {ns}/train container {c}"]
+        assert g["formed"] is True and g["worldSize"] == 4 and g["expected"] == 4, g
+        assert g["nprocPerNode"] == 8 and g["nprocUsed"] == 2 and "boxOnly" in g, g
+        assert g["verdict"]["torch"].startswith("1.13") and g["verdict"]["backend"] == "gloo", g
+        assert sorted(g["verdict"]["ranksPerHost"].values()) == [2, 2] and not g["problems"], g
+        assert g["secondsToForm"] is not None and g["secondsToForm"] < 75, g
+    findings = result["findings"]
+    assert not [m for m in findings if m.startswith(f"gang Job {ns}/train container")], findings
+    mine = [m for m in findings if m.startswith(f"gang Job {ns}/train-nnodes container trainer ")]
+    assert len(mine) == 1 and "--nnodes=3, plan gives the gang 2 pods" in mine[0], mine
+    assert "not formed" in mine[0] and "2 of --nnodes=3 launchers started, node ranks that never joined: [2]" \
+        in mine[0], mine
+    mine = [m for m in findings if m.startswith(f"gang Job {ns}/train-port container trainer ")]
+    assert len(mine) == 1 and "not formed" in mine[0], mine
+    assert re.search(r"the launchers name different rendezvous endpoints: train-port-0-\w+ "
+                     r"train-port-0\.train-port:29400, train-port-1-\w+ train-port-0\.train-port:29401", mine[0]), mine
+    mine = [m for m in findings if m.startswith(f"gang Job {ns}/train-short container trainer ")]
+    assert len(mine) == 1 and "1 pods of the gang in the box, plan gives 2" in mine[0], mine
+    assert "1 of --nnodes=2 launchers started, node ranks that never joined: [1]" in mine[0], mine
+    for name in ("train-nnodes", "train-port", "train-short"):
+        assert gangs[f"Job {ns}/{name} container trainer"]["formed"] is False

@@ -3,7 +3,9 @@ Debian packages of conformance/realnode/install-deps.sh; skips otherwise).
 
 One box: a one-pool stack of 2 nodes, run by real kubelets in the box's own network namespace with CoreDNS
 (when conformance/bin/coredns is built), with three indexed-Job gangs applied one after the other (batch objects
-run alone): `train` as plan renders it plus an env var that refers to an undefined variable (planted),
+run alone): `train` as plan renders it (its trainer a process that stays up with the rendered rendezvous flag,
+no preflight: the PyTorch gangs are tests/test_box_gangs.py's) plus an env var that refers to an undefined
+variable (planted),
 `train-preflight`, the same Job with a preflight init container that exits 1 (planted), and `train-clash`, the
 same Job under a subdomain whose only Service is a client Service for other pods (planted: a client Service that
 takes the name the pods' hostnames live under, as the LWS stacks' client Service once took the name of LWS's
@@ -17,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,6 +72,13 @@ def _plant(k8s: Path) -> None:
     doc = yaml.safe_load(job_file.read_text())
     pod = doc["spec"]["template"]["spec"]
     pod.pop("schedulerName", None)            # Volcano does not run in this box: kube-scheduler binds them
+    # The PyTorch gangs are test_box_gangs.py's. Here the trainer is a process that stays up with the rendered
+    # rendezvous flag on its command line (the names check reads it there), and the preflight is left out.
+    pod.pop("initContainers", None)
+    trainer = pod["containers"][0]
+    endpoint = re.search(r"--rdzv_endpoint=\S+", " ".join(trainer["command"] + trainer.get("args", [])))
+    assert endpoint, trainer
+    trainer["command"], trainer["args"] = ["python3", "-c", "import time; time.sleep(3600)", endpoint.group(0)], []
     second = copy.deepcopy(doc)
     trainer = pod["containers"][0]
     trainer.setdefault("env", []).append({"name": "RDZV_ADDR", "value": "$(UNDEFINED_HOST):29500"})

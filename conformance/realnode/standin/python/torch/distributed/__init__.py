@@ -1,1 +1,0 @@
-# Stand-in (see torch/__init__.py).
