@@ -118,9 +118,10 @@ def test_a_changed_parent_fails() -> None:
 def test_the_cli_environment_registers_the_event_log_flag(tmp_path: Path) -> None:
     """The CLI registers `--event-log` only when PULUMI_DEBUG_COMMANDS is true: without it every preview and up of
     yaml_e2e.py fails "unknown flag: --event-log". Asked of the CLI itself (its --help lists the flag)."""
+    import engine  # conformance/pulumi/engine.py, on the path yaml_e2e put it on
     import pytest
 
-    cli_bin = yaml_e2e.engine.BIN / "pulumi"
+    cli_bin = engine.BIN / "pulumi"
     if not cli_bin.exists():
         pytest.skip(f"{cli_bin} is not built (make pulumi-tools)")
     cli = yaml_e2e.Cli(tmp_path, tmp_path)
