@@ -57,6 +57,28 @@ func NewApplier(b *Box) *Applier {
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(b.Client.Discovery()))}
 }
 
+// eachMap calls visit on every JSON object (map) inside the objects, at any depth: pod templates of any kind
+// (Deployments, LWS templates, Volcano tasks, MPIJob replica specs) are found without knowing their paths.
+func eachMap(objects []Object, visit func(m map[string]any)) {
+	var walk func(v any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			visit(t)
+			for _, x := range t {
+				walk(x)
+			}
+		case []any:
+			for _, x := range t {
+				walk(x)
+			}
+		}
+	}
+	for _, o := range objects {
+		walk(o.U.Object)
+	}
+}
+
 // ReadObjects reads build/<stack>/k8s/*.yaml in the apply order plan writes (k8s/apply-order.txt).
 func ReadObjects(dir string) ([]Object, error) {
 	files, err := k8sfiles.OrderedYAMLFiles(dir)

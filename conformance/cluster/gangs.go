@@ -79,37 +79,25 @@ func runsTorch(c corev1.Container) bool {
 // tasks ...) whose command and args, joined by spaces, match.
 func refsOf(objects []Object, match func(line string) bool) map[string]bool {
 	out := map[string]bool{}
-	var walk func(v any)
-	walk = func(v any) {
-		switch t := v.(type) {
-		case map[string]any:
-			if img, ok := t["image"].(string); ok && img != "" {
-				var words []string
-				for _, k := range []string{"command", "args"} {
-					if l, ok := t[k].([]any); ok {
-						for _, w := range l {
-							if s, ok := w.(string); ok {
-								words = append(words, s)
-							}
-						}
+	eachMap(objects, func(m map[string]any) {
+		img, ok := m["image"].(string)
+		if !ok || img == "" {
+			return
+		}
+		var words []string
+		for _, k := range []string{"command", "args"} {
+			if l, ok := m[k].([]any); ok {
+				for _, w := range l {
+					if s, ok := w.(string); ok {
+						words = append(words, s)
 					}
 				}
-				if match(strings.Join(words, " ")) {
-					out[img] = true
-				}
-			}
-			for _, x := range t {
-				walk(x)
-			}
-		case []any:
-			for _, x := range t {
-				walk(x)
 			}
 		}
-	}
-	for _, o := range objects {
-		walk(o.U.Object)
-	}
+		if match(strings.Join(words, " ")) {
+			out[img] = true
+		}
+	})
 	return out
 }
 

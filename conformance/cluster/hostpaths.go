@@ -25,27 +25,13 @@ import (
 // HostPaths: every hostPath volume path the stack's objects name (any pod template), sorted.
 func HostPaths(objects []Object) []string {
 	seen := map[string]bool{}
-	var walk func(v any)
-	walk = func(v any) {
-		switch t := v.(type) {
-		case map[string]any:
-			if hp, ok := t["hostPath"].(map[string]any); ok {
-				if p, ok := hp["path"].(string); ok && p != "" {
-					seen[p] = true
-				}
-			}
-			for _, x := range t {
-				walk(x)
-			}
-		case []any:
-			for _, x := range t {
-				walk(x)
+	eachMap(objects, func(m map[string]any) {
+		if hp, ok := m["hostPath"].(map[string]any); ok {
+			if p, ok := hp["path"].(string); ok && p != "" {
+				seen[p] = true
 			}
 		}
-	}
-	for _, o := range objects {
-		walk(o.U.Object)
-	}
+	})
 	out := make([]string, 0, len(seen))
 	for p := range seen {
 		out = append(out, p)
