@@ -201,3 +201,39 @@ func inContainers(ids map[string]bool) []procID {
 	sort.Slice(out, func(i, j int) bool { return out[i].Pid < out[j].Pid })
 	return out
 }
+
+// sweepShims ends every process below the shims of the nodes whose folders are dirs, including one a shim starts
+// while it is swept: the shims are stopped first (SIGSTOP: they fork nothing more), then what runs below them is
+// killed, looked at again and killed again until nothing is left or limit has passed (a killed `runc create`'s
+// `runc init` is reparented to its shim, the subreaper, and is found on the next look; a killed child of a
+// stopped shim stays a zombie, which counts as gone). It returns every process it killed.
+func sweepShims(dirs []string, limit time.Duration) []procID {
+	tab := procTable()
+	var shims []int
+	for _, d := range dirs {
+		shims = append(shims, shimsOf(tab, d)...)
+	}
+	for _, pid := range shims {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	var swept []procID
+	deadline := time.Now().Add(limit)
+	for {
+		var live []procID
+		for _, p := range descendants(procTable(), shims) {
+			if p.alive() {
+				live = append(live, p)
+			}
+		}
+		if len(live) == 0 || time.Now().After(deadline) {
+			return swept
+		}
+		for _, p := range live {
+			if !containsProc(swept, p) {
+				swept = append(swept, p)
+			}
+		}
+		killProcs(live)
+		time.Sleep(50 * time.Millisecond)
+	}
+}

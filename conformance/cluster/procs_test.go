@@ -133,3 +133,41 @@ func TestInContainersByCgroupName(t *testing.T) {
 		t.Errorf("pid %d found for a container that does not exist", p.Pid)
 	}
 }
+
+// A container being created when the nodes stop: its process appears below the shim only after StopRealNodes took
+// its first look (the fake shim forks it a second later, as a shim's `runc create` forks `runc init`). It was
+// left running, reparented to init, once the shim was killed; it must be ended with the rest and counted.
+func TestStopRealNodesEndsAContainerBeingCreated(t *testing.T) {
+	dir := t.TempDir()
+	late := fmt.Sprintf("sleep 317.%d", os.Getpid()) // a command line no other process has
+	c := exec.Command("/bin/sh", "-c", "sleep 300 & sleep 1; "+late+" & wait")
+	c.Args[0] = "containerd-shim-runc-v2 -namespace k8s.io -address " + filepath.Join(dir, "containerd", "containerd.sock")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	lateProcs := func() []procID {
+		var out []procID
+		for pid, p := range procTable() {
+			if p.cmd == late && (procID{pid, p.start}).alive() {
+				out = append(out, procID{pid, p.start})
+			}
+		}
+		return out
+	}
+	t.Cleanup(func() { killProcs(lateProcs()) })
+	waitProcs(t, dir, 2) // sleep 300 and sleep 1: the late one is not there yet
+	if ps := lateProcs(); len(ps) != 0 {
+		t.Fatalf("the late process runs before StopRealNodes: %v", describeProcs(ps))
+	}
+	seen, leftovers := StopRealNodes([]*RealNode{{dir: dir}})
+	if len(leftovers) != 0 {
+		t.Errorf("StopRealNodes reports leftovers: %v", leftovers)
+	}
+	if ps := lateProcs(); len(ps) != 0 {
+		t.Fatalf("the process the fake shim started during StopRealNodes still runs after it: %v", describeProcs(ps))
+	}
+	if seen != 3 {
+		t.Errorf("StopRealNodes saw %d processes of the fake node, want 3 (sleep 300, sleep 1, the late one)", seen)
+	}
+}

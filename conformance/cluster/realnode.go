@@ -224,46 +224,7 @@ func (rn *RealNode) start(ctx context.Context, box *Box, self string, n corev1.N
 	}
 	rn.socket = filepath.Join(d, "containerd", "containerd.sock")
 	realNodeSockets[n.Name] = rn.socket
-	// containerd 1.6 config (version 2): own root/state/socket; CRI with the stand-in pause image, cgroupfs,
-	// restrict_oom_score_adj (these machines deny lowering oom_score_adj: runc failed the sandbox with "can't get
-	// final child's PID from pipe: EOF" without it), CNI from this node's conf dir; a pulled image's layer blobs
-	// dropped once unpacked (discard_unpacked_layers: the PyTorch layer, pulled from the box's registry, is then
-	// kept once per node, in its snapshot, not twice).
-	// Keys: containerd/containerd@v1.6.20 docs/cri/config.md.
-	conf := fmt.Sprintf(`version = 2
-root = %q
-state = %q
-[grpc]
-  address = %q
-[ttrpc]
-  address = %q
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = %q
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  restrict_oom_score_adj = true
-  disable_apparmor = true
-  stream_server_address = %q
-  stream_server_port = "0"
-  enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    discard_unpacked_layers = true
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %q
-    conf_dir = %q
-    max_conf_num = 1
-`, filepath.Join(d, "containerd/root"), filepath.Join(d, "containerd/state"), rn.socket, rn.socket+".ttrpc",
-		filepath.Join(d, "containerd/opt"), pauseImage, rn.View.IP, cniBinDir, filepath.Join(d, "cni/conf"))
+	conf := containerdConfig(d, rn.socket, rn.View.IP)
 	if registryHostsDir != "" {
 		// every registry host to the box's registry (registry.go; containerd@v1.6.20 docs/hosts.md "CRI")
 		conf += fmt.Sprintf("  [plugins.\"io.containerd.grpc.v1.cri\".registry]\n    config_path = %q\n", registryHostsDir)
@@ -414,6 +375,54 @@ makeIPTablesUtilChains: false
 		go p.Run(ctx, logf)
 	}
 	return nil
+}
+
+// containerdConfig is a real node's containerd 1.6 config (version 2): own root/state/socket; CRI with the
+// stand-in pause image, cgroupfs, restrict_oom_score_adj (these machines deny lowering oom_score_adj: runc failed
+// the sandbox with "can't get final child's PID from pipe: EOF" without it), CNI from this node's conf dir; a
+// pulled image's layer blobs dropped once unpacked (discard_unpacked_layers: the PyTorch layer, pulled from the
+// box's registry, is then kept once per node, in its snapshot, not twice). Each pod sandbox's network namespace
+// is pinned under the node's CRI state dir (netns_mounts_under_state_dir), not in the machine's /var/run/netns:
+// the box stops containerd without the CNI teardown that removes the pin, and the state dir lies on the nodes'
+// tmpfs, which goes with the box (containerd/containerd@v1.6.20 pkg/cri/server/sandbox_run.go:270-273, the
+// directory /var/run/netns unless the option names <state>/io.containerd.grpc.v1.cri/netns).
+// Keys: containerd/containerd@v1.6.20 docs/cri/config.md, pkg/cri/config/config.go.
+func containerdConfig(d, socket, ip string) string {
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  netns_mounts_under_state_dir = true
+  stream_server_address = %q
+  stream_server_port = "0"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    discard_unpacked_layers = true
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+    max_conf_num = 1
+`, filepath.Join(d, "containerd/root"), filepath.Join(d, "containerd/state"), socket, socket+".ttrpc",
+		filepath.Join(d, "containerd/opt"), pauseImage, ip, cniBinDir, filepath.Join(d, "cni/conf"))
 }
 
 // the containerd socket of each real node (containerEnvs reads its tasks)
@@ -601,7 +610,19 @@ func StopRealNodes(rns []*RealNode) (int, []string) {
 			*c = nil
 		}
 	}
-	// the shims outlive containerd: end them (their cgroups and mounts go with them)
+	// the shims outlive containerd, and one may still be starting a container the kubelet asked for before it
+	// stopped (its `runc create` and `runc init`: no task containerd listed, not below the shims at the first
+	// look; one outlived a box): every process below them now, until none is left (sweepShims), then the shims
+	// (their cgroups and mounts go with them)
+	dirs := make([]string, 0, len(rns))
+	for _, rn := range rns {
+		dirs = append(dirs, rn.dir)
+	}
+	for _, p := range sweepShims(dirs, 5*time.Second) {
+		if !containsProc(seen, p) {
+			seen = append(seen, p)
+		}
+	}
 	for _, rn := range rns {
 		killShims(rn.dir)
 	}
