@@ -331,7 +331,7 @@ func podKey(p corev1.Pod) string {
 	if realNodeNames[p.Spec.NodeName] {
 		for _, c := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 			// the kubelet's back-off alternates ErrImagePull and ImagePullBackOff: one state for a pull that fails
-			s += "|" + c.Name + ":" + strings.Replace(containerState(c), "ImagePullBackOff", "ErrImagePull", 1)
+			s += "|" + c.Name + ":" + strings.Replace(settleState(c), "ImagePullBackOff", "ErrImagePull", 1)
 		}
 	}
 	return p.Namespace + "/" + p.Name + "=" + s
@@ -368,7 +368,9 @@ func Settle(ctx context.Context, b *Box, quiet, limit time.Duration, minWait tim
 				}
 				decided = decided && unsched
 			} else if realNodeNames[p.Spec.NodeName] {
-				decided = decided && realPodDecided(p)
+				// a PyTorch launcher still running (a gang forming: volcano-llm-training's 32-rank preflight, an init
+				// container, kept its pods Pending past the settle limit) is waited for by waitGangs, bounded
+				decided = decided && (realPodDecided(p) || torchRunning(p))
 			} else if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 				decided = false
 			}
@@ -473,6 +475,23 @@ func containerState(c corev1.ContainerStatus) string {
 		return "waiting:" + c.State.Waiting.Reason
 	}
 	return "unknown"
+}
+
+// settleState: containerState, except for a container in a crash loop (waiting in CrashLoopBackOff, or restarted
+// after an error and running or failed again): the loop goes round running, terminated:Error and
+// waiting:CrashLoopBackOff with a back-off of 10 s doubling up to 5 min (k8s.io/kubernetes@v1.33.13
+// pkg/kubelet/kubelet.go:217 backOffPeriod, :158 MaxCrashLoopBackOff), which kept a phase with a crash-looping
+// DaemonSet pod from being quiet for --quiet until the settle limit; one state for all of it.
+func settleState(c corev1.ContainerStatus) string {
+	if c.State.Waiting != nil && c.State.Waiting.Reason == "CrashLoopBackOff" {
+		return "crash-loop"
+	}
+	last := c.LastTerminationState.Terminated
+	if c.RestartCount > 0 && last != nil && last.ExitCode != 0 &&
+		(c.State.Running != nil || c.State.Terminated != nil && c.State.Terminated.ExitCode != 0) {
+		return "crash-loop"
+	}
+	return containerState(c)
 }
 
 // realPodDecided: a pod on a real node has come to rest: Running with every container running (each init

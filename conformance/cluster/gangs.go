@@ -112,6 +112,35 @@ func torchContainers(p corev1.Pod) map[string]bool {
 	return out
 }
 
+// torchRunning: a container of the pod that launches PyTorch is running (its gang forming or at work).
+func torchRunning(p corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	torch := torchContainers(p)
+	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if torch[s.Name] && s.State.Running != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// torchPending: the first container of the pod that launches PyTorch and has not terminated ("" when none), in
+// the order the kubelet runs them (init containers first)
+func torchPending(p corev1.Pod) string {
+	state := map[string]corev1.ContainerStatus{}
+	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		state[s.Name] = s
+	}
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		if s, ok := state[c.Name]; runsTorch(c) && (!ok || s.State.Terminated == nil) {
+			return c.Name
+		}
+	}
+	return ""
+}
+
 // torchDone: every container of the pod that launches PyTorch has terminated (and is not to be restarted: a
 // container waiting for its restart is not done), or the pod ended.
 func torchDone(p corev1.Pod) bool {
@@ -195,7 +224,7 @@ func restartOf(path string) int {
 	return n
 }
 
-// waitGangs waits (at most gangTimeout) until every gang with a pod on a real node has its verdict: the leading
+// waitGangs waits (at most gangTimeout for each gang, twice that in all) until every gang with a pod on a real node has its verdict: the leading
 // pod's log holds the verdict line, or that pod has ended or failed (no line will come); and every container that
 // launches PyTorch on a real node has terminated (its pod ended, or it is gone). An MPIJob whose workers
 // run on real nodes and whose launcher pod does not exist yet (the operator creates it once the workers are
@@ -205,6 +234,7 @@ func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
 		return 0
 	}
 	t0 := time.Now()
+	last, since := "", t0
 	for {
 		pods, err := box.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -223,7 +253,7 @@ func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
 			}
 			torch := torchContainers(p)
 			if len(torch) > 0 && !torchDone(p) {
-				waiting = append(waiting, "PyTorch launcher in pod "+p.Namespace+"/"+p.Name)
+				waiting = append(waiting, "PyTorch launcher "+torchPending(p)+" in pod "+p.Namespace+"/"+p.Name)
 				continue
 			}
 			if p.Labels[mpiRoleLabel] == "worker" && !launchers[p.Namespace+"/"+p.Labels[mpiJobNameLabel]] {
@@ -250,7 +280,12 @@ func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
 			}
 			return 0
 		}
-		if time.Since(t0) > gangTimeout || ctx.Err() != nil {
+		// the bound is per gang: a change in what is waited for (a gang's verdict in, a pod's preflight gang done
+		// and its trainer's begun) starts it again, up to twice the bound in all
+		if now := strings.Join(waiting, ";"); now != last {
+			last, since = now, time.Now()
+		}
+		if time.Since(since) > gangTimeout || time.Since(t0) > 2*gangTimeout || ctx.Err() != nil {
 			logf("gangs: no verdict after %.0fs from %s", time.Since(t0).Seconds(), strings.Join(dedup(waiting), ", "))
 			return len(dedup(waiting))
 		}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// realPod: a pod of a DaemonSet on a real node with one container in the given state.
+func realPod(c corev1.ContainerStatus) corev1.Pod {
+	c.Name = "reloader"
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "peermem-abcde"},
+		Spec:       corev1.PodSpec{NodeName: "real-0", Containers: []corev1.Container{{Name: "reloader"}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{c}},
+	}
+}
+
+// A crash-looping container goes round running, terminated:Error and waiting:CrashLoopBackOff: the settle wait
+// must see one unchanging, decided state, or a stack with such a pod waits out the settle limit.
+func TestCrashLoopIsOneSettledState(t *testing.T) {
+	realNodeNames = map[string]bool{"real-0": true}
+	t.Cleanup(func() { realNodeNames = map[string]bool{} })
+	failed := &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}
+	loop := []corev1.ContainerStatus{
+		{RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+			LastTerminationState: corev1.ContainerState{Terminated: failed}},
+		{RestartCount: 1, State: corev1.ContainerState{Terminated: failed},
+			LastTerminationState: corev1.ContainerState{Terminated: failed}},
+		{RestartCount: 2, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: failed}},
+		{RestartCount: 2, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+			LastTerminationState: corev1.ContainerState{Terminated: failed}},
+	}
+	first := podKey(realPod(loop[0]))
+	for i, c := range loop {
+		p := realPod(c)
+		if k := podKey(p); k != first {
+			t.Errorf("state %d of the crash loop: key %q, the first was %q", i, k, first)
+		}
+		if !realPodDecided(p) {
+			t.Errorf("state %d of the crash loop: not decided", i)
+		}
+	}
+	// a container still being created, then running, is two states (the settle wait sees the change)
+	creating := realPod(corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}})
+	running := realPod(corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+	if podKey(creating) == podKey(running) {
+		t.Errorf("ContainerCreating and running give the same key %q", podKey(running))
+	}
+	if realPodDecided(creating) {
+		t.Errorf("a pod whose container is being created counts as decided")
+	}
+	// a container that exited 0 and was restarted (a restart that is no crash) keeps its states apart
+	ok := &corev1.ContainerStateTerminated{Reason: "Completed", ExitCode: 0}
+	again := realPod(corev1.ContainerStatus{RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: ok}})
+	if podKey(again) == first {
+		t.Errorf("a restart after exit 0 is taken for a crash loop")
+	}
+}
+
+// volcano-llm-training: the preflight gang runs in an init container (the pod Pending) longer than the settle limit;
+// a running PyTorch launcher counts as decided for the settle wait (waitGangs waits for it, bounded), and the gang
+// wait names the launcher it waits for, so the trainer's gang after the preflight's is a change (a new bound).
+func TestTorchLauncherInAnInitContainer(t *testing.T) {
+	launch := []string{"/bin/bash", "-c", "exec python3 -m torch.distributed.run --nnodes=4 x.py"}
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "multinode", Name: "llama-pretrain-worker-0"},
+		Spec: corev1.PodSpec{NodeName: "real-0",
+			InitContainers: []corev1.Container{{Name: "preflight-nccl", Command: launch}},
+			Containers:     []corev1.Container{{Name: "trainer", Command: []string{"torchrun", "--nnodes=4", "train.py"}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "preflight-nccl",
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "trainer",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}},
+	}
+	if realPodDecided(p) {
+		t.Fatalf("a pod in its init container counts as decided by itself")
+	}
+	if !torchRunning(p) {
+		t.Fatalf("the preflight's launcher runs: torchRunning is false")
+	}
+	if got := torchPending(p); got != "preflight-nccl" {
+		t.Fatalf("torchPending = %q, want the init container", got)
+	}
+	p.Status.InitContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	p.Status.Phase = corev1.PodRunning
+	if got := torchPending(p); got != "trainer" {
+		t.Fatalf("torchPending = %q after the preflight, want the trainer", got)
+	}
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}
+	if torchRunning(p) || torchPending(p) != "" {
+		t.Fatalf("every launcher terminated: torchRunning %v, torchPending %q", torchRunning(p), torchPending(p))
+	}
+}
