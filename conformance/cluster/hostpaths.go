@@ -46,10 +46,13 @@ var nodeHostPaths []string
 
 // HostPathShadow is what a node's mount namespace did with one hostPath.
 type HostPathShadow struct {
-	Path   string `json:"path"`             // as the objects name it
-	Tmpfs  string `json:"tmpfs,omitempty"`  // where the empty tmpfs is mounted (the path, or its deepest existing ancestor)
-	Kept   string `json:"kept,omitempty"`   // why the machine's own is left (no tmpfs)
-	Failed string `json:"failed,omitempty"` // the mount failed
+	Path  string `json:"path"`            // as the objects name it
+	Tmpfs string `json:"tmpfs,omitempty"` // where the empty tmpfs is mounted (the path, or its deepest existing ancestor)
+	// a missing path below a system directory: an overlay of that directory (the machine's files as its lower
+	// layer, a tmpfs of the node as its upper), where the path is made; the directory as the mount sees it
+	Overlay string `json:"overlay,omitempty"`
+	Kept    string `json:"kept,omitempty"`   // why the machine's own is left (no tmpfs)
+	Failed  string `json:"failed,omitempty"` // the mount failed
 }
 
 // never hidden behind a tmpfs: the node runs from them (its binaries, libraries, state, configuration)
@@ -108,6 +111,14 @@ func planShadows(paths, needed []string, stat func(string) (os.FileInfo, error))
 				break
 			}
 		}
+		if s.Kept != "" && at != p && at != "/" && !under(at, "/var/lib/kubelet") {
+			// missing, below a system directory: a real node has it (azure-dev's peermem reloader mounts
+			// /lib/modules, type Directory, which this machine lacks); an overlay keeps the directory's files
+			// visible and makes the path in the node's upper layer, not on this machine's disk
+			s.Kept, s.Overlay = "", at
+			out = append(out, s)
+			continue
+		}
 		for _, n := range needed {
 			if s.Kept == "" && under(n, at) {
 				s.Kept = fmt.Sprintf("a tmpfs over %s would hide %s, which the node runs from", at, n)
@@ -141,6 +152,21 @@ func shadowHostPaths(dir string) error {
 		needed = append(needed, exe)
 	}
 	plan := planShadows(paths, needed, os.Stat)
+	// the overlays first (a tmpfs below one, mounted after, stays on top of it)
+	overlaid := map[string]string{} // the directory as named -> "" when mounted, else why not
+	for i, s := range plan {
+		if s.Overlay == "" {
+			continue
+		}
+		why, done := overlaid[s.Overlay]
+		if !done {
+			why = overlayDir(dir, s.Overlay, len(overlaid))
+			overlaid[s.Overlay] = why
+		}
+		if why != "" {
+			plan[i].Overlay, plan[i].Kept = "", why
+		}
+	}
 	mounted := map[string]bool{}
 	for i, s := range plan {
 		if s.Tmpfs == "" {
@@ -167,7 +193,7 @@ func shadowHostPaths(dir string) error {
 	}
 	// the paths inside their tmpfs (after every mount: a later tmpfs over an ancestor hides an earlier one's)
 	for i, s := range plan {
-		if s.Tmpfs != "" && s.Failed == "" {
+		if (s.Tmpfs != "" || s.Overlay != "") && s.Failed == "" {
 			if err := os.MkdirAll(filepath.Clean(s.Path), 0o755); err != nil {
 				plan[i].Failed = err.Error()
 			}
@@ -178,4 +204,49 @@ func shadowHostPaths(dir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "hostpaths-done.json"), done, 0o644)
+}
+
+// overlayDir mounts, in the node's mount namespace, an overlay over the system directory at (its real path: /lib
+// is /usr/lib here): the directory's own files as the lower layer, a folder of the node's (on the nodes' tmpfs) as
+// the upper, so what is made or written there is the node's and this machine's disk is not changed. It returns
+// why not, "" when mounted: an overlay does not show the mounts below its lower directory, so a directory with a
+// mount below it is left as it is. (Linux Documentation/filesystems/overlayfs.rst: lowerdir, upperdir, workdir;
+// the upper and work directories on the same filesystem.)
+func overlayDir(dir, at string, n int) string {
+	real, err := filepath.EvalSymlinks(at)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", at, err)
+	}
+	if sub := mountsBelow(real); len(sub) > 0 {
+		return fmt.Sprintf("an overlay over %s would hide the mounts below it (%s)", real, strings.Join(sub, ", "))
+	}
+	top := filepath.Join(dir, "hostpath-overlay", fmt.Sprint(n))
+	upper, work := filepath.Join(top, "upper"), filepath.Join(top, "work")
+	for _, d := range []string{upper, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err.Error()
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", real, upper, work)
+	if err := syscall.Mount("box-hostpath", real, "overlay", 0, opts); err != nil {
+		return fmt.Sprintf("overlay over %s: %v", real, err)
+	}
+	return ""
+}
+
+// mountsBelow: the mount points of this mount namespace strictly below dir (/proc/self/mountinfo, field 5).
+func mountsBelow(dir string) []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return []string{"/proc/self/mountinfo: " + err.Error()}
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] != dir && under(f[4], dir) {
+			out = append(out, f[4])
+		}
+	}
+	sort.Strings(out)
+	return out
 }
