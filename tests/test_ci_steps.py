@@ -1,6 +1,7 @@
 """The budget guard of .ci/run (.ci/steps.sh, issue 41): a step that cannot fit, or runs past the budget, fails the
 run with its name; only CI_ALLOW_SKIP lets a step be skipped, and a skipped step is said. Run with a fake `make`."""
 import os
+import shlex
 import subprocess
 import textwrap
 from pathlib import Path
@@ -206,7 +207,8 @@ def test_rotation_all_plays_every_slot(tmp_path):
 def test_the_rotation_file_of_ci_names_make_targets_that_exist():
     targets = subprocess.run(["make", "-C", str(ROOT), "-pRrq", "-f", "Makefile", ":"], capture_output=True,
                              text=True).stdout
-    slots = [ln.split() for ln in (ROOT / ".ci" / "rotation.tsv").read_text().splitlines()
+    # shell words, as rotation.sh's eval reads them (STACKS="a b" is one argument)
+    slots = [shlex.split(ln) for ln in (ROOT / ".ci" / "rotation.tsv").read_text().splitlines()
              if ln.strip() and not ln.startswith("#")]
     assert len(slots) >= 2
     for allowance, name, *args in slots:

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // ServiceConn is one TCP port of one Service, dialled from a client pod.
@@ -70,6 +71,7 @@ func CheckServiceConns(ctx context.Context, b *Box, views []PodView) ([]ServiceC
 	if corednsBin == "" || len(realNodeNames) == 0 {
 		return nil, nil
 	}
+	waitReadyComing(ctx, b, readyComingWait)
 	svcs, err := b.Client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -227,4 +229,89 @@ func dialFrom(ctx context.Context, p corev1.Pod, container, host string, port in
 	}
 	a.Connected = true
 	return a
+}
+
+// how long the Service check waits for pods whose readiness is on its way (waitReadyComing)
+var readyComingWait = 90 * time.Second
+
+// readyComing: the pod runs every container, is not Ready, and listens on the port of a container's readiness
+// probe (startup probe where it has none): its server is up and the kubelet's next probes make it Ready. A client
+// that dials its Service before that is refused by kube-proxy (no ready endpoint): aws-dev's client Service was
+// dialled 26 s into the phase, while its vLLM leader served once its Ray group formed, at 57 s.
+func readyComing(p corev1.Pod, listening []int) bool {
+	if podReady(p) || p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != len(p.Spec.Containers) {
+		return false
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Running == nil {
+			return false
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		pr := c.ReadinessProbe
+		if pr == nil {
+			pr = c.StartupProbe
+		}
+		if port := probePort(c, pr); port != 0 {
+			for _, l := range listening {
+				if l == port {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// probePort: the TCP port an httpGet, tcpSocket or grpc probe asks (a named port resolved from the container's
+// ports), 0 for none (an exec probe).
+func probePort(c corev1.Container, pr *corev1.Probe) int {
+	if pr == nil {
+		return 0
+	}
+	var port intstr.IntOrString
+	switch {
+	case pr.HTTPGet != nil:
+		port = pr.HTTPGet.Port
+	case pr.TCPSocket != nil:
+		port = pr.TCPSocket.Port
+	case pr.GRPC != nil:
+		return int(pr.GRPC.Port)
+	default:
+		return 0
+	}
+	if port.Type == intstr.Int {
+		return port.IntValue()
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == port.StrVal {
+			return int(cp.ContainerPort)
+		}
+	}
+	return 0
+}
+
+// waitReadyComing waits, at most limit, while a real-node pod's readiness is coming (readyComing), reading the
+// ports each listens on afresh (its server may have started after the phase's snapshot).
+func waitReadyComing(ctx context.Context, b *Box, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for {
+		pods, err := b.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		coming := 0
+		for _, p := range pods.Items {
+			if !realNodeNames[p.Spec.NodeName] || p.DeletionTimestamp != nil || podReady(p) {
+				continue
+			}
+			if _, _, listen := containerEnvs(ctx, p); readyComing(p, listen) {
+				coming++
+			}
+		}
+		if coming == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
