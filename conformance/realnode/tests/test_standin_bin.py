@@ -32,3 +32,14 @@ def test_nsenter_runs_the_command_where_the_container_is(argv: list[str]) -> Non
     assert r.stdout.splitlines()[-2:] == own
     assert "multinode box stand-in nsenter" in r.stdout and "not entering" in r.stdout
     assert (BIN / "nsenter").stat().st_mode & 0o111
+
+
+def test_modprobe_loads_nothing_and_says_so() -> None:
+    """azure-dev's nvidia-peermem reloader runs `modprobe nvidia-peermem` as its command and its startup and liveness
+    probes: the stand-in (first in PATH, before kmod's) loads nothing into this machine's kernel, says so, exits 0."""
+    before = Path("/proc/modules").read_text() if Path("/proc/modules").exists() else ""
+    r = _run("modprobe", "nvidia-peermem")
+    assert r.returncode == 0, r
+    assert "multinode box stand-in modprobe nvidia-peermem" in r.stdout and "no kernel module loaded" in r.stdout
+    after = Path("/proc/modules").read_text() if Path("/proc/modules").exists() else ""
+    assert after == before
