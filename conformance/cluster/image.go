@@ -75,6 +75,10 @@ func ImageRefs(objects []Object) []string {
 // /usr/local/bin/<name>, mode 0755), one image config per reference (entrypoint: standin-entrypoint, which says
 // so and sleeps, for a container that names no command), the pause image. Refs that are digests cannot be
 // stood in for (the digest is the content); they are returned as skipped.
+// digestAliases: the tag each digest reference's stand-in is imported under -> the digest reference (set by
+// WriteStandInArchive; StartRealNodes names the image so in each node)
+var digestAliases = map[string]string{}
+
 func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skipped []string, err error) {
 	f, err := os.Create(out)
 	if err != nil {
@@ -177,11 +181,20 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 			skipped = append(skipped, ref+": "+err.Error())
 			continue
 		}
-		if _, isDigest := named.(reference.Digested); isDigest {
-			skipped = append(skipped, ref+": a digest reference (the stand-in's content cannot have that digest)")
-			continue
+		tag := ""
+		if d, isDigest := named.(reference.Digested); isDigest {
+			if torchRefs[ref] {
+				skipped = append(skipped, ref+": a digest reference of an image the registry alone serves (the stand-in's content cannot have that digest)")
+				continue
+			}
+			// imported under a tag of its own, then given the digest reference as a name in each node's image store
+			// (realnode.go, `ctr images tag`): the kubelet finds it present and does not pull (the policy of a digest
+			// reference defaults to IfNotPresent); a pull of it would still miss (the content is not that digest)
+			tag = named.Name() + ":multinode-box-" + d.Digest().Encoded()[:12]
+			digestAliases[tag] = named.String()
+		} else {
+			tag = reference.TagNameOnly(named).String()
 		}
-		tag := reference.TagNameOnly(named).String()
 		entry := []string{"/usr/local/bin/standin-entrypoint"}
 		if ref == pauseImage {
 			entry = []string{"/usr/local/bin/standin-pause"}
@@ -205,7 +218,9 @@ func WriteStandInArchive(out, rootfsTar, standinDir string, refs []string) (skip
 		if !torch {
 			manifests = append(manifests, manifest{Config: name, RepoTags: []string{tag}, Layers: layers})
 		}
-		content.Configs[tag] = configs[name]
+		if _, alias := digestAliases[tag]; !alias {
+			content.Configs[tag] = configs[name] // the registry serves no digest reference (nor its alias tag)
+		}
 	}
 	data, err := json.Marshal(manifests)
 	if err != nil {

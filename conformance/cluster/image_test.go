@@ -113,3 +113,69 @@ func TestTorchImagesServedByTheRegistryOnly(t *testing.T) {
 		}
 	}
 }
+
+// gcp-dev's device-injector names its image by digest: the stand-in is imported under a tag of its own and given
+// the digest reference as a name in each node (digestAliases), so a kubelet that does not pull finds it; the
+// registry serves neither (a pull by digest still misses: the stand-in cannot have that digest).
+func TestDigestReferenceGetsTheStandInByName(t *testing.T) {
+	dir := t.TempDir()
+	rootfs := filepath.Join(dir, "rootfs.tar")
+	if err := os.WriteFile(rootfs, []byte("rootfs layer bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "standin", "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "standin", "bin", "standin-entrypoint"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func(a map[string]string, c *StandInContent) { digestAliases, standInContent = a, c }(digestAliases, standInContent)
+	digestAliases = map[string]string{}
+	ref := "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
+	skipped, err := WriteStandInArchive(filepath.Join(dir, "images.tar"), rootfs, filepath.Join(dir, "standin"), []string{ref, "ubuntu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(skipped) != 0 {
+		t.Fatalf("skipped: %v", skipped)
+	}
+	alias := "gcr.io/gke-release/nri-device-injector:multinode-box-6e79483d52ab"
+	if got := digestAliases[alias]; got != ref || len(digestAliases) != 1 {
+		t.Fatalf("digestAliases = %v, want %s -> %s", digestAliases, alias, ref)
+	}
+	f, err := os.Open(filepath.Join(dir, "images.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var tags []string
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name == "manifest.json" {
+			var ms []struct{ RepoTags []string }
+			data, _ := io.ReadAll(tr)
+			if err := json.Unmarshal(data, &ms); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				tags = append(tags, m.RepoTags...)
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(tags, " "), alias) {
+		t.Fatalf("the archive's tags %v lack %s", tags, alias)
+	}
+	if _, ok := standInContent.Configs[alias]; ok {
+		t.Fatalf("the registry serves the alias tag %s", alias)
+	}
+	if _, ok := standInContent.Configs["docker.io/library/ubuntu:latest"]; !ok {
+		t.Fatalf("the registry lost the tag reference: %v", standInContent.Configs)
+	}
+}

@@ -287,6 +287,12 @@ func (rn *RealNode) start(ctx context.Context, box *Box, self string, n corev1.N
 		if err != nil {
 			return fmt.Errorf("ctr images import: %v: %s", err, out)
 		}
+		for _, tag := range sortedKeys(digestAliases) {
+			if out, err := exec.CommandContext(ctx, "ctr", "--address", rn.socket, "-n", "k8s.io", "images", "tag", "--force",
+				tag, digestAliases[tag]).CombinedOutput(); err != nil {
+				return fmt.Errorf("ctr images tag %s %s: %v: %s", tag, digestAliases[tag], err, out)
+			}
+		}
 		ls, _ := exec.CommandContext(ctx, "ctr", "--address", rn.socket, "-n", "k8s.io", "images", "ls", "-q").Output()
 		rn.View.Images = strings.Fields(string(ls))
 		logf("real node %s: %d stand-in images imported in %.1fs", n.Name, len(rn.View.Images), time.Since(t0).Seconds())
@@ -729,4 +735,13 @@ func nodeNS(args []string) int {
 		fmt.Fprintln(os.Stderr, "node-ns: exec:", err)
 	}
 	return 2
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -148,7 +148,8 @@ def _pull_hint(image: str, registry: dict[str, Any] | None) -> str:
     if ref in (registry.get("held") or []):
         return ""
     return (f" (the box's registry {registry.get('address')} holds no image {ref}: it serves the stand-in under the "
-            f"{len(registry.get('held') or [])} references the stack's objects name, and no digest reference)")
+            f"{len(registry.get('held') or [])} references the stack's objects name, and no digest reference: a digest "
+            f"reference is only a name in the nodes' image stores, for a kubelet that does not pull it)")
 
 
 def _service_problems(conns: list[dict[str, Any]]) -> list[str]:

@@ -117,14 +117,16 @@ def _plant(k8s: Path) -> None:
     c["livenessProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 5}
     c["readinessProbe"] = {"tcpSocket": {"port": 8001}, "periodSeconds": 5}
     # the box's registry: the probe gang's trainer is pulled on every start (policy Always, as the API server
-    # defaults it for a :latest tag), which only the box's registry can serve; a pod whose image is a digest
-    # reference (planted) cannot be stood in for, so its pull finds nothing there
+    # defaults it for a :latest tag), which only the box's registry can serve; a pod that pulls an image by digest
+    # reference (planted: policy Always) finds nothing there, as the stand-in cannot have that digest (the nodes'
+    # image stores name the stand-in so, for a kubelet that does not pull: IfNotPresent, a digest's default)
     c["imagePullPolicy"] = "Always"
     planted.append(job_file.name.replace("-train.yaml", "-train-probe.yaml"))
     (k8s / planted[-1]).write_text(yaml.safe_dump(fourth))
     ns = doc["metadata"]["namespace"]
     missing = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "missing-image", "namespace": ns},
-               "spec": {"containers": [{"name": "main", "image": MISSING, "command": ["sleep", "infinity"]}],
+               "spec": {"containers": [{"name": "main", "image": MISSING, "imagePullPolicy": "Always",
+                                        "command": ["sleep", "infinity"]}],
                         "tolerations": pod.get("tolerations") or [], "nodeSelector": pod.get("nodeSelector") or {}}}
     planted.append(f"Pod-{ns}-missing-image.yaml")
     (k8s / planted[-1]).write_text(yaml.safe_dump(missing))
