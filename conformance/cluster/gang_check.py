@@ -103,6 +103,7 @@ def _state(pod: dict[str, Any]) -> str:
 def _last_lines(p: dict[str, Any], n: int = 4) -> list[str]:
     out = []
     for c, lines in sorted((p.get("logs") or {}).items()):
+        lines = lines or []   # a container whose log file is empty: null in observed.json
         msgs = [ln.split(" ", 3)[3] if ln.count(" ") >= 3 else ln for ln in lines[-n:]]
         out.append(f"{p['name']}/{c}: " + (" | ".join(m.strip() for m in msgs) if msgs else "(no output)"))
     return out or [f"{p['name']}: no container log"]

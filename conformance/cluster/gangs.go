@@ -112,6 +112,12 @@ func torchContainers(p corev1.Pod) map[string]bool {
 	return out
 }
 
+// leaderStarting: a gang's leading pod still Pending and not held in an error (its init containers running or
+// completed, its containers being created): its verdict may still come.
+func leaderStarting(p corev1.Pod) bool {
+	return gangLeader(p) && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodPending && !realPodDecided(p)
+}
+
 // torchRunning: a container of the pod that launches PyTorch is running (its gang forming or at work).
 func torchRunning(p corev1.Pod) bool {
 	if p.DeletionTimestamp != nil {
@@ -258,6 +264,12 @@ func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
 			}
 			if p.Labels[mpiRoleLabel] == "worker" && !launchers[p.Namespace+"/"+p.Labels[mpiJobNameLabel]] {
 				waiting = append(waiting, "MPIJob "+p.Namespace+"/"+p.Labels[mpiJobNameLabel]+" (no launcher pod yet)")
+				continue
+			}
+			if leaderStarting(p) {
+				// its init containers done (azure-dev's LWS leader after its PyTorch preflight), its engine's
+				// containers being created: the verdict is still to come
+				waiting = append(waiting, "pod "+p.Namespace+"/"+p.Name+" (starting)")
 				continue
 			}
 			if !gangLeader(p) || p.Status.Phase != corev1.PodRunning {

@@ -97,3 +97,33 @@ func TestTorchLauncherInAnInitContainer(t *testing.T) {
 		t.Fatalf("every launcher terminated: torchRunning %v, torchPending %q", torchRunning(p), torchPending(p))
 	}
 }
+
+// azure-dev's LWS leader: its PyTorch preflight (an init container) completed, its vLLM container still being
+// created: the gang wait must go on for the leader's verdict (it returned there, and the group was judged not formed).
+func TestLeaderStartingAfterItsPreflight(t *testing.T) {
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "multinode", Name: "llama-405b-0",
+			Labels: map[string]string{lwsNameLabel: "llama-405b", lwsWorkerIdLabel: "0"}},
+		Spec: corev1.PodSpec{NodeName: "real-0",
+			InitContainers: []corev1.Container{{Name: "preflight-nccl"}}, Containers: []corev1.Container{{Name: "vllm"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "preflight-nccl",
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "vllm",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}},
+	}
+	if !leaderStarting(p) {
+		t.Fatalf("the leader after its preflight, its vllm container being created: not taken as starting")
+	}
+	worker := p
+	worker.Labels = map[string]string{lwsNameLabel: "llama-405b", lwsWorkerIdLabel: "1"}
+	if leaderStarting(worker) {
+		t.Errorf("a worker is no gang's leading pod")
+	}
+	held := p
+	held.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "vllm",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError"}}}}
+	if leaderStarting(held) {
+		t.Errorf("a leader held in an error is not starting: no verdict will come")
+	}
+}

@@ -245,3 +245,13 @@ def test_lws_preflight_verdict_is_not_the_groups_ray_verdict() -> None:
     findings, report = gang_findings(obs, PLACEMENT)
     ray = [g for g in report if g["gang"] == "LeaderWorkerSet ns/llm group 0"]
     assert ray and ray[0]["formed"] is False and any("no verdict" in f for f in findings), (report, findings)
+
+
+def test_no_verdict_with_a_container_whose_log_is_empty() -> None:
+    """A container whose log file is empty is null in observed.json (azure-dev: compare.py failed on it with a
+    TypeError instead of the finding)."""
+    obs = _mpi({}, verdict=False, launcher_phase="Failed")
+    obs["phases"][0]["pods"][1]["logs"] = {"main": None}
+    findings, report = gang_findings(obs, PLACEMENT)
+    assert len(findings) == 1 and report[0]["formed"] is False
+    assert "nim-worker-0/main: (no output)" in findings[0], findings[0]
