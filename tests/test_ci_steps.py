@@ -217,3 +217,40 @@ def test_the_rotation_file_of_ci_names_make_targets_that_exist():
         assert goals, name
         for g in goals:
             assert f"\n{g}:" in targets, f"{name}: no make target {g}"
+
+
+# stacks no real-node box runs, and why (conformance/realnode/README.md "Every stack on real nodes")
+REAL_NODE_EXEMPT = {
+    "dynamo-dev": "Dynamo's and Grove's operators are not in the box: nothing of its gangs reaches a node",
+    "dynamo-grove-kai": "Grove's operator is not in the box",
+    "dynamo-grove-nokai": "Grove's operator is not in the box",
+    "fleet-dev": "no node pools of its own: its workload runs in the member stacks (aws-dev, gcp-dev) through Karmada",
+}
+
+
+def test_every_example_and_guide_stack_runs_on_real_nodes_in_ci():
+    """Issue 42/43: every example and guide stack (but the exempt above) is boxed on real nodes by CI: the lane's
+    real-node-check stack or a real-node-check slot of the rotation."""
+    stacks = {p.name[len("Pulumi."):-len(".yaml")] for d in ("stacks", "tests/guides")
+              for p in (ROOT / d).glob("Pulumi.*.yaml")}
+    covered: dict[str, str] = {}
+    lane = (ROOT / ".ci" / "lane.sh").read_text()
+    for line in lane.splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:1] == ["step"] and "real-node-check" in words[3:]:
+            for w in words[3:]:
+                if w.startswith(("STACK=", "STACKS=")):
+                    covered.update((s, "lane") for s in w.split("=", 1)[1].split())
+    for ln in (ROOT / ".ci" / "rotation.tsv").read_text().splitlines():
+        if not ln.strip() or ln.startswith("#"):
+            continue
+        allowance, name, *args = shlex.split(ln)
+        if "real-node-check" in args:
+            assert "REAL_TESTS=0" in args, name   # the planted real-node tests run in the lane
+            for w in args:
+                if w.startswith(("STACK=", "STACKS=")):
+                    covered.update((s, name) for s in w.split("=", 1)[1].split())
+    assert set(covered) <= stacks, set(covered) - stacks          # no slot names a stack that does not exist
+    assert not set(covered) & set(REAL_NODE_EXEMPT), set(covered) & set(REAL_NODE_EXEMPT)
+    missing = stacks - set(covered) - set(REAL_NODE_EXEMPT)
+    assert not missing, f"stacks no real-node box of CI runs: {sorted(missing)}"

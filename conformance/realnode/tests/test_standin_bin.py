@@ -43,3 +43,21 @@ def test_modprobe_loads_nothing_and_says_so() -> None:
     assert "multinode box stand-in modprobe nvidia-peermem" in r.stdout and "no kernel module loaded" in r.stdout
     after = Path("/proc/modules").read_text() if Path("/proc/modules").exists() else ""
     assert after == before
+
+
+def test_python_runs_python3_and_stands_in_for_a_missing_rank_script(tmp_path: Path) -> None:
+    """`python` is python3 as it is; as an MPI rank (OMPI_COMM_WORLD_RANK) on a script the stand-in lacks, the rank
+    program runs in its place and rank 0 says so (checked here up to the exec: mpi4py's MPI_Init needs mpirun)."""
+    r = _run("python", "-c", "import sys; print(sys.version_info[0])")
+    assert r.returncode == 0 and r.stdout.strip() == "3", r
+    script = tmp_path / "there.py"
+    script.write_text("print('the real script ran')\n")
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}", OMPI_COMM_WORLD_RANK="0",
+               PYTHONPATH="/nonexistent")   # the stand-in module is not importable here: its exec fails after the note
+    r = subprocess.run(["python", str(script)], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert r.returncode == 0 and r.stdout.strip() == "the real script ran", r     # a script that is there runs
+    r = subprocess.run(["python", "scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py", "--model=resnet101"], env=env,
+                       capture_output=True, text=True, timeout=30, check=False, cwd=tmp_path)
+    assert "python scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py: the script is not in the stand-in; the MPI rank " \
+           "program runs in its place" in r.stdout, r
+    assert "No module named multinode_standin" in r.stderr or "No module named 'multinode_standin'" in r.stderr, r
