@@ -35,6 +35,15 @@ def main(argv: list[str]) -> int:
                 program=what, secondsInRank=round(time.monotonic() - t0, 2))
     comm.Barrier()
     if not port_env:
+        # A benchmark's run (alltoall_perf, tf_cnn_benchmarks) lasts minutes on the real machine; the rank program
+        # takes seconds, and once the launcher ends the MPI operator removes the workers and the PodGroup
+        # (cleanPodPolicy Running; kubeflow/mpi-operator@v0.8.0 pkg/controller/mpi_job_controller.go:737-748
+        # cleanUpWorkerPods, deletePodGroups) before the box has read the running gang. The ranks stay up for a
+        # bounded time, as the run would, and say so.
+        hold = float(os.environ.get("MULTINODE_BOX_RANK_HOLD_S") or 120)
+        if rank == 0 and hold > 0:
+            say(f"{what}: the ranks stay up {hold:.0f}s, as the program's run would, then end (box only)")
+        time.sleep(hold)
         return 0
     if rank == 0:
         serve(int(os.environ.get(port_env) or 8000), what)
