@@ -493,6 +493,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		applyOne(&services, o)
 	}
 	logf("services phase: %d objects applied, %d batch objects held back", len(services.Objects), len(batch))
+	for _, m := range standInSecrets(ctx, box, objects) {
+		services.Applied = append(services.Applied, Applied{File: "-", Object: "Secret", Result: "stand-in", Error: m})
+	}
 	standIns, err := waitClaimsBound(ctx, box, 60*time.Second)
 	for _, m := range standIns {
 		services.Applied = append(services.Applied, Applied{File: "-", Object: "PersistentVolume", Result: "stand-in", Error: m})
