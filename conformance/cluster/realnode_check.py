@@ -239,7 +239,12 @@ def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tupl
             for c in spec.get("containers") or []:
                 s = conts.get(c["name"])
                 state, why = _state(s) if s else ("not started", "")
-                if state == "running" or (state == "terminated:0" and status.get("phase") == "Succeeded"):
+                # exit 0 under restartPolicy Never or OnFailure is final (the kubelet does not restart it): the pod
+                # may still read Running, its phase not yet posted, or be deleted by its controller once its job
+                # completed (aws-dev's Volcano Job worker, read terminated 0 while Volcano ended the job)
+                done = state == "terminated:0" and (status.get("phase") == "Succeeded" or
+                                                    spec.get("restartPolicy") in ("Never", "OnFailure"))
+                if state == "running" or done:
                     continue
                 if not problems or state.split(":")[0] != "waiting" or state[8:] not in _STARTING:
                     hint = _pull_hint(c.get("image", ""), registry) if state in _PULL_FAILED else ""

@@ -252,3 +252,18 @@ def test_no_pod_on_real_nodes_when_no_workload_can_run():
     assert findings == []
     assert "real nodes ['gpu-0', 'gpu-1']: no pod was placed on them: every workload ... (DynamoGraphDeployment x)" \
         in report["notChecked"]
+
+
+def test_container_completed_in_a_pod_not_yet_succeeded():
+    """Exit 0 under restartPolicy Never is final: aws-dev's Volcano Job worker was read Running (or being deleted by
+    Volcano once the job completed) with its trainer terminated 0. Under restartPolicy Always it is a finding (the
+    kubelet restarts a server that exited)."""
+    p = _pod("a")
+    p["pod"]["status"]["phase"] = "Running"
+    p["pod"]["spec"]["restartPolicy"] = "Never"
+    p["pod"]["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    p["env"] = {}
+    assert real_node_findings(_obs([p]))[0] == []
+    p["pod"]["spec"]["restartPolicy"] = "Always"
+    findings = real_node_findings(_obs([p]))[0]
+    assert len(findings) == 1 and "terminated:0" in findings[0], findings
