@@ -52,3 +52,32 @@ func TestContainerdPinsSandboxNetnsInItsStateDir(t *testing.T) {
 		t.Errorf("restrict_oom_score_adj = %s, want true", v)
 	}
 }
+
+// A real node's content store gets the blobs the first node imported as hard links (the nodes' folders are on one
+// tmpfs): present blobs are kept, missing ones linked, the same inode (no copy).
+func TestLinkBlobsHardLinksWhatIsMissing(t *testing.T) {
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "blobs", "sha256")
+	for name, data := range map[string]string{"aaa": "layer a", "bbb": "layer b"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(data), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "bbb"), []byte("its own"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	n, err := linkBlobs(src, dst)
+	if err != nil || n != 1 {
+		t.Fatalf("linkBlobs = %d, %v; want 1 linked", n, err)
+	}
+	a, _ := os.Stat(filepath.Join(src, "aaa"))
+	b, err := os.Stat(filepath.Join(dst, "aaa"))
+	if err != nil || !os.SameFile(a, b) {
+		t.Fatalf("aaa is not the same file in both stores: %v", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dst, "bbb")); string(data) != "its own" {
+		t.Fatalf("a blob the node had was replaced: %q", data)
+	}
+}
