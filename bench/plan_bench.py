@@ -53,18 +53,19 @@ EXAMPLES = "aws-dev,azure-dev,gcp-dev,oci-dev,existing-dev,dynamo-dev"
 RATIO_TARGET = 2.0      # issue 47: +1 workload <= 2x the SDK's own registrations of it
 
 
-def _env() -> dict[str, str]:
+def _env(root: Path = ROOT) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)   # measure with bytecode caches, as users run it
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
-def run(argv: list[str], ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
-    """One fresh process: {"cpu": user+sys seconds, "wall": seconds, "stderr": text}."""
+def run(argv: list[str], ok: tuple[int, ...] = (0,), root: Path = ROOT) -> dict[str, Any]:
+    """One fresh process: {"cpu": user+sys seconds, "wall": seconds, "stderr": text}. `root`: the checkout whose
+    code runs (default this one; another, e.g. an older commit's `git archive`, to compare)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=_env(), cwd=ROOT)
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=_env(root), cwd=root)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in ok:
