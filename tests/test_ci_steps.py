@@ -203,6 +203,44 @@ def test_rotation_all_plays_every_slot(tmp_path):
     assert r.stdout.count("ran-ok") == 2 and "every slot (CI_ROTATION=all), 2 of 2" in r.stdout
 
 
+def _repo_with_commits(tmp_path, count):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git[:3], "init", "-q"], check=True)
+    for i in range(count):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", str(i)], check=True)
+    return repo
+
+
+MORE = "5 a ok\n5 b ok\n9 c ok\n5 d ok\n"
+
+
+def test_rotation_more_plays_the_next_slots_in_order_while_they_fit(tmp_path):
+    repo = _repo_with_commits(tmp_path, 4)     # 4 commits, 4 slots: this run's own slot is 0 (a)
+    r = run_rotation(tmp_path, MORE, script="run_rotation_more", repo=repo, CI_ROTATION_UNTIL_MIN="8")
+    assert r.returncode == 0, r.stderr
+    # b (5 min) fits in the first 8; c (9) does not, so the run stops there: d fits but is left, in order
+    assert "== rotation: slot 1 of 4 too (b: make ok)" in r.stdout and r.stdout.count("ran-ok") == 1
+    assert "further slots played this run: b; left to later commits: c d" in r.stdout
+    r = run_rotation(tmp_path, MORE, script="run_rotation_more", repo=repo, CI_ROTATION_UNTIL_MIN="60")
+    assert r.stdout.count("ran-ok") == 3 and "played this run: b c d; left to later commits: none" in r.stdout
+
+
+def test_rotation_more_fails_on_a_failing_slot_and_is_off_when_a_person_chose(tmp_path):
+    repo = _repo_with_commits(tmp_path, 4)
+    r = run_rotation(tmp_path, "5 a ok\n5 b bad\n", script="run_rotation_more", repo=repo)
+    assert r.returncode == 2 and "FAIL: make bad exited 2" in r.stderr
+    for env in ({"CI_ROTATION_SLOT": "0"}, {"CI_ROTATION": "all"}, {"CI_ROTATION_MORE": "0"}):
+        r = run_rotation(tmp_path, "5 a ok\n5 b bad\n", script="run_rotation_more", repo=repo, **env)
+        assert r.returncode == 0 and "no further slots this run" in r.stdout and "ran-ok" not in r.stdout, env
+
+
+def test_ci_run_plays_more_slots_only_after_the_lane_passed():
+    run = (ROOT / ".ci" / "run").read_text()
+    assert run.index('exit "$lane_rc"') < run.index("run_rotation_more") < run.index("== CI passed")
+
+
 def test_the_rotation_file_of_ci_names_make_targets_that_exist():
     targets = subprocess.run(["make", "-C", str(ROOT), "-pRrq", "-f", "Makefile", ":"], capture_output=True,
                              text=True).stdout
