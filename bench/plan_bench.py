@@ -13,7 +13,8 @@
   scaling   the same command on generated `existing` stacks with 1, 10, 40, 160, 640 workloads x 1, 8, 32
             pools, with the CPU cost per added workload (at each pool count) and per added pool (at each
             workload count): a per-pool slope that grows with the workload count is a workload x pool term.
-            The sdk replay of each size gives the SDK's own cost per added workload beside it.
+            The sdk replay of each size gives the SDK's own cost per added workload beside it, and the
+            ratio of the two slopes (issue 47: <= 2 at 1, 16 and 64 pools: --pools 1,16,64).
 
 Every measurement is a group of fresh processes run back to back (plan, floor, sdk; or the next size then the
 smallest), rotating which goes first, so load from other processes on the machine hits every member of a group
@@ -49,20 +50,22 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = "aws-dev,azure-dev,gcp-dev,oci-dev,existing-dev,dynamo-dev"
+RATIO_TARGET = 2.0      # issue 47: +1 workload <= 2x the SDK's own registrations of it
 
 
-def _env() -> dict[str, str]:
+def _env(root: Path = ROOT) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)   # measure with bytecode caches, as users run it
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
-def run(argv: list[str], ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
-    """One fresh process: {"cpu": user+sys seconds, "wall": seconds, "stderr": text}."""
+def run(argv: list[str], ok: tuple[int, ...] = (0,), root: Path = ROOT) -> dict[str, Any]:
+    """One fresh process: {"cpu": user+sys seconds, "wall": seconds, "stderr": text}. `root`: the checkout whose
+    code runs (default this one; another, e.g. an older commit's `git archive`, to compare)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=_env(), cwd=ROOT)
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=_env(root), cwd=root)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in ok:
@@ -219,8 +222,11 @@ def scaling(workloads: list[int], pools: list[int], n: int, tmp: Path) -> dict[s
     per_workload = {p: slope(workloads, [cells[(w, p)]["aboveBase"] for w in workloads]) for p in pools}
     sdk_per_workload = {p: slope(workloads, [cells[(w, p)]["sdkAboveBase"] for w in workloads]) for p in pools}
     per_pool = {w: slope(pools, [cells[(w, p)]["cpu"] for p in pools]) for w in workloads} if len(pools) > 1 else {}
+    # issue 47's target: an added workload costs the plan at most RATIO_TARGET x what the SDK alone spends on
+    # the same added registrations (plan's slope over the SDK replay's slope, at each pool count)
+    ratio = {p: per_workload[p] / sdk_per_workload[p] if sdk_per_workload[p] > 0 else float("nan") for p in pools}
     return {"cells": {f"{w}x{p}": c for (w, p), c in cells.items()}, "perWorkloadSeconds": per_workload,
-            "sdkPerWorkloadSeconds": sdk_per_workload, "perPoolSeconds": per_pool}
+            "sdkPerWorkloadSeconds": sdk_per_workload, "perWorkloadRatio": ratio, "perPoolSeconds": per_pool}
 
 
 def critical_paths(stacks: list[str]) -> dict[str, dict[str, Any]]:
@@ -297,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         print("per added workload (CPU, slope over the workload counts): " + ", ".join(
             f"{p} pools {sc['perWorkloadSeconds'][p] * 1000:.1f} ms (sdk replay "
             f"{sc['sdkPerWorkloadSeconds'][p] * 1000:.1f} ms)" for p in pools))
+        print(f"per added workload, plan / SDK replay (target <= {RATIO_TARGET:g}): " + ", ".join(
+            f"{p} pools {sc['perWorkloadRatio'][p]:.2f}x" for p in pools))
         if sc["perPoolSeconds"]:
             print("per added pool (CPU, slope over the pool counts): " + ", ".join(
                 f"{w} workloads {sc['perPoolSeconds'][w] * 1000:.1f} ms" for w in workloads))

@@ -16,7 +16,11 @@ a quadratic fit a + b x + c x^2 whose c says whether a superlinear term is left.
   --profile W   instead of the series: cProfile one in-process plan of the W-workload stack (16 pools x 64 nodes),
                 the top functions by cumulative and by own time
 
+  --baseline DIR another checkout (an older commit's `git archive`) planned alternately with this one at every
+                point, each run a fresh process: the change's effect under the same load
+
 Usage: python bench/scale_bench.py [--series pools,workloads,gang,frontier] [--repeat 3] [--json out.json]
+                                   [--baseline DIR]
        python bench/scale_bench.py --profile 400
 """
 from __future__ import annotations
@@ -58,12 +62,30 @@ def scale_stack(folder: Path, pools: int, nodes: int, workloads: int, gang: int 
     return path
 
 
-def measure(path: Path, out: Path, repeat: int) -> dict[str, float]:
+def measure(path: Path, out: Path, repeat: int, baseline: Path | None = None) -> dict[str, Any]:
+    """Median CPU and wall of `repeat` runs after a warm-up. `baseline`: another checkout (an older commit's
+    `git archive`) whose plan of the same stack runs alternately with this one's (each its own warm-up and output
+    folder, the order swapped every round), so load from other processes hits both alike; its runs and median
+    are reported beside, with the CPU of every run."""
     name = path.stem.split(".", 1)[1]
     argv = plan_bench.plan_argv(name, out, path)
     plan_bench.run(argv)                                  # warm-up
-    runs = [plan_bench.run(argv) for _ in range(repeat)]
-    return {"cpu": statistics.median(r["cpu"] for r in runs), "wall": statistics.median(r["wall"] for r in runs)}
+    if baseline is None:
+        alone = [plan_bench.run(argv) for _ in range(repeat)]
+        return {"cpu": statistics.median(r["cpu"] for r in alone), "wall": statistics.median(r["wall"] for r in alone),
+                "runs": [round(r["cpu"], 2) for r in alone]}
+    old_argv = plan_bench.plan_argv(name, out.with_name(out.name + "-baseline"), path)
+    plan_bench.run(old_argv, root=baseline)
+    runs: list[dict[str, Any]] = []
+    old: list[dict[str, Any]] = []
+    for i in range(repeat):
+        pair = [(runs, argv, plan_bench.ROOT), (old, old_argv, baseline)]
+        for into, a, root in (pair if i % 2 == 0 else pair[::-1]):
+            into.append(plan_bench.run(a, root=root))
+    med = statistics.median
+    return {"cpu": med(r["cpu"] for r in runs), "wall": med(r["wall"] for r in runs),
+            "runs": [round(r["cpu"], 2) for r in runs], "baselineCpu": med(r["cpu"] for r in old),
+            "baselineRuns": [round(r["cpu"], 2) for r in old]}
 
 
 def fits(xs: list[float], ys: list[float]) -> dict[str, float]:
@@ -124,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", type=int, help="cProfile one plan of this many workloads instead")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--baseline", type=Path, help="another checkout (e.g. `git archive` of an older commit) whose "
+                                                  "plans run alternately with this one's at every point")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="scale-bench-"))
     if args.profile:
@@ -131,14 +155,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     load = os.getloadavg()
     report: dict[str, Any] = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-                              "cpus": os.cpu_count(), "loadavg": load, "repeat": args.repeat, "series": {}}
+                              "cpus": os.cpu_count(), "loadavg": load, "repeat": args.repeat, "series": {},
+                              "baseline": str(args.baseline) if args.baseline else None}
     print(f"{report['date']}, {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     for series in [s for s in args.series.split(",") if s]:
         rows: list[dict[str, Any]] = []
         for label, size in SERIES[series]:
-            m = measure(scale_stack(tmp, **size), tmp / "out", args.repeat)
+            m = measure(scale_stack(tmp, **size), tmp / "out", args.repeat, args.baseline)
             rows.append({"label": label, **size, **m})
-            print(f"  {series:<10}{label:<42} plan {m['cpu']:6.2f} s CPU ({m['wall']:6.2f} s wall)", flush=True)
+            old = (f"; baseline {m['baselineCpu']:6.2f} s CPU (runs {m['baselineRuns']})"
+                   if "baselineCpu" in m else "")
+            print(f"  {series:<10}{label:<42} plan {m['cpu']:6.2f} s CPU ({m['wall']:6.2f} s wall, runs {m['runs']})"
+                  f"{old}", flush=True)
         entry: dict[str, Any] = {"rows": rows}
         if series in X and len(rows) > 1:
             xs = [float(X[series](r)) for r in rows]

@@ -493,6 +493,8 @@ class Rollout:
     max_surge: int
     max_unavailable: int
     spare_nodes: int
+    # groupPlacement's topology key: each group needs a domain of that label no other group holds
+    exclusive_key: str | None = None
 
     def steps(self) -> str:
         """What a change of image or parallel size rolls, in order (LWS v0.10.0: the rolling update moves the
@@ -502,6 +504,11 @@ class Rollout:
             how = (f"first {self.max_surge} extra group(s) of the new revision "
                    f"({self.max_surge * self.group_size} spare node(s)), then the old groups are replaced in order "
                    f"{order}, none unavailable before a new one is Ready")
+        elif self.exclusive_key and self.spare_nodes >= self.group_size:
+            how = (f"no domain for a surge group: each group holds a {self.exclusive_key} domain alone "
+                   f"(groupPlacement) and plan counts one per pool, so the {self.spare_nodes} spare node(s) share the "
+                   f"running group's: group(s) {order} deleted and recreated {self.max_unavailable} at a time"
+                   + ("; with one group the service is down until the new group is Ready" if self.groups == 1 else ""))
         else:
             how = (f"no spare nodes for a surge group ({self.spare_nodes} spare, a group takes {self.group_size}): "
                    f"group(s) {order} deleted and recreated {self.max_unavailable} at a time"
@@ -520,10 +527,18 @@ class Rollout:
 def lws_rollout(cfg: StackConfig, w: Workload) -> Rollout:
     """maxSurge = the whole groups the pool's spare nodes hold (at most the replicas), maxUnavailable 0 then;
     without room, maxSurge 0 and maxUnavailable 1 (the CRD refuses both 0). Spare nodes are the pool's at peak
-    (plan_pool), shared by every LWS on it: rollouts of two LWS on one pool at once may find less room."""
+    (plan_pool), shared by every LWS on it: rollouts of two LWS on one pool at once may find less room.
+
+    With groupPlacement (LWS exclusive placement, rendered as required pod anti-affinity to every other group on
+    the topology key: manifests/workloads/lws.py group_exclusive_affinity), a surge group needs a domain that no
+    group holds, not spare nodes: plan's placement counts one domain per pool (the box labels a pool's nodes so,
+    conformance/cluster/prepare.py), where the running group already is. maxSurge 0 then. Seen in the cluster box
+    (nim-lws, LWS v0.9.0, Volcano v1.14.1): with maxSurge 1 and 2 spare nodes the surge group stayed Pending ("2
+    node(s) didn't match pod anti-affinity rules") and LWS never moved on to the old group: the rollout stalled."""
     spare = plan_pool(cfg, cfg.pool(w.node_pool)).spare_nodes
-    surge = min(w.replicas, spare // max(1, w.nodes))
-    return Rollout(w.name, w.kind, w.replicas, w.nodes, surge, 0 if surge else 1, spare)
+    key = w.group_placement.topology_key if w.group_placement is not None else None
+    surge = 0 if key else min(w.replicas, spare // max(1, w.nodes))
+    return Rollout(w.name, w.kind, w.replicas, w.nodes, surge, 0 if surge else 1, spare, key)
 
 
 def rollout_strategy(r: Rollout) -> dict[str, Any]:

@@ -18,7 +18,6 @@ import contextlib
 import contextvars
 import functools
 import re
-import shlex
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,16 +136,42 @@ def tokens_of(container: dict[str, Any]) -> list[str]:
 _SHLEX_SPECIAL = frozenset("'\"\\\x0b\x0c\x1c\x1d\x1e\x1f")
 
 
+# shlex's posix rules with whitespace_split (what shlex.split does, Lib/shlex.py read_token), as regular
+# expressions: words are separated by " \t\r\n" only; in a word, a backslash takes the next character as it is,
+# '...' is literal, and in "..." a backslash escapes only '"' and itself (else it is kept); an empty quoted word
+# counts. A character no piece takes (an unclosed quote, a last lone backslash: shlex's ValueError) is the
+# third group. Possessive quantifiers: no backtracking on a long line that fails.
+_SHELL_PIECE = r"[^ \t\r\n'\"\\]++|\\[\s\S]|'[^']*+'|\"(?:[^\"\\]++|\\[\s\S])*+\""
+_SHELL_TOKEN = re.compile(rf"((?:{_SHELL_PIECE})++)|[ \t\r\n]++|([\s\S])")
+_SHELL_PIECES = re.compile(_SHELL_PIECE)
+_DQ_ESCAPE = re.compile(r'\\(["\\])')
+
+
+def _unquote(piece: str) -> str:
+    c = piece[0]
+    if c == "\\":
+        return piece[1]
+    if c == "'":
+        return piece[1:-1]
+    if c == '"':
+        return _DQ_ESCAPE.sub(r"\1", piece[1:-1]) if "\\" in piece else piece[1:-1]
+    return piece
+
+
 def _shell_words(text: str) -> list[str]:
     """shlex.split(text) (posix, no comments); unbalanced quotes: the whitespace-separated words. A plain ASCII
-    line (no quote, backslash or separator character) splits the same with str.split, in C: shlex's tokenizer
-    reads a character at a time in Python, ~1 ms per training command line."""
+    line (no quote, backslash or separator character) splits the same with str.split, in C; any other line by
+    the same rules in regular expressions (_SHELL_PIECE): shlex's tokenizer reads a character at a time in
+    Python, ~1 ms per training command line. tests/test_policy_rules.py compares both with shlex.split."""
     if text.isascii() and _SHLEX_SPECIAL.isdisjoint(text):
         return text.split()
-    try:
-        return shlex.split(text, comments=False)
-    except ValueError:
-        return text.split()
+    words: list[str] = []
+    for word, bad in _SHELL_TOKEN.findall(text):
+        if bad:
+            return text.split()                     # shlex.split raises ValueError (no closing quotation)
+        if word:
+            words.append("".join(map(_unquote, _SHELL_PIECES.findall(word))))
+    return words
 
 
 def flag_values(tokens: Sequence[str], names: Iterable[str]) -> list[str]:

@@ -291,22 +291,25 @@ def test_reads_spec_only_is_conservative():
 
 
 def test_patched_key_follows_the_operations_and_gives_up_on_copy_and_move():
-    from multinode.manifests.effective_pod import patched_key, spec_key
-    k = spec_key({"spec": {"a": 1}})
+    from multinode.manifests.effective_pod import patched_key, projection
+    spec = (("spec",),)
+    k = projection({"spec": {"a": 1}}, spec)
     add = [{"op": "add", "path": "/spec/b", "value": 2}]
     assert patched_key(k, add) == patched_key(k, add) != patched_key(k, [{"op": "add", "path": "/spec/b", "value": 3}])
     assert patched_key(k, add) != k and patched_key(None, add) is None
     assert patched_key(k, [{"op": "copy", "from": "/metadata/x", "path": "/spec/x"}]) is None
     assert patched_key(k, [{"op": "move", "from": "/spec/a", "path": "/spec/c"}]) is None
-    assert spec_key({"spec": {"a": 1}}) != spec_key({"spec": {"a": 1.0}}) != spec_key({"spec": {"a": True}})
-    assert spec_key({"spec": {"a": 1, "b": 2}}) != spec_key({"spec": {"b": 2, "a": 1}})     # key order kept
-    assert spec_key({}) != spec_key({"spec": None}) and spec_key([]) is None
+    assert projection({"spec": {"a": 1}}, spec) != projection({"spec": {"a": 1.0}}, spec) != projection(
+        {"spec": {"a": True}}, spec)
+    assert projection({"spec": {"a": 1, "b": 2}}, spec) != projection({"spec": {"b": 2, "a": 1}}, spec)   # key order
+    assert projection({}, spec) != projection({"spec": None}, spec) != projection([], spec)
 
 
 def test_kept_patches_serve_a_pod_with_the_same_spec_and_no_other():
-    """Prepared.patches: a JSONPatch expression that reads only object.spec is evaluated once per distinct spec
-    (a master and a worker differing in a label share it); its result for another spec, or an expression that
-    reads the labels, is evaluated afresh. Each result is what a fresh Prepared (no kept patches) gives."""
+    """Prepared.patches: a JSONPatch expression is evaluated once per distinct value of what it reads (read_paths):
+    the fabric ones read object.spec.containers (a master and a worker differing in a label share them, another
+    GPU count is evaluated afresh), the role one reads a label (evaluated once per role). Each result is what a
+    fresh Prepared (no kept patches) gives."""
     from multinode.manifests import effective_pod
     pols = _policies_of_three_pools()
     role = "[JSONPatch{op: 'add', path: '/metadata/labels/seen-role', value: object.metadata.labels.role}]"
@@ -338,7 +341,8 @@ def test_kept_patches_serve_a_pod_with_the_same_spec_and_no_other():
             seen = set(evaluated)
             fresh = effective_pod.apply_policies_to_template(t, pols, effective_pod.Prepared(pols))
             assert repr(got[-1]) == repr(fresh)
-            assert role in seen                                # reads a label: evaluated for each pod
+            # reads the role label: evaluated once per role (cases 2 and 3 repeat the roles of 1 and 0)
+            assert (role in seen) == (t is cases[0] or t is cases[1])
             if t is cases[1]:
                 assert not fabric_exprs & seen, "the worker's fabric patches are the master's"
             elif t is cases[2]:
@@ -497,3 +501,40 @@ def test_objects_from_cel_have_their_keys_in_one_order_on_every_run():
     plain = cel.evaluate(lit)
     assert list(plain) == sorted(keys)
     assert cel.evaluate("{2: 'x', 1: 'y'}") == {1: "y", 2: "x"}
+
+
+def test_the_pod_admission_checks_takes_the_written_pods_fabric_patches():
+    """admission.findings evaluates each pod with requests defaulted from limits (SetDefaults_Pod), which changes
+    only the init containers of a rendered preflight pod; the fabric expressions read object.spec.containers, so
+    that pod takes the patches kept for the written one (no CEL evaluation), and the result is a fresh Prepared's."""
+    from multinode import admission
+    from multinode.manifests import effective_pod
+    pols = _policies_of_three_pools()
+    fabric_exprs = {m["jsonPatch"]["expression"] for m in pols[2]["spec"]["mutations"]}     # pool p1's policy
+    gpu = {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}
+    init = {"name": "preflight", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "8", "x.io/nic": "1"}}}
+    written = {"metadata": {"labels": {"multinode.dev/fabric": "enabled"}},
+               "spec": {"nodeSelector": {"pool": "p1"}, "initContainers": [init],
+                        "containers": [{"name": "t", "image": "i", "resources": gpu}]}}
+    defaulted = effective_pod.jsonpatch.copy_doc(written)
+    defaulted["spec"]["initContainers"][0]["resources"]["requests"] = admission.defaulted_requests(init)
+    assert defaulted != written
+    prepared = effective_pod.Prepared(pols)
+    evaluated: list[str] = []
+    real = cel._evaluate
+
+    def counting(expression, *rest):
+        evaluated.append(expression)
+        return real(expression, *rest)
+    try:
+        cel._evaluate = counting
+        first = effective_pod.apply_policies_to_template(written, pols, prepared)
+        assert fabric_exprs <= set(evaluated)
+        evaluated.clear()
+        second = effective_pod.apply_policies_to_template(defaulted, pols, prepared)
+        assert not fabric_exprs & set(evaluated), "served from the written pod's kept patches"
+    finally:
+        cel._evaluate = real
+    fresh = effective_pod.apply_policies_to_template(defaulted, pols, effective_pod.Prepared(pols))
+    assert repr(second) == repr(fresh) and second["spec"]["containers"] == first["spec"]["containers"]
+    assert second["spec"]["containers"][0]["env"] is not first["spec"]["containers"][0]["env"]     # copied

@@ -239,7 +239,7 @@ def test_rotation_more_fails_on_a_failing_slot_and_is_off_when_a_person_chose(tm
 
 def test_ci_run_plays_more_slots_only_after_the_lane_passed():
     run = (ROOT / ".ci" / "run").read_text()
-    assert run.index('exit "$lane_rc"') < run.index("run_rotation_more") < run.index("== CI passed")
+    assert run.index('exit "$lane_rc"') < run.index("\nrun_rotation_more\n") < run.index("== CI passed")
 
 
 def test_the_rotation_file_of_ci_names_make_targets_that_exist():

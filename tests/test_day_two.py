@@ -229,6 +229,21 @@ def test_without_spare_nodes_an_lws_rolls_one_group_at_a_time():
     assert "service is down until the new group is Ready" in r.steps()
 
 
+def test_an_lws_with_exclusive_group_placement_does_not_surge_into_the_spare_nodes_of_its_domain():
+    # the cluster box (nim-lws: 1 group of 2, 4 nodes, 2 spare, groupPlacement on network-node-layer-3): with
+    # maxSurge 1 the surge group stayed Pending on the spare nodes ("didn't match pod anti-affinity rules": they are
+    # in the running group's domain) and the rollout never completed
+    raw = _two_node_gang("aws-dev", 4)
+    raw["workloads"][0]["groupPlacement"] = {"topologyKey": "topology.k8s.aws/network-node-layer-3"}
+    cfg = _cfg(raw)
+    r = upgrades.lws_rollout(cfg, cfg.workloads[0])
+    assert (r.spare_nodes, r.max_surge, r.max_unavailable) == (2, 0, 1)
+    assert "no domain for a surge group" in r.steps() and "network-node-layer-3" in r.steps()
+    del raw["workloads"][0]["groupPlacement"]
+    cfg = _cfg(raw)
+    assert (upgrades.lws_rollout(cfg, cfg.workloads[0]).max_surge) == 1      # without it the spare nodes take one
+
+
 # ---------------------------------------------------------------- Done when: blue-green pool, create-before-destroy
 # gcp: refused beside the pools' COMPACT placement (issue 40, tests/test_upgrade_limits.py)
 @pytest.mark.parametrize("stack,machines", [("azure-dev", ("Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5"))])

@@ -346,21 +346,28 @@ def test_policies_build_without_a_pack():
 
 
 def test_shell_words_split_like_shlex():
-    """objects._shell_words takes str.split for plain ASCII lines: the same words as shlex.split on random lines
-    of quotes, backslashes, separators and non-ASCII spaces (unbalanced quotes: the whitespace words)."""
+    """objects._shell_words (str.split for plain ASCII lines, shlex's rules as regular expressions for the others):
+    the same words as shlex.split on random lines of quotes, backslashes, separators and non-ASCII spaces
+    (unbalanced quotes or a last lone backslash: the whitespace words), and on a torchrun script line."""
     import random
     import shlex
 
     from policy import objects
     rnd = random.Random(7)
     alphabet = " \t\r\nab-=_./\\'\"#\x0b\x0c\x1c\x1f\x85\xa0\u2003é$&;|"
-    for _ in range(5000):
-        line = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 14)))
+    pieces = [*alphabet, "''", '""', '"a b"', "'a\\ b'", '"\\""', '"\\\\"', '"\\$x"', "\\\n", "\\ "]
+    for n in range(20000):
+        line = "".join(rnd.choice(alphabet if n % 2 else pieces) for _ in range(rnd.randint(0, 30)))
         try:
             want = shlex.split(line, comments=False)
         except ValueError:
             want = line.split()
         assert objects._shell_words(line) == want, repr(line)
+    script = ('mkdir -p "$CHECKPOINT_DIR"\nif [ -e "$CHECKPOINT_DIR/latest" ]; then export RESUME_FROM="$(readlink '
+              '-f "$CHECKPOINT_DIR/latest")"; fi\nexec torchrun --nnodes=2 --rdzv_endpoint=a-0.a:29500 t.py \\\n'
+              '  --lr \'1e-4\' "--name=x y"\n')
+    assert objects._shell_words(script) == shlex.split(script, comments=False)
+    assert objects._shell_words("'" + "a" * 100_000) == ["'" + "a" * 100_000]      # unclosed: no backtracking
 
 
 

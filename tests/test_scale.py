@@ -270,3 +270,49 @@ def test_oke_worker_nodes_per_cluster(tmp_path, total, ok):
         _load(tmp_path, "oci-dev", edit)
     (p,) = [p for p in e.value.problems if p.path == "nodePools"]
     assert p.message.startswith("5001 nodes over all pools") and "maximum of 5000 worker nodes" in p.message
+
+
+def _depth_by_token_scan(text: str) -> int:
+    """The deepest nesting by the token loop load_json ran on every text before _max_depth (kept as the reference)."""
+    from multinode import safefile
+    depth = deepest = 0
+    for m in safefile._JSON_TOKEN.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def test_the_json_depth_bound_reads_the_brackets_the_token_scan_read():
+    """safefile._max_depth (C passes) gives the token loop's deepest nesting on texts made of the characters that
+    matter to it: quotes, backslashes (escapes, a quote escaped), brackets inside and outside strings, unterminated
+    strings, newlines, more closing than opening brackets."""
+    import random
+
+    from multinode import safefile
+    rng = random.Random(47)
+    alphabet = ['"', '\\', '[', ']', '{', '}', 'a', ' ', '\n', ':', ',', '\\"', '"x"', '"[["', '[[[', ']]']
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        assert safefile._max_depth(text) == _depth_by_token_scan(text), repr(text)
+    deep = "[" * 65 + "]" * 65
+    assert safefile._max_depth(deep) == 65 and safefile._max_depth('"' + deep + '"') == 0
+
+
+@pytest.mark.parametrize("text, line", [("[" * 65 + "]" * 65, 1), ('{"a": "[[[",\n "b":\n' + "[" * 63 + "]" * 63 + "}",
+                                                                      None), ("{\n\n" + "[" * 70, 3)])
+def test_load_json_still_names_the_line_of_the_first_bracket_too_deep(text, line):
+    from multinode import safefile
+    from multinode.errors import ConfigError
+    if line is None:                 # 65 levels if the string's brackets counted, 64 without: read
+        data = safefile.load_json(text, "x", "src")
+        levels, node = 0, data["b"]
+        while isinstance(node, list):
+            levels, node = levels + 1, node[0] if node else None
+        assert data["a"] == "[[[" and levels == 63        # 64 with the object around it
+        return
+    with pytest.raises(ConfigError, match=f"line {line}: x nests deeper than 64"):
+        safefile.load_json(text, "x", "src")

@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -51,6 +52,99 @@ var (
 	boxRecover               = 40 * time.Second // longest wait for a gang to be whole (or whole-Pending) again
 	boxLongestToleration     = 60 * time.Second // a longer toleration is listed as not checked, not waited for
 )
+
+// The Job controller's pod-failure backoff (k8s.io/kubernetes@v1.33.13 pkg/controller/job/job_controller.go:69-72
+// DefaultJobPodFailureBackOff, MaxJobPodFailureBackOff): a batch/v1 Job's replacement pod waits 10 s after its first
+// failure, doubled per further failure since the last success, at most 10 min (backoff_utils.go:258-279
+// getRemainingTimeForFailuresCount). An evicted or deleted pod of a Job counts as a failure (job_controller.go:1983-1992
+// isPodFailed), so every drain or loss of an Indexed Job's (or an MPIJob launcher Job's) pod delays the next one more.
+var (
+	jobBackoffBase = 10 * time.Second
+	jobBackoffMax  = 10 * time.Minute
+)
+
+// jobFailureBackoff: the delay the Job controller puts on a Job's next pod after `failures` failures since its last
+// success (0: none), as getRemainingTimeForFailuresCount computes it at the moment of the last failure.
+func jobFailureBackoff(failures int32) time.Duration {
+	if failures <= 0 {
+		return 0
+	}
+	d := jobBackoffBase
+	for i := int32(1); i < failures; i++ {
+		d *= 2
+		if d >= jobBackoffMax {
+			return jobBackoffMax
+		}
+	}
+	return d
+}
+
+// jobRecoverWait: how long the box waits for its gangs to be whole again (base, boxRecover) when some are run by
+// batch/v1 Jobs: a Job of a gang (its pod template's multinode.dev/workload in gangs) that is not finished replaces
+// its next pod only after its pod-failure backoff, counted from its failures: status.failed (pods whose tracking
+// finalizer is gone), the failed pods it has seen but not yet counted (status.uncountedTerminatedPods), and its pods
+// being deleted that it has not seen yet (each a failure, isPodFailed). That is an upper bound of
+// failuresAfterLastSuccess (and, with backoffLimitPerIndex, of an index's own count), so the wait is that backoff
+// plus half of base of slack, when longer than base. Returns the wait and, when a Job lengthened it, why.
+func jobRecoverWait(jobs []batchv1.Job, pods []corev1.Pod, gangs map[string]bool, base time.Duration) (time.Duration, string) {
+	wait, why := base, ""
+	for _, j := range jobs {
+		if !gangs[j.Spec.Template.Labels["multinode.dev/workload"]] || jobFinished(j) {
+			continue
+		}
+		failures := j.Status.Failed
+		seen := map[types.UID]bool{}
+		if u := j.Status.UncountedTerminatedPods; u != nil {
+			failures += int32(len(u.Failed))
+			for _, uid := range u.Failed {
+				seen[uid] = true
+			}
+		}
+		for _, p := range pods {
+			if ref := metav1.GetControllerOf(&p); ref != nil && ref.UID == j.UID && p.DeletionTimestamp != nil &&
+				p.Status.Phase != corev1.PodSucceeded && !seen[p.UID] {
+				failures++
+			}
+		}
+		if w := jobFailureBackoff(failures) + base/2; w > wait {
+			wait = w
+			why = fmt.Sprintf("Job %s/%s: %d pod failure(s), its next pod after %s (the Job controller's backoff)",
+				j.Namespace, j.Name, failures, jobFailureBackoff(failures))
+		}
+	}
+	return wait, why
+}
+
+func jobFinished(j batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobFailed || c.Type == batchv1.JobComplete) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// recoverWait: boxRecover, or the longer wait a gang's Job needs (jobRecoverWait); the reason is logged
+func (d *dayTwo) recoverWait(ctx context.Context) time.Duration {
+	jobs, err := d.box.Client.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return boxRecover
+	}
+	pods, err := d.box.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return boxRecover
+	}
+	gangs := map[string]bool{}
+	for g := range d.size {
+		gangs[strings.SplitN(g, "/", 2)[0]] = true
+	}
+	wait, why := jobRecoverWait(jobs.Items, pods.Items, gangs, boxRecover)
+	if why != "" && why != d.waitWhy {
+		d.logf("day two: waiting up to %s for the gangs: %s", wait, why)
+	}
+	d.waitWhy = why
+	return wait
+}
 
 const unreachableTaint = "node.kubernetes.io/unreachable"
 const notReadyTaint = "node.kubernetes.io/not-ready"
@@ -276,6 +370,7 @@ type dayTwo struct {
 	played        *Object
 	quiet, settle time.Duration
 	ended         bool
+	waitWhy       string // the last reason recoverWait logged
 	logf          func(string, ...any)
 	start         time.Time
 }
@@ -324,7 +419,7 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 				"node-monitor-grace-period (controller-manager)":               nodeMonitorGrace.String(),
 				"default not-ready/unreachable tolerationSeconds (API server)": defaultTolerationSeconds.String(),
 				"drain timeout per node (box)":                                 boxDrainTimeout.String(),
-				"recovery wait per gang (box)":                                 boxRecover.String(),
+				"recovery wait per gang (box)":                                 boxRecover.String() + " (longer while a gang's Job backs off: jobRecoverWait)",
 				"fake kubelet heartbeat":                                       heartbeatEvery.String(),
 			}}}
 	defer func() { d.rep.Seconds = time.Since(d.start).Seconds() }()
@@ -822,7 +917,8 @@ func (d *dayTwo) repair(ctx context.Context, node corev1.Node, res *FailureResul
 	if err := d.copyCSINode(ctx, node.Name, node.Name); err != nil {
 		return err
 	}
-	gs, _, err := d.waitGangs(ctx, boxRecover, true)
+	wait := d.recoverWait(ctx)
+	gs, _, err := d.waitGangs(ctx, wait, true)
 	if err != nil {
 		return err
 	}
@@ -844,7 +940,7 @@ func (d *dayTwo) repair(ctx context.Context, node corev1.Node, res *FailureResul
 		res.GangsAfterRepair = append(res.GangsAfterRepair, o)
 		if !gs[k].whole() {
 			d.finding("node failure: gang %s is %s %s after the failed node %s was repaired (the pool has its nodes "+
-				"back: it must be whole)", k, o.End, boxRecover, node.Name)
+				"back: it must be whole)", k, o.End, wait, node.Name)
 		}
 	}
 	return nil
@@ -1076,25 +1172,36 @@ func (d *dayTwo) drain(ctx context.Context) error {
 					}
 				}
 			}
+			var terminating []string
 			if len(left) == 0 {
 				// every pod evicted: wait until none is left on the node (the fake kubelet finishes deletions)
 				still, err := d.box.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 				if err != nil {
 					return err
 				}
-				n := 0
 				for _, p := range still.Items {
 					if !ownedByDaemonSet(p) {
-						n++
+						terminating = append(terminating, p.Namespace+"/"+p.Name)
 					}
 				}
-				if n == 0 {
+				if len(terminating) == 0 {
 					step.Completed = true
 					break
 				}
 			}
-			if time.Now().After(deadline) {
+			// A drain waits for its evicted pods to be gone (kubectl drain, the clouds' drains: up to their timeout).
+			// An evicted pod of a batch/v1 Job stays, terminating, until the Job controller has tracked it (its
+			// batch.kubernetes.io/job-tracking finalizer), which the box saw take as long as the Job's pod-failure
+			// backoff (10 s, 20 s, 40 s on torchrun-recipe's 2nd..4th eviction): with nothing refused, the box waits
+			// for them as long as it waits for the gang (recoverWait), not only its drain timeout.
+			if time.Now().After(deadline) && (len(left) > 0 || time.Since(s0) > d.recoverWait(ctx)) {
 				step.Left = left
+				if len(left) == 0 {
+					step.Left = terminating
+					for _, t := range terminating {
+						step.LastRefusal[t] = "evicted, still terminating on the node"
+					}
+				}
 				break
 			}
 			time.Sleep(time.Second)
@@ -1107,7 +1214,7 @@ func (d *dayTwo) drain(ctx context.Context) error {
 			}
 		}
 		r0 := time.Now()
-		after, whole, err := d.waitGangs(ctx, boxRecover, true)
+		after, whole, err := d.waitGangs(ctx, d.recoverWait(ctx), true)
 		if err != nil {
 			return err
 		}
@@ -1155,7 +1262,7 @@ func (d *dayTwo) drain(ctx context.Context) error {
 				}
 			}
 			d.finding("drain: node %s still holds %d pod(s) after %s of evictions although the pool has %d surge "+
-				"node(s) to take them: %s; budgets: %s", node, len(step.Left), boxDrainTimeout, len(surge),
+				"node(s) to take them: %s; budgets: %s", node, len(step.Left), time.Since(s0).Round(time.Second), len(surge),
 				strings.Join(why, " | "), strings.Join(bs, " | "))
 		}
 		res.Steps = append(res.Steps, step)

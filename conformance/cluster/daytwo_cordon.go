@@ -270,7 +270,8 @@ func (d *dayTwo) cordon(ctx context.Context) error {
 	if err := d.setUnschedulable(ctx, victim, false); err != nil {
 		return err
 	}
-	gs, _, err := d.waitGangs(ctx, boxRecover, true)
+	wait := d.recoverWait(ctx)
+	gs, _, err := d.waitGangs(ctx, wait, true)
 	if err != nil {
 		return err
 	}
@@ -292,7 +293,7 @@ func (d *dayTwo) cordon(ctx context.Context) error {
 		res.GangsBack = append(res.GangsBack, o)
 		if !gs[k].whole() {
 			d.finding("cordon: gang %s is %s %s after the cordoned node %s was uncordoned (it must be whole)", k, o.End,
-				boxRecover, victim)
+				wait, victim)
 		}
 	}
 	return nil

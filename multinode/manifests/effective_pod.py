@@ -33,7 +33,8 @@ class Prepared:
         # distinct list is compiled once: ~1.3 ms each, one per pool, more than evaluating the whole list costs)
         self.conditions = kyverno.shared_conditions(self.mutating)
         self.readings = [_Reading.of(p) for p in self.mutating]
-        # (JSONPatch expression, spec key) -> its operations: see _Reading.mutate. Per Prepared, so per plan.
+        # (JSONPatch expression, key of what it reads) -> its operations: see _Reading.mutate. Per Prepared, so
+        # per plan.
         self.patches: dict[tuple[str, Any], list[Any]] = {}
         # each shared condition with the paths of the pod it reads, and (condition, what they hold) -> its result
         self.condition_paths = {e: read_paths(e) for e in self.conditions}
@@ -71,13 +72,13 @@ class _Reading:
     kyverno.mutate_matched_in_place read them from the policy per pod, through the general code that also serves
     spec.variables and malformed policies; for the plain shape they come to the same evaluations in the same order,
     so `apply_policies_to_template` takes this path (and the general one for any other policy)."""
-    __slots__ = ("selector", "conditions", "mutations", "spec_only")
+    __slots__ = ("selector", "conditions", "mutations", "paths")
 
     def __init__(self, selector: Any, conditions: tuple[str, ...], mutations: tuple[str, ...]) -> None:
         self.selector = selector
         self.conditions = conditions
         self.mutations = mutations
-        self.spec_only = tuple(reads_spec_only(e) for e in mutations)
+        self.paths = tuple(read_paths(e) for e in mutations)
 
     @classmethod
     def of(cls, policy: dict[str, Any]) -> _Reading | None:
@@ -109,24 +110,31 @@ class _Reading:
                 return False
         return True
 
-    def mutate(self, pod: dict[str, Any], patches: dict[tuple[str, Any], list[Any]], key: Any,
-               binds: bool) -> tuple[dict[str, Any], Any, bool]:
+    def mutate(self, pod: dict[str, Any], patches: dict[tuple[str, Any], list[Any]], keys: dict[Any, Any],
+               binds: bool) -> tuple[dict[str, Any], bool]:
         """kyverno.mutate_matched_in_place(policy, pod) for this policy: the pod the caller owns, patched in
-        place, its spec key (spec_key; None: not known) and whether it binds (cel.convertible: `binds` says so of
-        the pod given; after a patch it still does when the values put in do). The patch values are fresh from CEL
-        and read by nothing else (the bindings that cached them are dropped with the patch), so they go into the
-        pod without a copy. An expression that reads nothing of the pod but its spec (reads_spec_only) gives the same
-        operations for the same spec, whatever the labels: they are kept in `patches` under the spec's key and
-        a pod with the same spec takes them from there (copied) without binding the pod to CEL again. Two pod
-        templates of one workload (a Volcano master and worker) differ in a label only. A pod that does not bind is
-        neither served nor kept for: binding converts the whole pod, so a value CEL refuses anywhere in it, spec or
-        not, fails every expression, and a result kept for a pod with the same spec must not hide that."""
+        place, and whether it binds (cel.convertible: `binds` says so of the pod given; after a patch it still does
+        when the values put in do). The patch values are fresh from CEL and read by nothing else (the bindings that
+        cached them are dropped with the patch), so they go into the pod without a copy.
+
+        A JSONPatch expression's operations are a function of what the paths it reads hold (read_paths,
+        projection) when the pod binds: they are kept in `patches` under that key and a pod whose paths hold the
+        same takes them from there (copied) without binding the pod to CEL again. `keys` (the caller's, per pod:
+        read paths -> key) holds the keys taken so far, carried through each patch (patched_key) instead of taken
+        afresh. Two pod templates of one workload (a Volcano master and worker) differ in a label only, and the
+        pod admission checks (requests defaulted from limits) differs from the written one only where no fabric
+        expression reads (init containers): the fabric policy's expressions read object.spec.containers.
+        A pod that does not bind is neither served nor kept for: binding converts the whole pod, so a value CEL
+        refuses anywhere in it, read or not, fails every expression, and a result kept for a pod with the same
+        projection must not hide that."""
         bindings = None
-        for expression, spec_only in zip(self.mutations, self.spec_only, strict=True):
-            kept = None
-            if spec_only:
-                if key is None and binds:
-                    key = spec_key(pod)
+        for expression, paths in zip(self.mutations, self.paths, strict=True):
+            kept = key = None
+            if binds:
+                if paths in keys:
+                    key = keys[paths]
+                else:
+                    key = keys[paths] = projection(pod, paths)
                 if key is not None:
                     kept = patches.get((expression, key))
             if kept is not None:
@@ -137,16 +145,17 @@ class _Reading:
                 ops = cel.evaluate(expression, bindings)
                 if not isinstance(ops, list):
                     raise cel.CelError("a JSONPatch expression must return a list of JSONPatch")
-                if spec_only and key is not None:
+                if key is not None:
                     patches[(expression, key)] = kept = ops
             if ops:
-                key = patched_key(key, ops)          # before the patch: the values go into the pod uncopied
+                for p, k in keys.items():             # before the patch: the values go into the pod uncopied
+                    keys[p] = patched_key(k, ops)
                 # the pod still binds when the values put in do and nest at most ~20 deep (_PATCH_DEPTH): the pod
                 # is checked to 100 levels, so after 140 patches it is at most 3,000 deep, which the engine binds
                 binds = binds and cel.convertible(ops, depth=_PATCH_DEPTH)
                 pod = jsonpatch.apply_in_place(pod, ops, copy_values=kept is not None)   # kept ones serve again
                 bindings = None
-        return pod, key, binds
+        return pod, binds
 
 
 _PATCH_DEPTH = 80               # cel.convertible(ops, depth=80): the values nest at most 20 deep
@@ -213,22 +222,14 @@ def reads_spec_only(expression: str) -> bool:
     return all(_SPEC.match(expression, m.end()) for m in _OBJECT.finditer(expression))
 
 
-def spec_key(pod: Any) -> Any:
-    """An exact key of the pod's spec: its repr (keeps every value, its type and the key order, all CEL can
-    observe). None (nothing kept or served) when the pod is not an object. Take it only of a pod that binds."""
-    if not isinstance(pod, dict):
-        return None
-    return repr(pod["spec"]) if "spec" in pod else ("no spec",)
-
-
 def patched_key(key: Any, ops: list[Any]) -> Any:
-    """The key of the spec after `ops` were applied to a spec of key `key`: the spec after a JSON patch is a
-    function of the spec before and the operations (an operation elsewhere leaves it as it was, one on the
-    whole document sets it from its value), except a copy or move, whose value may come from outside the spec:
-    then None (the key is taken afresh). Taken before the operations are applied (their values then become part
-    of the pod); one that is not an object fails the patch. Binding: a pod that binds (spec_key) and then takes the
-    same operations as the pod a patch was kept for still binds when it reaches that key (the values the
-    operations put in bound in the other pod)."""
+    """The key of what some paths of the pod hold (projection) after `ops` were applied to a pod whose paths held
+    what `key` says: what a path holds after a JSON patch is a function of what it held before and the operations
+    (an operation elsewhere leaves it as it was, one on the path's parent or the whole document sets it from its
+    value), except a copy or move, whose value may come from another path: then None (the key is taken afresh).
+    Taken before the operations are applied (their values then become part of the pod); one that is not an object
+    fails the patch. Binding: a pod that binds and then takes the same operations as the pod a patch was kept for
+    still binds when it reaches that key (the values the operations put in bound in the other pod)."""
     if key is None or any(not isinstance(op, dict) or op.get("op") in ("copy", "move") for op in ops):
         return None
     return (key, repr(ops))
@@ -243,7 +244,7 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
                            "metadata": jsonpatch.copy_doc(template.get("metadata") or {}),
                            "spec": jsonpatch.copy_doc(template.get("spec") or {})}
     bindings = None           # the pod's CEL bindings, shared by the policies until one patches the pod
-    key = None                # the pod spec's key (spec_key), once a policy asked for it
+    keys: dict[Any, Any] = {}  # read paths -> the key of what they hold in the pod (see _Reading.mutate)
     # the pod binds to CEL (cel.convertible), checked once here and carried through the patches (_Reading.mutate)
     binds = cel.convertible(pod)
     for i, policy in enumerate(prepared.mutating):
@@ -254,11 +255,11 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
         reading = prepared.readings[i]
         if reading is not None:
             if reading.matches(pod, bindings):
-                pod, key, binds = reading.mutate(pod, prepared.patches, key, binds)
+                pod, binds = reading.mutate(pod, prepared.patches, keys, binds)
                 bindings = None
         elif kyverno.matches_selected(policy, pod, bindings):
             pod = kyverno.mutate_matched_in_place(policy, pod)
-            bindings = key = None
+            bindings, keys = None, {}
             binds = cel.convertible(pod)
     return {"metadata": pod["metadata"], "spec": pod["spec"]}
 
