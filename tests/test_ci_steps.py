@@ -278,8 +278,8 @@ REAL_NODE_OPEN = {
 
 
 def test_every_example_and_guide_stack_runs_on_real_nodes_in_ci():
-    """Issue 42/43: every example and guide stack (but the exempt and the open above) is boxed on real nodes by CI: the lane's
-    real-node-check stack or a real-node-check slot of the rotation."""
+    """Issue 42/43: every example and guide stack (but the exempt and the open above) is boxed on real nodes by CI:
+    the lane's real-node-check stack or a real-node-check slot of the rotation."""
     stacks = {p.name[len("Pulumi."):-len(".yaml")] for d in ("stacks", "tests/guides")
               for p in (ROOT / d).glob("Pulumi.*.yaml")}
     covered: dict[str, str] = {}
