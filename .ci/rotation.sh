@@ -45,12 +45,12 @@ run_rotation() {
 }
 # run_rotation_more: called by .ci/run once cluster-check and the lane have passed. The slots after this run's own
 # (k+1, k+2, ... modulo n), one after the other, each only while it still fits in the first CI_ROTATION_UNTIL_MIN
-# minutes of the run (default 55, well inside the 85-minute budget): in order, stopping at the first that does not
+# minutes of the run (default 50, well inside the 85-minute budget): in order, stopping at the first that does not
 # fit, so a warm run (~40 min) plays one or two more and a cold one none; what was played and what is left for later
 # commits is printed. Each is a step(): a failing slot fails the run. Not when a person chose the slot
 # (CI_ROTATION_SLOT) or every slot ran (CI_ROTATION=all); CI_ROTATION_MORE=0 turns it off.
 run_rotation_more() {
-    local n k i j allowance name line until=$(( ${CI_ROTATION_UNTIL_MIN:-55} * 60 )) played=() later=()
+    local n k i j allowance name line until=$(( ${CI_ROTATION_UNTIL_MIN:-50} * 60 )) played=() later=()
     if [ "${CI_ROTATION:-}" = all ] || [ -n "${CI_ROTATION_SLOT:-}" ] || [ "${CI_ROTATION_MORE:-1}" = 0 ]; then
         echo "== rotation: no further slots this run (CI_ROTATION=${CI_ROTATION:-} CI_ROTATION_SLOT=${CI_ROTATION_SLOT:-} CI_ROTATION_MORE=${CI_ROTATION_MORE:-1})"
         return
@@ -61,7 +61,7 @@ run_rotation_more() {
         j=$(( (k + i) % n ))
         read -r allowance name line < <(rotation_slots | sed -n "$((j + 1))p")
         if (( ${#later[@]} == 0 && SECONDS + allowance * 60 <= until )); then
-            echo "== rotation: slot $j of $n too ($name: make $line): $((SECONDS / 60)) min used, it needs up to $allowance of the first ${CI_ROTATION_UNTIL_MIN:-55}"
+            echo "== rotation: slot $j of $n too ($name: make $line): $((SECONDS / 60)) min used, it needs up to $allowance of the first ${CI_ROTATION_UNTIL_MIN:-50}"
             eval "step \"rotation-\$name\" \"\$allowance\" $line"
             played+=("$name")
         else

@@ -155,7 +155,16 @@ func (a *Applier) Apply(ctx context.Context, o Object, wait time.Duration) error
 	// pulumi-kubernetes forces conflicts only where the object says pulumi.com/patchForce (multinode/manifests/crds.py
 	// PATCH_FORCE); on a fresh cluster there is nothing to conflict with anyway.
 	force := u.GetAnnotations()["pulumi.com/patchForce"] == "true"
-	_, err = r.Patch(ctx, u.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: fieldManager, Force: ptr.To(force)})
+	// A server-side apply is idempotent, so a request the API server could not finish (etcd's "request timed out"
+	// on a loaded machine, a 504) is sent again, at most twice: the object is then refused for what it is, not for
+	// the machine's load.
+	for attempt := 0; ; attempt++ {
+		_, err = r.Patch(ctx, u.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: fieldManager, Force: ptr.To(force)})
+		if err == nil || attempt == 2 || !transientServerError(err) {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
 	if err != nil {
 		return err
 	}
@@ -524,4 +533,9 @@ func realPodDecided(p corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// transientServerError: the API server or its etcd timed out (not a refusal of the object).
+func transientServerError(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || strings.Contains(err.Error(), "etcdserver: request timed out")
 }
