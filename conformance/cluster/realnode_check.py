@@ -17,6 +17,7 @@ _REF = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _STARTING = {"ContainerCreating", "PodInitializing", ""}
 # a pull that failed (the kubelet's back-off alternates the two)
 _PULL_FAILED = {"waiting:ErrImagePull", "waiting:ImagePullBackOff"}
+_NO_SPACE = "no space left on device"
 
 
 def _state(c: dict[str, Any]) -> tuple[str, str]:
@@ -152,6 +153,30 @@ def _pull_hint(image: str, registry: dict[str, Any] | None) -> str:
             f"reference is only a name in the nodes' image stores, for a kubelet that does not pull it)")
 
 
+# within this much of its size the nodes' tmpfs counts as full (its use is read every 2 s: a pull that fails
+# "no space left on device" drops what it had unpacked right after)
+_TMPFS_FULL_SLACK = 64 << 20
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
+
+
+def tmpfs_problems(tmpfs: dict[str, Any] | None, enospc: list[str]) -> list[str]:
+    """The real nodes' tmpfs (nodestmpfs.go) filled up, or a container could not start for want of space on it
+    (`enospc`: the pods whose container's waiting message says "no space left on device")."""
+    if not tmpfs:
+        return []
+    size, peak = tmpfs.get("sizeBytes") or 0, tmpfs.get("peakUsedBytes") or 0
+    if not enospc and not (size and peak >= size - _TMPFS_FULL_SLACK):
+        return []
+    pods = f"; pods that could not start for want of space on it: {sorted(set(enospc))}" if enospc else ""
+    return [f"the real nodes' tmpfs {tmpfs.get('path')} filled up: {_gib(peak)} of its {_gib(size)} in use at the "
+            f"most ({tmpfs.get('why')}; MemAvailable {_gib(tmpfs.get('memAvailableBytes') or 0)} when mounted){pods}: "
+            "an error of the box, not of the stack: free memory on this machine, or give a larger size "
+            "(clusterbox --nodes-tmpfs-gib)"]
+
+
 def _service_problems(conns: list[dict[str, Any]]) -> list[str]:
     """Service ports dialled from a client pod (svcconn.go): nothing answered, or a selected pod does not listen
     on the targetPort (kube-proxy sends a share of the connections to each ready pod)."""
@@ -212,6 +237,7 @@ def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tupl
     pods_out = []
     services_out = []
     not_judged = 0
+    enospc: list[str] = []
     for ph in obs.get("phases") or []:
         for m in _service_problems(ph.get("serviceConnections") or []):
             findings.append(f"phase {ph['name']}: {m}")
@@ -234,6 +260,8 @@ def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tupl
                     continue
                 if state != "terminated:0":
                     hint = _pull_hint(c.get("image", ""), registry) if state in _PULL_FAILED else ""
+                    if _NO_SPACE in why:
+                        enospc.append(f"{p['namespace']}/{p['name']}")
                     problems.append(f"init container {c['name']}: {state}{': ' + why if why else ''}{hint}")
             conts = {c["name"]: c for c in status.get("containerStatuses") or []}
             for c in spec.get("containers") or []:
@@ -248,6 +276,8 @@ def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tupl
                     continue
                 if not problems or state.split(":")[0] != "waiting" or state[8:] not in _STARTING:
                     hint = _pull_hint(c.get("image", ""), registry) if state in _PULL_FAILED else ""
+                    if _NO_SPACE in why:
+                        enospc.append(f"{p['namespace']}/{p['name']}")
                     problems.append(f"container {c['name']}: {state}{': ' + why if why else ''}{hint}")
             env_checked, env_problems = 0, []
             for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
@@ -282,6 +312,9 @@ def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tupl
                              "namesResolved": len(names or []),
                              "problems": problems, "verdict": "ok" if not problems else "failed"})
             findings += [f"{key}: {m}" for m in problems]
+    if obs.get("nodesTmpfs"):
+        report["nodesTmpfs"] = obs["nodesTmpfs"]
+    findings += tmpfs_problems(obs.get("nodesTmpfs"), enospc)
     report["pods"] = pods_out
     report["serviceConnections"] = services_out
     report["notChecked"] = ["real nodes: headless Services' ports are not dialled (their clients reach the pods by "

@@ -267,3 +267,54 @@ def test_container_completed_in_a_pod_not_yet_succeeded():
     p["pod"]["spec"]["restartPolicy"] = "Always"
     findings = real_node_findings(_obs([p]))[0]
     assert len(findings) == 1 and "terminated:0" in findings[0], findings
+
+
+_GIB = 1 << 30
+
+
+def _tmpfs(peak_gib: float, size_gib: int = 8) -> dict[str, Any]:
+    return {"path": "/tmp/multinode-box-1/try1/nodes", "sizeBytes": size_gib * _GIB,
+            "why": "1 GiB + 2 GiB x 8 real nodes", "memAvailableBytes": 19 * _GIB,
+            "peakUsedBytes": int(peak_gib * _GIB), "endUsedBytes": int(peak_gib * _GIB)}
+
+
+def test_nodes_tmpfs_that_filled_up():
+    """existing-dev (8 real nodes, 2026-11-28): the nodes' 8 GiB tmpfs filled and the preflight's image could not be
+    unpacked; the finding names the tmpfs and the pods, as an error of the box."""
+    p = _pod("train-indexed-0-6fk2z")
+    p["pod"]["status"]["phase"] = "Pending"
+    p["pod"]["status"]["initContainerStatuses"][0]["state"] = {"waiting": {
+        "reason": "ImagePullBackOff", "message": 'Back-off pulling image "x": ErrImagePull: failed to pull and unpack '
+        "image: failed to extract layer sha256:f465: write /tmp/multinode-box-1/try1/nodes/gpu-5/containerd/root/x: "
+        "no space left on device: unknown"}}
+    p["pod"]["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "PodInitializing"}}
+    p["env"] = {}
+    obs = _obs([p])
+    obs["nodesTmpfs"] = _tmpfs(7.99)
+    findings, report = real_node_findings(obs)
+    assert len(findings) == 2, findings
+    assert findings[0].startswith("pod multinode/train-indexed-0-6fk2z on real node gpu-0 (phase services): init "
+                                  "container preflight: waiting:ImagePullBackOff")
+    assert findings[1].startswith("the real nodes' tmpfs /tmp/multinode-box-1/try1/nodes filled up: 8.0 GiB of its "
+                                  "8.0 GiB in use at the most")
+    assert "pods that could not start for want of space on it: ['multinode/train-indexed-0-6fk2z']" in findings[1]
+    assert "--nodes-tmpfs-gib" in findings[1]
+    assert report["nodesTmpfs"]["sizeBytes"] == 8 * _GIB
+    # the peak alone (a pull's partial layer removed before any pod's status said why)
+    obs = _obs([_pod("a")])
+    obs["nodesTmpfs"] = _tmpfs(7.97)
+    findings, _ = real_node_findings(obs)
+    assert len(findings) == 1 and "filled up: 8.0 GiB of its 8.0 GiB" in findings[0]
+    assert "want of space" not in findings[0]
+    # the message alone, the peak missed between two reads
+    obs = _obs([p])
+    obs["nodesTmpfs"] = _tmpfs(3)
+    findings, _ = real_node_findings(obs)
+    assert len(findings) == 2 and "3.0 GiB of its 8.0 GiB" in findings[1]
+
+
+def test_nodes_tmpfs_with_room_passes():
+    obs = _obs([_pod("a"), _pod("b", "gpu-1")])
+    obs["nodesTmpfs"] = _tmpfs(9.6, 17)
+    findings, report = real_node_findings(obs)
+    assert findings == [] and report["nodesTmpfs"]["peakUsedBytes"] == int(9.6 * _GIB)
