@@ -147,6 +147,36 @@ func torchPending(p corev1.Pod) string {
 	return ""
 }
 
+// heldReasons: the kubelet's waiting reasons of a container that will not start without a change from outside
+// the pod (its image, its Secret or ConfigMap): the kubelet retries, with a back-off, the same thing
+// (k8s.io/kubernetes@v1.33.13 pkg/kubelet/images/types.go:29-41 ErrImagePullBackOff, ErrImagePull,
+// ErrImageNeverPull, ErrInvalidImageName; pkg/kubelet/kuberuntime/kuberuntime_container.go:68-72
+// ErrCreateContainerConfig, ErrCreateContainer).
+var heldReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true,
+	"InvalidImageName": true, "CreateContainerConfigError": true, "CreateContainerError": true}
+
+// torchHeld: no container of the pod that launches PyTorch runs, and a container of the pod is held in one of
+// heldReasons (existing-dev's Indexed Job: its preflight's image pull failed, the pod stayed Pending in
+// ImagePullBackOff and the gang wait ran its whole bound for launchers that could not start): no launcher of
+// this pod will join its gang within the wait; realnode_check.py reports the held container.
+func torchHeld(p corev1.Pod) bool {
+	if torchRunning(p) {
+		return false
+	}
+	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if s.State.Waiting != nil && heldReasons[s.State.Waiting.Reason] {
+			return true
+		}
+	}
+	return false
+}
+
+// torchWaited: the pod has a container that launches PyTorch, not yet done, and not held (torchHeld): the gang
+// wait waits for it.
+func torchWaited(p corev1.Pod) bool {
+	return len(torchContainers(p)) > 0 && !torchDone(p) && !torchHeld(p)
+}
+
 // torchDone: every container of the pod that launches PyTorch has terminated (and is not to be restarted: a
 // container waiting for its restart is not done), or the pod ended.
 func torchDone(p corev1.Pod) bool {
@@ -258,7 +288,7 @@ func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
 				continue
 			}
 			torch := torchContainers(p)
-			if len(torch) > 0 && !torchDone(p) {
+			if torchWaited(p) {
 				waiting = append(waiting, "PyTorch launcher "+torchPending(p)+" in pod "+p.Namespace+"/"+p.Name)
 				continue
 			}

@@ -98,6 +98,8 @@ type Observed struct {
 	TorchNprocMax int      `json:"torchNprocMax,omitempty"`
 	// the box's registry on the real nodes (registry.go)
 	Registry *RegistryView `json:"registry,omitempty"`
+	// the real nodes' tmpfs: its size and its use (nodestmpfs.go)
+	NodesTmpfs *NodesTmpfsView `json:"nodesTmpfs,omitempty"`
 }
 
 func main() {
@@ -132,6 +134,7 @@ func main() {
 	rayLayer := flag.String("ray-layer", "", "the stand-in images' Ray layer (conformance/realnode/ray-layer.sh), for the images whose pods run Ray")
 	gangWait := flag.Duration("gang-timeout", gangTimeout, "longest wait, after a phase settled, for the verdict of a gang on real nodes")
 	torchLayer := flag.String("torch-layer", "", "the stand-in images' PyTorch layer (conformance/realnode/torch-layer.sh), for the images whose containers launch torchrun")
+	flag.IntVar(&nodesTmpfsGiB, "nodes-tmpfs-gib", 0, "size of the real nodes' tmpfs in GiB (0: 1 GiB + 2 GiB a node, at most MemAvailable - 4 GiB, at least 8 GiB)")
 	flag.IntVar(&torchNprocMax, "torch-nproc-max", 0, "box-only cap on torchrun's --nproc_per_node in the PyTorch images (0: none; recorded in observed.json)")
 	flag.Parse()
 	if *netns && os.Getenv(inNetnsEnv) == "" {
@@ -384,6 +387,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			t0 := time.Now()
 			seen, left := StopRealNodes(rns)
 			obs.RealNodeLeftovers = left
+			obs.NodesTmpfs = nodesTmpfsView
 			logf("real nodes stopped in %.1fs (%d processes of pods ended, %d left)", time.Since(t0).Seconds(), seen,
 				len(left))
 		}()

@@ -117,9 +117,14 @@ func StartRealNodes(ctx context.Context, box *Box, nodes []corev1.Node, imageArc
 	if err := os.MkdirAll(realNodesMount, 0o755); err != nil {
 		return nil, err
 	}
-	if err := syscall.Mount("box-nodes", realNodesMount, "tmpfs", 0, "size=8g,mode=0755"); err != nil {
+	// its size from the number of nodes and this machine's free memory (nodestmpfs.go)
+	avail := memAvailable()
+	size, why := nodesTmpfsSize(len(nodes), avail, nodesTmpfsGiB)
+	if err := syscall.Mount("box-nodes", realNodesMount, "tmpfs", 0, fmt.Sprintf("size=%dm,mode=0755", size>>20)); err != nil {
 		return nil, fmt.Errorf("tmpfs for the real nodes: %w", err)
 	}
+	logf("real nodes' tmpfs: %.1f GiB (%s)", float64(size)/float64(gib), why)
+	nodesTmpfs = watchTmpfs(NodesTmpfsView{Path: realNodesMount, SizeBytes: size, Why: why, MemAvailableBytes: avail})
 	var out []*RealNode
 	for i, n := range nodes {
 		rn := &RealNode{dir: filepath.Join(box.Dir, "nodes", n.Name)}
@@ -654,6 +659,10 @@ func StopRealNodes(rns []*RealNode) (int, []string) {
 		}
 	}
 	leftovers := describeProcs(left)
+	if nodesTmpfs != nil {
+		v := nodesTmpfs.stop()
+		nodesTmpfsView, nodesTmpfs = &v, nil
+	}
 	if realNodesMount != "" {
 		_ = syscall.Unmount(realNodesMount, syscall.MNT_DETACH)
 		realNodesMount = ""

@@ -127,3 +127,46 @@ func TestLeaderStartingAfterItsPreflight(t *testing.T) {
 		t.Errorf("a leader held in an error is not starting: no verdict will come")
 	}
 }
+
+// existing-dev's Indexed Job (2026-11-28): its pods' PyTorch preflight (an init container) could not pull its image
+// (the nodes' tmpfs was full: "no space left on device"), the pods stayed Pending in ErrImagePull/ImagePullBackOff,
+// and the gang wait ran out its whole bound (about 230 s) for launchers that could not start, until the box's
+// timeout. A pod held so is not waited for; one whose launcher is being created or runs still is.
+func TestTorchLauncherHeldInImagePullIsNotWaitedFor(t *testing.T) {
+	launch := []string{"/bin/bash", "-c", "exec python3 -m torch.distributed.run --nnodes=2 x.py"}
+	pod := func(reason string) corev1.Pod {
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "multinode", Name: "train-indexed-0-6fk2z"},
+			Spec: corev1.PodSpec{NodeName: "real-0", RestartPolicy: corev1.RestartPolicyNever,
+				InitContainers: []corev1.Container{{Name: "preflight-nccl", Command: launch}},
+				Containers:     []corev1.Container{{Name: "trainer", Command: []string{"torchrun", "--nnodes=2", "train.py"}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodPending,
+				InitContainerStatuses: []corev1.ContainerStatus{{Name: "preflight-nccl",
+					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason,
+						Message: "failed to extract layer: no space left on device"}}}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "trainer",
+					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}},
+		}
+	}
+	for _, reason := range []string{"ErrImagePull", "ImagePullBackOff", "CreateContainerConfigError"} {
+		p := pod(reason)
+		if !torchHeld(p) || torchWaited(p) {
+			t.Errorf("preflight held in %s: torchHeld %v, torchWaited %v; want held, not waited for", reason,
+				torchHeld(p), torchWaited(p))
+		}
+		if !realPodDecided(p) {
+			t.Errorf("preflight held in %s: the pod does not count as settled", reason)
+		}
+	}
+	creating := pod("ContainerCreating")
+	if torchHeld(creating) || !torchWaited(creating) {
+		t.Errorf("preflight being created: torchHeld %v, torchWaited %v; want waited for", torchHeld(creating), torchWaited(creating))
+	}
+	// the preflight runs while the trainer's image pull fails: the preflight's gang is still forming
+	running := pod("ContainerCreating")
+	running.Status.InitContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	running.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull"}}
+	if torchHeld(running) || !torchWaited(running) {
+		t.Errorf("preflight running: torchHeld %v, torchWaited %v; want waited for", torchHeld(running), torchWaited(running))
+	}
+}
