@@ -269,11 +269,9 @@ REAL_NODE_EXEMPT = {
 # stacks whose real-node box still fails here (not slots: a known finding would fail every CI run that plays its
 # slot); each is open in issues 42/43 with what was seen (conformance/realnode/README.md)
 REAL_NODE_OPEN = {
-    "existing-dev": "its box ran past the time limit in phase 4 of 6 (a Job phase with no pods took ~230 s)",
+    "existing-dev": "the Indexed Job's first c10d preflight does not form (pod 0's name NXDOMAIN); its retry forms",
     "torchrun-recipe": "the Indexed Job's c10d preflight never forms (every launcher fails creating the store)",
     "nim-lws-options": "the guide's worker command is a debugging hold (sleep infinity); the pull Secret is not made",
-    "gcp-dev": "its box ran out of time importing the stand-in images (no verdict)",
-    "oci-dev": "its box ran out of time (no verdict) on a loaded machine",
 }
 
 
