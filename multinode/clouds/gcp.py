@@ -166,7 +166,9 @@ def network_name_problems(cfg: StackConfig, pool: NodePool, at: str) -> list[Pro
     gce = [n for net in layout for n in (net.vpc, net.subnet)]
     gce += [firewall_name(net.vpc) for net in layout if not net.rdma]
     longest = max(reversed(gce), key=len)      # the last of the longest: gpu-8 rather than gpu-1
-    if not GCE_NAME.match(longest):     # the pool name is a DNS label: only cluster.name can break the pattern
+    if not cfg.cluster.name:
+        pass                            # cluster.name missing: refused by the generic checks (CLUSTER_KEYS)
+    elif not GCE_NAME.match(longest):   # the pool name is a DNS label: only cluster.name can break the pattern
         out.append(Problem("cluster.name", f"{cfg.cluster.name!r}: this pool's GPU VPCs are named after the "
                                            f"cluster ({longest!r}) and Compute Engine names start with a lowercase "
                                            f"letter and hold only lowercase letters, digits and '-' "
