@@ -207,6 +207,119 @@ def test_gke_gpu_networks_beyond_the_machines_nics_are_refused(tmp_path, per_gpu
     assert "= 9 GPU NICs (one GPU network each)" in p.message and "a3-megagpu-8g (pool 'gpu') has 8" in p.message
 
 
+def _rename_pool(c, name: str, machine: str | None = None):
+    pool = c["multinode:nodePools"][0]
+    old, pool["name"] = pool["name"], name
+    if machine:
+        pool["machine"] = machine
+    for w in c.get("multinode:workloads") or []:
+        if w.get("nodePool") == old:
+            w["nodePool"] = name
+
+
+@pytest.mark.parametrize("machine,longest,pool_chars,ok", [
+    ("a3-megagpu-8g", "-gpu-8", 35, True), ("a3-megagpu-8g", "-gpu-8", 36, False),
+    ("a3-ultragpu-8g", "-gvnic-1", 33, True), ("a3-ultragpu-8g", "-gvnic-1", 34, False)])
+def test_gke_device_network_names_are_at_most_41_characters(tmp_path, machine, longest, pool_chars, ok):
+    """Each GPU network is a GKE Network object of type Device named '<pool>-gpu-<n>' (TCPX/TCPXO, RDMA) or
+    '<pool>-gvnic-1' (A3 Ultra / A4): GKE takes at most 41 characters there, below the 40 + 8 a pool name allows."""
+    from multinode.clouds import gcp
+    from multinode.errors import ConfigError
+
+    name = ("p" * pool_chars)
+    if ok:
+        cfg = _load(tmp_path, "gcp-dev", lambda c: _rename_pool(c, name, machine))
+        nets = gcp.network_plan(cfg, cfg.node_pools[0])
+        assert max(len(n.name) for n in nets) == 41 and any(n.name == name + longest for n in nets)
+        return
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, "gcp-dev", lambda c: _rename_pool(c, name, machine))
+    (p,) = [p for p in e.value.problems if p.path == "nodePools[0].name"]
+    assert f"such as '{name}{longest}' (42 characters), above the 41 characters GKE allows" in p.message
+    assert "setup-multinetwork-support-for-pods" in p.message
+    assert p.message.endswith(f"shorten nodePools[0].name to at most {pool_chars - 1} characters")
+
+
+@pytest.mark.parametrize("pool_chars,ok", [(7, True), (8, False)])
+def test_gce_names_of_the_gpu_networks_fit_63_characters(tmp_path, pool_chars, ok):
+    """The GPU VPCs, subnets and firewall rules are named '<cluster.name>-<pool>-gpu-<n>-sub' and the like; Compute
+    Engine names are at most 63 characters: on a 40-character cluster name a TCPXO pool name fits 7, not 8
+    ('<40>-<pool>-gpu-8-internal')."""
+    from multinode.clouds import gcp
+    from multinode.errors import ConfigError
+
+    cluster, name = "c" * 40, "p" * pool_chars
+
+    def edit(c):
+        c["multinode:cluster"]["name"] = cluster
+        _rename_pool(c, name)
+    if ok:
+        cfg = _load(tmp_path, "gcp-dev", edit)
+        nets = gcp.network_plan(cfg, cfg.node_pools[0])
+        assert gcp.firewall_name(nets[-1].vpc) == f"{cluster}-{name}-gpu-8-internal"
+        assert len(gcp.firewall_name(nets[-1].vpc)) == 63
+        return
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, "gcp-dev", edit)
+    (p,) = [p for p in e.value.problems if p.path == "nodePools[0].name"]
+    assert f"such as '{cluster}-{name}-gpu-8-internal' (64 characters" in p.message
+    assert "above the 63 characters Compute Engine allows" in p.message and "naming-resources" in p.message
+    assert p.message.endswith("shorten nodePools[0].name to at most 7 characters")
+
+
+def test_gce_names_refuse_a_cluster_name_compute_engine_cannot_carry(tmp_path):
+    from multinode.errors import ConfigError
+
+    def edit(c):
+        c["multinode:cluster"]["name"] = "Dev_GKE"
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, "gcp-dev", edit)
+    (p,) = [p for p in e.value.problems if p.path == "cluster.name"]
+    assert "'Dev_GKE'" in p.message and "start with a lowercase letter" in p.message
+
+
+@pytest.mark.parametrize("machine,first", [
+    ("a3-megagpu-8g", ("gpu-gpu-1", "dev-gke-gpu-gpu-1", "dev-gke-gpu-gpu-1-sub")),
+    ("a3-ultragpu-8g", ("gpu-gvnic-1", "dev-gke-gpu-gvnic", "dev-gke-gpu-gvnic-sub"))])
+def test_the_gpu_network_plan_keeps_its_ranges_and_names(tmp_path, machine, first):
+    """network_plan, its names now from _network_layout: one /24 of the pool's range per network in NIC order."""
+    from multinode.clouds import gcp
+
+    cfg = _load(tmp_path, "gcp-dev", lambda c: _rename_pool(c, "gpu", machine))
+    nets = gcp.network_plan(cfg, cfg.node_pools[0])
+    assert [n.cidr for n in nets] == [f"192.168.{i}.0/24" for i in range(len(nets))]
+    assert (nets[0].name, nets[0].vpc, nets[0].subnet) == first
+    assert len(nets) == (9 if machine == "a3-ultragpu-8g" else 8)
+
+
+@pytest.mark.parametrize("name,ok", [("a3-custom-8g", True), ("a2-custom-8g", True), ("g2-custom-8g", True),
+                                     ("n1-custom-8g", False), ("a5-custom-8g", False)])
+def test_gke_compact_placement_takes_the_accelerator_series_only(tmp_path, name, ok):
+    """Every GCP pool gets placement_policy COMPACT; Compute Engine takes it for the A4X, A4, A3, A2, G4 and G2
+    series only: a machineSpec of another series is refused on its name (beside the unknown accelerator)."""
+    from multinode.errors import ConfigError
+
+    def edit(c):
+        pool = c["multinode:nodePools"][0]
+        pool.pop("machine", None)
+        pool["machineSpec"] = {"name": name, "gpus": 8, "gpuModel": "H100", "gpuMemoryGb": 80}
+    with pytest.raises(ConfigError) as e:          # a machineSpec has no GKE accelerator type: refused either way
+        _load(tmp_path, "gcp-dev", edit)
+    got = [p for p in e.value.problems if p.path == "nodePools[0].machineSpec.name"]
+    assert any(p.path == "nodePools[0].machineSpec" for p in e.value.problems)
+    assert bool(got) is (not ok)
+    if got:
+        assert got[0].message.startswith(f"{name}: every GPU node pool gets a COMPACT placement policy")
+
+
+def test_every_gcp_catalog_machine_takes_compact_placement():
+    from multinode import catalog
+    from multinode.clouds import gcp
+    gcp_machines = catalog.machines_for("gcp")
+    assert {m.name.split("-")[0] for m in gcp_machines} >= {"a2", "a3", "a4"}
+    assert [m.name for m in gcp_machines if gcp.compact_placement_problem(m.name)] == []
+
+
 @pytest.mark.parametrize("cards,ok", [(32, True), (33, False)])
 def test_eks_launch_template_network_cards_are_bounded(tmp_path, cards, ok):
     """One EFA interface per network card: 32 (p5.48xlarge's, the most of any type) launch, 33 cannot."""

@@ -132,7 +132,7 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
         if any(n.rdma for n in comp.networks if n.vpc == vpc_name):
             continue
         comp.firewalls.append(gcp.compute.Firewall(
-            f"{vpc_name}-internal", name=f"{vpc_name}-internal", project=project, network=vpc.id,
+            gke.firewall_name(vpc_name), name=gke.firewall_name(vpc_name), project=project, network=vpc.id,
             direction="INGRESS", priority=1000, source_ranges=cidrs,
             allows=[{"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"}],
             description="GPU nodes of this pool talk to each other on every port (NCCL)", opts=child))

@@ -111,6 +111,9 @@ def build_pool(comp: Any, name: str, args: GpuNodePoolArgs) -> None:
     comp.instance_configuration = oci.core.InstanceConfiguration(
         f"{name}-instance-config", compartment_id=compartment, display_name=f"{cfg.cluster.name}-{pool.name}",
         instance_details={"instance_type": "compute", "launch_details": launch}, opts=child)
+    # one instance pool per cluster network: the most a cluster network takes ("Each cluster network can have one
+    # instance pool": docs.oracle.com/en-us/iaas/tools/typescript/2.0.0/modules/_core_lib_model_cluster_network_.
+    # clusternetwork.html); how many instances that pool may hold is not published in a source read here.
     comp.cluster_network = oci.core.ClusterNetwork(
         f"{name}-cluster-network", compartment_id=compartment, display_name=f"{cfg.cluster.name}-{pool.name}",
         instance_pools=[{"instance_configuration_id": comp.instance_configuration.id, "size": pool.node_count,

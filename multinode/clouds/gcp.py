@@ -24,7 +24,9 @@ Sources (cited by key in comments below):
 """
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
+import itertools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -101,26 +103,93 @@ def vpc_prefix(cfg: StackConfig, pool: NodePool) -> str:
     return f"{cfg.cluster.name}-{pool.name}"
 
 
-def network_plan(cfg: StackConfig, pool: NodePool) -> list[GpuNetwork]:
-    """The extra networks of a pool, in NIC order (eth1, eth2, ...). Empty for machines without a fabric."""
+def _network_layout(cfg: StackConfig, pool: NodePool) -> list[GpuNetwork]:
+    """The extra networks of a pool in NIC order (eth1, eth2, ...), named, without their ranges (cidr empty)."""
     m = cfg.machine(pool)
     if m.fabric not in MIN_GPU_NETWORKS or not cfg.fabric.enabled:
         return []
-    index = [p.name for p in cfg.node_pools].index(pool.name)
-    subnets = list(ipaddress.ip_network(pool.gpu_network_cidr or default_cidr(index)).subnets(new_prefix=24))
-    count = gpu_network_count(cfg, pool)
-    names = pools.gcp_network_names(pool, count)
+    names = pools.gcp_network_names(pool, gpu_network_count(cfg, pool))
     prefix = vpc_prefix(cfg, pool)
     if m.fabric == catalog.GCP_RDMA:
         # eth1: a second gVNIC on its own VPC; eth2..: one RoCE VPC with one subnet per RDMA NIC (G2, G7)
-        out = [GpuNetwork(f"{pool.name}-gvnic-1", f"{prefix}-gvnic", f"{prefix}-gvnic-sub", str(subnets[0]),
-                          GVNIC_MTU, "NetDevice")]
-        out += [GpuNetwork(n, f"{prefix}-rdma", f"{prefix}-rdma-sub-{i}", str(subnets[i + 1]), ROCE_VPC_MTU,
-                           "RDMA", rdma=True) for i, n in enumerate(names)]
+        out = [GpuNetwork(f"{pool.name}-gvnic-1", f"{prefix}-gvnic", f"{prefix}-gvnic-sub", "", GVNIC_MTU,
+                          "NetDevice")]
+        out += [GpuNetwork(n, f"{prefix}-rdma", f"{prefix}-rdma-sub-{i}", "", ROCE_VPC_MTU, "RDMA", rdma=True)
+                for i, n in enumerate(names)]
         return out
     # TCPX / TCPXO: one VPC + subnet per GPU NIC (G2, G3)
-    return [GpuNetwork(n, f"{prefix}-gpu-{i + 1}", f"{prefix}-gpu-{i + 1}-sub", str(subnets[i]), GPU_VPC_MTU,
-                       "NetDevice") for i, n in enumerate(names)]
+    return [GpuNetwork(n, f"{prefix}-gpu-{i + 1}", f"{prefix}-gpu-{i + 1}-sub", "", GPU_VPC_MTU, "NetDevice")
+            for i, n in enumerate(names)]
+
+
+def network_plan(cfg: StackConfig, pool: NodePool) -> list[GpuNetwork]:
+    """The extra networks of a pool, in NIC order (eth1, eth2, ...), each with its /24 of the pool's GPU range.
+    Empty for machines without a fabric."""
+    layout = _network_layout(cfg, pool)
+    if not layout:
+        return []
+    index = [p.name for p in cfg.node_pools].index(pool.name)
+    subnets = ipaddress.ip_network(pool.gpu_network_cidr or default_cidr(index)).subnets(new_prefix=24)
+    # one /24 each, in NIC order; a range with fewer /24s than networks fails here (zip strict)
+    return [dataclasses.replace(net, cidr=str(sub))
+            for net, sub in zip(layout, itertools.islice(subnets, len(layout)), strict=True)]
+
+
+def firewall_name(vpc: str) -> str:
+    """The node-to-node firewall rule of a GPU VPC (components/clouds/gcp.py; RoCE VPCs take none, G7)."""
+    return f"{vpc}-internal"
+
+
+# Names the GPU networks of a pool take, checked at config time (issue 47):
+# - Compute Engine resource names (VPC, subnet, firewall rule): 1-63 characters, [a-z]([-a-z0-9]*[a-z0-9])?
+#   (cloud.google.com/compute/docs/naming-resources#resource-name-format; the same rule in
+#   hashicorp/terraform-provider-google google/services/compute/resource_compute_instance.go, commit e911480).
+#   Ours are '<cluster.name>-<pool name>-gpu-<n>-sub' and the like: a 40-character pool name on a long cluster name
+#   does not fit.
+# - GKE Network objects of type Device: at most 41 characters, because the name is part of the UNIX domain socket
+#   path GKE makes on the node and Linux bounds that path below 107 bytes (cloud.google.com/kubernetes-engine/docs/
+#   how-to/setup-multinetwork-support-for-pods, "General limitations"). Every GPU network is a Device network
+#   (network_object), named '<pool name>-gpu-<n>' or '<pool name>-gvnic-1'.
+GCE_NAME_CHARS = 63
+GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+GCE_NAMES_SOURCE = "cloud.google.com/compute/docs/naming-resources"
+GKE_DEVICE_NETWORK_NAME_CHARS = 41
+GKE_NETWORK_NAMES_SOURCE = "cloud.google.com/kubernetes-engine/docs/how-to/setup-multinetwork-support-for-pods"
+
+
+def network_name_problems(cfg: StackConfig, pool: NodePool, at: str) -> list[Problem]:
+    """The pool's GPU network names that Compute Engine or GKE would refuse, one problem per kind."""
+    layout = _network_layout(cfg, pool)
+    if not layout:
+        return []
+    out: list[Problem] = []
+    gce = [n for net in layout for n in (net.vpc, net.subnet)]
+    gce += [firewall_name(net.vpc) for net in layout if not net.rdma]
+    longest = max(reversed(gce), key=len)      # the last of the longest: gpu-8 rather than gpu-1
+    if not cfg.cluster.name:
+        pass                            # cluster.name missing: refused by the generic checks (CLUSTER_KEYS)
+    elif not GCE_NAME.match(longest):   # the pool name is a DNS label: only cluster.name can break the pattern
+        out.append(Problem("cluster.name", f"{cfg.cluster.name!r}: this pool's GPU VPCs are named after the "
+                                           f"cluster ({longest!r}) and Compute Engine names start with a lowercase "
+                                           f"letter and hold only lowercase letters, digits and '-' "
+                                           f"({GCE_NAMES_SOURCE})"))
+    elif len(longest) > GCE_NAME_CHARS:
+        fits = len(pool.name) - (len(longest) - GCE_NAME_CHARS)
+        fix = (f"shorten {at}.name to at most {fits} characters" if fits >= 1
+               else "use a shorter cluster.name")
+        out.append(Problem(f"{at}.name", f"this pool's GPU networks get Compute Engine names such as {longest!r} "
+                                         f"({len(longest)} characters: '<cluster.name>-<pool name>-...'), above the "
+                                         f"{GCE_NAME_CHARS} characters Compute Engine allows ({GCE_NAMES_SOURCE}); "
+                                         f"{fix}"))
+    network = max(reversed([net.name for net in layout]), key=len)
+    if len(network) > GKE_DEVICE_NETWORK_NAME_CHARS:
+        fits = len(pool.name) - (len(network) - GKE_DEVICE_NETWORK_NAME_CHARS)
+        out.append(Problem(f"{at}.name", f"this pool's GPU networks become GKE Network objects such as {network!r} "
+                                         f"({len(network)} characters), above the {GKE_DEVICE_NETWORK_NAME_CHARS} "
+                                         f"characters GKE allows a Device network (the name is part of a socket "
+                                         f"path on the node: {GKE_NETWORK_NAMES_SOURCE}); shorten {at}.name to at "
+                                         f"most {fits} characters"))
+    return out
 
 
 def roce_network_profile(project: str, zone: str) -> str:
@@ -307,6 +376,30 @@ GKE_NODES_QUOTA = 5000
 GKE_QUOTAS_SOURCE = "cloud.google.com/kubernetes-engine/quotas"
 
 
+# Compact placement (issue 47): every GPU pool is created with placement_policy COMPACT (components/clouds/gcp.py),
+# which Compute Engine takes for these accelerator machine series only: A4X Max, A4X, A4, A3 Ultra, A3 Mega, A3 High,
+# A3 Edge, A2, G4 and G2 (docs.cloud.google.com/ai-hypercomputer/docs/placement-policy-and-workload-policy, the
+# comparison table's "Supported machine types" of compact placement policies). By machine type prefix: a4x (A4X,
+# A4X Max), a4, a3 (Ultra, Mega, High, Edge), a2, g4, g2. Every GCP machine of the catalog is one of them
+# (tests/test_scale.py); a machineSpec of another series is refused.
+# How many nodes one Standard node pool's compact policy holds was not readable here: the GKE page's Autopilot
+# section gives 1,500 nodes per placement group (cloud.google.com/kubernetes-engine/docs/how-to/compact-placement),
+# an older Compute Engine page gave 150 VMs per compact policy for A2/C2/G2/C2D/N2/N2D
+# (cloud.google.com/compute/docs/instances/define-instance-placement, ja, restrictions); not checked (docs/scale.md).
+COMPACT_PLACEMENT_SERIES = ("a4x", "a4", "a3", "a2", "g4", "g2")
+COMPACT_PLACEMENT_SOURCE = "docs.cloud.google.com/ai-hypercomputer/docs/placement-policy-and-workload-policy"
+
+
+def compact_placement_problem(machine_type: str) -> str | None:
+    """Why a GPU pool of this machine type cannot take the COMPACT placement policy every pool gets, or None."""
+    series = machine_type.split("-", 1)[0].lower()
+    if series in COMPACT_PLACEMENT_SERIES:
+        return None
+    return (f"{machine_type}: every GPU node pool gets a COMPACT placement policy, which Compute Engine takes for the "
+            f"A4X, A4, A3, A2, G4 and G2 machine series only ({COMPACT_PLACEMENT_SOURCE}); use one of those, e.g. "
+            f"a3-megagpu-8g")
+
+
 def _cluster_nodes(cfg: StackConfig) -> int:
     return sum(p.node_count for p in cfg.node_pools)
 
@@ -333,6 +426,10 @@ def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]
             continue  # reported by the generic checks
         if m.cloud not in ("gcp",) and pool.machine:
             continue
+        msg = compact_placement_problem(m.name)
+        if msg:
+            p.append(Problem(f"{at}.machine" if pool.machine else f"{at}.machineSpec.name", msg))
+        p.extend(network_name_problems(cfg, pool, at))
         if m.accelerator is None:
             p.append(Problem(f"{at}.machineSpec", f"{m.name}: the GKE accelerator type is not known for a machine "
                                                   f"described by machineSpec; use a catalog machine such as "
