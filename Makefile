@@ -179,14 +179,15 @@ day-two-tests: go-check venv
 	$(MAKE) -C conformance/cluster day-two-tests ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) $(if $(DAY_TWO_K),DAY_TWO_K='$(DAY_TWO_K)')
 
 ## day-two-stacks: day two played on the stacks DAY_TWO_PLAY names (issue 44; an entry `stack:workload` plays that
-## batch gang), one box each, planned into build/daytwo/<entry>; without Kyverno (cluster-check's boxes of the same
-## stacks check its mutations; day two is the controllers'). In CI by rotation (.ci/rotation.tsv). Root for the boxes'
-## own network namespaces.
+## batch gang; DAY_TWO_NOT_READY=1 also plays a node reporting Ready=False), one box each, planned into
+## build/daytwo/<entry>; without Kyverno (cluster-check's boxes of the same stacks check its mutations; day two is
+## the controllers'). In CI by rotation (.ci/rotation.tsv). Root for the boxes' own network namespaces.
 day-two-stacks: go-check venv
 	$(MAKE) -C conformance/volcano build
 	$(MAKE) -C conformance/lws build
 	$(MAKE) -C conformance/mpi-operator build
-	$(MAKE) -C conformance/cluster day-two-stacks ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) KYVERNO= DAY_TWO_PLAY='$(DAY_TWO_PLAY)'
+	$(MAKE) -C conformance/cluster day-two-stacks ROOT=$(CURDIR) PY=$(CURDIR)/$(PY) KYVERNO= DAY_TWO_PLAY='$(DAY_TWO_PLAY)' \
+	  $(if $(DAY_TWO_NOT_READY),DAY_TWO_NOT_READY=1)
 
 scale-check: go-check venv
 	$(MAKE) -C conformance/kyverno build

@@ -324,6 +324,7 @@ type DayTwoReport struct {
 	Batch      string            `json:"batchGang,omitempty"` // the batch object applied again for the scenarios
 	Gangs      []GangView        `json:"gangs"`               // when the scenarios start
 	Failure    *FailureResult    `json:"nodeFailure,omitempty"`
+	NotReady   *FailureResult    `json:"nodeNotReady,omitempty"` // the kubelet keeps its Lease, reports Ready=False
 	Cordon     *CordonResult     `json:"cordon,omitempty"`
 	Rollout    *RolloutResult    `json:"rollout,omitempty"`
 	Drain      *DrainResult      `json:"drain,omitempty"`
@@ -558,10 +559,25 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 
 	d.played, d.quiet, d.settle = played, quiet, settle
 	t0 := time.Now()
-	if err := d.nodeFailure(ctx); err != nil {
+	if err := d.nodeFailure(ctx, stopsReporting); err != nil {
 		return d.rep, fmt.Errorf("node failure: %w", err)
 	}
 	logf("day two: node failure played in %.0fs", time.Since(t0).Seconds())
+	if dayTwoNotReady {
+		// a fresh run of the batch gang: every restart counts against a Volcano job's maxRetry for its life (rerunBatch),
+		// and the cordon after this one restarts it again
+		if err := d.rerunBatch(ctx, "not-ready node"); err != nil {
+			return d.rep, err
+		}
+		t0 = time.Now()
+		if err := d.nodeFailure(ctx, reportsNotReady); err != nil {
+			return d.rep, fmt.Errorf("node not ready: %w", err)
+		}
+		logf("day two: not-ready node played in %.0fs", time.Since(t0).Seconds())
+	} else {
+		d.rep.NotChecked = append(d.rep.NotChecked, "node not ready: a node that keeps its Lease and reports "+
+			"Ready=False (the not-ready taint) is played with --day-two-not-ready (DAY_TWO_NOT_READY=1)")
+	}
 	if d.ended {
 		// the batch gang ended as upgrades.json predicts (endsOn): the next scenario starts from a fresh run
 		if err := d.rerunBatch(ctx, "cordon"); err != nil {
@@ -737,12 +753,41 @@ func toleration(p corev1.Pod, key string) int64 {
 	return best
 }
 
-func (d *dayTwo) nodeFailure(ctx context.Context) error {
+// A node fails in one of two ways, and the node lifecycle controller tells them apart by what the kubelet still sends
+// (k8s.io/kubernetes@v1.33.13 pkg/controller/nodelifecycle/node_lifecycle_controller.go):
+//   - it stops reporting (no Lease renewal, no NodeStatus): past --node-monitor-grace-period the controller writes
+//     Ready=Unknown itself (tryUpdateNodeHealth :925-960) and taints the node node.kubernetes.io/unreachable:NoExecute
+//     (processTaintBaseEviction :783-791, doNoExecuteTaintingPass :632-634); the box's nodeFailure;
+//   - it keeps its Lease and reports Ready=False (a container runtime or network that is down): the Lease keeps the
+//     node's probe time fresh (:915-923), so the controller keeps the kubelet's Ready=False and taints the node
+//     node.kubernetes.io/not-ready:NoExecute (:773-782, :629-631); once the kubelet reports Ready again it removes
+//     both taints (markNodeAsReachable :1244-1256, from processTaintBaseEviction :793-800); meanwhile its
+//     node.kubernetes.io/not-ready:NoSchedule (doNoScheduleTaintingPass :527, the map at :84-91) keeps new pods off
+//     it; the box's nodeNotReady (clusterbox --day-two-not-ready).
+//
+// The pods then go as their toleration of that taint allows (the taint-eviction controller), both ways.
+type failureMode struct {
+	what  string // the scenario's name, the prefix of its findings
+	taint string // the NoExecute taint the node lifecycle controller puts on
+	// notReady: the kubelet keeps its Lease and reports Ready=False; else it stops reporting
+	notReady bool
+}
+
+var (
+	stopsReporting  = failureMode{what: "node failure", taint: unreachableTaint}
+	reportsNotReady = failureMode{what: "node not ready", taint: notReadyTaint, notReady: true}
+)
+
+func (d *dayTwo) nodeFailure(ctx context.Context, mode failureMode) error {
 	t0 := time.Now()
 	res := &FailureResult{}
-	d.rep.Failure = res
+	if mode.notReady {
+		d.rep.NotReady = res
+	} else {
+		d.rep.Failure = res
+	}
 	defer func() { res.Seconds = time.Since(t0).Seconds(); res.Events = d.events(ctx, t0) }()
-	victim, err := d.busiestGangNode(ctx, "node failure", " (its kubelet is not stopped by the box)")
+	victim, err := d.busiestGangNode(ctx, mode.what, " (its kubelet is not stopped by the box)")
 	if err != nil || victim == "" {
 		return err
 	}
@@ -753,8 +798,15 @@ func (d *dayTwo) nodeFailure(ctx context.Context) error {
 			node = n
 		}
 	}
-	d.kl.Stop(victim)
-	d.logf("day two: node %s stops its heartbeats", victim)
+	if mode.notReady {
+		if err := d.kl.SetNotReady(ctx, victim); err != nil {
+			return err
+		}
+		d.logf("day two: node %s reports Ready=False (its kubelet keeps renewing its Lease)", victim)
+	} else {
+		d.kl.Stop(victim)
+		d.logf("day two: node %s stops its heartbeats", victim)
+	}
 	// the taint of the node lifecycle controller
 	var taintedAt time.Time
 	for deadline := time.Now().Add(nodeMonitorGrace + 30*time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
@@ -772,19 +824,30 @@ func (d *dayTwo) nodeFailure(ctx context.Context) error {
 		}
 	}
 	if res.Taint == "" {
-		d.finding("node failure: %s missed its heartbeats for %s and the node lifecycle controller did not taint it "+
-			"NoExecute (grace period %s)", victim, nodeMonitorGrace+30*time.Second, nodeMonitorGrace)
-		return d.repair(ctx, node, res, nil)
+		how := "missed its heartbeats"
+		if mode.notReady {
+			how = "reported Ready=False"
+		}
+		d.finding("%s: %s %s for %s and the node lifecycle controller did not taint it NoExecute (grace period %s)",
+			mode.what, victim, how, nodeMonitorGrace+30*time.Second, nodeMonitorGrace)
+		if mode.notReady {
+			return d.readyAgain(ctx, mode, victim, res, nil)
+		}
+		return d.repair(ctx, mode, node, res, nil)
 	}
 	res.TaintedAt = taintedAt.Sub(t0).Seconds()
 	key := strings.TrimSuffix(res.Taint, ":NoExecute")
+	if key != mode.taint {
+		d.finding("%s: %s was tainted %s where the node lifecycle controller puts %s on a node that %s", mode.what,
+			victim, res.Taint, mode.taint, map[bool]string{true: "keeps its Lease and reports Ready=False",
+				false: "stops reporting"}[mode.notReady])
+	}
 	// each pod on it goes once its toleration of that taint runs out (the taint-eviction controller)
 	pods, err := d.box.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + victim})
 	if err != nil {
 		return err
 	}
 	longest := time.Duration(0)
-	idx := map[string]int{}
 	for _, p := range pods.Items {
 		if ownedByDaemonSet(p) {
 			continue
@@ -796,12 +859,11 @@ func (d *dayTwo) nodeFailure(ctx context.Context) error {
 		case tol < 0:
 			e.Toleration = "forever"
 		case time.Duration(tol)*time.Second > boxLongestToleration:
-			d.rep.NotChecked = append(d.rep.NotChecked, fmt.Sprintf("node failure: pod %s tolerates %s for %ds, longer "+
-				"than the box waits (%s)", e.Pod, key, tol, boxLongestToleration))
+			d.rep.NotChecked = append(d.rep.NotChecked, fmt.Sprintf("%s: pod %s tolerates %s for %ds, longer "+
+				"than the box waits (%s)", mode.what, e.Pod, key, tol, boxLongestToleration))
 		case time.Duration(tol)*time.Second > longest:
 			longest = time.Duration(tol) * time.Second
 		}
-		idx[e.Pod] = len(res.Pods)
 		res.Pods = append(res.Pods, e)
 	}
 	// the longest finite toleration, the taint-eviction controller's slack; a pod tolerating forever waits as long
@@ -828,32 +890,41 @@ func (d *dayTwo) nodeFailure(ctx context.Context) error {
 			break
 		}
 	}
+	state := "dead"
+	if mode.notReady {
+		state = "not-ready"
+	}
 	for _, e := range res.Pods {
 		if e.Marked {
 			continue
 		}
 		if e.Toleration == "forever" {
-			d.finding("node failure: pod %s (gang %s) tolerates %s without tolerationSeconds: it stays bound to the "+
-				"dead node %s for ever and its gang never recovers (the pack allows at most 300 s: multinode/health.py)",
-				e.Pod, orNone(e.Gang), key, victim)
+			d.finding("%s: pod %s (gang %s) tolerates %s without tolerationSeconds: it stays bound to the %s node "+
+				"%s for ever and its gang never recovers (the pack allows at most 300 s: multinode/health.py)",
+				mode.what, e.Pod, orNone(e.Gang), key, state, victim)
 		} else {
-			d.finding("node failure: pod %s (toleration %s of %s) still on the dead node %s %.0fs after the taint",
-				e.Pod, e.Toleration, key, victim, wait.Seconds())
+			d.finding("%s: pod %s (toleration %s of %s) still on the %s node %s %.0fs after the taint",
+				mode.what, e.Pod, e.Toleration, key, state, victim, wait.Seconds())
 		}
 	}
-	// the cloud's node repair deletes the instance and its Node; pod GC then removes the pods bound to it
-	if err := d.box.Client.CoreV1().Nodes().Delete(ctx, victim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	d.kl.Forget(victim)
-	for _, e := range res.Pods {
-		ns, name, _ := strings.Cut(e.Pod, "/")
-		err := d.box.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-		if err != nil && !apierrors.IsNotFound(err) {
+	if mode.notReady {
+		// the node's kubelet still runs: it ends the evicted pods itself (the fake kubelet finishes their deletion)
+		d.logf("day two: %s tainted %s after %.0fs; its pods gone as their tolerations allow", victim, res.Taint, res.TaintedAt)
+	} else {
+		// the cloud's node repair deletes the instance and its Node; pod GC then removes the pods bound to it
+		if err := d.box.Client.CoreV1().Nodes().Delete(ctx, victim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+		d.kl.Forget(victim)
+		for _, e := range res.Pods {
+			ns, name, _ := strings.Cut(e.Pod, "/")
+			err := d.box.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		d.logf("day two: %s tainted %s after %.0fs; its pods gone; node deleted (the cloud's repair)", victim, res.Taint, res.TaintedAt)
 	}
-	d.logf("day two: %s tainted %s after %.0fs; its pods gone; node deleted (the cloud's repair)", victim, res.Taint, res.TaintedAt)
 	gs, _, err := d.waitGangs(ctx, boxRecover, false)
 	if err != nil {
 		return err
@@ -881,11 +952,14 @@ func (d *dayTwo) nodeFailure(ctx context.Context) error {
 		}
 		res.GangsAfterLoss = append(res.GangsAfterLoss, o)
 		if gs[k].halfBound() {
-			d.finding("node failure: gang %s %s %s after node %s was lost: a gang must come back whole or stay "+
-				"whole-Pending", k, o.End, boxRecover, victim)
+			d.finding("%s: gang %s %s %s after node %s was lost: a gang must come back whole or stay "+
+				"whole-Pending", mode.what, k, o.End, boxRecover, victim)
 		}
 	}
-	return d.repair(ctx, node, res, ended)
+	if mode.notReady {
+		return d.readyAgain(ctx, mode, victim, res, ended)
+	}
+	return d.repair(ctx, mode, node, res, ended)
 }
 
 func orNone(s string) string {
@@ -896,7 +970,7 @@ func orNone(s string) string {
 }
 
 // repair: the cloud's node repair brings a node of the same name and shape back; every gang must be whole again.
-func (d *dayTwo) repair(ctx context.Context, node corev1.Node, res *FailureResult, ended map[string]bool) error {
+func (d *dayTwo) repair(ctx context.Context, mode failureMode, node corev1.Node, res *FailureResult, ended map[string]bool) error {
 	if _, err := d.box.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err == nil {
 		if err := d.box.Client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}); err != nil {
 			return err
@@ -917,6 +991,41 @@ func (d *dayTwo) repair(ctx context.Context, node corev1.Node, res *FailureResul
 	if err := d.copyCSINode(ctx, node.Name, node.Name); err != nil {
 		return err
 	}
+	return d.judgeBack(ctx, mode, node.Name, "repaired", res, ended)
+}
+
+// readyAgain: the not-ready node's fault clears (its kubelet reports Ready again): the node lifecycle controller
+// removes the not-ready taints, and every gang must be whole again.
+func (d *dayTwo) readyAgain(ctx context.Context, mode failureMode, victim string, res *FailureResult, ended map[string]bool) error {
+	if err := d.kl.SetReady(ctx, victim); err != nil {
+		return err
+	}
+	var left []string
+	for deadline := time.Now().Add(nodeMonitorGrace); ; time.Sleep(time.Second) {
+		n, err := d.box.Client.CoreV1().Nodes().Get(ctx, victim, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		left = nil
+		for _, t := range n.Spec.Taints {
+			if t.Key == notReadyTaint || t.Key == unreachableTaint {
+				left = append(left, t.Key+":"+string(t.Effect))
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		d.finding("%s: %s reports Ready again and still carries %s %s later (the node lifecycle controller removes "+
+			"them from a Ready node)", mode.what, victim, strings.Join(left, ", "), nodeMonitorGrace)
+	}
+	return d.judgeBack(ctx, mode, victim, "ready again", res, ended)
+}
+
+// judgeBack: the node is back (repaired, or ready again); every gang must be whole again, but one that upgrades.json
+// says the loss ends (endsOn), which must hold no node.
+func (d *dayTwo) judgeBack(ctx context.Context, mode failureMode, node, how string, res *FailureResult, ended map[string]bool) error {
 	wait := d.recoverWait(ctx)
 	gs, _, err := d.waitGangs(ctx, wait, true)
 	if err != nil {
@@ -927,10 +1036,10 @@ func (d *dayTwo) repair(ctx context.Context, node corev1.Node, res *FailureResul
 		if ended[k] {
 			d.ended = true
 			if gs[k].whole() {
-				d.finding("node failure: gang %s is whole again after node %s was repaired, where upgrades.json "+
-					"predicts that the loss ends it (endsOn): %s", k, node.Name, d.onUpgrade(k))
+				d.finding("%s: gang %s is whole again after node %s was %s, where upgrades.json "+
+					"predicts that the loss ends it (endsOn): %s", mode.what, k, node, how, d.onUpgrade(k))
 			} else if msg := d.endedHolding(ctx, gs[k]); msg != "" {
-				d.finding("node failure: %s", msg)
+				d.finding("%s: %s", mode.what, msg)
 			} else {
 				o.Note = "ended, not recreated, as upgrades.json predicts (endsOn); none of its pods holds a node"
 			}
@@ -939,8 +1048,8 @@ func (d *dayTwo) repair(ctx context.Context, node corev1.Node, res *FailureResul
 		}
 		res.GangsAfterRepair = append(res.GangsAfterRepair, o)
 		if !gs[k].whole() {
-			d.finding("node failure: gang %s is %s %s after the failed node %s was repaired (the pool has its nodes "+
-				"back: it must be whole)", k, o.End, wait, node.Name)
+			d.finding("%s: gang %s is %s %s after the failed node %s was %s (the pool has its nodes "+
+				"back: it must be whole)", mode.what, k, o.End, wait, node, how)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -96,3 +97,61 @@ func TestJobRecoverWaitCountsTheJobsTerminatingPods(t *testing.T) {
 }
 
 func ptrTrue() *bool { b := true; return &b }
+
+// /proc/<pid>/stat: utime (field 14) + stime (field 15) in clock ticks, counted after the command name, which may
+// hold spaces and parentheses (proc(5)).
+func TestProcCPU(t *testing.T) {
+	stat := "4242 (py (gate) x) S 1 4242 4242 0 -1 4194304 1200 0 0 0 167 9 0 0 20 0 1 0 123 456 789"
+	got, err := procCPU(stat)
+	if err != nil || got != 1760*time.Millisecond {
+		t.Errorf("procCPU = %s, %v; want 1.76s", got, err)
+	}
+	if _, err := procCPU("4242 (py) S 1 2"); err == nil {
+		t.Error("procCPU of a short line: no error")
+	}
+}
+
+// The health gate is stopped for the CPU it uses, not for the wall time a loaded machine makes it take: a gate that
+// has used less CPU than its limit runs on past that limit in wall time (at load average 22-27 on 2 cores its 1.8 s
+// of CPU took more than the 90 s wall limit it had); one that computes past its CPU limit, or hangs past the wall
+// limit, is stopped, saying which.
+func TestOverLimit(t *testing.T) {
+	for _, c := range []struct {
+		cpu, wall time.Duration
+		want      string
+	}{
+		{2 * time.Second, 3 * time.Minute, ""},
+		{31 * time.Second, 40 * time.Second, "of CPU (limit 30s)"},
+		{time.Second, 6 * time.Minute, "of wall time (limit 5m0s)"},
+	} {
+		got := overLimit(c.cpu, c.wall, 30*time.Second, 5*time.Minute)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("overLimit(cpu %s, wall %s) = %q, want %q", c.cpu, c.wall, got, c.want)
+		}
+	}
+}
+
+func TestRunLimited(t *testing.T) {
+	ctx := context.Background()
+	// little CPU, longer in wall time than the CPU limit: runs to its end
+	out, err := runLimited(ctx, "sh -c 'sleep 1; echo done'", 300*time.Millisecond, 30*time.Second)
+	if err != nil || strings.TrimSpace(string(out)) != "done" {
+		t.Errorf("a sleeping command: %q, %v; want done", out, err)
+	}
+	// a busy loop: stopped once past its CPU limit
+	start := time.Now()
+	_, err = runLimited(ctx, "sh -c 'while :; do :; done'", 200*time.Millisecond, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "of CPU (limit 200ms)") || time.Since(start) > 20*time.Second {
+		t.Errorf("a busy loop: %v after %s; want stopped for its CPU", err, time.Since(start))
+	}
+	// a hung command: stopped at the wall limit
+	_, err = runLimited(ctx, "sleep 30", 10*time.Second, 500*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "of wall time (limit 500ms)") {
+		t.Errorf("a hung command: %v; want stopped at the wall limit", err)
+	}
+	// a failing command: its exit and stderr
+	_, err = runLimited(ctx, "sh -c 'echo bad input >&2; exit 2'", 10*time.Second, 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "exit status 2 bad input") {
+		t.Errorf("a failing command: %v", err)
+	}
+}

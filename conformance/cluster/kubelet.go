@@ -46,9 +46,12 @@ type FakeKubelet struct {
 	nodes  map[string]bool
 	// nodes whose kubelet is stopped (daytwo.go node failure): no Lease or NodeStatus heartbeat, no pod touched
 	stopped map[string]bool
-	mu      sync.Mutex
-	nextIP  int
-	logf    func(string, ...any)
+	// nodes whose kubelet runs but reports Ready=False (daytwo.go, the not-ready node): their Lease is renewed, their
+	// pods' deletions finished, their NodeStatus not made healthy again
+	sick   map[string]bool
+	mu     sync.Mutex
+	nextIP int
+	logf   func(string, ...any)
 	// each node's Lease as last written (renewed with one Update, no Get) and its InternalIP (pod hostIP)
 	leases  map[string]*coordinationv1.Lease
 	hostIPs map[string]string
@@ -70,7 +73,7 @@ func nodeConditions(now metav1.Time) []corev1.NodeCondition {
 // RegisterNodes creates the nodes with their status, then their leases.
 func (k *FakeKubelet) RegisterNodes(ctx context.Context, nodes []corev1.Node) error {
 	k.mu.Lock()
-	k.nodes, k.stopped = map[string]bool{}, map[string]bool{}
+	k.nodes, k.stopped, k.sick = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	k.leases, k.hostIPs = map[string]*coordinationv1.Lease{}, map[string]string{}
 	k.mu.Unlock()
 	return k.AddNodes(ctx, nodes, 0)
@@ -98,7 +101,7 @@ func (k *FakeKubelet) AddNodes(ctx context.Context, nodes []corev1.Node, first i
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 		k.mu.Lock()
-		k.nodes[n.Name], k.stopped[n.Name] = true, false
+		k.nodes[n.Name], k.stopped[n.Name], k.sick[n.Name] = true, false, false
 		k.hostIPs[n.Name] = status.Addresses[0].Address
 		delete(k.leases, n.Name) // a node registered again (daytwo.go repair) gets its Lease read afresh
 		k.mu.Unlock()
@@ -149,6 +152,81 @@ func (k *FakeKubelet) Forget(name string) {
 	defer k.mu.Unlock()
 	delete(k.nodes, name)
 	delete(k.stopped, name)
+	delete(k.sick, name)
+}
+
+// notReadyConditions: the conditions of a node whose kubelet runs and reports that it cannot run pods (its container
+// runtime or network down): Ready False, the pressures as before.
+func notReadyConditions(now metav1.Time) []corev1.NodeCondition {
+	cs := nodeConditions(now)
+	cs[0].Status, cs[0].Reason = corev1.ConditionFalse, "KubeletNotReady"
+	cs[0].Message = "fake kubelet of the multinode cluster box: the node reports that it cannot run pods (day two)"
+	return cs
+}
+
+// SetNotReady: the node's kubelet keeps renewing its Lease and posts Ready=False. The node lifecycle controller then
+// sees a node that reports, not a silent one, and taints it node.kubernetes.io/not-ready (daytwo.go).
+func (k *FakeKubelet) SetNotReady(ctx context.Context, name string) error {
+	k.mu.Lock()
+	k.sick[name] = true
+	k.mu.Unlock()
+	return k.postConditions(ctx, name, notReadyConditions)
+}
+
+// SetReady: the fault cleared; the kubelet posts Ready=True again and, as its status manager does, reports the pods it
+// still runs there Ready (the node lifecycle controller marked them not Ready when the node went NotReady).
+func (k *FakeKubelet) SetReady(ctx context.Context, name string) error {
+	k.mu.Lock()
+	k.sick[name] = false
+	k.mu.Unlock()
+	if err := k.postConditions(ctx, name, nodeConditions); err != nil {
+		return err
+	}
+	pods, err := k.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
+	if err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		changed := false
+		now := metav1.Now()
+		for j := range p.Status.Conditions {
+			c := &p.Status.Conditions[j]
+			if (c.Type == corev1.PodReady || c.Type == corev1.ContainersReady) && c.Status != corev1.ConditionTrue {
+				c.Status, c.LastTransitionTime, c.Reason, c.Message, changed = corev1.ConditionTrue, now, "", "", true
+			}
+		}
+		if !changed {
+			continue
+		}
+		if _, err := k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil &&
+			!apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pod %s/%s ready again: %w", p.Namespace, p.Name, err)
+		}
+	}
+	return nil
+}
+
+func (k *FakeKubelet) postConditions(ctx context.Context, name string, conds func(metav1.Time) []corev1.NodeCondition) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := k.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Conditions = conds(metav1.Now())
+		_, err = k.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// reportsNotReady: the node's kubelet runs and reports Ready=False (SetNotReady)
+func (k *FakeKubelet) reportsNotReady(node string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.sick[node]
 }
 
 // live: the nodes whose kubelet runs
@@ -277,7 +355,7 @@ func (k *FakeKubelet) Run(ctx context.Context) {
 	// a live node the lifecycle controller found silent (Ready not True): its status posted again at once
 	notReady := func(obj any) {
 		n, ok := obj.(*corev1.Node)
-		if !ok || !k.runs(n.Name) {
+		if !ok || !k.runs(n.Name) || k.reportsNotReady(n.Name) {
 			return
 		}
 		for _, c := range n.Status.Conditions {

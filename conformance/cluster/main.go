@@ -40,6 +40,9 @@ var healthGateCmd string
 // dayTwoBatch: the batch gang (workload) day two plays beside the services; "" the first of the stack (daytwo.go)
 var dayTwoBatch string
 
+// dayTwoNotReady: day two also plays a node whose kubelet keeps its Lease and reports Ready=False (daytwo.go)
+var dayTwoNotReady bool
+
 // real nodes (realnode.go): their names, the stand-in rootfs tar and the stand-in commands' folder
 var realNodeNames = map[string]bool{}
 var standinRootfs, standinDir string
@@ -129,6 +132,7 @@ func main() {
 	standin := flag.String("standin-dir", "", "conformance/realnode/standin (the stand-in commands)")
 	dayTwo := flag.Bool("day-two", false, "after the phases, play a node failure, a cordoned bad node, a model rollout and a pool upgrade (daytwo.go); writes <stack-dir>/day-two.json")
 	dayTwoB := flag.String("day-two-batch", "", "day two: the batch gang (its workload) played beside the services; empty: the stack's first batch gang")
+	dayTwoNR := flag.Bool("day-two-not-ready", false, "day two: after the node that stops reporting, play a node that keeps its Lease and reports Ready=False (the not-ready taint)")
 	healthGate := flag.String("health-gate", "", "day two: the release health gate command, run with the box's kubeconfig as its last argument (health_gate.py <stack file>)")
 	coredns := flag.String("coredns", "", "CoreDNS (conformance/coredns), serving cluster.local to the real nodes' pods; empty: no cluster DNS")
 	rayLayer := flag.String("ray-layer", "", "the stand-in images' Ray layer (conformance/realnode/ray-layer.sh), for the images whose pods run Ray")
@@ -155,6 +159,7 @@ func main() {
 	playDayTwo = *dayTwo
 	healthGateCmd = *healthGate
 	dayTwoBatch = *dayTwoB
+	dayTwoNotReady = *dayTwoNR
 	if *stackDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: clusterbox --stack-dir build/<stack> [--compare 'cmd ...'] [--keep]")
 		os.Exit(2)

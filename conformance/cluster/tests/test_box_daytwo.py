@@ -2,18 +2,20 @@
 LWS stack conformance/bin/lws; skips with the reason otherwise). Two stacks as plan renders them, four boxes:
 - VOLCANO: a 2-node Volcano training job on a pool of 2 nodes (no spare node). Rendered, it plays every scenario of
   daytwo.go without a finding: a node failure (whole-Pending while the node is gone, never half-bound; whole again
-  once it is repaired), a cordoned bad node (its running pod kept, the release health gate refusing with 1 cordoned
-  node of 0 spare, the failed pod's replacement kept off the cordoned node), a surge upgrade (2 surge nodes, every
-  old node drained through the Eviction API). No LeaderWorkerSet: the rollout is listed as not checked.
+  once it is repaired), a node that keeps its Lease and reports Ready=False (--day-two-not-ready: tainted not-ready,
+  its pod gone after the API server's default toleration, the gang whole once the node is Ready), a cordoned bad node
+  (its running pod kept, the release health gate refusing with 1 cordoned node of 0 spare, the failed pod's
+  replacement kept off the cordoned node), a surge upgrade (2 surge nodes, every old node drained through the Eviction
+  API). No LeaderWorkerSet: the rollout is listed as not checked.
 - LWS: a LeaderWorkerSet of 2 groups of 2 and the same Volcano job on a pool of 8 (2 spare: plan renders maxSurge 1,
   maxUnavailable 0). Rendered, it plays the four scenarios without a finding: the failed node's gang back whole at
   once on a spare node, the gate passing with 2 cordoned nodes and refusing with 3, the rollout surge group first,
   then groups 1 and 0, never fewer than 2 groups ready.
 Each planted defect fails the box for its own reason, and only for it; two boxes carry several:
 - VOLCANO with three: a budget that allows no disruption (`minAvailable` = every pod: the drain refused until the
-  box's drain timeout although 2 surge nodes wait); a gang tolerating the unreachable taint without
-  `tolerationSeconds` (its pod stays on the dead node); a gang tolerating the unschedulable taint (its replacement
-  lands on the cordoned bad node);
+  box's drain timeout although 2 surge nodes wait); a gang tolerating the unreachable and the not-ready taints without
+  `tolerationSeconds` (its pod stays on the dead node, and on the node that reports Ready=False); a gang tolerating
+  the unschedulable taint (its replacement lands on the cordoned bad node);
 - LWS on a pool of 6 (no spare) with two: a Volcano job without its restart policies (the master's eviction does
   not restart the job whole) and an LWS rollout with maxSurge 1 where plan renders 0 (the surge group never finds
   nodes: the rollout stalls)."""
@@ -92,6 +94,7 @@ config:
 """
 LWS_BIN = BIN_DIR / "lws"
 UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}
 UNSCHEDULABLE = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -123,7 +126,8 @@ def _surge_one(d: dict) -> None:
     d["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"].update(maxSurge=1, maxUnavailable=0)
 
 
-def _box(tmp_path: Path, name: str, stack: str, plants: tuple[str, ...] = ()) -> tuple[int, dict, dict]:
+def _box(tmp_path: Path, name: str, stack: str, plants: tuple[str, ...] = (),
+         not_ready: bool = False) -> tuple[int, dict, dict]:
     f = tmp_path / f"Pulumi.{name}.yaml"
     f.write_text(stack)
     py = sys.executable
@@ -138,7 +142,7 @@ def _box(tmp_path: Path, name: str, stack: str, plants: tuple[str, ...] = ()) ->
         if plant == "zero-budget":
             _edit(budget, lambda d: d["spec"].update(minAvailable=2))
         elif plant == "forever-toleration":
-            _edit(job, _tolerate(UNREACHABLE))
+            _edit(job, _tolerate(UNREACHABLE, NOT_READY))
         elif plant == "cordon-toleration":
             _edit(job, _tolerate(UNSCHEDULABLE))
         elif plant == "no-policies":
@@ -156,6 +160,7 @@ def _box(tmp_path: Path, name: str, stack: str, plants: tuple[str, ...] = ()) ->
                     "--volcano", _module("volcano", "volcano.sh/volcano"), *lws_args], check=True, cwd=ROOT)
     r = subprocess.run([str(BOX), *netns_flags(), "--stack-dir", str(out), "--timeout", "10m", "--settle", "60s",
                         "--volcano", str(BIN_DIR), "--day-two", *(["--lws", str(LWS_BIN)] if lws_args else []),
+                        *(["--day-two-not-ready"] if not_ready else []),
                         "--health-gate", f"{py} {HERE / 'health_gate.py'} {f}",
                         "--compare", f"{py} {HERE / 'compare.py'} {out} --day-two"],
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -169,7 +174,7 @@ def _only(findings: list[str], *prefixes: str) -> list[str]:
 
 
 def test_the_rendered_volcano_job_plays_day_two_without_a_finding(tmp_path: Path) -> None:
-    code, result, rep = _box(tmp_path, "daytwo-volcano", STACK)
+    code, result, rep = _box(tmp_path, "daytwo-volcano", STACK, not_ready=True)
     assert code == 0, result["findings"]
     fail = rep["nodeFailure"]
     assert fail["taint"] == "node.kubernetes.io/unreachable:NoExecute", fail
@@ -184,6 +189,13 @@ def test_the_rendered_volcano_job_plays_day_two_without_a_finding(tmp_path: Path
     else:
         assert after["end"].startswith("half-bound (1 of 2") and "partialOn" in after["note"], after
     assert [g["end"] for g in fail["gangsAfterRepair"]] == ["whole"], fail["gangsAfterRepair"]
+    # a node that keeps its Lease and reports Ready=False: tainted not-ready, its pod gone after the toleration the
+    # API server's DefaultTolerationSeconds admission gave it (the box's 10 s), the gang whole once the node is Ready
+    nr = rep["nodeNotReady"]
+    assert nr["taint"] == "node.kubernetes.io/not-ready:NoExecute", nr
+    assert nr["pods"] and all(p["markedForDeletion"] and p["toleration"] == "10s" and 9 <= p["secondsAfterTaint"] < 40
+                              for p in nr["pods"]), nr["pods"]
+    assert [g["end"] for g in nr["gangsAfterRepair"]] == ["whole"], nr["gangsAfterRepair"]
     cordon = rep["cordon"]
     assert cordon["taint"] == "node.kubernetes.io/unschedulable:NoSchedule" and cordon["runningPodsKept"], cordon
     # the release gate's own code against the box: 1 cordoned node, 0 spare -> refused
@@ -200,7 +212,7 @@ def test_the_rendered_volcano_job_plays_day_two_without_a_finding(tmp_path: Path
 
 def test_three_planted_defects_fail_the_drain_the_node_failure_and_the_cordon(tmp_path: Path) -> None:
     code, result, rep = _box(tmp_path, "daytwo-planted", STACK,
-                             ("zero-budget", "forever-toleration", "cordon-toleration"))
+                             ("zero-budget", "forever-toleration", "cordon-toleration"), not_ready=True)
     assert code == 1
     f = rep["findings"]
     # a budget allowing no disruption: the drain refused until the box's timeout, naming the budget and its status
@@ -211,13 +223,19 @@ def test_three_planted_defects_fail_the_drain_the_node_failure_and_the_cordon(tm
     dead = [x for x in f if x.startswith("node failure: pod ")]
     assert dead and all("without tolerationSeconds" in x for x in dead), f
     assert {p["toleration"] for p in rep["nodeFailure"]["pods"]} == {"forever"}, rep["nodeFailure"]["pods"]
+    # the not-ready taint tolerated for ever: the pod stays on the node that reports Ready=False
+    sick = [x for x in f if x.startswith("node not ready: pod ")]
+    assert sick and all("tolerates node.kubernetes.io/not-ready without tolerationSeconds" in x for x in sick), f
+    assert rep["nodeNotReady"]["taint"] == "node.kubernetes.io/not-ready:NoExecute", rep["nodeNotReady"]
+    assert {p["toleration"] for p in rep["nodeNotReady"]["pods"]} == {"forever"}, rep["nodeNotReady"]["pods"]
     # the unschedulable taint tolerated: the failed pod's replacement lands on the cordoned node
     cordoned = [x for x in f if x.startswith("cordon: new pod(s)")]
     assert cordoned and rep["cordon"]["newPodsOnCordonedNode"], f
     # the gate still refuses (it reads the cordon, not the pods): no finding of its own
     assert [g["pass"] for g in rep["cordon"]["healthGate"]] == [False], rep["cordon"]
     # nothing else: every other finding follows from these three (the budget keeps the gang on the old nodes)
-    assert not _only(f, "drain: node ", "node failure: pod ", "cordon: new pod(s)", "drain: gang train is",
+    assert not _only(f, "drain: node ", "node failure: pod ", "node not ready: pod ", "cordon: new pod(s)",
+                     "drain: gang train is",
                      "drain: gang train restarted", "cordon: gang train"), f
 
 
