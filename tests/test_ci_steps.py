@@ -270,8 +270,6 @@ REAL_NODE_EXEMPT = {
 # slot); each is open in issues 42/43 with what was seen (conformance/realnode/README.md)
 REAL_NODE_OPEN = {
     "existing-dev": "its box ran past the time limit in phase 4 of 6 (a Job phase with no pods took ~230 s)",
-    "torchrun-recipe": "the Indexed Job's c10d preflight never forms (every launcher fails creating the store)",
-    "nim-lws-options": "the guide's worker command is a debugging hold (sleep infinity); the pull Secret is not made",
     "gcp-dev": "its box ran out of time importing the stand-in images (no verdict)",
     "oci-dev": "its box ran out of time (no verdict) on a loaded machine",
 }
