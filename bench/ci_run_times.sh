@@ -32,7 +32,8 @@ cd "$work/main"
 /usr/bin/time -f '%e %U %S' -o "$work/time.txt" env "${env_cold[@]}" CI=true bash .ci/run 2>&1 |
 	while IFS= read -r line; do printf '[%5d] %s\n' "$(( $(date +%s) - start ))" "$line"; done >"$work/ci.log"
 rc=${PIPESTATUS[0]}
-read -r wall user sys <"$work/time.txt"
+# time(1) writes "Command exited with non-zero status N" before its line when the run fails: read the last line
+read -r wall user sys < <(tail -n 1 "$work/time.txt")
 {
 	printf 'what\tseconds\n'
 	sed -n 's/^\[ *[0-9]*\] == make \(.*\) took \([0-9]*\) s$/step: \1\t\2/p' "$work/ci.log"

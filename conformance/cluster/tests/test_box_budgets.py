@@ -167,8 +167,9 @@ def test_a_client_service_named_like_the_set_keeps_lws_s_headless_service_out(tm
     subprocess.run([str(Path(py).parent / "multinode"), "plan", "--file", str(f), "--out", str(tmp_path)],
                    capture_output=True, text=True, cwd=ROOT)
     out = tmp_path / name
-    svc_file = next((out / "k8s").glob("Service-*-llama-leader.yaml"))
-    svc = yaml.safe_load(svc_file.read_text())
+    # the client Service as rendered (`llama-leader`; a rendering that already takes the set's name is planted too)
+    svc_file, svc = next((p, d) for p in sorted((out / "k8s").glob("Service-*.yaml"))
+                         if (d := yaml.safe_load(p.read_text()))["metadata"]["name"] in ("llama-leader", "llama"))
     svc["metadata"]["name"] = "llama"                             # planted: the set's own name
     svc_file.write_text(yaml.safe_dump(svc))
     subprocess.run([py, str(HERE / "prepare.py"), str(out), str(f), "--lws-crds", _lws_crds()], check=True, cwd=ROOT)
