@@ -83,7 +83,7 @@ def grove(name: str = "byo-grove", workers: int = 1, cmd: str = SGLANG, min_avai
 
 
 TORCHRUN = ("torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d "
-            "--rdzv_endpoint=$(MASTER_ADDR):29500 /workspace/train.py")
+            "--rdzv_endpoint=$(MASTER_ADDR):29500 --rdzv_conf=is_host=$RDZV_IS_HOST /workspace/train.py")
 
 
 def volcano_job(name: str = "byo-train", cmd: str = TORCHRUN, min_available: int | None = 2) -> dict[str, Any]:

@@ -270,8 +270,6 @@ REAL_NODE_EXEMPT = {
 # slot); each is open in issues 42/43 with what was seen (conformance/realnode/README.md)
 REAL_NODE_OPEN = {
     "existing-dev": "the Indexed Job's first c10d preflight does not form (pod 0's name NXDOMAIN); its retry forms",
-    "torchrun-recipe": "the Indexed Job's c10d preflight never forms (every launcher fails creating the store)",
-    "nim-lws-options": "the guide's worker command is a debugging hold (sleep infinity); the pull Secret is not made",
 }
 
 

@@ -81,7 +81,8 @@ def test_lws_nim_probes_and_worker_command(options):
     assert leader["readinessProbe"]["httpGet"] == {"path": "/v1/health/ready", "port": 8000}
     assert leader["startupProbe"]["httpGet"] == {"path": "/v1/health/ready", "port": 8000}
     assert "command" not in leader                       # the leader keeps the image's entrypoint
-    assert worker["command"] == ["/bin/bash", "-c", "nvidia-smi topo -m; exec sleep infinity"]
+    # the worker's own command ends in the image's start script (a worker that does not run it never joins)
+    assert worker["command"] == ["/bin/bash", "-c", "nvidia-smi topo -m; exec /opt/nim/start_server.sh"]
     assert not any(k.endswith("Probe") for k in worker)  # the workers serve no HTTP
     for obj in options.k8s_objects:
         assert validate_object(obj) == [], obj["kind"]

@@ -461,3 +461,44 @@ def test_every_rule_finds_the_same_on_a_crd_with_and_without_its_schema():
         else:
             assert ([m for _, m in pack.stack_findings(rule, [short], Context())]
                     == [m for _, m in pack.stack_findings(rule, [full], Context())]), rule.name
+
+
+# ------------------------------------------------------------------ c10d-store-host-explicit
+def test_c10d_store_host_explicit():
+    """A c10d rendezvous at a host name with no is_host leaves the store host to torchrun's DNS-dependent match
+    (torchrun-recipe's preflight failed so on real nodes): advisory, for init containers too; with is_host, an IP
+    endpoint or another backend, none."""
+    ep = "--rdzv_backend=c10d --rdzv_endpoint=byo-indexed-0.byo-indexed:29400"
+    bad = only([F.indexed_job(cmd=f"torchrun --nnodes=2 --nproc_per_node=8 {ep} train.py")],
+               "c10d-store-host-explicit")
+    assert len(bad) == 1 and bad[0]["enforcementLevel"] == "advisory", bad
+    assert "at byo-indexed-0.byo-indexed without --rdzv_conf is_host" in bad[0]["message"]
+    assert '"${HOSTNAME%%.*}" = "byo-indexed-0"' in bad[0]["message"]
+    job = F.indexed_job(cmd=f"torchrun --nnodes=2 --nproc_per_node=8 {ep} --rdzv_conf=is_host=$H train.py")
+    spec = job["spec"]["template"]["spec"]
+    spec["initContainers"] = [dict(spec["containers"][0], name="pre", command=[
+        "bash", "-c", f"python3 -m torch.distributed.run --nnodes=2 {ep} --rdzv_conf=join_timeout=600 p.py"])]
+    bad = only([job], "c10d-store-host-explicit")
+    assert len(bad) == 1 and "container pre " in bad[0]["message"], bad          # the init container's launch
+    spec["initContainers"][0]["command"][-1] += " && torchrun --rdzv_conf=join_timeout=1,is_host=0"
+    spec["initContainers"][0]["command"][-1] = spec["initContainers"][0]["command"][-1].replace(
+        "join_timeout=600", "join_timeout=600,is_host=$H")
+    assert only([job], "c10d-store-host-explicit") == []
+    for cmd in ("torchrun --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=10.0.0.1:29400 t.py",
+                "torchrun --nnodes=2 --rdzv_backend=static --rdzv_endpoint=a-0.a:29400 t.py",
+                "torchrun --nnodes=2 --master_addr=a-0.a --master_port=29500 t.py"):
+        assert only([F.indexed_job(cmd=cmd)], "c10d-store-host-explicit") == [], cmd
+
+
+def test_c10d_store_host_rendered_stacks_say_it():
+    """What multinode renders passes: every c10d launch names is_host (indexed-job, volcano-training, preflights)."""
+    import tempfile
+    from pathlib import Path
+
+    from multinode import plan as mplan
+    from tests.test_guides import GUIDES
+    for name in ("torchrun-recipe", "volcano-llm-training"):
+        with tempfile.TemporaryDirectory() as d:
+            res = mplan.plan(name, Path(d), GUIDES / f"Pulumi.{name}.yaml")
+            assert res.exit_code == mplan.EXIT_OK, res.error
+            assert not [v for v in res.violations if v["policy"] == "c10d-store-host-explicit"], name

@@ -5,6 +5,12 @@ package main
 // fake kubelet never reads it; a real one refuses to start the container without it (CreateContainerConfigError,
 // "secret not found"). The box makes each such Secret with the keys the pods ask for and a value that says what
 // it is, and lists it as a stand-in (compare.py: not checked), as it does the PersistentVolumes of claims.
+//
+// The same for an existing image pull Secret (nim-lws-options' imagePullSecrets `ngc-secret`): the kubelet looks
+// every one up before it pulls or starts the pod's containers and, missing, warns FailedToRetrieveImagePullSecret
+// (k8s.io/kubernetes@v1.33.13 pkg/kubelet/kubelet_pods.go:1007-1028 getPullSecretsForPod). The box makes it of type
+// kubernetes.io/dockerconfigjson with a `.dockerconfigjson` that holds no credential (`{"auths":{}}`: the box's
+// registry asks for none) and says what it is in an annotation.
 
 import (
 	"context"
@@ -17,6 +23,32 @@ import (
 )
 
 const standInSecretValue = "multinode-box-stand-in: the stack names this Secret as existing; the box made it"
+
+// standInDockerConfig: a .dockerconfigjson with no registry in it (the kubelet parses it and finds no credential
+// for any image; the box's registry serves without one).
+const standInDockerConfig = `{"auths":{}}`
+
+// pullSecretRefs: the Secrets the objects name in imagePullSecrets (pod specs, ServiceAccounts), by namespace/name.
+func pullSecretRefs(objects []Object) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range objects {
+		ns := o.U.GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		eachMap([]Object{o}, func(m map[string]any) {
+			list, _ := m["imagePullSecrets"].([]any)
+			for _, it := range list {
+				if r, ok := it.(map[string]any); ok {
+					if name, _ := r["name"].(string); name != "" {
+						out[ns+"/"+name] = true
+					}
+				}
+			}
+		})
+	}
+	return out
+}
 
 // secretRefs: the Secrets the objects' pod templates name, not optional, by namespace/name, with the keys asked
 // (env valueFrom.secretKeyRef, envFrom secretRef, secret volumes and their items); rendered: the Secrets the
@@ -77,6 +109,12 @@ func standInSecrets(ctx context.Context, box *Box, objects []Object) []string {
 		return nil
 	}
 	refs, rendered := secretRefs(objects)
+	pull := pullSecretRefs(objects)
+	for k := range pull {
+		if refs[k] == nil {
+			refs[k] = map[string]bool{}
+		}
+	}
 	var names []string
 	for k := range refs {
 		if !rendered[k] {
@@ -97,12 +135,20 @@ func standInSecrets(ctx context.Context, box *Box, objects []Object) []string {
 			s.Data[key] = []byte(standInSecretValue)
 			keys = append(keys, key)
 		}
+		kind := ""
+		if pull[k] {
+			s.Type = corev1.SecretTypeDockerConfigJson
+			s.Data[corev1.DockerConfigJsonKey] = []byte(standInDockerConfig)
+			s.Annotations = map[string]string{"box.multinode.dev/stand-in": standInSecretValue}
+			keys = append(keys, corev1.DockerConfigJsonKey)
+			kind = "image pull "
+		}
 		sort.Strings(keys)
 		if _, err := box.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			out = append(out, fmt.Sprintf("Secret %s named by the stack as existing: the box could not make it: %v", k, err))
 			continue
 		}
-		out = append(out, fmt.Sprintf("Secret %s named by the stack as existing (not rendered): made by the box for the real nodes, keys %v", k, keys))
+		out = append(out, fmt.Sprintf("%sSecret %s named by the stack as existing (not rendered): made by the box for the real nodes, keys %v", kind, k, keys))
 	}
 	return out
 }

@@ -38,3 +38,25 @@ func TestSecretRefsOfTheStackNotRendered(t *testing.T) {
 		t.Fatalf("rendered = %v", rendered)
 	}
 }
+
+// nim-lws-options names an existing image pull Secret (imagePullSecrets ngc-secret) on both LWS templates: the box
+// makes it (the kubelet warns FailedToRetrieveImagePullSecret without it); a ServiceAccount's pull Secret counts.
+func TestPullSecretRefsOfPodsAndServiceAccounts(t *testing.T) {
+	tmpl := func() map[string]any {
+		return map[string]any{"spec": map[string]any{"imagePullSecrets": []any{map[string]any{"name": "ngc-secret"}},
+			"containers": []any{map[string]any{"name": "nim"}}}}
+	}
+	lws := &unstructured.Unstructured{Object: map[string]any{"kind": "LeaderWorkerSet",
+		"metadata": map[string]any{"name": "llama", "namespace": "multinode"},
+		"spec":     map[string]any{"leaderWorkerTemplate": map[string]any{"leaderTemplate": tmpl(), "workerTemplate": tmpl()}}}}
+	sa := &unstructured.Unstructured{Object: map[string]any{"kind": "ServiceAccount",
+		"metadata": map[string]any{"name": "puller"}, "imagePullSecrets": []any{map[string]any{"name": "mirror"}}}}
+	got := pullSecretRefs([]Object{{U: lws}, {U: sa}})
+	want := map[string]bool{"multinode/ngc-secret": true, "default/mirror": true}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("pullSecretRefs = %v, want %v", got, want)
+	}
+	if refs, _ := secretRefs([]Object{{U: lws}}); len(refs) != 0 {
+		t.Fatalf("a pull Secret is not a key reference: %v", refs)
+	}
+}

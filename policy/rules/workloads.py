@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from multinode import pools, topology
 
 from .. import objects
-from ..engine import MANDATORY, Context, PoolInfo, Resource, Rule
+from ..engine import ADVISORY, MANDATORY, Context, PoolInfo, Resource, Rule
 from ..objects import Gang, Role
 from . import dynamo as rules_dynamo
 
@@ -282,6 +282,47 @@ def check_shm(res: Resource, ctx: Context) -> Iterator[str]:
                        f"sizeLimit: {size}}}")
 
 
+# ------------------------------------------------------------------ the c10d rendezvous's store host
+_TORCH_LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
+
+
+def _c10d_endpoint_hosts(c: dict) -> list[str]:
+    """The host of each c10d rendezvous endpoint a container's torchrun names without `is_host` in its
+    --rdzv_conf (one per launcher word; [] when every launch says who hosts the store)."""
+    toks = objects.tokens_of(c)
+    starts = [i for i, t in enumerate(toks) if t.endswith("torchrun") or t in _TORCH_LAUNCHERS]
+    out = []
+    for n, i in enumerate(starts):
+        words = toks[i:starts[n + 1] if n + 1 < len(starts) else len(toks)]
+        backend = objects.flag_values(words, ("--rdzv_backend", "--rdzv-backend"))
+        endpoint = objects.flag_values(words, ("--rdzv_endpoint", "--rdzv-endpoint"))
+        if "c10d" not in [b.strip("'\"") for b in backend] or not endpoint:
+            continue
+        conf = ",".join(objects.flag_values(words, ("--rdzv_conf", "--rdzv-conf")))
+        if any(kv.split("=", 1)[0].strip() == "is_host" for kv in conf.split(",")):
+            continue
+        host = endpoint[-1].strip("'\"").rpartition(":")[0] if ":" in endpoint[-1] else endpoint[-1].strip("'\"")
+        if host in ("", "localhost") or host.replace(".", "").isdigit() or host.startswith(("127.", "[")):
+            continue
+        out.append(host)
+    return out
+
+
+def check_c10d_store_host(res: Resource, ctx: Context) -> Iterator[str]:
+    for owner, r in pod_roles(res):
+        for c in [*objects.seq(r.spec.get("initContainers")), *r.containers]:
+            if not isinstance(c, dict):
+                continue
+            for host in _c10d_endpoint_hosts(c):
+                yield (f"{owner} {r.name}: container {c.get('name', '?')} runs torchrun's c10d rendezvous at {host} "
+                       f"without --rdzv_conf is_host: torchrun then picks the pod that hosts the store by matching "
+                       f"{host} against the pod's host name (its FQDN with setHostnameAsFQDN) and the addresses "
+                       f"{host} resolves to, and a pod's DNS record may not exist yet when its launcher starts: no "
+                       f"pod hosts the store and every launcher fails (RendezvousConnectionError). Pass "
+                       f"--rdzv_conf=is_host=1 on the pod {host} names and is_host=0 on the others, e.g. "
+                       f"RDZV_IS_HOST=$([ \"${{HOSTNAME%%.*}}\" = \"{host.split('.')[0]}\" ] && echo 1 || echo 0)")
+
+
 RULES = [
     Rule("parallelism-matches-gpus",
          "Tensor x pipeline parallel (vLLM/SGLang flags, NIM env) equals pods x GPUs per pod of one gang; "
@@ -314,4 +355,10 @@ RULES = [
          MANDATORY, check_shm,
          config={"sizeHint": {"type": "string", "default": "64Gi", "maxLength": 64, "pattern": QUANTITY_PATTERN,
                               "description": "sizeLimit suggested in the fix (a Kubernetes quantity)"}}),
+    Rule("c10d-store-host-explicit",
+         "torchrun's c10d rendezvous at a host name says which pod hosts its store (--rdzv_conf is_host), rather "
+         "than leaving it to torchrun's match of host names and DNS answers, which a pod whose record is not yet "
+         "published fails (pytorch/pytorch torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py "
+         "create_backend: is_host).",
+         ADVISORY, check_c10d_store_host),
 ]

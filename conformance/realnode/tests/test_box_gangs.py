@@ -217,7 +217,7 @@ def _plant_torch(out: Path) -> None:
         args = _trainer_line(job)
         args[-1] = args[-1].replace(
             "train-0.train:29400", "train-0.train:$((29400 + (JOB_COMPLETION_INDEX > 0)))").replace(
-            "torchrun ", "torchrun --rdzv_conf=read_timeout=600 ")   # pod 1 keeps trying (not failing the Job)
+            "--rdzv_conf=", "--rdzv_conf=read_timeout=600,")   # pod 1 keeps trying (not failing the Job)
 
     def short(job: dict) -> None:          # one pod of the gang of two runs
         job["spec"]["parallelism"] = 1
@@ -235,6 +235,10 @@ def _plant_torch(out: Path) -> None:
         spec["subdomain"] = name
         job["spec"]["backoffLimit"] = 0
         edit(job)
+        # the store host's name, which the rendered script compares the pod's own host name with
+        args = _trainer_line(job)
+        assert 'RDZV_HOST="train-0.train"' in args[-1], args
+        args[-1] = args[-1].replace('RDZV_HOST="train-0.train"', f'RDZV_HOST="{name}-0.{name}"')
         text = yaml.safe_dump(job).replace("train-0.train:", f"{name}-0.{name}:")
         assert f"{name}-0.{name}:" in text
         svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},

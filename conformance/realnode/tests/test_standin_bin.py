@@ -61,3 +61,17 @@ def test_python_runs_python3_and_stands_in_for_a_missing_rank_script(tmp_path: P
     assert "python scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py: the script is not in the stand-in; the MPI rank " \
            "program runs in its place" in r.stdout, r
     assert "No module named multinode_standin" in r.stderr or "No module named 'multinode_standin'" in r.stderr, r
+
+
+def test_nim_start_script_runs_the_nim_stand_in(tmp_path: Path) -> None:
+    """nim-lws-options' worker command ends in `exec /opt/nim/start_server.sh`, a NIM image's entrypoint: the
+    stand-in's script at that path runs what a container without a command gets (standin-entrypoint): for a NIM
+    multi-node pod the NIM stand-in (multinode_standin.nim, checked up to its exec: the module is not importable
+    here), else the hold."""
+    script = BIN.parent / "root" / "opt" / "nim" / "start_server.sh"
+    assert script.stat().st_mode & 0o111
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}", NIM_MULTI_NODE="1",
+               NIM_LEADER_ROLE="0", PYTHONPATH=str(tmp_path))
+    r = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert "NIM's start script is not in the stand-in" in r.stdout, r
+    assert "'multinode_standin.nim'" in r.stderr, r        # it went on to python3 -m multinode_standin.nim

@@ -38,7 +38,7 @@ from ...config import StackConfig, Workload
 from ...errors import Problem
 from .. import addons
 from . import common as c
-from . import nccl_test, volcano
+from . import nccl_test, training, volcano
 
 DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"
 DCGM_IMAGE_SOURCE = ("NVIDIA/gpu-operator@v26.7.0 deployments/gpu-operator/values.yaml:290-292 (dcgm.repository, "
@@ -257,10 +257,13 @@ sys.exit(0 if ok else 1)
 
 
 def nccl_script(p: Plan) -> str:
+    # is_host: the gang's first pod hosts the c10d store whatever its DNS record's state (training.store_host_lines)
     return (f"set -u\ncat > /tmp/multinode_preflight_nccl.py <<'EOF'\n{NCCL_PROGRAM}EOF\n"
-            f"exec python3 -m torch.distributed.run --nnodes={p.nodes} --nproc_per_node={p.gpus_per_node} "
+            + training.store_host_lines(p.rendezvous or "")
+            + f"exec python3 -m torch.distributed.run --nnodes={p.nodes} --nproc_per_node={p.gpus_per_node} "
             f"--rdzv_backend=c10d --rdzv_endpoint={p.rendezvous}:{RDZV_PORT} --rdzv_id={p.workload}-preflight "
-            f"--rdzv_conf=join_timeout={JOIN_TIMEOUT_S} --max_restarts=0 /tmp/multinode_preflight_nccl.py\n")
+            f"--rdzv_conf=join_timeout={JOIN_TIMEOUT_S},is_host=${training.STORE_HOST_VAR} --max_restarts=0 "
+            "/tmp/multinode_preflight_nccl.py\n")
 
 
 NODE_NAME_ENV: dict[str, Any] = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}

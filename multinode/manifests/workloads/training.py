@@ -21,6 +21,29 @@ RDZV_PORT = 29500
 # Kubernetes multi-node training recipe (kubernetes.recipes/recipes/ai/multi-node-training-kubernetes)
 # rendezvous at `<job>-0.<subdomain>:29400`.
 C10D_PORT = 29400
+# Which pod hosts the c10d rendezvous's TCP store. Left to itself, torchrun's c10d backend decides by comparing the
+# endpoint's host with this machine's host name and, failing that, with the addresses the host resolves to
+# (pytorch/pytorch@0fb4165e torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py _create_tcp_store,
+# utils.py _matches_machine_hostname). On Kubernetes neither holds at start: with setHostnameAsFQDN the pod's host
+# name is `<job>-0.<svc>.<ns>.svc.<domain>`, not the endpoint's `<job>-0.<svc>`, and the pod's own DNS record
+# appears only once the EndpointSlice controller has seen its IP, which can be after the launcher asked. Then no
+# pod hosts the store, every launcher waits for it (read_timeout, 60 s) and fails with RendezvousConnectionError
+# (torchrun-recipe's preflight on real nodes did). The backend's `is_host` option settles it ("needed if ... the
+# rendezvous endpoint ... does not match the FQDN of the machine": create_backend's docstring, same file; in
+# PyTorch 1.13 too): the pod whose own host name is the endpoint host's first label hosts it. Every pod we render
+# behind such an endpoint has that host name (Indexed Job `<job>-<i>`, Volcano's svc plugin `<job>-<task>-<i>`, LWS
+# `<lws>-<group>` for the leader); bash sets HOSTNAME to the kernel's host name when the environment has none.
+STORE_HOST_VAR = "RDZV_IS_HOST"
+
+
+def store_host_lines(host: str) -> str:
+    """Shell lines that set $RDZV_IS_HOST to 1 on the pod the rendezvous endpoint's host names, else 0 (host: a
+    name, or a shell expansion such as $LWS_LEADER_ADDRESS)."""
+    v = STORE_HOST_VAR
+    return (f'RDZV_HOST="{host}"\n'
+            f'if [ "${{HOSTNAME%%.*}}" = "${{RDZV_HOST%%.*}}" ]; then {v}=1; else {v}=0; fi\n')
+
+
 DEEPSPEED_MOUNT = "/etc/multinode/deepspeed"
 DEEPSPEED_FILE = "ds_config.json"
 DEEPSPEED_PATH = f"{DEEPSPEED_MOUNT}/{DEEPSPEED_FILE}"
@@ -46,7 +69,7 @@ def torchrun_args(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: 
         if node_rank is not None:
             args.append(f"--node_rank={node_rank}")
         args += ["--rdzv_backend=c10d", f"--rdzv_endpoint={rdzv_endpoint}", f"--rdzv_id={w.name}",
-                 f"--max_restarts={max_restarts}"]
+                 f"--rdzv_conf=is_host=${STORE_HOST_VAR}", f"--max_restarts={max_restarts}"]
     args.append(w.script or "train.py")
     args += list(w.script_args)
     if w.deepspeed_config is not None:
@@ -56,14 +79,16 @@ def torchrun_args(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: 
 
 def launch_script(cfg: StackConfig, w: Workload, rdzv_endpoint: str, node_rank: str | None = None,
                   max_restarts: int = 0, static: bool = False) -> str:
-    """Resume-from-latest, then exec torchrun (so signals reach it and its exit code is the pod's)."""
+    """Resume-from-latest, then exec torchrun (so signals reach it and its exit code is the pod's); with the c10d
+    rendezvous, the pod the endpoint names hosts its store (store_host_lines)."""
     cmd = " ".join(a if "$" in a else shlex.quote(a)
                    for a in torchrun_args(cfg, w, rdzv_endpoint, node_rank, max_restarts, static))
     return (
-        f'mkdir -p "$CHECKPOINT_DIR"\n'
+        'mkdir -p "$CHECKPOINT_DIR"\n'
         'if [ -e "$CHECKPOINT_DIR/latest" ]; then export RESUME_FROM="$(readlink -f "$CHECKPOINT_DIR/latest")"; '
         'echo "resuming from $RESUME_FROM"; fi\n'
-        f"exec {cmd}\n"
+        + ("" if static else store_host_lines(rdzv_endpoint.rpartition(":")[0]))
+        + f"exec {cmd}\n"
     )
 
 
