@@ -316,6 +316,8 @@ type PodView struct {
 	// on a real node: each container's last log lines, and the gang verdict lines of its stand-ins (gangs.go)
 	Logs map[string][]string `json:"logs,omitempty"`
 	Gang []string            `json:"gang,omitempty"`
+	// on a real node: each container's whole log as the box kept it (podlogs.go), by container
+	LogFiles map[string]string `json:"logFiles,omitempty"`
 }
 
 type EventView struct {
@@ -470,7 +472,8 @@ func (a *Applier) snapshot(ctx context.Context, b *Box, withNames bool) ([]PodVi
 			v.Env, v.Cmdline, v.Listening = containerEnvs(ctx, p)
 			v.Names = CheckNames(ctx, world, p, v.Env, v.Cmdline)
 			if withNames {
-				v.Logs, v.Gang = podLogs(p, 15)
+				syncPodLogs()
+				v.Logs, v.Gang, v.LogFiles = podLogs(p, logTail)
 			}
 		}
 		p.ManagedFields = nil

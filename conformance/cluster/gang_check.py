@@ -20,6 +20,8 @@ pods x processes per node (processes per node: the box-only cap observed.json `t
 recorded), every pod holds that many ranks. A gang that did not form names its pods, the node ranks whose
 launcher never started or whose pod ran no rank, the endpoints the launchers used when they differ, and the last
 lines of each pod's container. A gang with a pod on a fake node is not checked (its rendezvous was not run).
+The finding of a gang that did not form (or formed wrong) also names the copies of its containers' whole logs
+under the stack's folder (observed.json `logFiles`: build/<stack>/pod-logs/..., conformance/cluster/podlogs.go).
 
 No Go, no box: tests/test_gang_check.py plants each finding.
 """
@@ -115,6 +117,17 @@ def _last_lines_of(p: dict[str, Any], container: str, n: int = 4) -> str:
     return f"{p['name']}/{container}: " + (" | ".join(m.strip() for m in msgs) if msgs else "(no output)")
 
 
+def _whole_logs(pods: list[dict[str, Any]], container: str | None = None) -> list[str]:
+    """The copies of the whole logs of the pods' containers (or of one container) under the stack's folder
+    (observed.json `logFiles`, gangs.go podLogs / podlogs.go)."""
+    return [f for p in sorted(pods, key=lambda x: x["name"])
+            for c, f in sorted((p.get("logFiles") or {}).items()) if container is None or c == container]
+
+
+def _with_logs(finding: str, files: list[str]) -> str:
+    return finding + (f"; whole logs: {', '.join(files)}" if files else "")
+
+
 def _plan(placement: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """placement.json's gangs by owner ("MPIJob ns/name") and its workloads' use (nodes, gpus) by gang name."""
     gangs = (placement.get("services") or []) + (placement.get("batchEachBesideServices") or [])
@@ -169,9 +182,12 @@ def gang_findings(obs: dict[str, Any], placement: dict[str, Any]) -> tuple[list[
                 entry.update(formed=False, worldSize=None, secondsToForm=None)
                 why = [f"{p['name']}: {_state(p.get('pod') or {})}" for p in leaders] or \
                     ["no leading pod (MPIJob launcher / LWS leader) in the box"]
-                findings.append(f"gang {gang} (pods {', '.join(names)}): not formed: no verdict within "
-                                f"{timeout or '?'}s of its phase settling; {'; '.join(why)}; last lines: "
-                                + "; ".join(ln for p in sorted(pods, key=lambda x: x['name']) for ln in _last_lines(p)))
+                entry["logFiles"] = _whole_logs(pods)
+                findings.append(_with_logs(
+                    f"gang {gang} (pods {', '.join(names)}): not formed: no verdict within "
+                    f"{timeout or '?'}s of its phase settling; {'; '.join(why)}; last lines: "
+                    + "; ".join(ln for p in sorted(pods, key=lambda x: x['name']) for ln in _last_lines(p)),
+                    entry["logFiles"]))
                 report.append(entry)
                 continue
             cont, when, rec = verdicts[-1]
@@ -205,8 +221,11 @@ def gang_findings(obs: dict[str, Any], placement: dict[str, Any]) -> tuple[list[
                 if out:
                     problems.append(f"pods whose Ray node did not join: {out}")
             if problems:
-                findings.append(f"gang {gang} (pods {', '.join(names)}): " + "; ".join(problems) + "; last lines: "
-                                + "; ".join(ln for p in sorted(pods, key=lambda x: x['name']) for ln in _last_lines(p)))
+                entry["logFiles"] = _whole_logs(pods)
+                findings.append(_with_logs(
+                    f"gang {gang} (pods {', '.join(names)}): " + "; ".join(problems) + "; last lines: "
+                    + "; ".join(ln for p in sorted(pods, key=lambda x: x['name']) for ln in _last_lines(p)),
+                    entry["logFiles"]))
             report.append(entry)
         t_findings, t_report = _torch_gangs(ph, real, by_owner, use, timeout, int(obs.get("torchNprocMax") or 0))
         findings += t_findings
@@ -334,7 +353,10 @@ def _torch_gangs(ph: dict[str, Any], real: set[str], by_owner: dict[str, dict[st
             problems += [str(x) for x in rec.get("problems") or []]
         entry["problems"] = problems
         if problems:
-            findings.append(f"gang {gang} (pods {', '.join(names)}): " + "; ".join(problems) + "; last lines: "
-                            + "; ".join(_last_lines_of(p, cname) for p in sorted(pods, key=lambda x: x['name'])))
+            entry["logFiles"] = _whole_logs(pods, cname)
+            findings.append(_with_logs(
+                f"gang {gang} (pods {', '.join(names)}): " + "; ".join(problems) + "; last lines: "
+                + "; ".join(_last_lines_of(p, cname) for p in sorted(pods, key=lambda x: x['name'])),
+                entry["logFiles"]))
         report.append(entry)
     return findings, report

@@ -205,21 +205,27 @@ func torchDone(p corev1.Pod) bool {
 	return false
 }
 
+// logTail: the lines a phase's snapshot keeps of each container (observed.json `logs`): enough of a failing
+// container's end to find its cause (a Python traceback is 10-20 lines, mpirun's own errors as many); the whole
+// log is in the copy podLogs names.
+const logTail = 80
+
 // podLogs reads each container's current log file as the kubelet wrote it (<podLogsDir>/<ns>_<pod>_<uid>/
-// <container>/<restart>.log, CRI format: "<RFC3339 time> <stream> <tag> <line>"): the last `tail` lines, and
-// every verdict line (which may have scrolled out of the tail).
-func podLogs(p corev1.Pod, tail int) (map[string][]string, []string) {
+// <container>/<restart>.log, CRI format: "<RFC3339 time> <stream> <tag> <line>"): the last `tail` lines, every
+// verdict line (which may have scrolled out of the tail), and the path of the file's whole copy under the
+// stack's folder (podlogs.go), by container.
+func podLogs(p corev1.Pod, tail int) (map[string][]string, []string, map[string]string) {
 	sock := realNodeSockets[p.Spec.NodeName]
 	if sock == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	dir := filepath.Join(filepath.Dir(filepath.Dir(sock)), "pod-logs", p.Namespace+"_"+p.Name+"_"+string(p.UID))
 	conts, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	logs := map[string][]string{}
 	var gang []string
+	logs, copies := map[string][]string{}, map[string]string{}
 	for _, c := range conts {
 		files, _ := filepath.Glob(filepath.Join(dir, c.Name(), "*.log"))
 		if len(files) == 0 {
@@ -229,6 +235,11 @@ func podLogs(p corev1.Pod, tail int) (map[string][]string, []string) {
 		f, err := os.Open(files[len(files)-1])
 		if err != nil {
 			continue
+		}
+		if cp := podLogCopy(files[len(files)-1]); cp != "" {
+			if _, err := os.Stat(cp); err == nil {
+				copies[c.Name()] = cp
+			}
 		}
 		var last []string
 		sc := bufio.NewScanner(f)
@@ -246,7 +257,7 @@ func podLogs(p corev1.Pod, tail int) (map[string][]string, []string) {
 		f.Close()
 		logs[c.Name()] = last
 	}
-	return logs, gang
+	return logs, gang, copies
 }
 
 func restartOf(path string) int {
@@ -305,7 +316,7 @@ func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
 			if !gangLeader(p) || p.Status.Phase != corev1.PodRunning {
 				continue // a leader held in its init containers, or ended: no verdict will come (realnode_check.py says why)
 			}
-			_, lines := podLogs(p, 0)
+			_, lines, _ := podLogs(p, 0)
 			verdict := false
 			for _, l := range lines {
 				// a verdict of the pod's own engine, not its PyTorch preflight's (an init container)

@@ -92,7 +92,12 @@ type Observed struct {
 	RealNodes []RealNodeView `json:"realNodes,omitempty"`
 	// processes of the real nodes' pods still running once the nodes were stopped (StopRealNodes): must be none
 	RealNodeLeftovers []string `json:"realNodeLeftovers,omitempty"`
-	ImagesSkipped     []string `json:"imagesSkipped,omitempty"`
+	// the folder with the whole log of every container the real kubelets ran (podlogs.go)
+	PodLogs string `json:"podLogs,omitempty"`
+	// with real nodes: the stack's workload ConfigMaps as the pods left them at the end of the run (a verdict
+	// written through the API server: apiservice.go configMapViews)
+	ConfigMaps    []ConfigMapView `json:"configMaps,omitempty"`
+	ImagesSkipped []string        `json:"imagesSkipped,omitempty"`
 	// gangs on real nodes (gangs.go): the bound on the wait for their verdicts, and the images given the Ray layer
 	GangTimeout float64  `json:"gangTimeout,omitempty"`
 	RayImages   []string `json:"rayImages,omitempty"`
@@ -388,7 +393,26 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			return err
 		}
 		rns, err := StartRealNodes(ctx, box, real, archive, boxIn, drivers, logf)
+		if err == nil {
+			// every container's whole log, kept under the stack's folder (podlogs.go)
+			var srcs []string
+			for _, rn := range rns {
+				srcs = append(srcs, filepath.Join(rn.dir, "pod-logs"))
+			}
+			obs.PodLogs = filepath.Join(stackDir, "pod-logs")
+			if err = startLogMirror(obs.PodLogs, filepath.Join(realNodesMount, "kept-logs"), srcs); err != nil {
+				err = fmt.Errorf("the pods' logs: %w", err)
+			}
+		}
 		defer func() {
+			// what the pods wrote into their ConfigMaps, to the last (the NCCL check writes its verdict as its
+			// pods are deleted at the end of its phase)
+			cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
+			if cms, cerr := configMapViews(cctx, box); cerr == nil {
+				obs.ConfigMaps = cms
+			}
+			ccancel()
+			stopLogMirror()
 			t0 := time.Now()
 			seen, left := StopRealNodes(rns)
 			obs.RealNodeLeftovers = left
@@ -534,6 +558,7 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			// real nodes: every ClusterIP Service port that selects their pods, dialled from a client pod (svcconn.go)
 			ph.ServiceConns, err = CheckServiceConns(ctx, box, ph.Pods)
 		}
+
 		logf("phase %q: %d pods, settled=%v after %.0fs", ph.Name, len(ph.Pods), ok, took.Seconds())
 		return err
 	}

@@ -7,6 +7,7 @@ tests/test_realnode_check.py plants each finding in a hand-made observation.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -18,6 +19,31 @@ _STARTING = {"ContainerCreating", "PodInitializing", ""}
 # a pull that failed (the kubelet's back-off alternates the two)
 _PULL_FAILED = {"waiting:ErrImagePull", "waiting:ImagePullBackOff"}
 _NO_SPACE = "no space left on device"
+
+
+# how many of a failing container's last log lines its finding carries (observed.json keeps 80 a container:
+# gangs.go logTail); the whole log is in the copy the finding names (observed.json `logFiles`, podlogs.go)
+FAIL_LINES = 60
+
+
+def _failed(state: str) -> bool:
+    """A container that ran and failed: exited non-zero, or restarted after it did (CrashLoopBackOff)."""
+    return (state.startswith("terminated:") and state != "terminated:0") or state == "waiting:CrashLoopBackOff"
+
+
+def log_evidence(p: dict[str, Any], container: str, n: int = FAIL_LINES) -> str:
+    """'; its last lines: a | b ...; its whole log: <file>' for a container of a real-node pod (observed.json
+    `logs` in the kubelet's CRI format '<time> <stream> <tag> <message>', `logFiles`)."""
+    lines = (p.get("logs") or {}).get(container)
+    whole = (p.get("logFiles") or {}).get(container)
+    out = ""
+    if lines is not None or whole:
+        msgs = [ln.split(" ", 3)[3] if ln.count(" ") >= 3 else ln for ln in (lines or [])[-n:]]
+        out += f"; its last {len(msgs)} lines: " + " | ".join(m.rstrip() for m in msgs) if msgs else \
+            "; its log is empty"
+    if whole:
+        out += f"; its whole log: {whole}"
+    return out
 
 
 def _state(c: dict[str, Any]) -> tuple[str, str]:
@@ -203,6 +229,76 @@ def _service_problems(conns: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+# the NCCL check's verdict line (multinode/manifests/workloads/nccl_test.py), which its script then writes into the
+# workload's ConfigMap through the API server (`https://kubernetes.default.svc`, conformance/cluster/apiservice.go)
+NCCL_VERDICT = "MULTINODE_NCCL_VERDICT "
+WORKLOAD_LABEL = "multinode.dev/workload"
+
+
+def _lines_of(p: dict[str, Any], container: str) -> list[str]:
+    """A container's whole log as the box kept it (observed.json `logFiles`: its copy, which holds what the
+    container wrote after the phase's snapshot too), else the last lines the snapshot kept (`logs`)."""
+    path = (p.get("logFiles") or {}).get(container)
+    if path:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return f.read().splitlines()
+        except OSError:
+            pass
+    return (p.get("logs") or {}).get(container) or []
+
+
+def verdict_configmaps(obs: dict[str, Any], real: set[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Each real-node pod that printed an NCCL verdict line (in any phase; the last such line of its container):
+    its workload's ConfigMap with a `verdict.json` key, as the run left it (observed.json `configMaps`), must hold
+    that verdict, and its `status` the verdict's status."""
+    problems: list[str] = []
+    report: list[dict[str, Any]] = []
+    cms = obs.get("configMaps")
+    if cms is None:
+        return problems, report   # a box that did not read them (no real nodes, or an older observation)
+    seen: dict[tuple[str, str, str], tuple[dict[str, Any], str]] = {}
+    for ph in obs.get("phases") or []:
+        for p in ph.get("pods") or []:
+            if p.get("node") not in real:
+                continue
+            for cont in sorted(set(p.get("logs") or {}) | set(p.get("logFiles") or {})):
+                said = [ln.split(NCCL_VERDICT, 1)[1] for ln in _lines_of(p, cont) if NCCL_VERDICT in ln]
+                if said:
+                    seen[(p["namespace"], p["name"], cont)] = (p, said[-1])
+    for (ns, name, cont), (p, line) in sorted(seen.items()):
+        where = f"pod {ns}/{name} container {cont}"
+        try:
+            verdict = json.loads(line)
+        except ValueError:
+            problems.append(f"{where}: its NCCL verdict line is not JSON: {line[:200]}")
+            continue
+        workload = (((p.get("pod") or {}).get("metadata") or {}).get("labels") or {}).get(WORKLOAD_LABEL)
+        where += f" (workload {workload})"
+        mine = [c for c in cms if c.get("namespace") == ns and workload and
+                (c.get("labels") or {}).get(WORKLOAD_LABEL) == workload and "verdict.json" in (c.get("data") or {})]
+        if not mine:
+            problems.append(f"{where}: printed its NCCL verdict, but no ConfigMap of its workload with a "
+                            "verdict.json key is in the box")
+            continue
+        for c in mine:
+            data = c.get("data") or {}
+            try:
+                held = json.loads(data.get("verdict.json") or "null")
+            except ValueError:
+                held = data.get("verdict.json")
+            written = held == verdict and data.get("status") == verdict.get("status")
+            report.append({"pod": f"{ns}/{name}", "configMap": f"{c['namespace']}/{c['name']}",
+                           "status": data.get("status"), "printed": verdict.get("status"), "written": written})
+            if not written:
+                problems.append(
+                    f"{where}: its verdict ConfigMap {c['namespace']}/{c['name']} does not hold the verdict it "
+                    f"printed (status {data.get('status')!r}, verdict.json {str(data.get('verdict.json'))[:200]!r}; "
+                    f"printed status {verdict.get('status')!r}): the write through the API server failed"
+                    + log_evidence(p, cont, 20))
+    return problems, report
+
+
 def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tuple[list[str], dict[str, Any]]:
     """idle_why: why no pod of the stack can reach a node in the box (compare.py: every workload is of a kind whose
     controller the box does not run); real nodes with no pod are then listed as not checked, not a finding."""
@@ -241,6 +337,7 @@ def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tupl
     for ph in obs.get("phases") or []:
         for m in _service_problems(ph.get("serviceConnections") or []):
             findings.append(f"phase {ph['name']}: {m}")
+
         services_out += [{"phase": ph["name"], "service": c["service"], "port": c["port"],
                           "connected": bool(c.get("attempts")) and all(a.get("connected") for a in c["attempts"])}
                          for c in ph.get("serviceConnections") or []]
@@ -262,7 +359,8 @@ def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tupl
                     hint = _pull_hint(c.get("image", ""), registry) if state in _PULL_FAILED else ""
                     if _NO_SPACE in why:
                         enospc.append(f"{p['namespace']}/{p['name']}")
-                    problems.append(f"init container {c['name']}: {state}{': ' + why if why else ''}{hint}")
+                    logs = log_evidence(p, c["name"]) if _failed(state) else ""
+                    problems.append(f"init container {c['name']}: {state}{': ' + why if why else ''}{hint}{logs}")
             conts = {c["name"]: c for c in status.get("containerStatuses") or []}
             for c in spec.get("containers") or []:
                 s = conts.get(c["name"])
@@ -278,7 +376,8 @@ def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tupl
                     hint = _pull_hint(c.get("image", ""), registry) if state in _PULL_FAILED else ""
                     if _NO_SPACE in why:
                         enospc.append(f"{p['namespace']}/{p['name']}")
-                    problems.append(f"container {c['name']}: {state}{': ' + why if why else ''}{hint}")
+                    logs = log_evidence(p, c["name"]) if _failed(state) else ""
+                    problems.append(f"container {c['name']}: {state}{': ' + why if why else ''}{hint}{logs}")
             env_checked, env_problems = 0, []
             for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
                 seen = (p.get("env") or {}).get(c["name"])
@@ -310,13 +409,18 @@ def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tupl
             pods_out.append({"pod": f"{p['namespace']}/{p['name']}", "node": p["node"], "phase": ph["name"],
                              "podPhase": status.get("phase"), "containersEnvRead": env_checked,
                              "namesResolved": len(names or []),
-                             "problems": problems, "verdict": "ok" if not problems else "failed"})
+                             "problems": problems, "verdict": "ok" if not problems else "failed",
+                             "logFiles": p.get("logFiles") or {}})
             findings += [f"{key}: {m}" for m in problems]
     if obs.get("nodesTmpfs"):
         report["nodesTmpfs"] = obs["nodesTmpfs"]
+    if obs.get("podLogs"):
+        report["podLogs"] = obs["podLogs"]   # every container's whole log (podlogs.go)
     findings += tmpfs_problems(obs.get("nodesTmpfs"), enospc)
     report["pods"] = pods_out
     report["serviceConnections"] = services_out
+    v_problems, report["verdictConfigMaps"] = verdict_configmaps(obs, real)
+    findings += v_problems
     report["notChecked"] = ["real nodes: headless Services' ports are not dialled (their clients reach the pods by "
                             "name: the names check)"]
     if not_judged:

@@ -98,6 +98,27 @@ def test_no_verdict_names_the_pods_and_their_last_lines() -> None:
     assert "nim-launcher-abcde: phase Failed" in f
     assert "nim-launcher-abcde/main: There are not enough slots available in the system" in f
     assert "nim-worker-1/main: hello from nim-worker-1" in f
+    assert "whole logs" not in f   # an observation without copies names none
+
+
+def test_gang_not_formed_names_its_containers_whole_logs() -> None:
+    obs = _mpi({}, verdict=False, launcher_phase="Failed")
+    for p in obs["phases"][0]["pods"]:
+        p["logFiles"] = {"main": f"build/s/pod-logs/ns_{p['name']}_uid/main/0.log"}
+    findings, report = gang_findings(obs, PLACEMENT)
+    assert findings[0].endswith("; whole logs: build/s/pod-logs/ns_nim-launcher-abcde_uid/main/0.log, "
+                                "build/s/pod-logs/ns_nim-worker-0_uid/main/0.log, "
+                                "build/s/pod-logs/ns_nim-worker-1_uid/main/0.log"), findings[0]
+    assert report[0]["logFiles"][0] == "build/s/pod-logs/ns_nim-launcher-abcde_uid/main/0.log"
+    # a PyTorch gang names its one container's logs, not the pods' others
+    obs = _torch(None, n=3)
+    for p in obs["phases"][0]["pods"]:
+        p["logFiles"] = {"trainer": f"build/s/pod-logs/{p['name']}/trainer/0.log",
+                         "preflight": f"build/s/pod-logs/{p['name']}/preflight/0.log"}
+    findings, report = gang_findings(obs, TORCH_PLACEMENT)
+    assert findings[0].endswith("; whole logs: build/s/pod-logs/train-0/trainer/0.log, "
+                                "build/s/pod-logs/train-1/trainer/0.log"), findings[0]
+    assert report[0]["logFiles"] == ["build/s/pod-logs/train-0/trainer/0.log", "build/s/pod-logs/train-1/trainer/0.log"]
 
 
 def test_ray_group_formed_and_a_node_that_did_not_join() -> None:

@@ -77,6 +77,104 @@ def test_preflight_init_container_exits_1():
     assert report["pods"][0]["verdict"] == "failed"
 
 
+def _cri(lines: list[str]) -> list[str]:
+    return [f"2026-11-29T03:00:{i:02d}.000000000Z stdout F {m}" for i, m in enumerate(lines)]
+
+
+def test_failing_container_finding_carries_its_last_lines_and_whole_log():
+    # existing-dev's NCCL check: its launcher exited 2; what mpirun said was 20 lines above the end, past the 15
+    # lines kept then: the finding carries the last 60 of the 80 kept, and the copy of the whole log
+    p = _pod("nccl-check-master-0")
+    p["pod"]["status"]["phase"] = "Failed"
+    p["pod"]["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 2, "reason": "Error"}}
+    p["env"] = {}
+    said = [f"line {i}" for i in range(80)]
+    said[60] = "ORTE was unable to reliably start one or more daemons."
+    p["logs"] = {"main": _cri(said)}
+    p["logFiles"] = {"main": "build/existing-dev/pod-logs/multinode_nccl-check-master-0_u1/main/0.log"}
+    findings, report = real_node_findings(_obs([p]))
+    assert len(findings) == 1
+    f = findings[0]
+    assert f.startswith("pod multinode/nccl-check-master-0 on real node gpu-0 (phase services): container main: "
+                        "terminated:2: Error; its last 60 lines: line 20 | ")
+    assert "ORTE was unable to reliably start one or more daemons. | line 61" in f
+    assert "line 19 |" not in f and f.count(" | ") == 59
+    assert f.endswith("| line 79; its whole log: build/existing-dev/pod-logs/multinode_nccl-check-master-0_u1/main/0.log")
+    assert report["pods"][0]["logFiles"] == p["logFiles"]
+    # a container that is fine carries no lines; one that failed with an empty log says so
+    p["logs"] = {"main": []}
+    p["logFiles"] = {}
+    findings, _ = real_node_findings(_obs([p]))
+    assert findings[0].endswith("container main: terminated:2: Error; its log is empty")
+
+
+VERDICT = {"version": 1, "pass": False, "status": "error", "busbw_GBps": None, "exit_code": 2,
+           "reason": "nccl-tests did not produce a result (mpirun exit 0)"}
+
+
+def _nccl_master(written: bool) -> dict[str, Any]:
+    import json
+    p = _pod("nccl-check-master-0")
+    p["pod"]["metadata"] = {"labels": {"multinode.dev/workload": "nccl-check"}}
+    p["logs"] = {"main": _cri(["mpirun ...", "MULTINODE_NCCL_VERDICT " + json.dumps(VERDICT)]
+                              + ([] if written else ["urllib.error.URLError: <urlopen error [Errno 101] Network is "
+                                                     "unreachable>", "warning: verdict ConfigMap nccl-check-verdict "
+                                                     "not written"]))}
+    return p
+
+
+def _verdict_cm(data: dict[str, str]) -> dict[str, Any]:
+    return {"namespace": "multinode", "name": "nccl-check-verdict",
+            "labels": {"multinode.dev/workload": "nccl-check"}, "data": data}
+
+
+def test_nccl_verdict_written_to_its_configmap(tmp_path):
+    import json
+    obs = _obs([_nccl_master(True)])
+    obs["configMaps"] = [_verdict_cm({"verdict.json": json.dumps(VERDICT), "status": "error"})]
+    findings, report = real_node_findings(obs)
+    assert findings == []
+    assert report["verdictConfigMaps"] == [{"pod": "multinode/nccl-check-master-0",
+                                            "configMap": "multinode/nccl-check-verdict", "status": "error",
+                                            "printed": "error", "written": True}]
+    # the verdict printed after the phase's snapshot (its workers deleted with the phase) is read from the copy
+    # of the whole log; a ConfigMap left "pending" is then a finding
+    p = _pod("nccl-check-master-0")
+    p["pod"]["metadata"] = {"labels": {"multinode.dev/workload": "nccl-check"}}
+    p["logs"] = {"main": _cri(["all_reduce_perf: the ranks stay up 120s"])}
+    whole = tmp_path / "0.log"
+    whole.write_text("\n".join(_cri(["all_reduce_perf: the ranks stay up 120s", "ORTE has lost communication",
+                                     "MULTINODE_NCCL_VERDICT " + json.dumps(VERDICT)])) + "\n")
+    p["logFiles"] = {"main": str(whole)}
+    obs = _obs([p])
+    obs["configMaps"] = [_verdict_cm({"verdict.json": json.dumps(VERDICT), "status": "error"})]
+    assert real_node_findings(obs)[0] == []
+    obs["configMaps"] = [_verdict_cm({"verdict.json": "", "status": "pending"})]
+    findings, _ = real_node_findings(obs)
+    assert len(findings) == 1 and "does not hold the verdict it printed" in findings[0]
+    # without the copy, the snapshot's lines hold no verdict: nothing to check
+    p["logFiles"] = {}
+    assert real_node_findings(obs)[0] == []
+
+
+def test_nccl_verdict_not_written_to_its_configmap():
+    # existing-dev's fourth pass: `kubernetes.default.svc` unreachable from the pod, the ConfigMap kept its
+    # rendered "pending"
+    obs = _obs([_nccl_master(False)])
+    obs["configMaps"] = [_verdict_cm({"verdict.json": "", "status": "pending"})]
+    findings, report = real_node_findings(obs)
+    assert len(findings) == 1
+    assert findings[0].startswith("pod multinode/nccl-check-master-0 container main (workload nccl-check): its "
+                                  "verdict ConfigMap multinode/nccl-check-verdict does not hold the verdict it "
+                                  "printed (status 'pending', verdict.json ''; printed status 'error')")
+    assert "Network is unreachable" in findings[0]
+    assert report["verdictConfigMaps"][0]["written"] is False
+    obs["configMaps"] = []
+    findings, _ = real_node_findings(obs)
+    assert findings == ["pod multinode/nccl-check-master-0 container main (workload nccl-check): printed its NCCL "
+                        "verdict, but no ConfigMap of its workload with a verdict.json key is in the box"]
+
+
 def test_env_referring_to_an_undefined_variable():
     p = _pod("a")
     p["pod"]["spec"]["containers"][0]["env"].append({"name": "ADDR", "value": "$(UNDEFINED_HOST):29500"})
