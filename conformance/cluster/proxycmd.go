@@ -60,6 +60,10 @@ func StartKubeProxy(ctx context.Context, box *Box, self, node, logDir string, lo
 	if _, err := box.Client.DiscoveryV1().EndpointSlices("kube-system").Create(ctx, sl, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("EndpointSlice kube-system/kube-dns-box: %w", err)
 	}
+	// the `kubernetes` Service's endpoint, the API server reached from the pods (apiservice.go)
+	if err := startAPIService(ctx, box, logf); err != nil {
+		return err
+	}
 	lf, err := os.Create(filepath.Join(logDir, "kube-proxy.log"))
 	if err != nil {
 		return err

@@ -629,6 +629,10 @@ func StopRealNodes(rns []*RealNode) (int, []string) {
 	}
 	stop(func(rn *RealNode) []*exec.Cmd { return []*exec.Cmd{rn.containerd} })
 	boxRegistry.Stop()
+	if apiRelay != nil {
+		_ = apiRelay.Close()
+		apiRelay = nil
+	}
 	for _, c := range []**exec.Cmd{&corednsCmd, &proxyCmd} {
 		if *c != nil {
 			_ = (*c).Process.Kill()
