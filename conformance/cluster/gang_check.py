@@ -1,5 +1,6 @@
 """Gangs on real nodes (issue 43): did each MPIJob and each LeaderWorkerSet group whose pods a real kubelet ran
-form, with the world size plan says, and how long did it take.
+form, with the world size plan says, and how long did it take. A Volcano Job with the mpi plugin (the NCCL check)
+is judged like an MPIJob: its master runs mpirun over its workers' sshd, ranks on every pod.
 
 The stand-ins in the pods run the real coordination layer (mpirun over ssh with the MPI operator's hostfile and
 keys, Ray's `ray start`, the NIM stand-in's rendezvous) and print one verdict line, `MULTINODE_GANG {json}`, on the
@@ -37,6 +38,7 @@ LAUNCH_MARKER = "MULTINODE_GANG_LAUNCH "
 _NNODES = re.compile(r"--nnodes[= ](\d+)(?::(\d+))?")
 _NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](\d+)")
 MPI_ROLE, MPI_JOB = "training.kubeflow.org/job-role", "training.kubeflow.org/job-name"
+VC_JOB, VC_MPI_HOST = "volcano.sh/job-name", "MPI_HOST"
 LWS_NAME, LWS_GROUP, LWS_WORKER = ("leaderworkerset.sigs.k8s.io/name", "leaderworkerset.sigs.k8s.io/group-index",
                                    "leaderworkerset.sigs.k8s.io/worker-index")
 
@@ -73,11 +75,26 @@ def _gang_key(labels: dict[str, str]) -> tuple[str, str] | None:
         return "MPIJob", labels[MPI_JOB]
     if labels.get(LWS_NAME):
         return "LeaderWorkerSet", f"{labels[LWS_NAME]} group {labels.get(LWS_GROUP, '0')}"
+    if labels.get(VC_JOB):
+        return "Job", labels[VC_JOB]   # a Volcano Job: a gang of ours only with an MPI master (_volcano_mpi_master)
     return None
 
 
-def _leader(kind: str, labels: dict[str, str]) -> bool:
-    return labels.get(MPI_ROLE) == "launcher" if kind == "MPIJob" else labels.get(LWS_WORKER) == "0"
+def _volcano_mpi_master(pod: dict[str, Any]) -> bool:
+    """The master of a Volcano Job with the mpi plugin, which runs mpirun: the plugin gives the master task's
+    containers the env MPI_HOST, its workers' host names, when it makes the pod (volcano.sh/volcano@v1.14.1
+    pkg/controllers/job/plugins/distributed-framework/mpi/mpi.go OnPodCreate; gangs.go volcanoMPIMaster)."""
+    return any(e.get("name") == VC_MPI_HOST for c in ((pod.get("spec") or {}).get("containers") or [])
+               for e in c.get("env") or [])
+
+
+def _leader(kind: str, p: dict[str, Any]) -> bool:
+    labels = ((p.get("pod") or {}).get("metadata") or {}).get("labels") or {}
+    if kind == "MPIJob":
+        return labels.get(MPI_ROLE) == "launcher"
+    if kind == "Job":
+        return _volcano_mpi_master(p.get("pod") or {})
+    return labels.get(LWS_WORKER) == "0"
 
 
 def _started(pod: dict[str, Any]) -> list[datetime]:
@@ -159,7 +176,9 @@ def gang_findings(obs: dict[str, Any], placement: dict[str, Any]) -> tuple[list[
             plan = by_owner.get(owner) or {}
             w = use.get(plan.get("gang", "")) or {}
             labels_of = {p["name"]: ((p.get("pod") or {}).get("metadata") or {}).get("labels") or {} for p in pods}
-            leaders = [p for p in pods if _leader(kind, labels_of[p["name"]])]
+            leaders = [p for p in pods if _leader(kind, p)]
+            if kind == "Job" and not leaders:
+                continue   # a Volcano Job without the mpi plugin's master: its PyTorch gangs are judged below
             if leaders and all(_torch_only(p) for p in leaders):
                 continue   # a group whose containers all launch PyTorch: judged as a PyTorch gang (below)
             verdicts = [v for p in leaders for line in p.get("gang") or [] if (v := parse_verdict(line))
@@ -168,7 +187,12 @@ def gang_findings(obs: dict[str, Any], placement: dict[str, Any]) -> tuple[list[
             names = sorted(p["name"] for p in pods)
             entry: dict[str, Any] = {"gang": gang, "phase": ph["name"], "pods": names,
                                      "onRealNodes": sorted(p["name"] for p in pods if p.get("node") in real)}
-            if kind == "MPIJob":
+            if kind == "Job":
+                # a Volcano Job's mpirun runs ranks on every pod, its master's too (the rendered NCCL check's
+                # --host names $HOSTNAME and each MPI_HOST with the GPUs of a node as slots): one rank per GPU
+                want = int(w["gpus"]) if w.get("gpus") else None
+                per_node = int(w["gpus"] // w["nodes"]) if w.get("gpus") and w.get("nodes") else None
+            elif kind == "MPIJob":
                 want = int(w["gpus"]) if w.get("gpus") else None
                 # GPUs per worker: plan's nodes of the gang include the launcher's when it has a node of its own
                 # (existing-dev's mpi-alltoall: 3 nodes, 16 GPUs on its 2 workers), which asks no GPU
@@ -203,14 +227,14 @@ def gang_findings(obs: dict[str, Any], placement: dict[str, Any]) -> tuple[list[
                                 + (f", missing ranks {missing}" if missing else ""))
             if want is not None and seen != want:
                 problems.append(f"world size {seen}, plan says {want}"
-                                + (" (one rank per GPU)" if kind == "MPIJob" else " (the group's pods)"))
-            if kind == "MPIJob":
+                                + (" (one rank per GPU)" if kind in ("MPIJob", "Job") else " (the group's pods)"))
+            if kind in ("MPIJob", "Job"):
                 per_host = rec.get("ranksPerHost") or {}
                 workers = sorted(p["pod"]["spec"].get("hostname") or p["name"] for p in pods
-                                 if labels_of[p["name"]].get(MPI_ROLE) == "worker")
+                                 if kind == "Job" or labels_of[p["name"]].get(MPI_ROLE) == "worker")
                 idle = [h for h in workers if h not in per_host]
                 if idle:
-                    problems.append(f"workers with no rank (did not join): {idle}")
+                    problems.append(f"{'pods' if kind == 'Job' else 'workers'} with no rank (did not join): {idle}")
                 if per_node is not None:
                     off = {h: n for h, n in per_host.items() if n != per_node}
                     if off:

@@ -4,10 +4,10 @@ package main
 // layer in the stand-in images (mpirun over ssh with the operator's hostfile and keys; `ray start`; the NIM
 // stand-in's rendezvous), and the stand-ins print one verdict line, `MULTINODE_GANG {json}`
 // (conformance/realnode/standin/python/multinode_standin/gang.py), on the gang's leading pod: the MPIJob's launcher
-// (mpirun forwards rank 0's output) or the LWS group's leader. The box waits, bounded, for that line after a phase
-// settled (a settled phase means the pods run, not that their gang formed), and records each real-node pod's last
-// log lines and its verdict lines (PodView.Logs, PodView.Gang) from the kubelet's container logs; gang_check.py
-// judges them against placement.json.
+// (mpirun forwards rank 0's output; a Volcano Job's MPI master likewise) or the LWS group's leader. The box waits,
+// bounded, for that line after a phase settled (a settled phase means the pods run, not that their gang formed),
+// and records each real-node pod's last log lines and its verdict lines (PodView.Logs, PodView.Gang) from the
+// kubelet's container logs; gang_check.py judges them against placement.json.
 //
 // PyTorch gangs (the containers that launch torchrun / torch.distributed.run: trainers, the NCCL preflight): the
 // real launcher in the image's PyTorch layer (image.go, TorchRefs) runs the rendered flags; rank 0 of the process
@@ -47,9 +47,36 @@ const (
 	lwsWorkerIdLabel = "leaderworkerset.sigs.k8s.io/worker-index"
 )
 
-// gangLeader: the pod whose log carries its gang's verdict (an MPIJob's launcher, an LWS group's leader).
+// gangLeader: the pod whose log carries its gang's verdict (an MPIJob's launcher, an LWS group's leader, a
+// Volcano Job's MPI master).
 func gangLeader(p corev1.Pod) bool {
-	return p.Labels[mpiRoleLabel] == "launcher" || (p.Labels[lwsNameLabel] != "" && p.Labels[lwsWorkerIdLabel] == "0")
+	return p.Labels[mpiRoleLabel] == "launcher" || (p.Labels[lwsNameLabel] != "" && p.Labels[lwsWorkerIdLabel] == "0") ||
+		volcanoMPIMaster(p)
+}
+
+// the label Volcano's job controller puts on a Job's pods (volcano.sh/apis@v1.14.0 pkg/apis/batch/v1alpha1/labels.go
+// JobNameKey), and the env its mpi plugin gives the master task's containers when it makes the pod: the workers'
+// host names (volcano.sh/volcano@v1.14.1 pkg/controllers/job/plugins/distributed-framework/mpi/mpi.go MPIHost,
+// OnPodCreate)
+const (
+	volcanoJobLabel = "volcano.sh/job-name"
+	volcanoMPIHost  = "MPI_HOST"
+)
+
+// volcanoMPIMaster: the master of a Volcano Job with the mpi plugin (aws-dev's and existing-dev's NCCL check): it
+// runs mpirun over its workers' sshd, and rank 0's verdict comes out in its log.
+func volcanoMPIMaster(p corev1.Pod) bool {
+	if p.Labels[volcanoJobLabel] == "" {
+		return false
+	}
+	for _, c := range p.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == volcanoMPIHost {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // RayRefs: the images of the containers whose command line runs Ray (`ray start`, `import ray`, vLLM's Ray

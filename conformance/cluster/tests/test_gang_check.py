@@ -160,6 +160,54 @@ TORCHRUN = ("torchrun --nnodes={n} --nproc_per_node=8 --node_rank=$(JOB_COMPLETI
             "--rdzv_endpoint=train-0.train:{port} /workspace/train.py")
 
 
+VC_PLACEMENT = {
+    "pools": [{"name": "gpu", "use": {"workloads": [{"gang": "nccl-check", "kind": "batch", "nodes": 2,
+                                                    "gpus": 16.0}]}}],
+    "batchEachBesideServices": [{"gang": "nccl-check", "owner": "Job ns/nccl-check", "pods": 2}],
+}
+
+
+def _volcano_mpi(per_host: dict[str, int] | None, master_phase: str = "Running") -> dict[str, Any]:
+    """aws-dev's and existing-dev's NCCL check: a Volcano Job whose master (the mpi plugin's MPI_HOST in its env)
+    runs mpirun over its worker's sshd, ranks on both pods."""
+    job = {"volcano.sh/job-name": "nccl-check"}
+    gang = []
+    if per_host is not None:
+        world = sum(per_host.values())
+        gang = [_verdict({"engine": "mpi", "formed": True, "worldSize": world, "expected": world,
+                          "ranksPerHost": per_host})]
+    master = _pod("nccl-check-master-0", {**job, "volcano.sh/task-spec": "master"}, phase=master_phase, gang=gang,
+                  logs=[f"{T0} stdout F ORTE has lost communication with a remote daemon."])
+    master["pod"]["spec"]["containers"] = [{"name": "main", "env": [{"name": "MPI_HOST",
+                                                                     "value": "nccl-check-worker-0.nccl-check"}]}]
+    worker = _pod("nccl-check-worker-0", {**job, "volcano.sh/task-spec": "worker"}, node="gpu-1", ip="10.245.2.2")
+    worker["pod"]["spec"]["containers"] = [{"name": "main", "env": []}]
+    # a Volcano Job without the mpi plugin (llama-finetune, PyTorch) in the same phase is no MPI gang
+    other = _pod("llama-finetune-master-0", {"volcano.sh/job-name": "llama-finetune"})
+    return {"realNodes": [{"name": "gpu-0"}, {"name": "gpu-1"}], "gangTimeout": 240.0,
+            "phases": [{"name": "batch Job ns/nccl-check", "pods": [master, worker, other]}]}
+
+
+def test_volcano_mpi_gang_formed_agrees_with_plan() -> None:
+    findings, report = gang_findings(_volcano_mpi({"nccl-check-master-0": 8, "nccl-check-worker-0": 8}),
+                                     VC_PLACEMENT)
+    assert findings == []
+    assert [(g["gang"], g["formed"], g["worldSize"], g["expected"]) for g in report] == [
+        ("Job ns/nccl-check", True, 16, 16)]
+
+
+def test_volcano_mpi_gang_with_a_pod_short_of_ranks_or_no_verdict() -> None:
+    findings, _ = gang_findings(_volcano_mpi({"nccl-check-master-0": 8}), VC_PLACEMENT)
+    assert len(findings) == 1
+    assert "world size 8, plan says 16 (one rank per GPU)" in findings[0]
+    assert "pods with no rank (did not join): ['nccl-check-worker-0']" in findings[0]
+    findings, report = gang_findings(_volcano_mpi(None, master_phase="Failed"), VC_PLACEMENT)
+    assert len(findings) == 1 and report[0]["formed"] is False
+    assert findings[0].startswith("gang Job ns/nccl-check (pods nccl-check-master-0, nccl-check-worker-0): not "
+                                  "formed: no verdict within 240.0s")
+    assert "nccl-check-master-0/main: ORTE has lost communication with a remote daemon." in findings[0]
+
+
 def _launch(i: int, n: int, port: int) -> str:
     rec = {"engine": "torchrun", "host": f"train-{i}.train.ns.svc.cluster.local", "nodeRank": i, "maxNodes": n,
            "rdzvEndpoint": f"train-0.train:{port}", "nprocPerNode": 2, "nprocRendered": 8}

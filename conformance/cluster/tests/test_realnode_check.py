@@ -99,7 +99,8 @@ def test_failing_container_finding_carries_its_last_lines_and_whole_log():
                         "terminated:2: Error; its last 60 lines: line 20 | ")
     assert "ORTE was unable to reliably start one or more daemons. | line 61" in f
     assert "line 19 |" not in f and f.count(" | ") == 59
-    assert f.endswith("| line 79; its whole log: build/existing-dev/pod-logs/multinode_nccl-check-master-0_u1/main/0.log")
+    assert f.endswith("| line 79; its whole log: "
+                      "build/existing-dev/pod-logs/multinode_nccl-check-master-0_u1/main/0.log")
     assert report["pods"][0]["logFiles"] == p["logFiles"]
     # a container that is fine carries no lines; one that failed with an empty log says so
     p["logs"] = {"main": []}
