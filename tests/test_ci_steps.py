@@ -268,9 +268,7 @@ REAL_NODE_EXEMPT = {
 
 # stacks whose real-node box still fails here (not slots: a known finding would fail every CI run that plays its
 # slot); each is open in issues 42/43 with what was seen (conformance/realnode/README.md)
-REAL_NODE_OPEN = {
-    "existing-dev": "its Volcano Job nccl-check's launcher exited 2 within 11 s (no mpirun result; cause not found)",
-}
+REAL_NODE_OPEN: dict[str, str] = {}
 
 
 def test_every_example_and_guide_stack_runs_on_real_nodes_in_ci():
