@@ -131,7 +131,7 @@ func configMapViews(ctx context.Context, box *Box) ([]ConfigMapView, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []ConfigMapView
+	out := []ConfigMapView{} // [] when none: read, and none there
 	for _, c := range cms.Items {
 		out = append(out, ConfigMapView{Namespace: c.Namespace, Name: c.Name, Labels: c.Labels, Data: c.Data})
 	}

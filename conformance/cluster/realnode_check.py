@@ -39,8 +39,10 @@ def log_evidence(p: dict[str, Any], container: str, n: int = FAIL_LINES) -> str:
     out = ""
     if lines is not None or whole:
         msgs = [ln.split(" ", 3)[3] if ln.count(" ") >= 3 else ln for ln in (lines or [])[-n:]]
-        out += f"; its last {len(msgs)} lines: " + " | ".join(m.rstrip() for m in msgs) if msgs else \
-            "; its log is empty"
+        if msgs:
+            out += f"; its last {len(msgs)} lines: " + " | ".join(m.rstrip() for m in msgs)
+        else:
+            out += "; its log is empty"
     if whole:
         out += f"; its whole log: {whole}"
     return out
