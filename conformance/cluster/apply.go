@@ -318,6 +318,8 @@ type PodView struct {
 	Gang []string            `json:"gang,omitempty"`
 	// on a real node: each container's whole log as the box kept it (podlogs.go), by container
 	LogFiles map[string]string `json:"logFiles,omitempty"`
+	// a real-node pod deleted during the phase, before its snapshot: why, and that the view is its last one
+	Gone string `json:"gone,omitempty"`
 }
 
 type EventView struct {
@@ -365,6 +367,7 @@ func Settle(ctx context.Context, b *Box, quiet, limit time.Duration, minWait tim
 		if err != nil {
 			return false, time.Since(start), err
 		}
+		notePods(pods.Items) // the phase's real-node pods, for those their controller deletes (podlogs.go)
 		keys, decided := []string{}, true
 		for _, p := range pods.Items {
 			keys = append(keys, podKey(p))
@@ -480,6 +483,18 @@ func (a *Applier) snapshot(ctx context.Context, b *Box, withNames bool) ([]PodVi
 		raw, _ := json.Marshal(p)
 		_ = json.Unmarshal(raw, &v.Pod)
 		out = append(out, v)
+	}
+	if withNames {
+		// real-node pods their controller deleted during the phase, as last seen (podlogs.go gonePods)
+		for _, p := range gonePods(pods.Items) {
+			v := PodView{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase),
+				Owner: a.TopOwner(ctx, p.Namespace, p.OwnerReferences, memo), LogFiles: goneLogFiles(p),
+				Gone: "deleted during the phase (by its controller); as last seen before its deletion began"}
+			p.ManagedFields = nil
+			raw, _ := json.Marshal(p)
+			_ = json.Unmarshal(raw, &v.Pod)
+			out = append(out, v)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
 	evs, err := b.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{})

@@ -314,6 +314,7 @@ func waitGangs(ctx context.Context, box *Box, logf func(string, ...any)) int {
 		if err != nil {
 			return -1
 		}
+		notePods(pods.Items)
 		launchers := map[string]bool{}
 		for _, p := range pods.Items {
 			if p.Labels[mpiRoleLabel] == "launcher" {

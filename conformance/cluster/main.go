@@ -538,6 +538,8 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			Error: err.Error()})
 	}
 	snap := func(ph *Phase) error {
+		trackPods(true) // the phase's real-node pods, for those deleted before the snapshot (podlogs.go)
+		defer trackPods(false)
 		ok, took, err := Settle(ctx, box, quiet, settle, 3*time.Second)
 		if err != nil {
 			return err

@@ -16,10 +16,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // podLogsMax: the most of one log file the box keeps (a container that writes more is cut there, and says so)
@@ -185,4 +188,79 @@ func (m *logMirror) copyNew(src, dst string) {
 	if done+n >= podLogsMax {
 		_, _ = fmt.Fprintf(out, "\n[the box kept the first %d MiB of this log only]\n", podLogsMax>>20)
 	}
+}
+
+// Pods their controller deleted during a phase. A Volcano Job whose master task completes is completed by its
+// policy (TaskCompleted -> CompleteJob), and Volcano then deletes the pods still running (volcano.sh/volcano@v1.14.1
+// pkg/controllers/job/state/completing.go, job_controller_actions.go killJob: PodRetainPhaseSoft keeps only
+// Succeeded and Failed pods): volcano-llm-training's worker whose trainer was a second from exiting 0 when the
+// master's ended was gone before the phase's snapshot, and the box counted 3 pods of plan's 4 although all 4 had
+// joined the gang. While a phase settles and its gangs are waited for, the box notes every real-node pod it lists as
+// last seen before its deletion began; the snapshot adds each that is gone by then (PodView.Gone), with the copies of
+// its logs, so a gang is counted with every pod that ran in it.
+type seenPods struct {
+	on   bool
+	pods map[string]corev1.Pod // by UID
+}
+
+var phaseSeen seenPods
+
+// trackPods starts (on) or ends the noting of a phase's real-node pods.
+func trackPods(on bool) {
+	phaseSeen = seenPods{on: on, pods: map[string]corev1.Pod{}}
+}
+
+// notePods notes the real-node pods of a listing that are bound and not being deleted.
+func notePods(items []corev1.Pod) {
+	if !phaseSeen.on {
+		return
+	}
+	for _, p := range items {
+		if realNodeNames[p.Spec.NodeName] && p.DeletionTimestamp == nil {
+			phaseSeen.pods[string(p.UID)] = p
+		}
+	}
+}
+
+// gonePods: the noted pods not in the listing now, as last seen.
+func gonePods(items []corev1.Pod) []corev1.Pod {
+	if !phaseSeen.on {
+		return nil
+	}
+	now := map[string]bool{}
+	for _, p := range items {
+		now[string(p.UID)] = true
+	}
+	var out []corev1.Pod
+	for uid, p := range phaseSeen.pods {
+		if !now[uid] {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
+	return out
+}
+
+// goneLogFiles: the copies of a gone pod's logs (the kubelet's own are removed with the pod), by container: the
+// newest restart's file of each.
+func goneLogFiles(p corev1.Pod) map[string]string {
+	m := podLogMirror
+	if m == nil {
+		return nil
+	}
+	dir := filepath.Join(m.out, p.Namespace+"_"+p.Name+"_"+string(p.UID))
+	conts, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, c := range conts {
+		files, _ := filepath.Glob(filepath.Join(dir, c.Name(), "*.log"))
+		if len(files) == 0 {
+			continue
+		}
+		sort.Slice(files, func(i, j int) bool { return restartOf(files[i]) < restartOf(files[j]) })
+		out[c.Name()] = files[len(files)-1]
+	}
+	return out
 }

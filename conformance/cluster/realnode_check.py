@@ -349,6 +349,14 @@ def real_node_findings(obs: dict[str, Any], idle_why: str | None = None) -> tupl
             pod = p.get("pod") or {}
             spec, status = pod.get("spec") or {}, pod.get("status") or {}
             key = f"pod {p['namespace']}/{p['name']} on real node {p['node']} (phase {ph['name']})"
+            if p.get("gone"):
+                # deleted by its controller before the phase's snapshot (a Volcano Job completed by its master's
+                # end deletes the pods still running): its view is its last before the deletion, its end unseen;
+                # it counts in its gang and its workload (gang_check.py, compare.py), its logs are kept
+                pods_out.append({"pod": f"{p['namespace']}/{p['name']}", "node": p["node"], "phase": ph["name"],
+                                 "podPhase": status.get("phase"), "gone": p["gone"], "problems": [],
+                                 "verdict": "gone", "logFiles": p.get("logFiles") or {}})
+                continue
             problems: list[str] = []
             inits = {c["name"]: c for c in status.get("initContainerStatuses") or []}
             for c in spec.get("initContainers") or []:

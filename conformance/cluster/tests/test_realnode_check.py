@@ -176,6 +176,23 @@ def test_nccl_verdict_not_written_to_its_configmap():
                         "verdict, but no ConfigMap of its workload with a verdict.json key is in the box"]
 
 
+def test_pod_deleted_by_its_controller_during_the_phase_is_reported_not_judged():
+    # volcano-llm-training: the master's end completed the Volcano Job, which deleted a worker still running
+    p = _pod("llama-pretrain-worker-0", "gpu-1")
+    p["gone"] = "deleted during the phase (by its controller); as last seen before its deletion began"
+    p["pod"]["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "ContainerCreating"}}
+    p["env"] = {}
+    p["logFiles"] = {"main": "build/s/pod-logs/multinode_llama-pretrain-worker-0_u/main/0.log"}
+    findings, report = real_node_findings(_obs([_pod("a"), p]))
+    assert findings == []
+    gone = [r for r in report["pods"] if r["pod"] == "multinode/llama-pretrain-worker-0"]
+    assert gone == [{"pod": "multinode/llama-pretrain-worker-0", "node": "gpu-1", "phase": "services",
+                     "podPhase": "Running", "gone": p["gone"], "problems": [], "verdict": "gone",
+                     "logFiles": p["logFiles"]}]
+    del p["gone"]   # the same view, not gone: judged
+    assert real_node_findings(_obs([p]))[0] != []
+
+
 def test_env_referring_to_an_undefined_variable():
     p = _pod("a")
     p["pod"]["spec"]["containers"][0]["env"].append({"name": "ADDR", "value": "$(UNDEFINED_HOST):29500"})
