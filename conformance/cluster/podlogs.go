@@ -192,8 +192,8 @@ func (m *logMirror) copyNew(src, dst string) {
 
 // Pods their controller deleted during a phase. A Volcano Job whose master task completes is completed by its
 // policy (TaskCompleted -> CompleteJob), and Volcano then deletes the pods still running (volcano.sh/volcano@v1.14.1
-// pkg/controllers/job/state/completing.go, job_controller_actions.go killJob: PodRetainPhaseSoft keeps only
-// Succeeded and Failed pods): volcano-llm-training's worker whose trainer was a second from exiting 0 when the
+// pkg/controllers/job/state/completing.go:31 KillJob with PodRetainPhaseSoft, state/factory.go:46-49: only
+// Succeeded and Failed pods are kept): volcano-llm-training's worker whose trainer was a second from exiting 0 when the
 // master's ended was gone before the phase's snapshot, and the box counted 3 pods of plan's 4 although all 4 had
 // joined the gang. While a phase settles and its gangs are waited for, the box notes every real-node pod it lists as
 // last seen before its deletion began; the snapshot adds each that is gone by then (PodView.Gone), with the copies of
