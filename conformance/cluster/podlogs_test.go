@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The copies of the kubelet's pod logs (podlogs.go): what a file gains is appended, a file started anew is copied
@@ -129,5 +133,38 @@ func TestRelayCarriesBothWays(t *testing.T) {
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil || line != "echo one,two\n" {
 		t.Fatalf("through the relay: %q, %v", line, err)
+	}
+}
+
+// The pods a phase saw on real nodes and that are gone at its snapshot (podlogs.go gonePods): as last seen before
+// their deletion began; nothing when the box is not tracking (outside a phase's settle and gang wait).
+func TestGonePodsAsLastSeenBeforeTheirDeletion(t *testing.T) {
+	realNodeNames["gpu-9"] = true
+	defer delete(realNodeNames, "gpu-9")
+	pod := func(name, uid, phase string, deleting bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)},
+			Spec: corev1.PodSpec{NodeName: "gpu-9"}, Status: corev1.PodStatus{Phase: corev1.PodPhase(phase)}}
+		if deleting {
+			now := metav1.Now()
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	notePods([]corev1.Pod{pod("w0", "u0", "Running", false)})
+	if g := gonePods(nil); g != nil {
+		t.Fatalf("not tracking, yet gone pods: %v", g)
+	}
+	trackPods(true)
+	defer trackPods(false)
+	master, w0, fake := pod("master", "u1", "Running", false), pod("w0", "u0", "Running", false), pod("f", "u2", "Running", false)
+	fake.Spec.NodeName = "cpu-0" // a fake node's pod is not noted
+	notePods([]corev1.Pod{master, w0, fake})
+	notePods([]corev1.Pod{master, pod("w0", "u0", "Failed", true)}) // being deleted: its earlier view stays
+	g := gonePods([]corev1.Pod{master})
+	if len(g) != 1 || g[0].Name != "w0" || g[0].Status.Phase != corev1.PodRunning {
+		t.Fatalf("gone pods %v, want w0 as last seen Running", g)
+	}
+	if g := gonePods([]corev1.Pod{master, w0}); len(g) != 0 {
+		t.Fatalf("gone pods %v while all are there", g)
 	}
 }
