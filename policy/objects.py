@@ -308,26 +308,58 @@ def _template_name(obj: Any, path: str) -> str:
     return f"{label} template" if label else path or "(object)"
 
 
-def _pod_specs_at(obj: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    if isinstance(obj, dict):
-        if isinstance(obj.get("containers"), list):
-            yield path, obj
-        for k, v in obj.items():
-            yield from _pod_specs_at(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _pod_specs_at(v, f"{path}[{i}]")
+def _pod_specs_at(obj: Any, path: str) -> list[tuple[str, dict[str, Any]]]:
+    """(key path, pod spec) of every pod spec inside `obj` (`path`: obj's own), in document order. One recursive
+    function over the maps and lists only, the path text built for a pod spec found, not for every value passed
+    (the generator per value with an f-string each was ~10% of an Analyze request of a training workload)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    steps: list[tuple[bool, Any]] = []          # (is a list index, key or index) from obj down
+
+    def text() -> str:
+        out = path
+        for is_index, k in steps:
+            out = f"{out}[{k}]" if is_index else (f"{out}.{k}" if out else str(k))
+        return out
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("containers"), list):
+                found.append((text(), node))
+            for k, v in node.items():
+                if isinstance(v, (dict, list)):
+                    steps.append((False, k))
+                    walk(v)
+                    steps.pop()
+        else:
+            for i, v in enumerate(node):
+                if isinstance(v, (dict, list)):
+                    steps.append((True, i))
+                    walk(v)
+                    steps.pop()
+
+    if isinstance(obj, (dict, list)):
+        walk(obj)
+    return found
 
 
 def _pod_specs(obj: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(obj, dict):
-        if isinstance(obj.get("containers"), list):
-            yield obj
-        for v in obj.values():
-            yield from _pod_specs(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _pod_specs(v)
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("containers"), list):
+                found.append(node)
+            for v in node.values():
+                if isinstance(v, (dict, list)):
+                    walk(v)
+        else:
+            for v in node:
+                if isinstance(v, (dict, list)):
+                    walk(v)
+
+    if isinstance(obj, (dict, list)):
+        walk(obj)
+    return iter(found)
 
 
 @dataclass
