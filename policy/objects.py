@@ -640,6 +640,16 @@ def new_kept() -> _Kept:
     return _Kept()
 
 
+def call_kept(store: _Kept, fn: Any, *args: Any) -> Any:
+    """fn(*args) inside kept_gangs(store), without a context manager's cost (the analyzer calls it once per policy
+    and resource: ~18,000 times for 1,000 resources)."""
+    token = _KEPT.set(store)
+    try:
+        return fn(*args)
+    finally:
+        _KEPT.reset(token)
+
+
 @contextlib.contextmanager
 def kept_gangs(store: _Kept | None = None) -> Iterator[None]:
     """Within: gangs(props, name) reads each object once and gives the same Gang objects to every later ask for
