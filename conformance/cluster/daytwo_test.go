@@ -155,3 +155,17 @@ func TestRunLimited(t *testing.T) {
 		t.Errorf("a failing command: %v", err)
 	}
 }
+
+// nextImage is the rule conformance/pulumi/rollout_up.py next_image repeats (the stack's changed image in the
+// rollout through `pulumi up`): tests/test_rollout_up.py pins the same cases
+func TestNextImage(t *testing.T) {
+	for img, want := range map[string]string{
+		"nvcr.io/nim/meta/llama-3.1-405b-instruct:1.8.0": "nvcr.io/nim/meta/llama-3.1-405b-instruct:1.8.0-rollout",
+		"localhost:5000/vllm":                            "localhost:5000/vllm:rollout",
+		"docker.io/vllm/vllm-openai:v0.31.0@sha256:abc":  "docker.io/vllm/vllm-openai:v0.31.0-rollout",
+	} {
+		if got := nextImage(img); got != want {
+			t.Errorf("nextImage(%q) = %q, want %q", img, got, want)
+		}
+	}
+}
