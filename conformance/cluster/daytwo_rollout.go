@@ -2,8 +2,9 @@ package main
 
 // Day two, scenario 4 (issue 44): a model rollout. The image of the stack's first LeaderWorkerSet changes and the
 // changed object is applied to the box as pulumi-kubernetes applies it (server-side apply, field manager
-// pulumi-kubernetes: apply.go); `pulumi up` itself is not run here (conformance/pulumi's e2e harness needs the Pulumi
-// CLI and provider built, minutes more per stack). LWS v0.9.0 rolls the groups: it first adds maxSurge groups of the
+// pulumi-kubernetes: apply.go); with --day-two-rollout-up a command sends the change instead (`make day-two-up`: the
+// second `pulumi up` on the real engine of the stack with the workload's image changed to nextImage, while the box
+// samples; the deadline counts from the command's end). LWS v0.9.0 rolls the groups: it first adds maxSurge groups of the
 // new revision (indices replicas..replicas+maxSurge-1), then moves the leader StatefulSet's partition down, so old
 // groups are replaced from the highest index to 0, never with fewer than replicas - maxUnavailable groups ready
 // (sigs.k8s.io/lws@v0.9.0 pkg/controllers/leaderworkerset_controller.go:280-373 rollingUpdateParameters, :643-673
