@@ -122,7 +122,7 @@ def tokens_of(container: dict[str, Any]) -> list[str]:
     for part in seq(container.get("command")) + seq(container.get("args")):
         if not isinstance(part, str):
             continue
-        if any(ch.isspace() for ch in part.strip()):
+        if len(part.split(None, 1)) > 1:            # whitespace inside the stripped text (str.isspace's set)
             words = _shell_words(part)
             # scripts often continue lines with a backslash; drop the leftover markers
             out.extend(w for w in words if w not in ("\\", "&&", ";", "||", "|"))
@@ -158,13 +158,33 @@ def _unquote(piece: str) -> str:
     return piece
 
 
+# _shell_words of the scripts read lately: a pure function of the text, asked for the same script by every pod
+# template of a workload (a Volcano master and worker, an LWS leader and worker run one script) and by several rules
+# (parallelism-matches-gpus, c10d-store-host); bounded: cleared when full
+_WORDS: dict[str, tuple[str, ...]] = {}
+_WORDS_MAX = 4096
+_WORDS_TEXT_MAX = 65536       # longer texts are split every time (none of ours is)
+
+
 def _shell_words(text: str) -> list[str]:
     """shlex.split(text) (posix, no comments); unbalanced quotes: the whitespace-separated words. A plain ASCII
     line (no quote, backslash or separator character) splits the same with str.split, in C; any other line by
     the same rules in regular expressions (_SHELL_PIECE): shlex's tokenizer reads a character at a time in
-    Python, ~1 ms per training command line. tests/test_policy_rules.py compares both with shlex.split."""
+    Python, ~1 ms per training command line. tests/test_policy_rules.py compares both with shlex.split. The
+    regular-expression path's answer is kept per text (_WORDS; a new list each call)."""
     if text.isascii() and _SHLEX_SPECIAL.isdisjoint(text):
         return text.split()
+    if len(text) > _WORDS_TEXT_MAX:
+        return _split_words(text)
+    kept = _WORDS.get(text)
+    if kept is None:
+        if len(_WORDS) >= _WORDS_MAX:
+            _WORDS.clear()
+        kept = _WORDS[text] = tuple(_split_words(text))
+    return list(kept)
+
+
+def _split_words(text: str) -> list[str]:
     words: list[str] = []
     for word, bad in _SHELL_TOKEN.findall(text):
         if bad:
@@ -252,6 +272,16 @@ def named_pod_specs(obj: Any) -> list[tuple[str, dict[str, Any]]]:
     read as a repeat)."""
     if is_crd(obj):
         return []
+    kept = _KEPT.get()
+    if kept is not None:
+        hit = kept.named.get(id(obj))
+        if hit is None or hit[0] is not obj:
+            hit = kept.named[id(obj)] = (obj, _named_pod_specs(obj))
+        return list(hit[1])
+    return _named_pod_specs(obj)
+
+
+def _named_pod_specs(obj: Any) -> list[tuple[str, dict[str, Any]]]:
     found = list(_pod_specs_at(obj, ""))
     if len(found) <= 1:
         return [("", spec) for _, spec in found]
@@ -278,26 +308,58 @@ def _template_name(obj: Any, path: str) -> str:
     return f"{label} template" if label else path or "(object)"
 
 
-def _pod_specs_at(obj: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    if isinstance(obj, dict):
-        if isinstance(obj.get("containers"), list):
-            yield path, obj
-        for k, v in obj.items():
-            yield from _pod_specs_at(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _pod_specs_at(v, f"{path}[{i}]")
+def _pod_specs_at(obj: Any, path: str) -> list[tuple[str, dict[str, Any]]]:
+    """(key path, pod spec) of every pod spec inside `obj` (`path`: obj's own), in document order. One recursive
+    function over the maps and lists only, the path text built for a pod spec found, not for every value passed
+    (the generator per value with an f-string each was ~10% of an Analyze request of a training workload)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    steps: list[tuple[bool, Any]] = []          # (is a list index, key or index) from obj down
+
+    def text() -> str:
+        out = path
+        for is_index, k in steps:
+            out = f"{out}[{k}]" if is_index else (f"{out}.{k}" if out else str(k))
+        return out
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("containers"), list):
+                found.append((text(), node))
+            for k, v in node.items():
+                if isinstance(v, (dict, list)):
+                    steps.append((False, k))
+                    walk(v)
+                    steps.pop()
+        else:
+            for i, v in enumerate(node):
+                if isinstance(v, (dict, list)):
+                    steps.append((True, i))
+                    walk(v)
+                    steps.pop()
+
+    if isinstance(obj, (dict, list)):
+        walk(obj)
+    return found
 
 
 def _pod_specs(obj: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(obj, dict):
-        if isinstance(obj.get("containers"), list):
-            yield obj
-        for v in obj.values():
-            yield from _pod_specs(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _pod_specs(v)
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("containers"), list):
+                found.append(node)
+            for v in node.values():
+                if isinstance(v, (dict, list)):
+                    walk(v)
+        else:
+            for v in node:
+                if isinstance(v, (dict, list)):
+                    walk(v)
+
+    if isinstance(obj, (dict, list)):
+        walk(obj)
+    return iter(found)
 
 
 @dataclass
@@ -567,18 +629,36 @@ class _Kept:
     """What kept_gangs() keeps. Each entry holds its object, so no other object takes its id meanwhile."""
     gangs: dict[tuple[int, str], tuple[dict[str, Any], list[Gang]]] = field(default_factory=dict)  # (id, name)
     specs: dict[int, tuple[Any, list[dict[str, Any]]]] = field(default_factory=dict)   # pod_specs_anywhere
+    named: dict[int, tuple[Any, list[tuple[str, dict[str, Any]]]]] = field(default_factory=dict)  # named_pod_specs
 
 
 _KEPT: contextvars.ContextVar[_Kept | None] = contextvars.ContextVar("kept_gangs", default=None)
 
 
+def new_kept() -> _Kept:
+    """An empty store for kept_gangs(store): the analyzer keeps one per request (policy/pack.py)."""
+    return _Kept()
+
+
+def call_kept(store: _Kept, fn: Any, *args: Any) -> Any:
+    """fn(*args) inside kept_gangs(store), without a context manager's cost (the analyzer calls it once per policy
+    and resource: ~18,000 times for 1,000 resources)."""
+    token = _KEPT.set(store)
+    try:
+        return fn(*args)
+    finally:
+        _KEPT.reset(token)
+
+
 @contextlib.contextmanager
-def kept_gangs() -> Iterator[None]:
+def kept_gangs(store: _Kept | None = None) -> Iterator[None]:
     """Within: gangs(props, name) reads each object once and gives the same Gang objects to every later ask for
-    the very same props object (a new list each time). pack.evaluate runs its rules in it: a dozen rules ask for
-    every workload's gangs, each a full read of its pod templates. The objects must not change meanwhile (the
-    rules only read); a kept entry holds its props, so no other object takes its id."""
-    token = _KEPT.set(_KEPT.get() or _Kept())
+    the very same props object (a new list each time); so do pod_specs_anywhere and named_pod_specs. pack.evaluate
+    runs its rules in it: a dozen rules ask for every workload's gangs, each a full read of its pod templates.
+    `store`: what an earlier kept_gangs(store) kept (the analyzer runs each policy of a request apart, one store per
+    request). The objects must not change meanwhile (the rules only read); a kept entry holds its props, so no
+    other object takes its id."""
+    token = _KEPT.set(store if store is not None else _KEPT.get() or _Kept())
     try:
         yield
     finally:

@@ -166,11 +166,27 @@ def _settings_from(rule: Rule, args: Any) -> dict[str, Any]:
     return {rule.name: conf}
 
 
+def _request_kept() -> Any:
+    """The objects.kept_gangs store of this analyzer request (None outside one: offline, tests): every policy of
+    the request reads the same objects (one Resource per resource, _resource_from_args), so each workload's gangs
+    and pod specs are read once per request, as pack.evaluate reads them once per plan."""
+    memo = wire.request_memo()
+    if memo is None:
+        return None
+    store = memo.get(("kept",))
+    if store is None:
+        store = memo[("kept",)] = objects.new_kept()
+    return store
+
+
 def resource_validator(rule: Rule) -> Callable[[Any, Callable[..., None]], None]:
     def validate(args: Any, report_violation: Callable[..., None]) -> None:
         res = _resource_from_args(args)
         ctx = Context(settings=_settings_from(rule, args))
-        for msg in resource_findings(rule, res, ctx):
+        store = _request_kept()
+        found = (resource_findings(rule, res, ctx) if store is None
+                 else objects.call_kept(store, resource_findings, rule, res, ctx))
+        for msg in found:
             report_violation(msg)
     return validate
 
@@ -199,7 +215,10 @@ def stack_validator(rule: Rule) -> Callable[[Any, Callable[..., None]], None]:
         shared, base = _stack_view(args)
         resources = list(shared)
         ctx = Context(None, list(base.pools), base.volcano, _settings_from(rule, args))
-        for r, msg in stack_findings(rule, resources, ctx):
+        store = _request_kept()
+        found = (stack_findings(rule, resources, ctx) if store is None
+                 else objects.call_kept(store, stack_findings, rule, resources, ctx))
+        for r, msg in found:
             report_violation(msg, r.urn if r is not None and r.urn else None)
     return validate
 

@@ -15,6 +15,9 @@ under the analyzer protocol (cProfile, bench/pack_bench.py --profile, existing-d
   the same protobuf message gives the same dict, that dict the same deserialized dict, that the same proxy. A
   request is not modified while it is served, and the servicer builds new objects from these without changing
   them, so the result is the one the uncached call gives;
+* the resource's options and provider (`_get_resource_options`, `_get_provider_resource`, which both calls also
+  build per policy) are kept the same way, keyed on the request's (or the AnalyzeStack resource's) message: every
+  policy gets the same PolicyResourceOptions and PolicyProviderResource objects, which the rules only read;
 * outside those two calls (`Configure` reads its config with MessageToDict; `Remediate` deserializes with
   `proxy_secrets`) everything is pulumi_policy's own code.
 
@@ -173,6 +176,7 @@ def install() -> bool:
     from pulumi_policy import policy as pp
     servicer = getattr(pp, "_PolicyAnalyzerServicer", None)
     if servicer is None or any(not hasattr(pp, name) for name in _PATCHED) or \
+            any(not hasattr(servicer, name) for name in ("_get_resource_options", "_get_provider_resource")) or \
             getattr(servicer.Analyze, "_multinode_scoped", False):
         return False
     _originals.update({name: getattr(pp, name) for name in _PATCHED})
@@ -191,6 +195,23 @@ def install() -> bool:
             return proxy(props)
         return once(memo, "proxy", props, lambda: proxy(props))
 
+    # the resource's options and provider, which both calls build for every policy again (policy.py:1392, 1406):
+    # once per request for the same request (or AnalyzeStack resource) message, as the properties are
+    options, provider = servicer._get_resource_options, servicer._get_provider_resource
+    _originals["_get_resource_options"], _originals["_get_provider_resource"] = options, provider
+
+    def get_resource_options(self: Any, request: Any) -> Any:
+        memo = request_memo()
+        return options(self, request) if memo is None else once(memo, "options", request,
+                                                                 lambda: options(self, request))
+
+    def get_provider_resource(self: Any, request: Any) -> Any:
+        memo = request_memo()
+        return provider(self, request) if memo is None else once(memo, "provider", request,
+                                                                  lambda: provider(self, request))
+
+    servicer._get_resource_options = get_resource_options
+    servicer._get_provider_resource = get_provider_resource
     setattr(pp, "json_format", _MemoJsonFormat())  # noqa: B010 - module attributes of pulumi_policy
     setattr(pp, "deserialize_properties", deserialize_properties)  # noqa: B010
     setattr(pp, "unknown_checking_proxy", unknown_checking_proxy)  # noqa: B010
@@ -208,4 +229,6 @@ def uninstall() -> None:
         setattr(pp, name, _originals[name])
     setattr(pp._PolicyAnalyzerServicer, "Analyze", _originals["Analyze"])  # noqa: B010 - see install()
     setattr(pp._PolicyAnalyzerServicer, "AnalyzeStack", _originals["AnalyzeStack"])  # noqa: B010
+    for name in ("_get_resource_options", "_get_provider_resource"):
+        setattr(pp._PolicyAnalyzerServicer, name, _originals[name])
     _originals.clear()

@@ -114,6 +114,64 @@ def test_each_conversion_runs_once_per_resource_and_request(monkeypatch):
     assert pp.json_format is json_format and pp._PolicyAnalyzerServicer.Analyze.__name__ == "Analyze"
 
 
+def test_options_provider_and_gangs_are_read_once_per_request(monkeypatch):
+    """Issue 47: pulumi_policy builds a resource's options and provider for every policy again, and each rule read
+    the workload's gangs and pod specs itself; under wire each is built once per resource and request (the pack's
+    findings stay the same: the tests above)."""
+    from policy import objects, wire
+    per, whole = _stack("existing-dev")
+    calls = {"options": 0, "provider": 0, "gangs": 0, "named": 0}
+    real_opts, real_prov = pp._PolicyAnalyzerServicer._get_resource_options, \
+        pp._PolicyAnalyzerServicer._get_provider_resource
+    monkeypatch.setattr(pp._PolicyAnalyzerServicer, "_get_resource_options", lambda self, r: calls.__setitem__(
+        "options", calls["options"] + 1) or real_opts(self, r))
+    monkeypatch.setattr(pp._PolicyAnalyzerServicer, "_get_provider_resource", lambda self, r: calls.__setitem__(
+        "provider", calls["provider"] + 1) or real_prov(self, r))
+    readers = {k: (lambda f: lambda *a: calls.__setitem__("gangs", calls["gangs"] + 1) or f(*a))(f)
+               for k, f in objects.READERS.items()}
+    monkeypatch.setattr(objects, "READERS", readers)
+    real_walk = objects._pod_specs_at       # named_pod_specs walks an object from its root (path "")
+    monkeypatch.setattr(objects, "_pod_specs_at", lambda o, path: calls.__setitem__(
+        "named", calls["named"] + (path == "")) or real_walk(o, path))
+    assert wire.install()
+    sv = eq.servicer()
+    workloads = [r for r in per if objects.kind_of(json_format.MessageToDict(r.properties)) in objects.READERS]
+    assert len(workloads) >= 3
+    for r in per:
+        sv.Analyze(r, None)
+    n = len(per)
+    assert calls["options"] == n and calls["provider"] == n, calls            # not once per resource policy
+    assert calls["gangs"] == len(workloads), calls                           # each workload's gangs read once
+    assert calls["named"] <= n, calls
+    calls.update(options=0, provider=0, gangs=0)
+    sv.AnalyzeStack(whole, None)
+    assert calls["options"] == len(whole.resources) == calls["provider"], calls   # not once per stack policy
+    assert calls["gangs"] <= len(workloads), calls
+    wire.uninstall()
+    assert pp._PolicyAnalyzerServicer._get_provider_resource is not None
+    assert "lambda" in pp._PolicyAnalyzerServicer._get_resource_options.__qualname__    # the test's own, restored
+
+
+def test_shell_words_are_split_once_per_text_and_give_a_new_list_each_time(monkeypatch):
+    import shlex
+
+    from policy import objects
+    splits = []
+    real = objects._SHELL_TOKEN
+
+    class Counting:
+        def findall(self, text):
+            splits.append(text)
+            return real.findall(text)
+    monkeypatch.setattr(objects, "_SHELL_TOKEN", Counting())
+    text = "torchrun --rdzv_conf='is_host=1' \\\n  train.py --tag \"a b\""
+    first = objects._shell_words(text)
+    first.append("changed")
+    assert objects._shell_words(text) == shlex.split(text) == ["torchrun", "--rdzv_conf=is_host=1", "\n",
+                                                               "train.py", "--tag", "a b"]
+    assert splits == [text]                     # the second ask (a Volcano worker after its master) is kept
+
+
 def _crd_struct(spec_edit=None, **top) -> struct_pb2.Struct:
     schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object"}}}}
     doc = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",

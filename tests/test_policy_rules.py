@@ -502,3 +502,45 @@ def test_c10d_store_host_rendered_stacks_say_it():
             res = mplan.plan(name, Path(d), GUIDES / f"Pulumi.{name}.yaml")
             assert res.exit_code == mplan.EXIT_OK, res.error
             assert not [v for v in res.violations if v["policy"] == "c10d-store-host-explicit"], name
+
+
+def test_pod_spec_paths_as_the_per_value_walk_gave_them():
+    """objects._pod_specs_at (one recursive walk, the path text built only for a pod spec found) gives the key paths
+    and spec objects of the per-value generator it replaced (issue 47), on every object of an example stack and on
+    odd shapes: an empty key, an int key, lists of lists, a pod spec inside a pod spec, a `containers` that is not a
+    list."""
+    import random
+
+    from multinode import plan as mplan
+    from policy import objects
+
+    def reference(obj, path):
+        if isinstance(obj, dict):
+            if isinstance(obj.get("containers"), list):
+                yield path, obj
+            for k, v in obj.items():
+                yield from reference(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(obj, list):
+            for i, v in enumerate(obj):
+                yield from reference(v, f"{path}[{i}]")
+
+    rng = random.Random(47)
+
+    def odd(depth):
+        if depth > 4 or rng.random() < 0.3:
+            return rng.choice([1, "x", None, [], {}, {"containers": []}, {"containers": "no"}])
+        if rng.random() < 0.4:
+            return [odd(depth + 1) for _ in range(rng.randint(0, 3))]
+        keys = rng.sample(["containers", "spec", "template", "", "a.b", 0, 7], rng.randint(0, 4))
+        return {k: [{"name": "c"}] if k == "containers" and rng.random() < 0.5 else odd(depth + 1) for k in keys}
+
+    objs = [r.inputs for r in mplan.plan("existing-dev", None).registrations] + [odd(0) for _ in range(3000)]
+    found = 0
+    for obj in objs:
+        for path in ("", "root"):
+            want = list(reference(obj, path))
+            got = objects._pod_specs_at(obj, path)
+            assert [(p, id(s)) for p, s in got] == [(p, id(s)) for p, s in want], (obj, path)
+            found += len(want)
+        assert [id(s) for s in objects._pod_specs(obj)] == [id(s) for _, s in reference(obj, "")]
+    assert found > 1000

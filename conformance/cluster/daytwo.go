@@ -559,6 +559,15 @@ func RunDayTwo(ctx context.Context, box *Box, kl *FakeKubelet, ap *Applier, stac
 
 	d.played, d.quiet, d.settle = played, quiet, settle
 	t0 := time.Now()
+	if rolloutUpCmd != "" {
+		d.rep.NotChecked = append(d.rep.NotChecked, "node failure, not-ready node, cordoned bad node, pool upgrade: not "+
+			"played with --day-two-rollout-up (the model rollout through `pulumi up` alone; the others: make day-two-stacks)")
+		if err := d.rollout(ctx); err != nil {
+			return d.rep, fmt.Errorf("rollout: %w", err)
+		}
+		logf("day two: model rollout through the command played in %.0fs", time.Since(t0).Seconds())
+		return d.rep, nil
+	}
 	if err := d.nodeFailure(ctx, stopsReporting); err != nil {
 		return d.rep, fmt.Errorf("node failure: %w", err)
 	}

@@ -56,6 +56,7 @@ type CordonResult struct {
 	Evicted     []string      `json:"runningPodsEvicted,omitempty"`
 	Gate        []GateCheck   `json:"healthGate,omitempty"`
 	Failed      string        `json:"podEndedByTheFault,omitempty"`
+	FailedHow   string        `json:"howTheRankEnded,omitempty"`
 	NewOnNode   []string      `json:"newPodsOnCordonedNode,omitempty"`
 	GangsAfter  []GangOutcome `json:"gangsAfterRestart"`
 	GangsBack   []GangOutcome `json:"gangsAfterUncordon"`
@@ -312,18 +313,19 @@ func (d *dayTwo) cordon(ctx context.Context) error {
 			}
 		}
 	}
-	// the fault ends the rank on the bad node: its pod goes (deleted, as the process's exit ends it); the gang's
-	// controller replaces it, and no new pod may land on the cordoned node
+	// the fault ends the rank on the bad node (endRank: the process exits as the kubelet would report it); the
+	// gang's controller replaces it, and no new pod may land on the cordoned node
 	endedGang := ""
 	if len(onNode) == 0 {
 		d.rep.NotChecked = append(d.rep.NotChecked, "cordon: no gang pod on the cordoned node to fail")
 	} else {
 		p := onNode[0]
 		res.Failed = p.Namespace + "/" + p.Name
-		err := d.box.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-		if err != nil && !apierrors.IsNotFound(err) {
+		how, err := d.endRank(ctx, p)
+		if err != nil {
 			return err
 		}
+		res.FailedHow = how
 		gs, _, err := d.waitGangs(ctx, boxRecover, false)
 		if err != nil {
 			return err
@@ -391,4 +393,68 @@ func (d *dayTwo) cordon(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// endRank: the fault ends the rank's process on the cordoned node, as the node's kubelet would report it. A pod whose
+// restartPolicy restarts a failed container (Always: LeaderWorkerSet pods, from their StatefulSets; OnFailure) gets
+// its container restarted in place: the kubelet counts the restart and keeps the pod (k8s.io/kubernetes@v1.33.13
+// pkg/kubelet/container/helpers.go:76-110 ShouldContainerBeRestarted, pkg/kubelet/kuberuntime/
+// kuberuntime_container.go:220-224 restartCount + 1). That restart is what LWS's RecreateGroupOnPodRestart acts on
+// (sigs.k8s.io/lws@v0.9.0 pkg/controllers/pod_controller.go:204-264, pkg/utils/pod/pod_utils.go:29-50: a restarted
+// container or a pod being deleted); a pod deleted at once (grace period 0) is neither, so LWS never saw the fault and
+// the worker's StatefulSet replaced the worker alone beside its leader, a half-bound group no real kubelet would
+// cause. A pod that never restarts its containers (Never: Volcano, Job and MPIJob pods) is deleted with a grace period
+// of 0, which its controller treats as the end of the pod (a Volcano job's PodEvicted / PodFailed policies name the
+// same action; the Job controller counts a deleted pod as failed: docs/day-two.md).
+func (d *dayTwo) endRank(ctx context.Context, p corev1.Pod) (string, error) {
+	if p.Spec.RestartPolicy == corev1.RestartPolicyNever || len(p.Spec.Containers) == 0 {
+		err := d.box.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", err
+		}
+		return "deleted (restartPolicy Never: the pod ends with its process)", nil
+	}
+	for try := 0; ; try++ {
+		q, err := d.box.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		if q.UID != p.UID {
+			return "", fmt.Errorf("pod %s/%s was replaced before its rank ended", p.Namespace, p.Name)
+		}
+		restarted(q, time.Now())
+		_, err = d.box.Client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, q, metav1.UpdateOptions{})
+		if err == nil {
+			return fmt.Sprintf("container %s exited 1 and was restarted by the kubelet (restartPolicy %s)",
+				q.Spec.Containers[0].Name, q.Spec.RestartPolicy), nil
+		}
+		if !apierrors.IsConflict(err) || try >= 5 {
+			return "", err
+		}
+	}
+}
+
+// restarted: the pod's first container as the kubelet reports it after the process exited 1 and the container was
+// started again: restartCount + 1, the exit in lastState, running since now.
+func restarted(q *corev1.Pod, now time.Time) {
+	name := q.Spec.Containers[0].Name
+	for i := range q.Status.ContainerStatuses {
+		cs := &q.Status.ContainerStatuses[i]
+		if cs.Name != name {
+			continue
+		}
+		started := metav1.NewTime(now)
+		if cs.State.Running != nil {
+			started = cs.State.Running.StartedAt
+		}
+		cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1,
+			Reason: "Error", StartedAt: started, FinishedAt: metav1.NewTime(now)}}
+		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}
+		cs.RestartCount++
+		return
+	}
+	q.Status.ContainerStatuses = append(q.Status.ContainerStatuses, corev1.ContainerStatus{Name: name,
+		Image: q.Spec.Containers[0].Image, Ready: true, Started: ptr.To(true), RestartCount: 1,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}})
 }

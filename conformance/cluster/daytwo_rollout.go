@@ -2,8 +2,9 @@ package main
 
 // Day two, scenario 4 (issue 44): a model rollout. The image of the stack's first LeaderWorkerSet changes and the
 // changed object is applied to the box as pulumi-kubernetes applies it (server-side apply, field manager
-// pulumi-kubernetes: apply.go); `pulumi up` itself is not run here (conformance/pulumi's e2e harness needs the Pulumi
-// CLI and provider built, minutes more per stack). LWS v0.9.0 rolls the groups: it first adds maxSurge groups of the
+// pulumi-kubernetes: apply.go); with --day-two-rollout-up a command sends the change instead (`make day-two-up`: the
+// second `pulumi up` on the real engine of the stack with the workload's image changed to nextImage, while the box
+// samples; the deadline counts from the command's end). LWS v0.9.0 rolls the groups: it first adds maxSurge groups of the
 // new revision (indices replicas..replicas+maxSurge-1), then moves the leader StatefulSet's partition down, so old
 // groups are replaced from the highest index to 0, never with fewer than replicas - maxUnavailable groups ready
 // (sigs.k8s.io/lws@v0.9.0 pkg/controllers/leaderworkerset_controller.go:280-373 rollingUpdateParameters, :643-673
@@ -14,8 +15,10 @@ package main
 // Ready at once, so a group is unready at least from its pods' deletion to their replacements' binding).
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,26 +35,34 @@ const (
 )
 
 type RolloutResult struct {
-	LWS                     string      `json:"lws"`
-	How                     string      `json:"how"`
-	Replicas                int         `json:"replicas"`
-	Size                    int         `json:"size"`
-	MaxSurge                int         `json:"renderedMaxSurge"`
-	MaxUnavailable          int         `json:"renderedMaxUnavailable"`
-	PredictedMaxSurge       int         `json:"predictedMaxSurge"`
-	PredictedMaxUnavailable int         `json:"predictedMaxUnavailable"`
-	Predicted               string      `json:"predicted"` // upgrades.json imageChange
-	PredictedOrder          []string    `json:"predictedOrder"`
-	ObservedOrder           []string    `json:"observedOrder"` // group indices as their first new-image pod appeared
-	MinReady                int         `json:"fewestReadyGroups"`
-	AllowedMinReady         int         `json:"allowedFewestReadyGroups"`
-	Samples                 int         `json:"samples"`
-	SampleEvery             string      `json:"sampleEvery"`
-	LongestGap              float64     `json:"longestGapBetweenSamplesSeconds"`
-	Completed               bool        `json:"completed"`
-	Final                   string      `json:"final"`
-	Events                  []EventView `json:"events,omitempty"`
-	Seconds                 float64     `json:"seconds"`
+	LWS                     string   `json:"lws"`
+	How                     string   `json:"how"`
+	Replicas                int      `json:"replicas"`
+	Size                    int      `json:"size"`
+	MaxSurge                int      `json:"renderedMaxSurge"`
+	MaxUnavailable          int      `json:"renderedMaxUnavailable"`
+	PredictedMaxSurge       int      `json:"predictedMaxSurge"`
+	PredictedMaxUnavailable int      `json:"predictedMaxUnavailable"`
+	Predicted               string   `json:"predicted"` // upgrades.json imageChange
+	PredictedOrder          []string `json:"predictedOrder"`
+	ObservedOrder           []string `json:"observedOrder"` // group indices as their first new-image pod appeared
+	MinReady                int      `json:"fewestReadyGroups"`
+	AllowedMinReady         int      `json:"allowedFewestReadyGroups"`
+	Samples                 int      `json:"samples"`
+	SampleEvery             string   `json:"sampleEvery"`
+	LongestGap              float64  `json:"longestGapBetweenSamplesSeconds"`
+	Completed               bool     `json:"completed"`
+	Final                   string   `json:"final"`
+	// --day-two-rollout-up: the command that sent the change (the second `pulumi up`), its exit, its time, its lines
+	// starting "rollout-up:" (the engine's step of the LeaderWorkerSet as rollout_up.py judged it), and the images the
+	// LeaderWorkerSet on the box holds once it ended
+	Command        string      `json:"command,omitempty"`
+	CommandExit    *int        `json:"commandExit,omitempty"`
+	CommandSeconds float64     `json:"commandSeconds,omitempty"`
+	CommandSays    []string    `json:"commandSays,omitempty"`
+	LiveImages     []string    `json:"liveImages,omitempty"`
+	Events         []EventView `json:"events,omitempty"`
+	Seconds        float64     `json:"seconds"`
 }
 
 func intField(u map[string]any, path ...string) (int, bool) {
@@ -233,17 +244,88 @@ func (d *dayTwo) rollout(ctx context.Context) error {
 			"rollout starts: judged from that state", lws.Key(), res.MinReady, res.Replicas))
 		res.AllowedMinReady = min(res.AllowedMinReady, max(0, res.MinReady-res.MaxUnavailable))
 	}
-	if err := d.ap.Apply(ctx, Object{File: lws.File, U: changed}, 20*time.Second); err != nil {
-		d.finding("rollout: the changed %s was refused: %v", lws.Key(), err)
-		return nil
+	// --day-two-rollout-up: the command sends the change (its stack file's image is nextImage of the rendered one) and
+	// the box samples while it runs; the deadline counts from its end
+	var cmdDone chan error
+	var cmdOut bytes.Buffer
+	cmdStart := time.Now()
+	if rolloutUpCmd != "" {
+		res.Command = rolloutUpCmd
+		res.How = "the changed stack (the workload's image) sent by the command, the second `pulumi up` on the real " +
+			"engine (--day-two-rollout-up); the box's own apply not used"
+		cmdDone = make(chan error, 1)
+		go func() { cmdDone <- runBoxCommand(ctx, d.box, rolloutUpCmd, &cmdOut) }()
+		d.logf("day two: %s: the command sends the image change (%s)", lws.Key(), strings.Join(keys(fresh), ", "))
+	} else {
+		if err := d.ap.Apply(ctx, Object{File: lws.File, U: changed}, 20*time.Second); err != nil {
+			d.finding("rollout: the changed %s was refused: %v", lws.Key(), err)
+			return nil
+		}
+		d.logf("day two: %s image changed (%s)", lws.Key(), strings.Join(keys(fresh), ", "))
 	}
-	d.logf("day two: %s image changed (%s)", lws.Key(), strings.Join(keys(fresh), ", "))
+	cmdEnded := func(err error) {
+		code := 0
+		if err != nil {
+			code = -1
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+		}
+		res.CommandExit, res.CommandSeconds, cmdDone = &code, time.Since(cmdStart).Seconds(), nil
+		for _, ln := range strings.Split(cmdOut.String(), "\n") {
+			if strings.HasPrefix(ln, "rollout-up:") {
+				res.CommandSays = append(res.CommandSays, ln)
+			}
+		}
+		if code != 0 {
+			d.finding("rollout: the command that sends the change of %s failed (exit %d): %s", lws.Key(), code,
+				strings.Join(res.CommandSays, "; "))
+		}
+		ri, err := d.ap.resource(lws.U, 10*time.Second)
+		var live *unstructured.Unstructured
+		if err == nil {
+			live, err = ri.Get(ctx, name, metav1.GetOptions{})
+		}
+		if err != nil {
+			d.finding("rollout: %s after the command: %v", lws.Key(), err)
+			return
+		}
+		want := map[string]bool{}
+		for _, path := range [][]string{
+			{"spec", "leaderWorkerTemplate", "leaderTemplate", "spec", "containers"},
+			{"spec", "leaderWorkerTemplate", "workerTemplate", "spec", "containers"},
+		} {
+			lc, _, _ := unstructured.NestedSlice(live.Object, path...)
+			wc, _, _ := unstructured.NestedSlice(changed.Object, path...)
+			for i := range lc {
+				img, _ := lc[i].(map[string]any)["image"].(string)
+				res.LiveImages = append(res.LiveImages, img)
+				if i < len(wc) {
+					if w, _ := wc[i].(map[string]any)["image"].(string); w != img {
+						want[fmt.Sprintf("%s[%d] %s (expected %s)", path[2], i, img, w)] = true
+					}
+				}
+			}
+		}
+		if len(want) > 0 {
+			d.finding("rollout: after the command %s holds images other than the changed stack's: %s", lws.Key(),
+				strings.Join(keys(want), ", "))
+		}
+	}
 	firstSeen := map[int]time.Time{}
 	limit := 30*time.Second + time.Duration(res.Replicas+res.MaxSurge)*20*time.Second
 	last := time.Now()
 	var doneSince time.Time
 	var final map[int]*groupState
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(rolloutSample) {
+		if cmdDone != nil {
+			select {
+			case err := <-cmdDone:
+				cmdEnded(err)
+			default:
+				deadline = time.Now().Add(limit) // the roll is judged from the command's end
+			}
+		}
 		gs, err := sample()
 		if err != nil {
 			return err
@@ -275,6 +357,16 @@ func (d *dayTwo) rollout(ctx context.Context) error {
 		} else if now.Sub(doneSince) >= 2*time.Second {
 			res.Completed = true
 			break
+		}
+	}
+	if cmdDone != nil {
+		// the roll completed before the command returned (the engine does not await custom resources; it may still
+		// be writing its state): wait for it, bounded by the box's context
+		select {
+		case err := <-cmdDone:
+			cmdEnded(err)
+		case <-ctx.Done():
+			d.finding("rollout: the command that sends the change of %s did not end: %v", lws.Key(), ctx.Err())
 		}
 	}
 	idx := keys(func() map[string]bool {

@@ -155,3 +155,45 @@ func TestRunLimited(t *testing.T) {
 		t.Errorf("a failing command: %v", err)
 	}
 }
+
+// nextImage is the rule conformance/pulumi/rollout_up.py next_image repeats (the stack's changed image in the
+// rollout through `pulumi up`): tests/test_rollout_up.py pins the same cases
+func TestNextImage(t *testing.T) {
+	for img, want := range map[string]string{
+		"nvcr.io/nim/meta/llama-3.1-405b-instruct:1.8.0": "nvcr.io/nim/meta/llama-3.1-405b-instruct:1.8.0-rollout",
+		"localhost:5000/vllm":                            "localhost:5000/vllm:rollout",
+		"docker.io/vllm/vllm-openai:v0.31.0@sha256:abc":  "docker.io/vllm/vllm-openai:v0.31.0-rollout",
+	} {
+		if got := nextImage(img); got != want {
+			t.Errorf("nextImage(%q) = %q, want %q", img, got, want)
+		}
+	}
+}
+
+// The cordon's fault on a pod that restarts its containers is reported as the kubelet would: the first container
+// restarted once, its exit in lastState, the pod kept (what LWS's RecreateGroupOnPodRestart acts on).
+func TestRestartedAsTheKubeletReports(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
+	q := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker"}, {Name: "sidecar"}}}}
+	q.Status.ContainerStatuses = []corev1.ContainerStatus{
+		{Name: "sidecar", RestartCount: 0},
+		{Name: "worker", RestartCount: 2, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}},
+	}
+	restarted(q, t0.Add(time.Minute))
+	w := q.Status.ContainerStatuses[1]
+	if w.RestartCount != 3 || w.State.Running == nil || !w.State.Running.StartedAt.Time.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("worker not restarted: %+v", w)
+	}
+	if term := w.LastTerminationState.Terminated; term == nil || term.ExitCode != 1 || !term.StartedAt.Time.Equal(t0) {
+		t.Fatalf("the exit not in lastState: %+v", w.LastTerminationState)
+	}
+	if q.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Fatalf("sidecar restarted too: %+v", q.Status.ContainerStatuses[0])
+	}
+	// no status yet (the kubelet has not reported): one is made, restarted once
+	r := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "leader"}}}}
+	restarted(r, t0)
+	if len(r.Status.ContainerStatuses) != 1 || r.Status.ContainerStatuses[0].RestartCount != 1 {
+		t.Fatalf("no restarted status made: %+v", r.Status.ContainerStatuses)
+	}
+}

@@ -68,6 +68,12 @@ func StartKyverno(ctx context.Context, b *Box, bin, logPath string, logf func(st
 		"--reportsServiceAccountName=system:serviceaccount:kyverno:kyverno-reports-controller",
 		"--caSecretName=kyverno-svc.kyverno.svc.kyverno-tls-ca",
 		"--tlsSecretName=kyverno-svc.kyverno.svc.kyverno-tls-pair",
+		// One replica and no flag to turn leader election off: Kyverno renews its lease within 5 retry periods and
+		// stops when a renewal runs out (kyverno@v1.19.1 pkg/leaderelection/leaderelection.go:73-77; the default
+		// period 2 s, cmd/internal/flag.go:172). On a box at load average ~24 a renewal took over 10 s, Kyverno
+		// stopped serving, and every pod create failed closed at its webhook; 10 s gives the renewal 50 s. Nobody
+		// else is waiting to take over, so a longer lease delays nothing.
+		"--leaderElectionRetryPeriod=10s",
 		"-v=2",
 	)
 	cmd.Env = append(os.Environ(), "KYVERNO_NAMESPACE="+kyvernoNS, "KYVERNO_SERVICEACCOUNT_NAME=kyverno-admission-controller",

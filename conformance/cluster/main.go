@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -39,6 +40,10 @@ var healthGateCmd string
 
 // dayTwoBatch: the batch gang (workload) day two plays beside the services; "" the first of the stack (daytwo.go)
 var dayTwoBatch string
+
+// upCmd: the command run in place of applying the stack's objects (conformance/pulumi rollout_up.py: the first
+// `pulumi up` of the stack on the real engine); the box applies only the stack's CRDs and starts its add-ons' controllers
+var upCmd, rolloutUpCmd string
 
 // dayTwoNotReady: day two also plays a node whose kubelet keeps its Lease and reports Ready=False (daytwo.go)
 var dayTwoNotReady bool
@@ -138,6 +143,8 @@ func main() {
 	dayTwo := flag.Bool("day-two", false, "after the phases, play a node failure, a cordoned bad node, a model rollout and a pool upgrade (daytwo.go); writes <stack-dir>/day-two.json")
 	dayTwoB := flag.String("day-two-batch", "", "day two: the batch gang (its workload) played beside the services; empty: the stack's first batch gang")
 	dayTwoNR := flag.Bool("day-two-not-ready", false, "day two: after the node that stops reporting, play a node that keeps its Lease and reports Ready=False (the not-ready taint)")
+	up := flag.String("up", "", "run this command (BOX_KUBECONFIG in its environment) in place of applying the stack's objects: the box applies only the stack's CRDs, starts the add-ons' controllers, runs it, and records one phase \"up\" (conformance/pulumi/rollout_up.py: `pulumi up` on the real engine)")
+	rolloutUp := flag.String("day-two-rollout-up", "", "day two plays only the model rollout, the changed LeaderWorkerSet sent by this command (BOX_KUBECONFIG in its environment: the second `pulumi up`, of the stack with the image changed) in place of the box's server-side apply (daytwo_rollout.go)")
 	healthGate := flag.String("health-gate", "", "day two: the release health gate command, run with the box's kubeconfig as its last argument (health_gate.py <stack file>)")
 	coredns := flag.String("coredns", "", "CoreDNS (conformance/coredns), serving cluster.local to the real nodes' pods; empty: no cluster DNS")
 	rayLayer := flag.String("ray-layer", "", "the stand-in images' Ray layer (conformance/realnode/ray-layer.sh), for the images whose pods run Ray")
@@ -163,6 +170,7 @@ func main() {
 	kyvernoBin, volcanoDir, lwsBin, mpiBin = *kyverno, *volcano, *lws, *mpi
 	playDayTwo = *dayTwo
 	healthGateCmd = *healthGate
+	upCmd, rolloutUpCmd = *up, *rolloutUp
 	dayTwoBatch = *dayTwoB
 	dayTwoNotReady = *dayTwoNR
 	if *stackDir == "" {
@@ -501,6 +509,9 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 	}
 	var batch []Object
 	for _, o := range objects {
+		if upCmd != "" && o.U.GetKind() != "CustomResourceDefinition" {
+			continue // the command creates them (--up)
+		}
 		if lwsBin != "" && lwsInstalled && o.U.GetKind() != "CustomResourceDefinition" {
 			// the chart installed before the workloads, once the stack's CRDs (LWS's among them) are established
 			l, err := StartLWS(ctx, box, lwsBin, lwsValues, filepath.Join(boxIn, "lws.log"), logf)
@@ -524,6 +535,22 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 			continue
 		}
 		applyOne(&services, o)
+	}
+	if upCmd != "" {
+		if lwsBin != "" && lwsInstalled {
+			l, err := StartLWS(ctx, box, lwsBin, lwsValues, filepath.Join(boxIn, "lws.log"), logf)
+			if err != nil {
+				return err
+			}
+			defer l.Stop()
+			obs.Versions["lws"] = LWSVersion(lwsBin)
+		}
+		services.Name = "up"
+		t0 := time.Now()
+		if err := runBoxCommand(ctx, box, upCmd, nil); err != nil {
+			return fmt.Errorf("--up command: %w", err)
+		}
+		logf("--up command done in %.0fs", time.Since(t0).Seconds())
 	}
 	logf("services phase: %d objects applied, %d batch objects held back", len(services.Objects), len(batch))
 	for _, m := range standInSecrets(ctx, box, objects) {
@@ -595,6 +622,18 @@ func boxRun(ctx context.Context, box *Box, stackDir, boxIn string, settle, quiet
 		}
 	}
 	return nil
+}
+
+// runBoxCommand runs a command of the box's caller by `sh -c` with the box's kubeconfig in BOX_KUBECONFIG, its output
+// to this process's stdout and to out (when given)
+func runBoxCommand(ctx context.Context, box *Box, cmd string, out io.Writer) error {
+	c := exec.CommandContext(ctx, "sh", "-c", cmd)
+	c.Env = append(os.Environ(), "BOX_KUBECONFIG="+box.Kubeconfig)
+	c.Stdout, c.Stderr = os.Stdout, os.Stderr
+	if out != nil {
+		c.Stdout, c.Stderr = io.MultiWriter(os.Stdout, out), io.MultiWriter(os.Stderr, out)
+	}
+	return c.Run()
 }
 
 // hasKind: does the stack hold an object of this group and kind (a controller is started only for its objects)

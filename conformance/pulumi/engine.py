@@ -43,6 +43,7 @@ PLUGINS = HERE / "plugins"
 POLICY_PACK = PLUGINS / "multinode-policy-pack"    # starts policy/ (see that file)
 PASSPHRASE = "multinode-e2e-not-a-secret"       # test stacks only; the state lives under build/
 HF_TOKEN_DUMMY = "hf_e2e_dummy_token_not_real"
+NGC_API_KEY_DUMMY = "nvapi-e2e-dummy-key-not-real"
 UNREACHABLE_KUBECONFIG = """apiVersion: v1
 kind: Config
 clusters:
@@ -150,7 +151,8 @@ def open_stack(name: str, stack_file: Path, kubeconfig: str, out: Path) -> Any:
     settings = settings or {}
     settings["config"] = plain
     sf.write_text(yaml.safe_dump(settings, sort_keys=False))
-    secrets = {"multinode:kubeconfig": kubeconfig, "multinode:hfToken": HF_TOKEN_DUMMY}
+    secrets = {"multinode:kubeconfig": kubeconfig, "multinode:hfToken": HF_TOKEN_DUMMY,
+               "multinode:ngcApiKey": NGC_API_KEY_DUMMY}
     for key in secure:
         if key not in secrets:
             sys.exit(f"{stack_file}: secure key {key} has no e2e value (engine.py secrets)")
@@ -167,6 +169,27 @@ def policy_events() -> tuple[list[dict[str, str]], Any]:
             found.append({"policy": p.policy_name, "enforcementLevel": p.enforcement_level,
                           "urn": p.resource_urn or "", "message": p.message.strip(), "pack": p.policy_pack_name})
     return found, on_event
+
+
+def step_events(on_event: Any) -> tuple[list[dict[str, Any]], Any]:
+    """The engine's steps other than `same` (ResourcePreEvent: op, keys causing a replace, the changed keys and the
+    provider's detailed diff), recorded beside what on_event records."""
+    steps: list[dict[str, Any]] = []
+
+    def record(event: Any) -> None:
+        on_event(event)
+        pre = getattr(event, "resource_pre_event", None)
+        md = getattr(pre, "metadata", None)
+        if md is None:
+            return
+        op = getattr(md.op, "value", str(md.op))
+        if op == "same":
+            return
+        detailed = {k: getattr(getattr(v, "diff_kind", None), "value", str(getattr(v, "diff_kind", "")))
+                    for k, v in (md.detailed_diff or {}).items()}
+        steps.append({"urn": md.urn, "type": md.type, "op": op, "keys": list(md.keys or []),
+                      "diffs": list(md.diffs or []), "detailedDiff": detailed})
+    return steps, record
 
 
 def resource_of(urn: str) -> tuple[str, str]:
@@ -301,10 +324,12 @@ def cmd_op(args: argparse.Namespace) -> int:
     out = (Path(args.out) if args.out else ROOT / "build" / name / "engines" / "pulumi").resolve()
     kubeconfig = Path(args.kubeconfig).read_text() if args.kubeconfig else UNREACHABLE_KUBECONFIG
     stack = open_stack(name, stack_file, kubeconfig, out)
-    found, on_event = policy_events()
+    found, on_policy = policy_events()
+    steps, on_event = step_events(on_policy)
     try:
         if args.cmd == "up":
-            res = stack.up(policy_packs=[str(POLICY_PACK)], on_event=on_event, on_output=print, color="never")
+            res = stack.up(policy_packs=[str(POLICY_PACK)], on_event=on_event, on_output=print, color="never",
+                           replace=args.replace or None)
             summary = dict(res.summary.resource_changes or {})
         elif args.cmd == "destroy":
             res = stack.destroy(on_event=on_event, on_output=print, color="never")
@@ -316,10 +341,10 @@ def cmd_op(args: argparse.Namespace) -> int:
     except auto_errors.CommandError as e:
         print(f"engine {args.cmd} of {name}: failed\n{str(e)[-3000:]}", file=sys.stderr)
         (out / f"{args.cmd}.json").write_text(json.dumps({"failed": True, "error": str(e)[-6000:],
-                                                          "findings": found}, indent=1) + "\n")
+                                                          "findings": found, "steps": steps}, indent=1) + "\n")
         return 1
-    (out / f"{args.cmd}.json").write_text(json.dumps({"failed": False, "summary": summary, "findings": found},
-                                                     indent=1) + "\n")
+    (out / f"{args.cmd}.json").write_text(json.dumps({"failed": False, "summary": summary, "findings": found,
+                                                      "steps": steps}, indent=1) + "\n")
     print(f"engine {args.cmd} of {name}: {summary}")
     return 0
 
@@ -342,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
         o.add_argument("stack")
         o.add_argument("--kubeconfig")
         o.add_argument("--out")
+        if op == "up":
+            o.add_argument("--replace", action="append", default=[], metavar="URN",
+                           help="force the engine to replace this resource (`pulumi up --replace`)")
     for q in sub.choices.values():
         q.add_argument("--skip-await", action="append", default=[], metavar="TYPE",
                        help="e2e harness only: annotate resources of this Pulumi type (e.g. "
