@@ -385,6 +385,33 @@ def test_oke_worker_nodes_per_cluster(tmp_path, total, ok):
     assert p.message.startswith("5001 nodes over all pools") and "maximum of 5000 worker nodes" in p.message
 
 
+@pytest.mark.parametrize("nodes,advised", [(500, False), (501, True)])
+def test_oci_instances_per_instance_pool_is_a_service_limit_to_raise(tmp_path, nodes, advised):
+    """OCI: 500 instances per instance pool (a service limit); each pool is one cluster network with one pool."""
+    def edit(c):
+        c["multinode:nodePools"][0]["nodeCount"] = nodes
+    cfg = _load(tmp_path, "oci-dev", edit)
+    got = [a for a in _advised(cfg, "nodePools[0].nodeCount") if "Instances per instance pool" in a.message]
+    assert bool(got) is advised
+    if advised:
+        assert got[0].message.startswith("501 nodes in one cluster network's instance pool")
+        assert "(500; docs.oracle.com/en-us/iaas/Content/General/Concepts/servicelimits.htm" in got[0].message
+        assert "service limit increase" in got[0].message and "split the pool" in got[0].message
+
+
+@pytest.mark.parametrize("pools,advised", [(15, False), (16, True)])
+def test_oci_cluster_networks_per_tenancy_is_a_service_limit_to_raise(tmp_path, pools, advised):
+    """OCI: 15 cluster networks per tenancy (Universal Credits default); every pool is one cluster network."""
+    def edit(c):
+        _on_first_pool(c, _pools(pools, 2, c["multinode:nodePools"][0]))
+    cfg = _load(tmp_path, "oci-dev", edit)
+    got = [a for a in _advised(cfg, "nodePools") if "'Cluster networks'" in a.message]
+    assert bool(got) is advised
+    if advised:
+        assert got[0].message.startswith("16 pools are 16 cluster networks")
+        assert "cluster-network-count: 15 per tenancy" in got[0].message
+
+
 def _depth_by_token_scan(text: str) -> int:
     """The deepest nesting by the token loop load_json ran on every text before _max_depth (kept as the reference)."""
     from multinode import safefile

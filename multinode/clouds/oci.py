@@ -268,6 +268,38 @@ def ocid_region(ocid: str) -> str | None:
 OKE_NODES_PER_CLUSTER = 5000
 OKE_NODES_SOURCE = "blogs.oracle.com/developers/oci-kubernetes-engine-now-scales-to-5000-worker-nodes"
 
+# OCI Compute service limits (issue 47 item 3): the "Service Limits" page, "Compute Limits", table "Other Compute
+# Resources" (docs.oracle.com/en-us/iaas/Content/General/Concepts/servicelimits.htm, page updated 2025-03-11; read
+# 2026-11-29 in a stored copy of the page): "Instances per instance pool", scope Region, 500 for Oracle Universal
+# Credits and 500 for Pay As You Go or Trial (no limit name); "Cluster networks" (cluster-network-count), scope
+# Tenancy, 15 for Universal Credits, "Contact Us" for Pay As You Go or Trial. Service limits are set by Oracle per
+# tenancy and raised on request (same page, "About Service Limits and Usage"), so a stack above them is advised, not
+# refused. Each pool is one cluster network whose one instance pool has nodeCount instances (components/clouds/oci.py);
+# cluster networks "are built on top of the instance pools feature" (docs.oracle.com/en-us/iaas/Content/Compute/
+# Tasks/managingclusternetworks.htm), so the per-pool limit is taken to hold for that instance pool too.
+OCI_INSTANCES_PER_POOL = 500
+OCI_CLUSTER_NETWORKS = 15
+OCI_LIMITS_SOURCE = "docs.oracle.com/en-us/iaas/Content/General/Concepts/servicelimits.htm"
+
+
+def service_limit_advisories(cfg: Any) -> list[Problem]:
+    """The OCI Compute service limits a large stack meets: instances per instance pool, cluster networks."""
+    out: list[Problem] = []
+    for i, pool in enumerate(cfg.node_pools):
+        if pool.node_count > OCI_INSTANCES_PER_POOL:
+            out.append(Problem(f"nodePools[{i}].nodeCount", (
+                f"{pool.node_count} nodes in one cluster network's instance pool, above OCI's service limit "
+                f"'Instances per instance pool' ({OCI_INSTANCES_PER_POOL}; {OCI_LIMITS_SOURCE}, 'Other Compute "
+                f"Resources'): request a service limit increase for this region before `pulumi up`, or split the "
+                f"pool into pools of at most {OCI_INSTANCES_PER_POOL} nodes")))
+    if len(cfg.node_pools) > OCI_CLUSTER_NETWORKS:
+        out.append(Problem("nodePools", (
+            f"{len(cfg.node_pools)} pools are {len(cfg.node_pools)} cluster networks, above OCI's default service "
+            f"limit 'Cluster networks' (cluster-network-count: {OCI_CLUSTER_NETWORKS} per tenancy with Universal "
+            f"Credits, 'Contact Us' for Pay As You Go; {OCI_LIMITS_SOURCE}; the tenancy's other cluster networks "
+            f"count too): request a service limit increase before `pulumi up`, or merge pools of the same shape")))
+    return out
+
 
 def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]:
     p: list[Problem] = []
@@ -325,8 +357,8 @@ def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]
 def advisories(cfg: Any) -> list[Problem]:
     """Non-fatal findings of this cloud: a RoCE pool whose shape has no known fabric ports, so the SR-IOV
     device plugin cannot be limited to them; a fabric pod that takes part of a node (its VFs are not aligned
-    with its GPUs)."""
-    out: list[Problem] = _partial_node_problems(cfg)
+    with its GPUs); the Compute service limits a large stack meets."""
+    out: list[Problem] = _partial_node_problems(cfg) + service_limit_advisories(cfg)
     for i, pool in enumerate(cfg.node_pools):
         try:
             m = cfg.machine(pool)
