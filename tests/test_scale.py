@@ -412,6 +412,38 @@ def test_oci_cluster_networks_per_tenancy_is_a_service_limit_to_raise(tmp_path, 
         assert "cluster-network-count: 15 per tenancy" in got[0].message
 
 
+@pytest.mark.parametrize("made,advised", [(5, False), (6, True)])
+def test_gcp_networks_quota_boundary(made, advised):
+    """GCP: pools making 5 VPC networks pass quietly, 6 are advised (the lower documented default of 'Networks')."""
+    from multinode.clouds import gcp
+    got = gcp.networks_quota_advisory({"a": made - 2, "b": 2})
+    assert (got is not None) is advised
+    if advised:
+        assert got.path == "nodePools"
+        assert got.message.startswith("6 VPC networks made by the pools' GPU networks (a 4, b 2), above 5")
+        assert "'Networks'" in got.message and "cloud.google.com/vpc/docs/quota" in got.message
+
+
+@pytest.mark.parametrize("machines,made", [(["a3-ultragpu-8g"] * 2, 4), (["a3-ultragpu-8g"] * 3, 6),
+                                           (["a3-highgpu-8g"], 4), (["a3-highgpu-8g"] * 2, 8),
+                                           (["a3-megagpu-8g"], 8), (["a2-ultragpu-8g"], 0)])
+def test_gcp_pools_count_their_vpc_networks_against_the_networks_quota(tmp_path, machines, made):
+    """Each pool's VPCs (network_plan): TCPX 4, TCPXO 8, A3 Ultra 2 (gVNIC + RoCE), none without a fabric (a stack
+    drives one fabric); the stack is advised above 5 (gcp-dev's one TCPXO pool makes 8: advised)."""
+    from multinode.clouds import gcp
+
+    def edit(c):
+        template = c["multinode:nodePools"][0]
+        pools = [{**template, "name": f"gpu{i}", "machine": m, "gpuNetworkCidr": f"10.{i}.0.0/20"}
+                 for i, m in enumerate(machines)]
+        _on_first_pool(c, pools)
+    cfg = _load(tmp_path, "gcp-dev", edit)
+    assert sum(gcp.vpc_networks(cfg).values()) == made
+    assert sum(len({n.vpc for n in gcp.network_plan(cfg, p)}) for p in cfg.node_pools) == made
+    got = [a for a in _advised(cfg, "nodePools") if "'Networks'" in a.message]
+    assert bool(got) is (made > 5)
+
+
 def _depth_by_token_scan(text: str) -> int:
     """The deepest nesting by the token loop load_json ran on every text before _max_depth (kept as the reference)."""
     from multinode import safefile

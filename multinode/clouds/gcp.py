@@ -505,14 +505,64 @@ def config_problems(cfg: StackConfig, machines: dict[str, Any]) -> list[Problem]
 # default for new node pools. A GPU fault that leaves the node Ready is NVSentinel's to report.
 
 
+# VPC networks per project (issue 47 item 3). Each GPU pool makes its own VPC networks (network_plan: one per GPU NIC
+# for GPUDirect-TCPX / TCPXO, 4 / 8; one gVNIC VPC and one RoCE VPC for A3 Ultra / A4, 2); the stack makes no other
+# (the GKE cluster and its network exist already). Compute Engine counts every VPC network of the project against the
+# per-project quota "Networks" (cloud.google.com/vpc/docs/quota, "Per project": "This includes the default network,
+# which you can remove"; the value is shown in the console, not on the page; quota errors name it
+# Quota 'NETWORKS', metric compute.googleapis.com/networks, limit NETWORKS-per-project). Its default is not one
+# number in what was read (2026-11-29): the Compute Engine API's Network description, "you can have up to five
+# networks per project by default" (as generated into docs.ansible.com/ansible/2.7/modules/gcp_compute_network_module
+# .html); Google Cloud's course "Essential Google Cloud Infrastructure: Core Services", "fifteen VPC networks per
+# project" (campus.datacamp.com/courses/essential-google-cloud-infrastructure-core-services/resource-management);
+# projects have hit "Limit: 5.0 globally" (github.com/fortinet/fortigate-tutorial-gcp/issues/9, 2024) and
+# "Limit: 15.0 globally" (github.com/pulumi/pulumi-gcp/issues/1147, 2023). The quota is adjustable, so a stack is
+# advised, not refused, when its pools make more networks than the lower documented default, 5.
+GCP_NETWORKS_QUOTA_DEFAULT = 5
+GCP_NETWORKS_SOURCE = "cloud.google.com/vpc/docs/quota"
+
+
+def vpc_networks(cfg: Any) -> dict[str, int]:
+    """How many VPC networks each pool makes, by pool name (pools without GPU networks left out)."""
+    out: dict[str, int] = {}
+    for pool in cfg.node_pools:
+        try:
+            vpcs = {n.vpc for n in _network_layout(cfg, pool)}
+        except (catalog.UnknownMachine, KeyError):
+            continue
+        if vpcs:
+            out[pool.name] = len(vpcs)
+    return out
+
+
+def networks_quota_advisory(by_pool: dict[str, int]) -> Problem | None:
+    """The advisory for a stack whose pools make more VPC networks than the default 'Networks' quota, or None."""
+    total = sum(by_pool.values())
+    if total <= GCP_NETWORKS_QUOTA_DEFAULT:
+        return None
+    made = ", ".join(f"{name} {n}" for name, n in by_pool.items())
+    return Problem("nodePools", (
+        f"{total} VPC networks made by the pools' GPU networks ({made}), above {GCP_NETWORKS_QUOTA_DEFAULT}, the "
+        f"lower of the defaults documented for Compute Engine's per-project quota 'Networks' "
+        f"(compute.googleapis.com/networks; 5 and 15 are both documented, and the project's own networks, the "
+        f"default one and the cluster's, count too; {GCP_NETWORKS_SOURCE}): check the quota in the console (IAM & "
+        f"Admin > Quotas, 'Networks') and request more before `pulumi up`"))
+
+
 def advisories(cfg: Any) -> list[Problem]:
-    """Non-fatal findings of this cloud: a cluster above GKE's default cluster size quota."""
+    """Non-fatal findings of this cloud: a cluster above GKE's default cluster size quota; pools making more VPC
+    networks than the project's default 'Networks' quota."""
+    out: list[Problem] = []
     total = _cluster_nodes(cfg)
     if GKE_NODES_QUOTA < total <= GKE_NODES_PER_CLUSTER:
-        return [Problem("nodePools", f"{total} nodes over all pools, above the {GKE_NODES_QUOTA} nodes a GKE cluster "
-                                     f"runs before its cluster size quota is lifted ({GKE_QUOTAS_SOURCE}): ask Google "
-                                     f"Cloud support to lift it (up to {GKE_NODES_PER_CLUSTER}) before `pulumi up`")]
-    return []
+        out.append(Problem("nodePools", f"{total} nodes over all pools, above the {GKE_NODES_QUOTA} nodes a GKE "
+                                        f"cluster runs before its cluster size quota is lifted ({GKE_QUOTAS_SOURCE}): "
+                                        f"ask Google Cloud support to lift it (up to {GKE_NODES_PER_CLUSTER}) before "
+                                        f"`pulumi up`"))
+    networks = networks_quota_advisory(vpc_networks(cfg))
+    if networks is not None:
+        out.append(networks)
+    return out
 
 # ---------------------------------------------------------------- access
 def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
