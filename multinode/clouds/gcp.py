@@ -385,7 +385,12 @@ GKE_QUOTAS_SOURCE = "cloud.google.com/kubernetes-engine/quotas"
 # How many nodes one Standard node pool's compact policy holds was not readable here: the GKE page's Autopilot
 # section gives 1,500 nodes per placement group (cloud.google.com/kubernetes-engine/docs/how-to/compact-placement),
 # an older Compute Engine page gave 150 VMs per compact policy for A2/C2/G2/C2D/N2/N2D
-# (cloud.google.com/compute/docs/instances/define-instance-placement, ja, restrictions); not checked (docs/scale.md).
+# (cloud.google.com/compute/docs/instances/define-instance-placement, ja, restrictions), an older copy of
+# cloud.google.com/compute/docs/accelerator-optimized-machines says of A3 that compact placement "supports up to 96
+# VMs in a lower-latency subset of the network" (a placement statement, not clearly a cap on the policy), and the
+# current placement-policies-overview's per-series table (restrictions of compact policies) was not readable in the
+# stored copies (2026-11-29). The pool's placement_policy names no policy (no policy_name), so GKE makes one; no
+# source read gives its size. Not checked (docs/scale.md): a pool is held by the config model's 512 nodes only.
 COMPACT_PLACEMENT_SERIES = ("a4x", "a4", "a3", "a2", "g4", "g2")
 COMPACT_PLACEMENT_SOURCE = "docs.cloud.google.com/ai-hypercomputer/docs/placement-policy-and-workload-policy"
 
