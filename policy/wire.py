@@ -18,6 +18,13 @@ under the analyzer protocol (cProfile, bench/pack_bench.py --profile, existing-d
 * the resource's options and provider (`_get_resource_options`, `_get_provider_resource`, which both calls also
   build per policy) are kept the same way, keyed on the request's (or the AnalyzeStack resource's) message: every
   policy gets the same PolicyResourceOptions and PolicyProviderResource objects, which the rules only read;
+* the servicer's `Analyze` and `AnalyzeStack` themselves are ours (`_analyze`, `_analyze_stack`, issue 47): the
+  same loop over the policies with pulumi_policy's own helpers, but the resource's parts taken once before it, and
+  the stack's PolicyResource objects (parent, dependencies and property dependencies linked) built once per
+  AnalyzeStack instead of once per stack policy (19 policies x 1,003 resources: ~30% of AnalyzeStack's CPU);
+  tests/test_pack_wire.py compares both with pulumi_policy's methods field by field;
+* the request's objects are dropped before the collector is turned back on (gc_paused), so its next collection
+  does not walk them;
 * outside those two calls (`Configure` reads its config with MessageToDict; `Remediate` deserializes with
   `proxy_secrets`) everything is pulumi_policy's own code.
 
@@ -44,6 +51,15 @@ from google.protobuf import json_format
 
 _state = threading.local()
 _PATCHED = ("json_format", "deserialize_properties", "unknown_checking_proxy")
+# what _analyze_stack uses of pulumi_policy.policy (1.21.0): without any of them install() changes nothing
+_SERVICER_NEEDS = ("_get_resource_options", "_get_provider_resource", "_configure_runtime_settings",
+                   "_get_enforcement_level", "_create_report_violation", "_get_policy_config",
+                   "_map_enforcement_level")
+_INSTANCE_NEEDS = ("_PolicyAnalyzerServicer__policies", "_PolicyAnalyzerServicer__policy_pack_name",
+                   "_PolicyAnalyzerServicer__policy_pack_version", "_PolicyAnalyzerServicer__stack_tags")
+_MODULE_NEEDS = ("PolicyResource", "StackValidationArgs", "StackValidationPolicy", "EnforcementLevel",
+                 "ResourceValidationArgs", "ResourceValidationPolicy",
+                 "UnknownValueError", "_NotApplicableError", "isawaitable", "asyncio", "proto")
 _originals: dict[str, Any] = {}
 
 
@@ -146,15 +162,139 @@ def _scoped(method: Callable[..., Any], stack: bool) -> Callable[..., Any]:
     @functools.wraps(method)
     def serve(self: Any, request: Any, context: Any) -> Any:
         outer = request_memo()
-        _state.memo = {}
-        try:
-            with gc_paused():
+        with gc_paused():
+            _state.memo = {}
+            try:
                 _prefill(_state.memo, request.resources if stack else [request])
                 return method(self, request, context)
-        finally:
-            _state.memo = outer
+            finally:
+                # the request's objects are dropped while the collector is still off: what reference counting
+                # frees then is gone before the collector runs again, so its next collection does not walk it
+                _state.memo = outer
     setattr(serve, "_multinode_scoped", True)  # noqa: B010 - marks the wrapper (install twice: no-op)
     return serve
+
+
+def _pulumi_policy() -> Any:
+    """pulumi_policy.policy, whose module attributes (its own imports included) the servicer methods below use."""
+    from pulumi_policy import policy
+    return policy
+
+
+def _analyze(self: Any, request: Any, context: Any) -> Any:
+    """pulumi_policy's Analyze (policy.py:971-1029) with the resource's properties, options and provider taken once
+    for the request, before the loop over the resource policies that pulumi_policy runs them in (the memo answered
+    each of them once already; this skips its five lookups per policy). Everything else is pulumi_policy's own: its
+    helpers, in the order its Analyze calls them; a policy without validate is reported not applicable as there."""
+    pp = _pulumi_policy()
+    if not all(hasattr(self, name) for name in _INSTANCE_NEEDS):      # another pulumi_policy: its own method
+        return _originals["Analyze"](self, request, context)
+    self._configure_runtime_settings()
+    response = pp.proto.AnalyzeResponse()
+    parts: tuple[Any, Any, Any] | None = None
+    pack_name = self._PolicyAnalyzerServicer__policy_pack_name
+    pack_version = self._PolicyAnalyzerServicer__policy_pack_version
+    tags = self._PolicyAnalyzerServicer__stack_tags
+    for policy in self._PolicyAnalyzerServicer__policies:
+        level = self._get_enforcement_level(policy)
+        if level == pp.EnforcementLevel.DISABLED or not isinstance(policy, pp.ResourceValidationPolicy):
+            continue
+        if not policy.has_validation():
+            response.not_applicable.append(pp.proto.PolicyNotApplicable(
+                policy_name=policy.name, reason="Policy does not implement validate"))
+            continue
+        if level == pp.EnforcementLevel.REMEDIATE:
+            level = pp.EnforcementLevel.MANDATORY
+        report = self._create_report_violation(response, policy.name, policy.description, level, policy.severity)
+        if parts is None:
+            parts = (pp.unknown_checking_proxy(pp.deserialize_properties(
+                         pp.json_format.MessageToDict(request.properties))),
+                     self._get_resource_options(request), self._get_provider_resource(request))
+        args = pp.ResourceValidationArgs(request.type, parts[0], request.urn, request.name, parts[1], parts[2],
+                                         self._get_policy_config(policy.name), tags)
+        try:
+            _run(policy.validate(args, report))
+        except pp.UnknownValueError as e:
+            response.diagnostics.append(_unknown_diagnostic(self, pp, policy, pack_name, pack_version, e))
+        except pp._NotApplicableError as e:
+            response.not_applicable.append(pp.proto.PolicyNotApplicable(policy_name=policy.name,
+                                                                        reason=e.reason or ""))
+    return response
+
+
+def _run(result: Any) -> None:
+    """Await a policy's result when it is awaitable, on an event loop of its own (as pulumi_policy does)."""
+    pp = _pulumi_policy()
+    if pp.isawaitable(result):
+        loop = pp.asyncio.new_event_loop()
+        loop.run_until_complete(pp.asyncio.Task(result, loop=loop))
+        loop.close()
+
+
+def _unknown_diagnostic(self: Any, pp: Any, policy: Any, pack_name: str, pack_version: str, e: Any) -> Any:
+    """The advisory pulumi_policy reports for a policy that read an unknown value during preview."""
+    return pp.proto.AnalyzeDiagnostic(
+        policyName=policy.name, policyPackName=pack_name, policyPackVersion=pack_version,
+        message=(f"can't run policy '{policy.name}' from policy pack '{pack_name}@v{pack_version}' during preview: "
+                 f"{e.message}"),
+        urn="", description=policy.description,
+        enforcementLevel=self._map_enforcement_level(pp.EnforcementLevel.ADVISORY))
+
+
+def _stack_resources(servicer: Any, request: Any) -> list[Any]:
+    """The stack's resources as pulumi_policy's PolicyResource objects, parent, dependencies and property
+    dependencies linked to each other within the list: what pulumi_policy 1.21.0's AnalyzeStack builds for each stack
+    policy again (policy.py:1049-1087), built here once for the request."""
+    pp = _pulumi_policy()
+    built: list[tuple[Any, Any]] = []
+    by_urn: dict[str, Any] = {}
+    for r in request.resources:
+        props = pp.unknown_checking_proxy(pp.deserialize_properties(pp.json_format.MessageToDict(r.properties)))
+        res = pp.PolicyResource(r.type, props, r.urn, r.name, servicer._get_resource_options(r),
+                                servicer._get_provider_resource(r), None, [], {})
+        built.append((res, r))
+        by_urn[res.urn] = res          # a later resource of the same URN wins, as in pulumi_policy's map
+    for res, r in built:
+        if r.parent in by_urn:         # pulumi_policy tests `parent is not None`: a protobuf string is never None
+            res.parent = by_urn[r.parent]
+        res.dependencies.extend(by_urn[d] for d in r.dependencies if d in by_urn)
+        for key, urns in r.propertyDependencies.items():
+            res.property_dependencies[key] = [by_urn[d] for d in urns.urns if d in by_urn]
+    return [res for res, _ in built]
+
+
+def _analyze_stack(self: Any, request: Any, context: Any) -> Any:
+    """pulumi_policy's AnalyzeStack with the stack's resources built once per request (_stack_resources) rather than
+    once per stack policy; every policy gets its own list of the same PolicyResource objects (the rules only read
+    them: tests/test_pack_wire.py). Levels, violations, not-applicable answers and the diagnostic for an unknown
+    value are pulumi_policy's own (its helpers, called as its AnalyzeStack calls them)."""
+    pp = _pulumi_policy()
+    if not all(hasattr(self, name) for name in _INSTANCE_NEEDS):      # another pulumi_policy: its own method
+        return _originals["AnalyzeStack"](self, request, context)
+    self._configure_runtime_settings()
+    response = pp.proto.AnalyzeResponse()
+    resources: list[Any] | None = None
+    pack_name = self._PolicyAnalyzerServicer__policy_pack_name
+    pack_version = self._PolicyAnalyzerServicer__policy_pack_version
+    for policy in self._PolicyAnalyzerServicer__policies:
+        level = self._get_enforcement_level(policy)
+        if level == pp.EnforcementLevel.DISABLED or not isinstance(policy, pp.StackValidationPolicy):
+            continue
+        if level == pp.EnforcementLevel.REMEDIATE:
+            level = pp.EnforcementLevel.MANDATORY
+        report = self._create_report_violation(response, policy.name, policy.description, level, policy.severity)
+        if resources is None:
+            resources = _stack_resources(self, request)
+        args = pp.StackValidationArgs(list(resources), self._get_policy_config(policy.name),
+                                      self._PolicyAnalyzerServicer__stack_tags)
+        try:
+            _run(policy.validate(args, report))
+        except pp.UnknownValueError as e:
+            response.diagnostics.append(_unknown_diagnostic(self, pp, policy, pack_name, pack_version, e))
+        except pp._NotApplicableError as e:
+            response.not_applicable.append(pp.proto.PolicyNotApplicable(policy_name=policy.name,
+                                                                        reason=e.reason or ""))
+    return response
 
 
 class _MemoJsonFormat:
@@ -176,7 +316,8 @@ def install() -> bool:
     from pulumi_policy import policy as pp
     servicer = getattr(pp, "_PolicyAnalyzerServicer", None)
     if servicer is None or any(not hasattr(pp, name) for name in _PATCHED) or \
-            any(not hasattr(servicer, name) for name in ("_get_resource_options", "_get_provider_resource")) or \
+            any(not hasattr(servicer, name) for name in _SERVICER_NEEDS) or \
+            any(not hasattr(pp, name) for name in _MODULE_NEEDS) or \
             getattr(servicer.Analyze, "_multinode_scoped", False):
         return False
     _originals.update({name: getattr(pp, name) for name in _PATCHED})
@@ -215,8 +356,8 @@ def install() -> bool:
     setattr(pp, "json_format", _MemoJsonFormat())  # noqa: B010 - module attributes of pulumi_policy
     setattr(pp, "deserialize_properties", deserialize_properties)  # noqa: B010
     setattr(pp, "unknown_checking_proxy", unknown_checking_proxy)  # noqa: B010
-    servicer.Analyze = _scoped(servicer.Analyze, stack=False)
-    servicer.AnalyzeStack = _scoped(servicer.AnalyzeStack, stack=True)
+    servicer.Analyze = _scoped(_analyze, stack=False)
+    servicer.AnalyzeStack = _scoped(_analyze_stack, stack=True)
     return True
 
 

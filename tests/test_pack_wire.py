@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.protobuf import json_format, struct_pb2
@@ -257,3 +258,119 @@ def test_compare_of_two_dumps_names_the_case_that_differs(tmp_path, capsys):
     (tmp_path / "b").write_bytes(pickle.dumps({"stacks/x": ([same], same), "crd": ([one], same)}))
     assert eq.compare(tmp_path / "a", tmp_path / "a") == 0
     assert eq.compare(tmp_path / "a", tmp_path / "b") == 1 and "['crd']" in capsys.readouterr().out
+
+
+def _graph_request() -> pb.AnalyzeStackRequest:
+    """Four resources with a parent, dependencies (one on a URN not in the stack), property dependencies and a
+    duplicate URN (the later one wins in pulumi_policy's map)."""
+    def res(urn: str, parent: str = "", deps: tuple[str, ...] = (), prop: dict[str, list[str]] | None = None,
+            name: str = "") -> pb.AnalyzerResource:
+        props = struct_pb2.Struct()
+        props.update({"metadata": {"name": name or urn}, "n": 1})
+        r = pb.AnalyzerResource(type="kubernetes:core/v1:ConfigMap", properties=props, urn=urn, name=name or urn,
+                                parent=parent, dependencies=list(deps))
+        for k, urns in (prop or {}).items():
+            r.propertyDependencies[k].urns.extend(urns)
+        return r
+    return pb.AnalyzeStackRequest(resources=[
+        res("urn:a"), res("urn:b", parent="urn:a", deps=("urn:a", "urn:gone")),
+        res("urn:c", parent="urn:b", deps=("urn:b", "urn:a"), prop={"data": ["urn:a", "urn:gone", "urn:b"]}),
+        res("urn:a", name="second-a"), res("urn:d", parent="urn:gone")])
+
+
+def _graph_servicer(seen: list[Any]) -> Any:
+    from policy.engine import plain
+    """A servicer with three stack policies that record the stack they are given (one disabled by config, one that
+    says it does not apply) and a resource policy."""
+    def record(args: Any, report: Any) -> None:
+        seen.append([(r.urn, r.name, r.parent.urn if r.parent else None, [d.urn for d in r.dependencies],
+                      {k: [d.urn for d in v] for k, v in r.property_dependencies.items()}, plain(r.props),
+                      args.get_config()) for r in args.resources])
+        report("seen", "urn:b")
+
+    def not_here(args: Any, report: Any) -> None:
+        args.not_applicable("not here")
+    policies = [pp.StackValidationPolicy(name="one", description="d1", validate=record),
+                pp.ResourceValidationPolicy(name="res", description="r", validate=lambda a, rep: None),
+                pp.StackValidationPolicy(name="off", description="d2", validate=record),
+                pp.StackValidationPolicy(name="na", description="d3", validate=not_here),
+                pp.StackValidationPolicy(name="two", description="d4", validate=record,
+                                         enforcement_level=pp.EnforcementLevel.REMEDIATE)]
+    sv = pp._PolicyAnalyzerServicer("graph", "1.0.0", policies, pp.EnforcementLevel.ADVISORY)
+    conf = pb.ConfigureAnalyzerRequest()
+    conf.policyConfig["off"].enforcementLevel = pb.DISABLED
+    conf.policyConfig["two"].properties.update({"k": "v"})
+    sv.Configure(conf, None)
+    return sv
+
+
+def test_the_stack_built_once_is_the_stack_pulumi_policy_builds_per_policy():
+    """policy/wire.py's AnalyzeStack builds the stack's PolicyResources once per request; each stack policy must see
+    what pulumi_policy's own AnalyzeStack gives it: the same resources, parents, dependencies and property
+    dependencies (URNs outside the stack dropped, a duplicate URN resolved to the later resource), config, levels,
+    violations and not-applicable answers."""
+    from policy import wire
+    answers = {}
+    for on in (False, True):
+        (wire.install if on else wire.uninstall)()
+        seen: list[Any] = []
+        response = _graph_servicer(seen).AnalyzeStack(_graph_request(), None)
+        answers[on] = (seen, response.SerializeToString(deterministic=True))
+        if on:
+            assert pp._PolicyAnalyzerServicer.AnalyzeStack.__name__ == "_analyze_stack"
+    assert answers[True] == answers[False]
+    seen, _ = answers[True]
+    assert len(seen) == 2 and seen[0][2][:6] == ("urn:c", "urn:c", "urn:b", ["urn:b", "urn:a"],
+                                                 {"data": ["urn:a", "urn:b"]}, {"metadata": {"name": "urn:c"}, "n": 1})
+    assert seen[0][1][2] == "urn:a" and seen[0][4][2] is None and not seen[0][0][6] and seen[1][1][6] == {"k": "v"}
+
+
+def test_analyze_with_the_parts_taken_once_answers_as_pulumi_policy_does():
+    """policy/wire.py's Analyze takes the properties, options and provider once per request; every resource policy
+    must get what pulumi_policy's own Analyze gives it, and the response must be the same: levels (a disabled one
+    not run, remediate reported as mandatory), config, a remediation-only policy reported not applicable, a policy
+    that says it does not apply, and the advisory for a policy that reads an unknown value."""
+    from policy import wire
+    from policy.engine import plain
+    seen: list[Any] = []
+
+    def record(args: Any, report: Any) -> None:
+        seen.append((args.resource_type, args.urn, args.name, plain(args.props), args.get_config(),
+                     bool(args.opts.protect), args.opts.parent, dict(args.stack_tags) if hasattr(args, "stack_tags")
+                     else None))
+        report("seen")
+
+    def reads_unknown(args: Any, report: Any) -> None:
+        report(str(args.props["later"]))
+
+    def not_here(args: Any, report: Any) -> None:
+        args.not_applicable("not here")
+    policies = [pp.ResourceValidationPolicy(name="one", description="d1", validate=record),
+                pp.ResourceValidationPolicy(name="fix-only", description="d2", remediate=lambda a: None),
+                pp.ResourceValidationPolicy(name="off", description="d3", validate=record),
+                pp.ResourceValidationPolicy(name="na", description="d4", validate=not_here),
+                pp.ResourceValidationPolicy(name="unknown", description="d5", validate=reads_unknown),
+                pp.StackValidationPolicy(name="stack", description="d6", validate=lambda a, r: None),
+                pp.ResourceValidationPolicy(name="two", description="d7", validate=record,
+                                            enforcement_level=pp.EnforcementLevel.REMEDIATE)]
+    props = struct_pb2.Struct()
+    props.update({"metadata": {"name": "cm"}, "data": {"a": "b"}, "later": rpc.UNKNOWN})
+    request = pb.AnalyzeRequest(type="kubernetes:core/v1:ConfigMap", properties=props, urn="urn:cm", name="cm",
+                                options=pb.AnalyzerResourceOptions(protect=True, parent="urn:parent"))
+    answers = {}
+    for on in (False, True):
+        (wire.install if on else wire.uninstall)()
+        seen.clear()
+        sv = pp._PolicyAnalyzerServicer("graph", "1.0.0", policies, pp.EnforcementLevel.ADVISORY)
+        conf = pb.ConfigureAnalyzerRequest()
+        conf.policyConfig["off"].enforcementLevel = pb.DISABLED
+        conf.policyConfig["two"].properties.update({"k": "v"})
+        sv.Configure(conf, None)
+        response = sv.Analyze(request, None)
+        answers[on] = (list(seen), response.SerializeToString(deterministic=True))
+        if on:
+            assert pp._PolicyAnalyzerServicer.Analyze.__name__ == "_analyze"
+            assert [d.policyName for d in response.diagnostics] == ["one", "unknown", "two"]
+            assert sorted(n.policy_name for n in response.not_applicable) == ["fix-only", "na"]
+    assert answers[True] == answers[False]
+    assert [s[4] for s in answers[True][0]] == [{}, {"k": "v"}] and answers[True][0][0][5] is True
