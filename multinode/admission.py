@@ -319,11 +319,18 @@ def effective_spec(ref: PodSpecRef, policies: list[dict[str, Any]], memo: Any = 
     effective_pod.TemplateMemo of these policies, shared with plan's effective-pod writer (the result is then
     shared too: read only)."""
     from .manifests.effective_pod import apply_policies_to_template
-    from .manifests.jsonpatch import copy_doc
-    spec = copy_doc(ref.spec)
-    for c in all_containers(spec):      # the webhook sees the Pod after SetDefaults_Pod (requests from limits)
-        if isinstance(c.get("resources"), dict) and _map(c["resources"].get("limits")):
-            c["resources"]["requests"] = defaulted_requests(c)
+    # the webhook sees the Pod after SetDefaults_Pod (requests from limits). Only the containers lists and the
+    # containers and resources that get requests are copied: apply_policies_to_template copies the template
+    # before it patches it, and the rest of `spec` is read here, never changed.
+    spec = dict(ref.spec)
+    for key in ("initContainers", "containers"):
+        if not isinstance(spec.get(key), list):
+            continue
+        containers = spec[key] = list(spec[key])
+        for i, c in enumerate(containers):
+            if isinstance(c, dict) and isinstance(c.get("resources"), dict) and _map(c["resources"].get("limits")):
+                c = containers[i] = {**c, "resources": dict(c["resources"])}
+                c["resources"]["requests"] = defaulted_requests(c)
     template = {"metadata": ref.metadata, "spec": spec}
     out = memo.apply(template) if memo is not None else apply_policies_to_template(template, policies)
     return out["spec"] if out["spec"] != spec else None

@@ -164,6 +164,7 @@ def apply_order(regs: list[Registration]) -> list[Registration]:
 # pure-Python SafeDumper (tests/test_plan.py compares the loaded data of both). Same safe representers.
 _YAML_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+_Scalar = yaml.ScalarNode
 
 
 class _FastDumper(_YAML_DUMPER):
@@ -181,7 +182,7 @@ class _FastDumper(_YAML_DUMPER):
     def represent_data(self, data: Any) -> Any:
         t = type(data)
         if t is str:
-            return yaml.ScalarNode(_STR, data, style=self.default_style)
+            return _Scalar(_STR, data, style=self.default_style)
         if (t is not dict and t is not list) or self.default_flow_style is None or (t is dict and self.sort_keys):
             return super().represent_data(data)
         key = id(data)
@@ -190,23 +191,33 @@ class _FastDumper(_YAML_DUMPER):
         self.object_keeper.append(data)
         value: list[Any] = []
         node: Any
+        # a str key or value (most nodes) is made here, as the str branch above makes it, without a call per node
+        style = self.default_style
         if t is dict:
             node = yaml.MappingNode(_MAP, value, flow_style=self.default_flow_style)
             self.represented_objects[key] = node
             for k, v in data.items():
-                value.append((self.represent_data(k), self.represent_data(v)))
+                value.append((_Scalar(_STR, k, style=style) if type(k) is str else self.represent_data(k),
+                              _Scalar(_STR, v, style=style) if type(v) is str else self.represent_data(v)))
         else:
             node = yaml.SequenceNode(_SEQ, value, flow_style=self.default_flow_style)
             self.represented_objects[key] = node
             for v in data:
-                value.append(self.represent_data(v))
+                value.append(_Scalar(_STR, v, style=style) if type(v) is str else self.represent_data(v))
         return node
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
         # BaseResolver.resolve for a scalar, with no path resolvers (the safe dumpers have none): the implicit
         # resolvers' regexes only when implicit[0], else, or when none matches, the default scalar tag. So the
         # answer depends on the value alone when implicit[0], and is the default tag otherwise.
-        if kind is not yaml.ScalarNode or self.yaml_path_resolvers:
+        # A mapping or sequence node (asked once each) gets its default tag, as BaseResolver answers it.
+        if self.yaml_path_resolvers:
+            return super().resolve(kind, value, implicit)
+        if kind is not _Scalar:
+            if kind is yaml.MappingNode:
+                return self.DEFAULT_MAPPING_TAG
+            if kind is yaml.SequenceNode:
+                return self.DEFAULT_SEQUENCE_TAG
             return super().resolve(kind, value, implicit)
         if not implicit[0]:
             return self.DEFAULT_SCALAR_TAG

@@ -298,3 +298,26 @@ def test_plan_runs_each_pod_template_through_the_policies_once(monkeypatch, tmp_
     fresh = mplan.write_effective_pods(result, tmp_path / "fresh")
     assert [p.name for p in sorted(fresh)] == [p.name for p in written]
     assert [p.read_text() for p in sorted(fresh)] == [p.read_text() for p in written]
+
+
+def test_effective_spec_leaves_the_written_pod_alone_and_defaults_requests_as_a_deep_copy_would():
+    """effective_spec copies only the containers it gives requests: the pod as written is unchanged after it, and
+    the result is the one the whole pod deep-copied and defaulted gives."""
+    from multinode.manifests import effective_pod
+    result = mplan.plan("aws-dev", None)
+    policies = [o for o in result.k8s_objects if o.get("kind") == "MutatingPolicy"]
+    seen = 0
+    for o in result.k8s_objects:
+        for ref in adm.pod_specs(o):
+            before = copy.deepcopy(ref.spec)
+            eff = adm.effective_spec(ref, policies)
+            assert ref.spec == before and repr(ref.spec) == repr(before), ref.where
+            spec = copy.deepcopy(ref.spec)
+            for c in adm.all_containers(spec):
+                if isinstance(c.get("resources"), dict) and (c["resources"].get("limits") or {}):
+                    c["resources"]["requests"] = adm.defaulted_requests(c)
+            want = effective_pod.apply_policies_to_template({"metadata": ref.metadata, "spec": spec}, policies)
+            want_spec = want["spec"] if want["spec"] != spec else None
+            assert repr(eff) == repr(want_spec), ref.where
+            seen += eff is not None and spec != ref.spec
+    assert seen, "a fabric pod with a limit and no request was checked"

@@ -538,3 +538,54 @@ def test_the_pod_admission_checks_takes_the_written_pods_fabric_patches():
     fresh = effective_pod.apply_policies_to_template(defaulted, pols, effective_pod.Prepared(pols))
     assert repr(second) == repr(fresh) and second["spec"]["containers"] == first["spec"]["containers"]
     assert second["spec"]["containers"][0]["env"] is not first["spec"]["containers"][0]["env"]     # copied
+
+
+def test_one_condition_shared_by_every_pool_is_kept_and_a_kept_pod_is_not_converted():
+    """Every pool's fabric policy has the same multi-node-pod condition, so prefetch (two or more) evaluates none:
+    Prepared.keep keeps the result matching evaluated, and the next pod that reads the same takes it without
+    being converted to CEL for it (cel.bind_later). A pod that reads another label value is evaluated afresh;
+    every result equals a fresh Prepared's."""
+    import dataclasses
+
+    from multinode import checks, fabric, stackfile
+    from multinode.manifests import effective_pod
+    raw, secrets, _ = stackfile.read_stack_file(stackfile.stack_path("aws-dev"))
+    cfg = checks.load(raw, secrets)
+    base = fabric.profile_for(cfg, cfg.node_pools[0])
+    pols = [kyverno.mutating_policy(dataclasses.replace(base, pool=f"p{i}")) for i in range(2)]
+    prepared = effective_pod.Prepared(pols)
+    assert len(set(prepared.conditions)) == 1
+    condition = prepared.conditions[0]
+    evaluated: list[str] = []
+    converted: list[int] = []
+    real, real_activation = cel._evaluate, cel.Bindings.activation
+
+    def counting(expression, *rest):
+        evaluated.append(expression)
+        return real(expression, *rest)
+
+    def activation(self):
+        if self._activation is None:
+            converted.append(1)
+        return real_activation.fget(self)
+
+    def template(workload, fabric="enabled"):
+        return {"metadata": {"labels": {"multinode.dev/fabric": fabric, "workload": workload}},
+                "spec": {"containers": [{"name": workload, "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    try:
+        cel._evaluate = counting
+        cel.Bindings.activation = property(activation)
+        for t, fresh in [(template("a"), True), (template("b"), False), (template("c", "no"), True),
+                         (template("d", "no"), False), (template("e"), False)]:
+            evaluated.clear()
+            converted.clear()
+            got = effective_pod.apply_policies_to_template(t, pols, prepared)
+            assert (condition in evaluated) is fresh, t
+            # converted for the condition only when it is evaluated (the mutations bind the pod they patch themselves)
+            assert len(converted) == (1 if fresh else 0), t
+            cel._evaluate = real
+            assert repr(got) == repr(effective_pod.apply_policies_to_template(t, pols, effective_pod.Prepared(pols)))
+            cel._evaluate = counting
+    finally:
+        cel._evaluate = real
+        cel.Bindings.activation = real_activation

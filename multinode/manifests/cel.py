@@ -216,12 +216,21 @@ def _plain(value: Any) -> Any:
 
 
 class Bindings:
-    """Variables converted to CEL values once (`bind`), with the results of the expressions evaluated on them."""
-    __slots__ = ("activation", "results")
+    """Variables converted to CEL values once (`bind`), with the results of the expressions evaluated on them.
+    Made by `bind_later`, the conversion waits for the first evaluation that needs it."""
+    __slots__ = ("_activation", "_variables", "results")
 
-    def __init__(self, activation: Any) -> None:
-        self.activation = activation
+    def __init__(self, activation: Any, variables: dict[str, Any] | None = None) -> None:
+        self._activation = activation
+        self._variables = variables
         self.results: dict[str, Any] = {}
+
+    @property
+    def activation(self) -> Any:
+        if self._activation is None:
+            self._activation = _env().Activation(data=self._variables)
+            self._variables = None
+        return self._activation
 
 
 def bind(**variables: Any) -> Bindings:
@@ -233,6 +242,12 @@ def bind(**variables: Any) -> Bindings:
     has the same multi-node-pod condition) is evaluated once: CEL expressions have no side effects, and the
     functions added here (indexOf, sum) are pure."""
     return Bindings(_env().Activation(data=variables))
+
+
+def bind_later(**variables: Any) -> Bindings:
+    """bind(), converted only when an expression is evaluated on them (none may be: results put into `results`
+    are read from there). The values are read then: the caller changes none of them before."""
+    return Bindings(None, variables)
 
 
 def evaluate(expression: str, bindings: Bindings | None = None, **variables: Any) -> Any:

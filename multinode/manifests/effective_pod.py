@@ -39,16 +39,20 @@ class Prepared:
         # each shared condition with the paths of the pod it reads, and (condition, what they hold) -> its result
         self.condition_paths = {e: read_paths(e) for e in self.conditions}
         self.condition_results: dict[tuple[str, Any], Any] = {}
+        # the bindings bind() last made whose conditions were not all kept, with their keys (see keep)
+        self._unkept: tuple[Any, dict[str, tuple[str, Any]]] | None = None
 
     def bind(self, pod: dict[str, Any], binds: bool) -> Any:
         """kyverno.pod_bindings(pod, self.conditions), with the conditions' results kept per plan: a condition's
         value is a function of what the paths it reads hold (read_paths, projection) when the pod binds (`binds`:
         cel.convertible holds for it), and every pod of a pool asks the same (its fabric label, its pool's node
-        selector). When each one's result is kept, none is evaluated (and the pod is not converted to CEL); else
-        all are, in the one list prefetch always compiles, and kept."""
+        selector). When each one's result is kept, none is evaluated (and the pod is not converted to CEL: the
+        bindings convert it only if asked to evaluate); else all are, in the one list prefetch compiles when there
+        are two or more, and kept, or, one alone, as matching evaluates it (keep)."""
+        self._unkept = None
         if not self.conditions or not binds:
             return kyverno.pod_bindings(pod, self.conditions)
-        bindings = kyverno.pod_bindings(pod)
+        bindings = kyverno.pod_bindings(pod, later=True)
         read: dict[tuple[tuple[str, ...], ...], tuple[Any, ...]] = {}
         keys: dict[str, tuple[str, Any]] = {}
         for e, paths in self.condition_paths.items():
@@ -61,8 +65,17 @@ class Prepared:
             bindings.results.update((e, kept[k]) for e, k in keys.items())
             return bindings
         cel.prefetch(bindings, self.conditions)
-        kept.update((k, bindings.results[e]) for e, k in keys.items() if e in bindings.results)
+        self._unkept = (bindings, keys)
+        self.keep(bindings)
         return bindings
+
+    def keep(self, bindings: Any) -> None:
+        """Keep the shared conditions' results evaluated so far on `bindings` (from bind): prefetch evaluates none
+        when the policies share one condition (every pool's policy has the same multi-node-pod condition), and
+        matching then evaluates it on its own."""
+        if self._unkept is not None and self._unkept[0] is bindings:
+            kept, keys = self.condition_results, self._unkept[1]
+            kept.update((k, bindings.results[e]) for e, k in keys.items() if e in bindings.results)
 
 
 class _Reading:
@@ -254,13 +267,18 @@ def apply_policies_to_template(template: dict[str, Any], policies: list[dict[str
             bindings = prepared.bind(pod, binds)
         reading = prepared.readings[i]
         if reading is not None:
-            if reading.matches(pod, bindings):
+            matched = reading.matches(pod, bindings)
+            prepared.keep(bindings)
+            if matched:
                 pod, binds = reading.mutate(pod, prepared.patches, keys, binds)
                 bindings = None
-        elif kyverno.matches_selected(policy, pod, bindings):
-            pod = kyverno.mutate_matched_in_place(policy, pod)
-            bindings, keys = None, {}
-            binds = cel.convertible(pod)
+        else:
+            matched = kyverno.matches_selected(policy, pod, bindings)
+            prepared.keep(bindings)
+            if matched:
+                pod = kyverno.mutate_matched_in_place(policy, pod)
+                bindings, keys = None, {}
+                binds = cel.convertible(pod)
     return {"metadata": pod["metadata"], "spec": pod["spec"]}
 
 

@@ -485,17 +485,18 @@ def shared_conditions(policies: list[dict[str, Any]]) -> list[str]:
             for c in spec.get("matchConditions") or [] if isinstance(c, dict) and isinstance(c.get("expression"), str)]
 
 
-def pod_bindings(pod: dict[str, Any], conditions: list[str] | None = None) -> Any:
+def pod_bindings(pod: dict[str, Any], conditions: list[str] | None = None, later: bool = False) -> Any:
     """The CEL bindings of a Pod CREATE for a policy without spec.variables: converted once, shareable by every
     such policy's conditions while the pod is unchanged (cel.bind). `conditions` (shared_conditions of the
-    policies about to be matched) are evaluated at once (cel.prefetch)."""
-    bindings = _variables({}, pod)
+    policies about to be matched) are evaluated at once (cel.prefetch). `later`: converted at the first
+    evaluation (cel.bind_later)."""
+    bindings = _variables({}, pod, later)
     if conditions:
         cel.prefetch(bindings, conditions)
     return bindings
 
 
-def _variables(spec: dict[str, Any], pod: dict[str, Any]) -> Any:
+def _variables(spec: dict[str, Any], pod: dict[str, Any], later: bool = False) -> Any:
     """The CEL bindings (cel.bind) of object / oldObject / request, and spec.variables evaluated in order (each
     may use the ones before)."""
     data: dict[str, Any] = {"object": pod, "oldObject": None,
@@ -505,7 +506,7 @@ def _variables(spec: dict[str, Any], pod: dict[str, Any]) -> Any:
     for v in spec.get("variables") or []:
         values[v["name"]] = cel.evaluate(v["expression"], **{**data, "variables": values})
     data["variables"] = values
-    return cel.bind(**data)
+    return cel.bind_later(**data) if later else cel.bind(**data)
 
 
 def mutate(policy: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
