@@ -192,8 +192,6 @@ def _analyze(self: Any, request: Any, context: Any) -> Any:
     self._configure_runtime_settings()
     response = pp.proto.AnalyzeResponse()
     parts: tuple[Any, Any, Any] | None = None
-    pack_name = self._PolicyAnalyzerServicer__policy_pack_name
-    pack_version = self._PolicyAnalyzerServicer__policy_pack_version
     tags = self._PolicyAnalyzerServicer__stack_tags
     for policy in self._PolicyAnalyzerServicer__policies:
         level = self._get_enforcement_level(policy)
@@ -212,33 +210,31 @@ def _analyze(self: Any, request: Any, context: Any) -> Any:
                      self._get_resource_options(request), self._get_provider_resource(request))
         args = pp.ResourceValidationArgs(request.type, parts[0], request.urn, request.name, parts[1], parts[2],
                                          self._get_policy_config(policy.name), tags)
-        try:
-            _run(policy.validate(args, report))
-        except pp.UnknownValueError as e:
-            response.diagnostics.append(_unknown_diagnostic(self, pp, policy, pack_name, pack_version, e))
-        except pp._NotApplicableError as e:
-            response.not_applicable.append(pp.proto.PolicyNotApplicable(policy_name=policy.name,
-                                                                        reason=e.reason or ""))
+        _validate(self, pp, policy, args, report, response)
     return response
 
 
-def _run(result: Any) -> None:
-    """Await a policy's result when it is awaitable, on an event loop of its own (as pulumi_policy does)."""
-    pp = _pulumi_policy()
-    if pp.isawaitable(result):
-        loop = pp.asyncio.new_event_loop()
-        loop.run_until_complete(pp.asyncio.Task(result, loop=loop))
-        loop.close()
-
-
-def _unknown_diagnostic(self: Any, pp: Any, policy: Any, pack_name: str, pack_version: str, e: Any) -> Any:
-    """The advisory pulumi_policy reports for a policy that read an unknown value during preview."""
-    return pp.proto.AnalyzeDiagnostic(
-        policyName=policy.name, policyPackName=pack_name, policyPackVersion=pack_version,
-        message=(f"can't run policy '{policy.name}' from policy pack '{pack_name}@v{pack_version}' during preview: "
-                 f"{e.message}"),
-        urn="", description=policy.description,
-        enforcementLevel=self._map_enforcement_level(pp.EnforcementLevel.ADVISORY))
+def _validate(self: Any, pp: Any, policy: Any, args: Any, report: Any, response: Any) -> None:
+    """One policy's validate, awaited on an event loop of its own when it returns an awaitable; a policy that read an
+    unknown value (preview) gets pulumi_policy's advisory diagnostic, one that says it does not apply its
+    not-applicable answer, as pulumi_policy's Analyze and AnalyzeStack report them."""
+    try:
+        result = policy.validate(args, report)
+        if pp.isawaitable(result):
+            loop = pp.asyncio.new_event_loop()
+            loop.run_until_complete(pp.asyncio.Task(result, loop=loop))
+            loop.close()
+    except pp.UnknownValueError as e:
+        name = self._PolicyAnalyzerServicer__policy_pack_name
+        version = self._PolicyAnalyzerServicer__policy_pack_version
+        response.diagnostics.append(pp.proto.AnalyzeDiagnostic(
+            policyName=policy.name, policyPackName=name, policyPackVersion=version,
+            message=(f"can't run policy '{policy.name}' from policy pack '{name}@v{version}' during preview: "
+                     f"{e.message}"),
+            urn="", description=policy.description,
+            enforcementLevel=self._map_enforcement_level(pp.EnforcementLevel.ADVISORY)))
+    except pp._NotApplicableError as e:
+        response.not_applicable.append(pp.proto.PolicyNotApplicable(policy_name=policy.name, reason=e.reason or ""))
 
 
 def _stack_resources(servicer: Any, request: Any) -> list[Any]:
@@ -274,8 +270,6 @@ def _analyze_stack(self: Any, request: Any, context: Any) -> Any:
     self._configure_runtime_settings()
     response = pp.proto.AnalyzeResponse()
     resources: list[Any] | None = None
-    pack_name = self._PolicyAnalyzerServicer__policy_pack_name
-    pack_version = self._PolicyAnalyzerServicer__policy_pack_version
     for policy in self._PolicyAnalyzerServicer__policies:
         level = self._get_enforcement_level(policy)
         if level == pp.EnforcementLevel.DISABLED or not isinstance(policy, pp.StackValidationPolicy):
@@ -287,13 +281,7 @@ def _analyze_stack(self: Any, request: Any, context: Any) -> Any:
             resources = _stack_resources(self, request)
         args = pp.StackValidationArgs(list(resources), self._get_policy_config(policy.name),
                                       self._PolicyAnalyzerServicer__stack_tags)
-        try:
-            _run(policy.validate(args, report))
-        except pp.UnknownValueError as e:
-            response.diagnostics.append(_unknown_diagnostic(self, pp, policy, pack_name, pack_version, e))
-        except pp._NotApplicableError as e:
-            response.not_applicable.append(pp.proto.PolicyNotApplicable(policy_name=policy.name,
-                                                                        reason=e.reason or ""))
+        _validate(self, pp, policy, args, report, response)
     return response
 
 
